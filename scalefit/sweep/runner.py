@@ -1,0 +1,313 @@
+"""Run a sweep: resumable, on a local process pool or a cluster scheduler (submitit).
+
+A run is finished iff ``out_dir/runs/<run_id>/result.json`` exists; that file is written
+atomically and last, so a kill at any moment loses only the runs in flight, and a rerun of the same
+spec skips every finished run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from .._io import atomic_write_csv, atomic_write_json
+from ..errors import ScaleFitError
+from .registry import resolve_task, task_ref
+from .spec import Run, SweepSpec
+
+RESULT_FILE = "result.json"
+CONFIG_FILE = "config.json"
+ERROR_FILE = "error.txt"
+_EXECUTORS = ("local", "slurm")
+
+
+class SweepError(RuntimeError):
+    """One or more runs of a sweep raised; the finished runs are kept and listed."""
+
+
+def run_dir_of(out_dir: str | os.PathLike, run: Run) -> Path:
+    """Return the folder of one run inside a sweep's output folder."""
+    return Path(out_dir) / "runs" / run.run_id
+
+
+def is_finished(out_dir: str | os.PathLike, run: Run) -> bool:
+    """Whether ``run`` has a ``result.json`` in ``out_dir``."""
+    return (run_dir_of(out_dir, run) / RESULT_FILE).is_file()
+
+
+def validate_runs(spec: SweepSpec) -> list[Run]:
+    """Resolve the task and check every run's config with the task's ``validate_config``.
+
+    Returns
+    -------
+    list of Run
+        ``spec.runs()``.
+
+    Raises
+    ------
+    ScaleFitError
+        If the task cannot be found or a configuration is rejected (the message names the spec).
+    """
+    func = resolve_task(spec.task)
+    runs = spec.runs()
+    validate = getattr(func, "validate_config", None)
+    if validate is not None:
+        for run in runs:
+            try:
+                validate(run.config)
+            except ScaleFitError as exc:
+                raise ScaleFitError(f"{spec.source}: run {run.run_id}: {exc}") from exc
+    return runs
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out_dir: str | os.PathLike,
+    *,
+    workers: int = 1,
+    executor: str = "local",
+    progress: bool = True,
+    threads_per_worker: int = 1,
+    slurm: dict | None = None,
+):
+    """Run every unfinished run of ``spec`` and collect the results.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+        The sweep (see :func:`~scalefit.sweep.load_spec`).
+    out_dir : path-like
+        Output folder: ``spec.toml``-like ``sweep.json``, ``runs/<run_id>/`` and ``results.csv``.
+    workers : int, default 1
+        Local executor: number of worker processes (spawn context). ``0`` runs in this process
+        (handy for debugging). Slurm executor: ignored (the scheduler decides).
+    executor : {"local", "slurm"}
+        ``"local"``: a process pool; ``"slurm"``: ``submitit.AutoExecutor``. ``slurm={"cluster":
+        "local"}`` selects submitit's local executor (no cluster needed).
+    progress : bool, default True
+        Show a tqdm progress bar when stderr is a terminal.
+    threads_per_worker : int, default 1
+        ``torch.set_num_threads`` in each worker (if torch is importable).
+    slurm : dict, optional
+        Parameters for ``AutoExecutor.update_parameters`` (e.g. ``timeout_min``,
+        ``slurm_partition``, ``cpus_per_task``); the special key ``cluster`` is passed to the
+        constructor.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per finished run (config columns, then result columns, then ``run_id``); also
+        written atomically to ``out_dir/results.csv``.
+
+    Raises
+    ------
+    ScaleFitError
+        Bad options or a configuration rejected by the task.
+    SweepError
+        If some runs raised (after the others finished and ``results.csv`` was written).
+    """
+    if executor not in _EXECUTORS:
+        raise ScaleFitError(f"executor must be one of {list(_EXECUTORS)}, got {executor!r}.")
+    if not isinstance(workers, int) or workers < 0:
+        raise ScaleFitError(f"workers must be an integer ≥ 0, got {workers!r}.")
+    if not isinstance(threads_per_worker, int) or threads_per_worker < 1:
+        raise ScaleFitError(
+            f"threads_per_worker must be an integer ≥ 1, got {threads_per_worker!r}."
+        )
+    runs = validate_runs(spec)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "sweep.json", {**spec.to_dict(), "task_ref": task_ref(spec.task)})
+    todo = [r for r in runs if not is_finished(out, r)]
+    ref = task_ref(spec.task)
+    jobs = [(ref, r.config, r.run_id, str(run_dir_of(out, r)), threads_per_worker) for r in todo]
+    bar = _progress_bar(len(runs), len(runs) - len(todo), spec.name, progress)
+    failures: list[tuple[str, str]] = []
+
+    def done(run_id: str, error: str | None) -> None:
+        if error is not None:
+            failures.append((run_id, error))
+        bar.update(1)
+
+    try:
+        if not jobs:
+            pass
+        elif executor == "slurm":
+            _run_submitit(jobs, out, slurm or {}, done)
+        elif workers == 0:
+            for job in jobs:
+                done(job[2], execute_run(*job))
+        else:
+            _run_pool(jobs, workers, threads_per_worker, done)
+    finally:
+        bar.close()
+    table = collect_results(out, runs)
+    if failures:
+        names = ", ".join(run_id for run_id, _ in failures[:5])
+        raise SweepError(
+            f"{len(failures)} of {len(runs)} runs failed ({names}); "
+            f"see runs/<run_id>/{ERROR_FILE}. "
+            f"First error: {failures[0][1].strip().splitlines()[-1]}"
+        )
+    return table
+
+
+def execute_run(ref: str, config: dict, run_id: str, run_dir: str, threads: int = 1) -> str | None:
+    """Run one task in this process and write its ``result.json``; return an error text or None.
+
+    Skips the run when ``result.json`` already exists. Writes ``config.json`` first,
+    ``result.json`` last (atomically), and ``error.txt`` (a traceback) when the task raises.
+    """
+    path = Path(run_dir)
+    if (path / RESULT_FILE).is_file():
+        return None
+    _set_threads(threads)
+    path.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path / CONFIG_FILE, {"run_id": run_id, "task": ref, "config": config})
+    start = time.perf_counter()
+    try:
+        func = resolve_task(ref)
+        result = func(dict(config), path)
+        if not isinstance(result, dict):
+            raise TypeError(f"task {ref} returned {type(result).__name__}, expected a dict")
+    except Exception:  # noqa: BLE001 - recorded and reported by run_sweep
+        text = traceback.format_exc()
+        from .._io import atomic_write_text
+
+        atomic_write_text(path / ERROR_FILE, text)
+        return text
+    payload = {
+        "run_id": run_id,
+        "config": config,
+        "result": result,
+        "elapsed_s": time.perf_counter() - start,
+    }
+    atomic_write_json(path / RESULT_FILE, payload)
+    err = path / ERROR_FILE
+    if err.exists():
+        err.unlink()
+    return None
+
+
+def collect_results(out_dir: str | os.PathLike, runs: Iterable[Run] | None = None):
+    """Gather finished runs into one tidy DataFrame and write ``out_dir/results.csv``.
+
+    A task returns one row as a dict. A result may instead carry a key ``"rows"`` holding a list of
+    dicts: each becomes one line (merged with the config and the result's other scalar keys), which
+    lets one run report, e.g., several student depths or checkpoints. Lists and tables in the
+    config are written as JSON strings.
+
+    Parameters
+    ----------
+    out_dir : path-like
+        Sweep output folder.
+    runs : iterable of Run, optional
+        Restrict to these runs (in this order); default: every ``runs/*/result.json``.
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    import pandas as pd
+
+    out = Path(out_dir)
+    if runs is None:
+        paths = sorted((out / "runs").glob(f"*/{RESULT_FILE}"))
+    else:
+        paths = [run_dir_of(out, r) / RESULT_FILE for r in runs]
+    records: list[dict] = []
+    for p in paths:
+        if p.is_file():
+            records.extend(_result_rows(json.loads(p.read_text(encoding="utf-8"))))
+    table = pd.DataFrame.from_records(records)
+    atomic_write_csv(out / "results.csv", table)
+    return table
+
+
+def _result_rows(payload: dict) -> list[dict]:
+    config = {k: _flat(v) for k, v in payload["config"].items()}
+    result = dict(payload["result"])
+    rows = result.pop("rows", None)
+    base = {**config, **{k: _flat(v) for k, v in result.items()}}
+    tail = {"run_id": payload["run_id"]}
+    if rows is None:
+        return [{**base, **tail}]
+    return [{**base, **{k: _flat(v) for k, v in row.items()}, **tail} for row in rows]
+
+
+def _flat(value: Any) -> Any:
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def _set_threads(threads: int) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is optional
+        return
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def _run_pool(jobs: list[tuple], workers: int, threads: int, done: Callable) -> None:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_set_threads, initargs=(threads,)
+    ) as pool:
+        futures = {pool.submit(execute_run, *job): job[2] for job in jobs}
+        for fut in as_completed(futures):
+            try:
+                err = fut.result()
+            except Exception:  # noqa: BLE001 - e.g. a worker killed by the OS
+                err = traceback.format_exc()
+            done(futures[fut], err)
+
+
+def _run_submitit(jobs: list[tuple], out: Path, slurm: dict, done: Callable) -> None:
+    from ..errors import require
+
+    submitit = require("submitit", "torch")
+    params = dict(slurm)
+    cluster = params.pop("cluster", None)
+    ex = submitit.AutoExecutor(folder=out / "submitit" / "%j", cluster=cluster)
+    if params:
+        ex.update_parameters(**params)
+    pending = {ex.submit(execute_run, *job): job[2] for job in jobs}
+    while pending:
+        finished = [j for j in pending if j.done()]
+        for job in finished:
+            run_id = pending.pop(job)
+            try:
+                err = job.result()
+            except Exception:  # noqa: BLE001 - scheduler failure, recorded per run
+                err = traceback.format_exc()
+            done(run_id, err)
+        if pending and not finished:
+            time.sleep(0.2)
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int, initial: int, name: str, progress: bool):
+    if not progress or not sys.stderr.isatty():
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=name, unit="run")

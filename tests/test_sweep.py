@@ -1,0 +1,214 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from scalefit.errors import ScaleFitError
+from scalefit.sweep import (
+    SweepError,
+    SweepSpec,
+    collect_results,
+    load_spec,
+    register_task,
+    registered_tasks,
+    run_sweep,
+    spec_from_dict,
+)
+
+DEMO = "scalefit.sweep._demo:demo_task"
+
+
+def _write(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def _spec(seeds, sleep_s=0.0, **fixed) -> SweepSpec:
+    return SweepSpec(
+        "demo", DEMO, {"sleep_s": sleep_s, **fixed}, {"seed": list(seeds), "slope": [1.0, 3.0]}
+    )
+
+
+def test_load_spec_runs_and_stable_ids(tmp_path):
+    path = _write(
+        tmp_path,
+        f"""
+        [sweep]
+        name = "demo"
+        task = "{DEMO}"
+        [fixed]
+        n = 40
+        [grid]
+        seed = [0, 1, 2]
+        slope = [1.5, 2.5]
+        """,
+    )
+    spec = load_spec(path)
+    runs = spec.runs()
+    assert len(runs) == 6
+    assert runs[0].config == {"n": 40, "seed": 0, "slope": 1.5}
+    ids = [r.run_id for r in runs]
+    assert len(set(ids)) == 6
+    assert ids == [r.run_id for r in load_spec(path).runs()]
+    assert ids[0].startswith("seed=0_slope=1.5-")
+    # the id depends on the whole config, not only on the grid point
+    other = spec_from_dict({**spec.to_dict(), "fixed": {"n": 41}})
+    assert other.runs()[0].run_id != ids[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('[sweep]\nname="a"\ntask="toy"\n[grid]\nseed=[]\n', "seed.*empty"),
+        ('[sweep]\nname="a"\ntask="toy"\n[grid]\nseed=3\n', "seed.*must be a list"),
+        ('[sweep]\nname="a"\ntask="toy"\n[grid]\n', r"\[grid\] must be a non-empty"),
+        ('[sweep]\nname="a"\ntask="toy"\n[grids]\nseed=[1]\n', "unknown section.*grids"),
+        ('[sweep]\nname="a"\ntask="toy"\nmode="x"\n[grid]\nseed=[1]\n', "unknown key.*mode"),
+        ('[sweep]\nname="a"\n[grid]\nseed=[1]\n', "'task'"),
+        ('[sweep]\nname="a"\ntask="toy"\n[fixed]\nseed=1\n[grid]\nseed=[1]\n', "both"),
+        ('[sweep]\nname="a"\ntask="toy"\n[grid]\nseed=[1, 1]\n', "repeats"),
+        ("[sweep\nname=", "not valid TOML"),
+    ],
+)
+def test_bad_specs_raise(tmp_path, text, match):
+    path = _write(tmp_path, text)
+    with pytest.raises(ScaleFitError, match=match) as info:
+        load_spec(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_and_unknown_task(tmp_path):
+    with pytest.raises(ScaleFitError, match="not found"):
+        load_spec(tmp_path / "nope.toml")
+    spec = SweepSpec("x", "no_such_task", {}, {"seed": [0]})
+    with pytest.raises(ScaleFitError, match="unknown task 'no_such_task'"):
+        run_sweep(spec, tmp_path / "out", progress=False)
+
+
+def test_task_validation_names_spec_and_key(tmp_path):
+    spec = SweepSpec("x", DEMO, {"bogus": 1}, {"seed": [0]}, source="my.toml")
+    with pytest.raises(ScaleFitError, match=r"my.toml.*bogus"):
+        run_sweep(spec, tmp_path / "out", workers=0, progress=False)
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_registry():
+    assert registered_tasks()["toy"] == "scalefit.sim.sweep_task:run_toy"
+    assert registered_tasks()["train"] == "scalefit.train.grid:run_train_task"
+    register_task("demo_for_test", DEMO)
+    assert registered_tasks()["demo_for_test"] == DEMO
+    with pytest.raises(ScaleFitError, match="package.module:function"):
+        register_task("bad", "no_colon")
+
+
+def test_local_pool_runs_and_skips_finished(tmp_path):
+    out = tmp_path / "out"
+    table = run_sweep(_spec([0, 1]), out, workers=2, progress=False)
+    assert len(table) == 4
+    assert set(table.columns) >= {"seed", "slope", "sleep_s", "slope_hat", "run_id"}
+    assert abs(table["slope_hat"] - table["slope"]).max() < 0.05
+    assert table["pid"].nunique() >= 1 and os.getpid() not in set(table["pid"])
+    on_disk = pd.read_csv(out / "results.csv")
+    assert list(on_disk["run_id"]) == list(table["run_id"])
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")}
+    # rerun with one more seed: only the two new runs execute
+    table2 = run_sweep(_spec([0, 1, 2]), out, workers=0, progress=False)
+    assert len(table2) == 6
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert (table2["pid"] == os.getpid()).sum() == 2
+
+
+def test_same_seed_same_numbers(tmp_path):
+    a = run_sweep(_spec([5]), tmp_path / "a", workers=0, progress=False)
+    b = run_sweep(_spec([5]), tmp_path / "b", workers=0, progress=False)
+    assert list(a["slope_hat"]) == list(b["slope_hat"])
+
+
+def test_failures_are_reported_and_others_kept(tmp_path):
+    spec = SweepSpec("f", DEMO, {}, {"seed": [0, 1], "fail": [False, True]})
+    with pytest.raises(SweepError, match="2 of 4 runs failed"):
+        run_sweep(spec, tmp_path / "out", workers=2, progress=False)
+    errors = list((tmp_path / "out").glob("runs/*/error.txt"))
+    assert len(errors) == 2 and "asked to fail" in errors[0].read_text()
+    assert len(pd.read_csv(tmp_path / "out" / "results.csv")) == 2
+
+
+def test_rows_expand_into_tidy_lines(tmp_path):
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    payload = {
+        "run_id": "r1",
+        "config": {"seed": 0, "depths": [2, 4]},
+        "result": {"wall_s": 1.0, "rows": [{"depth": 2, "loss": 0.5}, {"depth": 4, "loss": 0.2}]},
+    }
+    (run / "result.json").write_text(json.dumps(payload))
+    table = collect_results(tmp_path)
+    assert list(table["depth"]) == [2, 4]
+    assert list(table["wall_s"]) == [1.0, 1.0]
+    assert table["depths"].iloc[0] == "[2, 4]"
+
+
+def test_submitit_local_executor(tmp_path):
+    pytest.importorskip("submitit")
+    out = tmp_path / "out"
+    table = run_sweep(
+        _spec([0]),
+        out,
+        executor="slurm",
+        slurm={"cluster": "local", "timeout_min": 5},
+        progress=False,
+    )
+    assert len(table) == 2
+    assert abs(table["slope_hat"] - table["slope"]).max() < 0.05
+    assert os.getpid() not in set(table["pid"])
+    assert (out / "submitit").is_dir()
+
+
+def test_bad_options(tmp_path):
+    with pytest.raises(ScaleFitError, match="executor"):
+        run_sweep(_spec([0]), tmp_path, executor="mpi", progress=False)
+    with pytest.raises(ScaleFitError, match="workers"):
+        run_sweep(_spec([0]), tmp_path, workers=-1, progress=False)
+
+
+_DRIVER = """
+import sys
+from scalefit.sweep import SweepSpec, run_sweep
+if __name__ == "__main__":  # required by the spawn start method
+    spec = SweepSpec("kill", "{demo}", {{"sleep_s": 0.4}}, {{"seed": list(range(10))}})
+    run_sweep(spec, sys.argv[1], workers=2, progress=False)
+"""
+
+
+def test_sigkill_mid_sweep_then_restart(tmp_path):
+    out = tmp_path / "out"
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER.format(demo=DEMO))
+    proc = subprocess.Popen([sys.executable, str(script), str(out)], start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(list(out.glob("runs/*/result.json"))) < 2:
+        assert proc.poll() is None, "sweep ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its workers, mid-run
+    proc.wait()
+    before = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")}
+    assert 2 <= len(before) < 10
+    assert not (out / "results.csv").exists()
+    rerun = subprocess.run([sys.executable, str(script), str(out)], check=True)
+    assert rerun.returncode == 0
+    table = pd.read_csv(out / "results.csv")
+    assert sorted(table["seed"]) == list(range(10))
+    assert table["run_id"].is_unique
+    assert len(list(out.glob("runs/*/result.json"))) == 10
+    after = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")}
+    assert all(after[k] == v for k, v in before.items())
+    assert not list(out.glob("runs/*/.*.tmp"))
