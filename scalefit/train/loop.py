@@ -1,0 +1,369 @@
+"""The training loop: AdamW, warm-up + cosine, clipping, checkpoints, DDP, divergence detection.
+
+:func:`train` runs one configuration and returns a :class:`TrainResult`. When ``run_dir`` is given
+it keeps ``checkpoint.pt`` there (model, optimiser, step, loss history, RNG states) and resumes from
+it, reproducing the uninterrupted loss sequence exactly on CPU (batches depend only on the seed
+and the step, see :class:`~scalefit.train.data.TokenData`). Under ``torchrun`` (``WORLD_SIZE > 1``)
+it trains with DistributedDataParallel (gloo on CPU, NCCL on CUDA), each process taking a slice of
+the same global batch.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+
+from .._io import atomic_write_bytes, atomic_write_csv
+from .._torch import pick_device, seed_all
+from ..accounting import flops_per_token
+from ..errors import ScaleFitError
+from .cr import regulariser
+from .data import TokenData, build_tokens
+from .model import ModelConfig, Transformer
+
+
+@dataclass
+class TrainConfig:
+    """Training settings; ``model`` holds the architecture. ``tokens`` is the training budget."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: str = "shakespeare"  # token folder (with meta.json), text file/folder or corpus name
+    tokenizer: str = "byte"
+    bpe_vocab: int = 1024
+    tokens: int = 1_000_000
+    batch_size: int = 32  # global, in sequences
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    seed: int = 0
+    cr_loss: bool = False
+    ortho_loss: bool = False
+    eval_tokens: int = 65_536
+    checkpoint_every: int = 0  # steps; 0 = only at the end (and when stopped early)
+    diverge_ratio: float = 2.0  # loss above ratio × first loss (or non-finite) = diverged
+    device: str = "auto"
+    compile: bool = True  # CUDA only
+    threads: int = 0  # torch threads; 0 = leave as is
+
+    @property
+    def steps(self) -> int:
+        """Optimiser steps: the token budget over tokens per step, rounded up."""
+        return max(1, math.ceil(self.tokens / (self.batch_size * self.model.seq_len)))
+
+    def to_dict(self) -> dict:
+        """Flat JSON-safe dict (model settings inlined), the inverse of :func:`config_from_dict`."""
+        d = {k: v for k, v in asdict(self).items() if k != "model"}
+        return {**self.model.to_dict(), **d}
+
+
+def config_from_dict(d: dict, *, source: str = "config") -> TrainConfig:
+    """Build a :class:`TrainConfig` from a flat dict (model and training keys side by side)."""
+    model_keys = {f.name for f in fields(ModelConfig)}
+    train_keys = {f.name for f in fields(TrainConfig)} - {"model"}
+    unknown = sorted(set(d) - model_keys - train_keys - {"name"})
+    if unknown:
+        raise ScaleFitError(
+            f"{source}: unknown key(s) {unknown}; expected keys among "
+            f"{sorted(model_keys | train_keys)}."
+        )
+    model = ModelConfig(**{k: v for k, v in d.items() if k in model_keys})
+    return TrainConfig(model=model, **{k: v for k, v in d.items() if k in train_keys})
+
+
+@dataclass
+class TrainResult:
+    """One finished run: the loss-table ``row``, the per-step ``history`` and the trained model."""
+
+    row: dict
+    history: list[dict]
+    model: Transformer
+    data: TokenData
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to ``lr`` then cosine decay to ``min_lr_ratio·lr`` at the last step."""
+    warm = max(1, round(cfg.warmup_frac * cfg.steps))
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    progress = (step - warm) / max(1, cfg.steps - warm)
+    floor = cfg.min_lr_ratio * cfg.lr
+    return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device) -> torch.optim.AdamW:
+    """AdamW with weight decay on ≥ 2-D tensors only (fused on CUDA)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(
+        groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda"
+    )
+
+
+def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
+    """Token files for ``cfg.data`` (built once into the cache when it is not a token folder)."""
+    src = Path(cfg.data)
+    if (src / "meta.json").exists():
+        return TokenData(src, cfg.model.seq_len, seed=cfg.seed)
+    from .data import cache_dir
+
+    key = f"{src.name or cfg.data}-{cfg.tokenizer}{cfg.bpe_vocab if cfg.tokenizer == 'bpe' else ''}"
+    out = build_tokens(
+        cfg.data,
+        (cache or cache_dir()) / "tokens" / key,
+        tokenizer=cfg.tokenizer,
+        vocab_size=cfg.bpe_vocab,
+    )
+    return TokenData(out, cfg.model.seq_len, seed=cfg.seed)
+
+
+def _dist_info() -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not torch.distributed.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        torch.distributed.init_process_group(backend)
+    rank = torch.distributed.get_rank() if world > 1 else 0
+    return rank, world
+
+
+def _save_checkpoint(path: Path, model, opt, step: int, history: list, cfg: TrainConfig) -> None:
+    buf = io.BytesIO()
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "step": step,
+            "history": history,
+            "config": cfg.to_dict(),
+            "torch_rng": torch.get_rng_state(),
+        },
+        buf,
+    )
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    """Load a checkpoint written by :func:`train` (CPU tensors)."""
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+@torch.no_grad()
+def evaluate(
+    model: Transformer,
+    data: TokenData,
+    *,
+    max_tokens: int,
+    batch_size: int = 32,
+    skip: frozenset[int] = frozenset(),
+) -> float:
+    """Mean validation cross-entropy (nats/token) over fixed held-out windows."""
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    was_training = model.training
+    model.eval()
+    for x, y in data.val_batches(max_tokens, batch_size):
+        out = model(x.to(device), y.to(device), skip=skip)
+        total += float(out.loss) * y.numel()
+        count += y.numel()
+    model.train(was_training)
+    return total / count
+
+
+def _setup(cfg: TrainConfig, run_dir: Path | None):
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    rank, world = _dist_info()
+    device = pick_device(cfg.device)
+    if world > 1 and device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    data = prepare_data(cfg)
+    if data.vocab != cfg.model.vocab:
+        cfg.model = ModelConfig(**{**cfg.model.to_dict(), "vocab": data.vocab})
+    seed_all(cfg.seed)
+    model = Transformer(cfg.model).to(device)
+    opt = make_optimizer(model, cfg, device)
+    start, history = 0, []
+    ckpt = run_dir / "checkpoint.pt" if run_dir is not None else None
+    if ckpt is not None and ckpt.exists():
+        state = load_checkpoint(ckpt)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        start, history = state["step"], state["history"]
+        torch.set_rng_state(state["torch_rng"])
+    return rank, world, device, data, model, opt, start, history, ckpt
+
+
+def _wrap(model: Transformer, cfg: TrainConfig, device, world: int):
+    net = model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+    if cfg.compile and device.type == "cuda":
+        net = torch.compile(net)
+    return net
+
+
+def train(
+    cfg: TrainConfig,
+    run_dir: str | os.PathLike | None = None,
+    *,
+    progress: bool = False,
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Train one configuration; see the module docstring.
+
+    Parameters
+    ----------
+    cfg : TrainConfig
+        Settings.
+    run_dir : path-like, optional
+        Folder for ``checkpoint.pt`` and ``history.csv``; an existing checkpoint is resumed.
+    progress : bool
+        Show a tqdm bar with tokens/s (rank 0 only).
+    stop_after : int, optional
+        Stop (and checkpoint) after this many steps in total, as if interrupted.
+
+    Returns
+    -------
+    TrainResult
+        ``row`` has ``loss`` (validation nats/token, NaN when diverged), ``bpb`` and ``diverged``.
+    """
+    run_dir = Path(run_dir) if run_dir is not None else None
+    rank, world, device, data, model, opt, start, history, ckpt = _setup(cfg, run_dir)
+    net = _wrap(model, cfg, device, world)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    per_rank = cfg.batch_size // world
+    end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
+    diverged = any(h.get("diverged") for h in history)
+    bar = _progress_bar(progress and rank == 0, start, cfg)
+    t0, t_start = time.perf_counter(), time.perf_counter()
+    step = start
+    for step in range(start, end):
+        if diverged:
+            break
+        lr = lr_at(step, cfg)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x, y = data.batch(step, cfg.batch_size, rank=rank, world=world)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with autocast:
+            out = net(x, y, return_attn_io=cfg.cr_loss or cfg.ortho_loss)
+            loss = out.loss
+            if cfg.cr_loss or cfg.ortho_loss:
+                loss = loss + regulariser(
+                    out.attn_io, step, use_cr=cfg.cr_loss, use_ortho=cfg.ortho_loss
+                )
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        ce = out.loss.detach().float()
+        if world > 1:
+            torch.distributed.all_reduce(ce)
+            ce /= world
+        ce_val = float(ce)
+        diverged = not math.isfinite(ce_val) or (
+            bool(history) and ce_val > cfg.diverge_ratio * history[0]["loss"]
+        )
+        history.append(
+            {
+                "step": step,
+                "lr": lr,
+                "loss": ce_val,
+                "grad_norm": float(gnorm),
+                "diverged": diverged,
+            }
+        )
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(
+                loss=f"{ce_val:.3f}", tok_s=f"{_tok_s(step, start, per_rank * world, cfg, t0):.0f}"
+            )
+        if (
+            ckpt is not None
+            and rank == 0
+            and cfg.checkpoint_every
+            and (step + 1) % cfg.checkpoint_every == 0
+        ):
+            _save_checkpoint(ckpt, model, opt, step + 1, history, cfg)
+    if bar is not None:
+        bar.close()
+    wall = time.perf_counter() - t_start
+    done = len(history)
+    if ckpt is not None and rank == 0:
+        _save_checkpoint(ckpt, model, opt, done, history, cfg)
+        atomic_write_csv(run_dir / "history.csv", _frame(history))
+    row = _result_row(cfg, model, data, history, diverged, wall, done - start, world)
+    return TrainResult(row=row, history=history, model=model, data=data)
+
+
+def _tok_s(step: int, start: int, batch: int, cfg: TrainConfig, t0: float) -> float:
+    return (step + 1 - start) * batch * cfg.model.seq_len / max(time.perf_counter() - t0, 1e-9)
+
+
+def _progress_bar(enabled: bool, start: int, cfg: TrainConfig):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cfg.steps, initial=start, unit="step", desc="train")
+
+
+def _frame(history: list[dict]):
+    import pandas as pd
+
+    return pd.DataFrame(history, columns=["step", "lr", "loss", "grad_norm", "diverged"])
+
+
+def _result_row(cfg, model, data, history, diverged, wall, steps_run, world) -> dict:
+    mc = cfg.model
+    tokens = len(history) * cfg.batch_size * mc.seq_len
+    params = model.num_params()
+    loss = math.nan
+    if not diverged and history:
+        loss = evaluate(model, data, max_tokens=cfg.eval_tokens)
+        diverged = not math.isfinite(loss)
+        loss = math.nan if diverged else loss
+    tokens_run = steps_run * cfg.batch_size * mc.seq_len
+    return {
+        "depth": mc.depth,
+        "width": mc.width,
+        "params": params,
+        "params_nonembedding": model.num_params(embeddings=False),
+        "tokens": tokens,
+        "flops": flops_per_token(params) * tokens,
+        "epochs": tokens / data.meta["train_tokens"],
+        "loss": loss,
+        "bpb": loss / math.log(2) / data.bytes_per_token,
+        "train_loss": history[-1]["loss"] if history else math.nan,
+        "variant": mc.variant,
+        "seed": cfg.seed,
+        "wall_s": wall,
+        "diverged": bool(diverged),
+        "steps": len(history),
+        "tokens_per_s": tokens_run / wall if wall > 0 else math.nan,
+        "block": mc.block,
+        "embeddings": mc.embeddings,
+        "vocab": mc.vocab,
+        "seq_len": mc.seq_len,
+        "cr_loss": cfg.cr_loss,
+        "ortho_loss": cfg.ortho_loss,
+        "world": world,
+    }
