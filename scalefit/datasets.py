@@ -1,0 +1,196 @@
+"""Reference loss tables by name.
+
+``load("depth_delusion")`` reads the table bundled in the repository's ``data/`` folder. The two
+Chinchilla tables come from public repositories and are not redistributed: they are resolved at run
+time from, in order, the ``data_dir`` argument, the ``SCALEFIT_DATA_DIR`` environment variable, the
+cache (``SCALEFIT_CACHE_DIR`` or ``~/.cache/scalefit``), and finally a download from the public raw
+URL into the cache. Every file found or downloaded is checked against its sha256 checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ._io import atomic_write_bytes
+from .errors import ScaleFitError
+from .table import read_table
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A named reference table: where it comes from and how its columns map."""
+
+    name: str
+    filename: str
+    description: str
+    columns: dict[str, str] = field(default_factory=dict)
+    sha256: str | None = None
+    url: str | None = None
+    bundled: bool = False
+    drop_columns: tuple[str, ...] = ()
+
+
+DATASETS: dict[str, Dataset] = {
+    "chinchilla": Dataset(
+        name="chinchilla",
+        filename="chinchilla_depth_width.csv",
+        description=(
+            "245 Chinchilla runs (Hoffmann et al. Fig. 4, digitised by Epoch AI) with width and "
+            "depth from the model table, as assembled by Liu et al.; params include embeddings; "
+            "flops = 6 params tokens."
+        ),
+        columns={"model_size": "params", "FLOP": "flops", "num_tokens": "tokens",
+                 "d_model": "width", "n_layers": "depth"},
+        sha256="cb474e8f5fc87be4132190a0c782d1521c4f06b9c041395b3a78ff2ffc34f83e",
+        url="https://raw.githubusercontent.com/liuyz0/DepthScaling/main/Scaling/"
+        "get_fitting_data_chinchilla.csv",
+    ),
+    "chinchilla_epoch": Dataset(
+        name="chinchilla_epoch",
+        filename="chinchilla_epoch_svg.csv",
+        description=(
+            "245 Chinchilla runs as extracted from the paper's SVG by Epoch AI (Besiroglu et al. "
+            "2024); tokens derived as flops / (6 params)."
+        ),
+        columns={"Model Size": "params", "Training FLOP": "flops"},
+        sha256="193478df4e90f040016431996c45682659306840ecdadf83cfb9cd5ca0aa1b30",
+        url="https://raw.githubusercontent.com/epoch-research/analyzing-chinchilla/main/data/"
+        "svg_extracted_data.csv",
+        drop_columns=("x", "y", "color", "hex_color"),
+    ),
+    "depth_delusion": Dataset(
+        name="depth_delusion",
+        filename="depth_delusion.csv",
+        description=(
+            "30 architectures of Fahim & Karim, The Depth Delusion, Table 6 (bundled); tokens "
+            "are an assumption for the 12 large-scale rows (20 x params), see data/README.md."
+        ),
+        bundled=True,
+    ),
+}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cache_dir() -> Path:
+    """Folder where downloaded tables are cached (``SCALEFIT_CACHE_DIR`` or ``~/.cache/scalefit``)."""
+    root = os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit"
+    return Path(root) / "data"
+
+
+def _verified(path: Path, ds: Dataset) -> Path:
+    if ds.sha256 and _sha256(path) != ds.sha256:
+        raise ScaleFitError(
+            f"{path}: sha256 checksum does not match the published {ds.name!r} table "
+            f"(expected {ds.sha256[:12]}…); remove or replace the file."
+        )
+    return path
+
+
+def resolve(name: str, data_dir: str | os.PathLike | None = None, *, download: bool = True) -> Path:
+    """Find (or fetch) the file behind a dataset name and return its verified path.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`DATASETS`.
+    data_dir : path-like, optional
+        A folder to look in first.
+    download : bool, default True
+        Allow a download into the cache when no local copy exists.
+
+    Returns
+    -------
+    pathlib.Path
+        Path to a file whose checksum matches.
+    """
+    if name not in DATASETS:
+        raise ScaleFitError(
+            f"Unknown dataset {name!r}; expected one of {', '.join(sorted(DATASETS))}."
+        )
+    ds = DATASETS[name]
+    if ds.bundled:
+        path = BUNDLED_DIR / ds.filename
+        if not path.exists():
+            raise ScaleFitError(f"bundled table {path} is missing from this installation.")
+        return path
+    folders = [Path(d) for d in (data_dir, os.environ.get("SCALEFIT_DATA_DIR")) if d]
+    folders.append(cache_dir())
+    for folder in folders:
+        candidate = folder / ds.filename
+        if candidate.exists():
+            return _verified(candidate, ds)
+    if not download:
+        raise ScaleFitError(
+            f"dataset {name!r} not found in {', '.join(map(str, folders))} and downloads are off."
+        )
+    target = cache_dir() / ds.filename
+    try:
+        with urllib.request.urlopen(ds.url, timeout=30) as resp:  # noqa: S310 - fixed https URL
+            payload = resp.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise ScaleFitError(
+            f"dataset {name!r} is not available locally and the download failed ({exc}); "
+            f"put {ds.filename} in a folder and pass data_dir=... or set SCALEFIT_DATA_DIR."
+        ) from exc
+    if ds.sha256 and hashlib.sha256(payload).hexdigest() != ds.sha256:
+        raise ScaleFitError(f"downloaded {name!r} from {ds.url} but its sha256 does not match.")
+    atomic_write_bytes(target, payload)
+    return target
+
+
+def load(
+    name: str,
+    data_dir: str | os.PathLike | None = None,
+    *,
+    drop_highest: int = 0,
+    download: bool = True,
+) -> pd.DataFrame:
+    """Load a reference table by name as a validated canonical table.
+
+    Parameters
+    ----------
+    name : {"chinchilla", "chinchilla_epoch", "depth_delusion"}
+        The dataset.
+    data_dir : path-like, optional
+        Folder holding the public CSVs (else ``SCALEFIT_DATA_DIR``, the cache, a download).
+    drop_highest : int, default 0
+        Outlier rule passed to :func:`scalefit.read_table` (40 reproduces Liu et al.'s 203 rows).
+    download : bool, default True
+        Allow downloading into the cache.
+
+    Returns
+    -------
+    pandas.DataFrame
+        As returned by :func:`scalefit.read_table`, with ``attrs["scalefit"]["dataset"]`` set.
+
+    Examples
+    --------
+    >>> t = load("depth_delusion")
+    >>> len(t), sorted(t.columns)[:3]
+    (30, ['depth', 'flops', 'loss'])
+    """
+    path = resolve(name, data_dir, download=download)
+    ds = DATASETS[name]
+    frame = pd.read_csv(path)
+    frame = frame.drop(columns=[c for c in ds.drop_columns if c in frame.columns])
+    table = read_table(frame, ds.columns, drop_highest=drop_highest)
+    table.attrs["scalefit"]["source"] = str(path)
+    table.attrs["scalefit"]["dataset"] = name
+    return table
+
+
+def is_dataset_name(value: str) -> bool:
+    """True when ``value`` names a dataset rather than a file path."""
+    return value in DATASETS and not Path(value).exists()

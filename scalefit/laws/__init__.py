@@ -1,0 +1,6 @@
+"""Law catalogue: every functional form defined once (see :mod:`scalefit.laws.base`)."""
+
+from .base import Law, Param, sample_starts
+from .catalogue import get_law, list_laws, register_law
+
+__all__ = ["Law", "Param", "get_law", "list_laws", "register_law", "sample_starts"]

@@ -1,0 +1,249 @@
+"""The built-in laws and the registry (:func:`get_law`, :func:`register_law`, :func:`list_laws`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .base import Law, Param, check_law
+
+_REGISTRY: dict[str, Callable[..., Law]] = {}
+
+GPT2_VOCAB = 50_257
+
+
+def _exponent(name: str, desc: str, start=(0.0, 1.5)) -> Param:
+    return Param(name, "exponent", start=start, bounds=(0.0, 5.0), description=desc)
+
+
+# ------------------------------------------------------------------------------ chinchilla
+def _chinchilla_expr(xp, p, x):
+    return p["E"] + p["A"] * x["params"] ** (-p["alpha"]) + p["B"] * x["tokens"] ** (-p["beta"])
+
+
+def chinchilla() -> Law:
+    """Hoffmann et al. (2022): ``L = E + A / params**alpha + B / tokens**beta``."""
+    return Law(
+        name="chinchilla",
+        inputs=("params", "tokens"),
+        params=(
+            Param("E", "floor", bounds=(0.0, 10.0), description="irreducible loss"),
+            Param("A", "coef", pivot=("alpha", "params"), bounds=(0, float("inf")),
+                  description="params-term coefficient"),
+            Param("B", "coef", pivot=("beta", "tokens"), bounds=(0, float("inf")),
+                  description="tokens-term coefficient"),
+            _exponent("alpha", "params exponent"),
+            _exponent("beta", "tokens exponent"),
+        ),
+        expr=_chinchilla_expr,
+        formula="L = E + A / params^alpha + B / tokens^beta",
+        reference="Hoffmann et al. 2022, Approach 3; Besiroglu et al. 2024 (Epoch AI) replication",
+        start_points=({"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},),
+    )
+
+
+# ------------------------------------------------------------------------------ decomposed
+def _decomposed_expr(xp, p, x):
+    return (
+        p["c_width"] * x["width"] ** (-p["a_width"])
+        + p["c_depth"] * x["depth"] ** (-p["a_depth"])
+        + p["c_tokens"] * x["tokens"] ** (-p["a_tokens"])
+        + p["L0"]
+    )
+
+
+def decomposed() -> Law:
+    """Liu et al. Eq. 3: ``L = c_W/W^a_W + c_l/l^a_l + c_T/T^a_T + L0``."""
+    return Law(
+        name="decomposed",
+        inputs=("width", "depth", "tokens"),
+        params=(
+            Param("c_width", "coef", pivot=("a_width", "width"), bounds=(0, float("inf")),
+                  description="width-term coefficient (width in d_model)"),
+            _exponent("a_width", "width exponent", (0.0, 2.0)),
+            Param("c_depth", "coef", pivot=("a_depth", "depth"), bounds=(0, float("inf")),
+                  description="depth-term coefficient (depth in layers)"),
+            _exponent("a_depth", "depth exponent", (0.0, 2.0)),
+            Param("c_tokens", "coef", pivot=("a_tokens", "tokens"), bounds=(0, float("inf")),
+                  description="tokens-term coefficient"),
+            _exponent("a_tokens", "tokens exponent", (0.0, 1.0)),
+            Param("L0", "floor", bounds=(0.0, 10.0), description="irreducible loss"),
+        ),
+        expr=_decomposed_expr,
+        formula="L = c_width/width^a_width + c_depth/depth^a_depth + c_tokens/tokens^a_tokens + L0",
+        reference="Liu, Kangaslahti, Liu, Gore, Inverse Depth Scaling (ICML 2026), Eq. 3",
+    )
+
+
+# ------------------------------------------------------------------------------ critical depth
+def critical_depth(
+    form: str = "log",
+    vocab: int = GPT2_VOCAB,
+    embeddings: str = "untied",
+    params_from: str = "accounting",
+) -> Law:
+    """Fahim & Karim's critical-depth ansatz (their Ansatz 3.4).
+
+    ``L = A/N^alpha + B/tokens^delta + gamma/width^mu * max(0, (depth - lc)/lc)`` with
+    ``lc = kappa * ln(width)`` (``form="log"``) or ``lc = c_crit * width^a_crit``
+    (``form="power"``). ``N`` is ``12 depth width^2`` plus embeddings (``vocab * width`` once if
+    tied, twice if untied, none if excluded) when ``params_from="accounting"``, or the table's
+    ``params`` column when ``params_from="column"``.
+    """
+    if form not in ("log", "power"):
+        raise ValueError(f"form must be 'log' or 'power'; got {form!r}.")
+    if embeddings not in ("tied", "untied", "excluded"):
+        raise ValueError(f"embeddings must be 'tied', 'untied' or 'excluded'; got {embeddings!r}.")
+    if params_from not in ("accounting", "column"):
+        raise ValueError(f"params_from must be 'accounting' or 'column'; got {params_from!r}.")
+    n_emb = {"tied": 1, "untied": 2, "excluded": 0}[embeddings]
+
+    def features(xp, x):
+        if params_from == "column":
+            return {"n": x["params"]}
+        return {"n": 12.0 * x["depth"] * x["width"] ** 2 + n_emb * vocab * x["width"]}
+
+    def expr(xp, p, x):
+        if form == "log":
+            lc = p["kappa"] * xp.log(x["width"])
+        else:
+            lc = p["c_crit"] * x["width"] ** p["a_crit"]
+        penalty = p["gamma"] * x["width"] ** (-p["mu"]) * xp.maximum(0.0, (x["depth"] - lc) / lc)
+        return p["A"] * x["n"] ** (-p["alpha"]) + p["B"] * x["tokens"] ** (-p["delta"]) + penalty
+
+    crit: tuple[Param, ...]
+    if form == "log":
+        crit = (Param("kappa", "positive", start=(0.5, 6.0), bounds=(0.0, 50.0),
+                      description="critical depth per unit log-width, lc = kappa ln W"),)
+        formula_lc = "lc = kappa ln(width)"
+    else:
+        crit = (
+            Param("c_crit", "positive", start=(0.1, 5.0), bounds=(0.0, 100.0),
+                  description="critical-depth prefactor, lc = c_crit W^a_crit"),
+            Param("a_crit", "free", start=(0.1, 0.8), bounds=(-1.0, 2.0),
+                  description="critical-depth width exponent"),
+        )
+        formula_lc = "lc = c_crit width^a_crit"
+    inputs = ("depth", "width", "tokens") + (("params",) if params_from == "column" else ())
+    return Law(
+        name="critical_depth" if form == "log" else "critical_depth_power",
+        inputs=inputs,
+        params=(
+            Param("A", "coef", pivot=("alpha", "n"), bounds=(0, float("inf")),
+                  description="params-term coefficient"),
+            _exponent("alpha", "params exponent", (0.0, 1.0)),
+            Param("B", "coef", pivot=("delta", "tokens"), bounds=(0, float("inf")),
+                  description="tokens-term coefficient"),
+            _exponent("delta", "tokens exponent", (0.0, 1.0)),
+            Param("gamma", "coef", pivot=("mu", "width"), bounds=(0, float("inf")),
+                  description="depth-penalty coefficient"),
+            _exponent("mu", "depth-penalty width exponent", (0.0, 1.0)),
+            *crit,
+        ),
+        expr=expr,
+        features=features,
+        formula=(
+            "L = A/N^alpha + B/tokens^delta + gamma/width^mu * max(0, (depth - lc)/lc), "
+            f"{formula_lc}, N = 12 depth width^2 + embeddings"
+        ),
+        options={"form": form, "vocab": vocab, "embeddings": embeddings,
+                 "params_from": params_from},
+        reference="Fahim & Karim, The Depth Delusion, Ansatz 3.4 and Table 1",
+    )
+
+
+def critical_depth_power(**options: Any) -> Law:
+    """:func:`critical_depth` with the persistence form ``lc = c_crit * width**a_crit``."""
+    return critical_depth(form="power", **options)
+
+
+# ------------------------------------------------------------------------------ depth power
+def _depth_power_expr(xp, p, x):
+    return p["c"] * x["depth"] ** (-p["alpha"]) + p["L0"]
+
+
+def depth_power() -> Law:
+    """Toy-sweep law ``L = c / depth**alpha + L0``."""
+    return Law(
+        name="depth_power",
+        inputs=("depth",),
+        params=(
+            Param("c", "coef", pivot=("alpha", "depth"), bounds=(0, float("inf")),
+                  description="depth-term coefficient"),
+            _exponent("alpha", "depth exponent", (0.0, 4.0)),
+            Param("L0", "floor", bounds=(0.0, float("inf")), description="loss floor"),
+        ),
+        expr=_depth_power_expr,
+        formula="L = c / depth^alpha + L0",
+        reference="Liu et al., toy teacher-student sweeps",
+    )
+
+
+# ------------------------------------------------------------------------------ registry
+def register_law(factory: Law | Callable[..., Law], name: str | None = None, *,
+                 overwrite: bool = False) -> None:
+    """Add a law to the registry.
+
+    Parameters
+    ----------
+    factory : Law or callable returning Law
+        A law, or a function of keyword options that builds one.
+    name : str, optional
+        Registry name (default: the law's own name).
+    overwrite : bool, default False
+        Replace an existing entry of that name.
+
+    Examples
+    --------
+    >>> from scalefit.laws import Law, Param, register_law, get_law
+    >>> law = Law(name="kaplan_params", inputs=("params",),
+    ...           params=(Param("Nc", "positive", start=(1e12, 1e14)),
+    ...                   Param("alpha", "exponent", start=(0.05, 0.2))),
+    ...           expr=lambda xp, p, x: (p["Nc"] / x["params"]) ** p["alpha"],
+    ...           formula="L = (Nc / params)^alpha")
+    >>> register_law(law, overwrite=True)
+    >>> get_law("kaplan_params").param_names
+    ('Nc', 'alpha')
+    """
+    if isinstance(factory, Law):
+        law = factory
+        check_law(law)
+        key = name or law.name
+
+        def build(**options: Any) -> Law:
+            if options:
+                raise ValueError(f"law {key!r} takes no options; got {sorted(options)}.")
+            return law
+    else:
+        build = factory
+        key = name or build().name
+        check_law(build())
+    if key in _REGISTRY and not overwrite:
+        raise ValueError(f"a law named {key!r} is already registered; pass overwrite=True.")
+    _REGISTRY[key] = build
+
+
+def get_law(law: str | Law, **options: Any) -> Law:
+    """Return a law by name (built with ``options``) or pass a :class:`Law` through."""
+    from ..errors import ScaleFitError
+
+    if isinstance(law, Law):
+        return law
+    if law not in _REGISTRY:
+        raise ScaleFitError(
+            f"Unknown law {law!r}; expected one of {', '.join(sorted(_REGISTRY))} "
+            f"(or register your own with scalefit.register_law)."
+        )
+    try:
+        return _REGISTRY[law](**options)
+    except (TypeError, ValueError) as exc:
+        raise ScaleFitError(f"law {law!r}: bad options {options}: {exc}") from exc
+
+
+def list_laws() -> list[str]:
+    """Names of every registered law."""
+    return sorted(_REGISTRY)
+
+
+for _f in (chinchilla, decomposed, critical_depth, critical_depth_power, depth_power):
+    register_law(_f)

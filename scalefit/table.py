@@ -1,0 +1,286 @@
+"""Loss tables: read, validate and normalise a CSV or DataFrame of training runs.
+
+Every table handed to a fitter goes through :func:`read_table`, which maps column names onto the
+canonical vocabulary (``params, tokens, flops, width, depth, loss``), checks every value and records
+what it derived. Bad input raises :class:`~scalefit.errors.ScaleFitError` naming the file, column and
+row; nothing is repaired silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import ScaleFitError
+
+CANONICAL = ("params", "tokens", "flops", "width", "depth", "loss")
+
+#: Column aliases seen in the wild (case-insensitive). ``D`` is deliberately absent: it means tokens
+#: in Chinchilla/Liu et al. and depth in Fahim & Karim, so it must be mapped explicitly.
+ALIASES: dict[str, str] = {
+    "params": "params",
+    "model size": "params",
+    "model_size": "params",
+    "n": "params",
+    "parameters": "params",
+    "tokens": "tokens",
+    "num_tokens": "tokens",
+    "t": "tokens",
+    "flops": "flops",
+    "flop": "flops",
+    "training flop": "flops",
+    "training_flop": "flops",
+    "c": "flops",
+    "compute": "flops",
+    "width": "width",
+    "d_model": "width",
+    "m": "width",
+    "depth": "depth",
+    "n_layers": "depth",
+    "layers": "depth",
+    "n_layer": "depth",
+    "loss": "loss",
+    "val_loss": "loss",
+    "test_loss": "loss",
+}
+
+
+def _source_name(source) -> str:
+    return str(source) if isinstance(source, str | os.PathLike) else "<DataFrame>"
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """Read a CSV with strict checks on emptiness, delimiter and duplicate headers."""
+    if not path.exists():
+        raise ScaleFitError(f"{path}: no such file.")
+    if path.is_dir():
+        raise ScaleFitError(f"{path}: is a folder, expected a CSV file.")
+    text = path.read_text(encoding="utf-8-sig")
+    if not text.strip():
+        raise ScaleFitError(f"{path}: the file is empty; expected a CSV with a header row.")
+    header = next(csv.reader(io.StringIO(text)))
+    header = [h.strip() for h in header]
+    if len(header) == 1:
+        for delim, label in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+            if delim in header[0]:
+                raise ScaleFitError(
+                    f"{path}: the header has a single column {header[0]!r}; the file looks "
+                    f"{label}-delimited, expected commas."
+                )
+    seen: set[str] = set()
+    for h in header:
+        if h.lower() in seen:
+            raise ScaleFitError(f"{path}: duplicate column {h!r} in the header.")
+        seen.add(h.lower())
+    try:
+        frame = pd.read_csv(io.StringIO(text), skipinitialspace=True)
+    except pd.errors.ParserError as exc:
+        raise ScaleFitError(f"{path}: not a well-formed CSV ({exc}).".replace("\n", " ")) from exc
+    frame.columns = [str(c).strip() for c in frame.columns]
+    if frame.empty:
+        raise ScaleFitError(f"{path}: the table has a header but no rows.")
+    return frame
+
+
+def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) -> pd.DataFrame:
+    """Map source column names to canonical names (explicit mapping first, then aliases)."""
+    columns = dict(columns or {})
+    for src, dst in columns.items():
+        if dst not in CANONICAL:
+            raise ScaleFitError(
+                f"The 'columns' mapping must map onto {', '.join(CANONICAL)}. "
+                f"Got {src!r} -> {dst!r} instead."
+            )
+        if src not in frame.columns:
+            raise ScaleFitError(f"{where}: column {src!r} named in 'columns' is not in the table.")
+    rename: dict[str, str] = {}
+    targets: dict[str, str] = {}
+    for col in frame.columns:
+        dst = columns.get(col) or (None if col in columns else ALIASES.get(col.lower()))
+        if dst is None:
+            if col.lower() == "d":
+                raise ScaleFitError(
+                    f"{where}: column 'D' is ambiguous (tokens in Chinchilla, depth in Fahim & "
+                    f"Karim); map it explicitly, e.g. columns={{'D': 'tokens'}}."
+                )
+            continue
+        if dst in targets:
+            raise ScaleFitError(
+                f"{where}: columns {targets[dst]!r} and {col!r} both map to {dst!r}; "
+                f"keep one or pass an explicit 'columns' mapping."
+            )
+        targets[dst] = col
+        rename[col] = dst
+    return frame.rename(columns=rename)
+
+
+def _check_values(frame: pd.DataFrame, where: str) -> pd.DataFrame:
+    """Require every canonical column present to be numeric, finite and positive."""
+    for col in CANONICAL:
+        if col not in frame.columns:
+            continue
+        raw = frame[col]
+        values = pd.to_numeric(raw, errors="coerce")
+        bad = values.isna() & raw.notna()
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ScaleFitError(
+                f"{where}: column {col!r}, row {i + 1}: expected a number, got {raw.iloc[i]!r}."
+            )
+        arr = values.to_numpy(dtype=float)
+        for test, what in (
+            (np.isnan(arr), "a missing value"),
+            (~np.isfinite(arr) & ~np.isnan(arr), "a non-finite value"),
+            (np.isfinite(arr) & (arr <= 0), "a value that is not positive"),
+        ):
+            if test.any():
+                i = int(np.flatnonzero(test)[0])
+                raise ScaleFitError(
+                    f"{where}: column {col!r}, row {i + 1}: {what} ({arr[i]!r}); "
+                    f"expected a finite positive number."
+                )
+        frame[col] = arr
+    return frame
+
+
+def read_table(
+    source: str | os.PathLike | pd.DataFrame,
+    columns: Mapping[str, str] | None = None,
+    *,
+    drop_highest: int = 0,
+) -> pd.DataFrame:
+    """Read and validate a loss table.
+
+    Parameters
+    ----------
+    source : path-like or pandas.DataFrame
+        A CSV file (comma-separated, header row) or a DataFrame.
+    columns : mapping, optional
+        Explicit ``{source_name: canonical_name}`` mapping, applied before the built-in aliases
+        (:data:`ALIASES`). Canonical names are ``params, tokens, flops, width, depth, loss``.
+    drop_highest : int, default 0
+        Outlier rule: drop the ``k`` highest losses by keeping the rows whose loss is *strictly
+        below* the k-th highest loss value. With ties at the cut-off this drops more than ``k`` rows
+        (Liu et al.'s rule: ``k = 40`` on the Chinchilla table keeps 203 of 245 rows).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Canonical columns as float64, other columns unchanged. ``frame.attrs["scalefit"]`` records
+        the source, what was derived (``tokens = flops / (6 params)`` when tokens are missing,
+        ``flops = 6 params tokens`` when flops are missing) and the outlier rule.
+
+    Raises
+    ------
+    ScaleFitError
+        For a missing or empty file, a wrong delimiter, a duplicate header, an unknown mapping,
+        or a missing, non-numeric, non-finite or non-positive value (naming column and row).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = read_table(pd.DataFrame({"N": [1e8, 1e9], "D": [2e9, 2e10], "loss": [3.1, 2.7]}),
+    ...                columns={"D": "tokens"})
+    >>> list(t.columns)
+    ['params', 'tokens', 'loss', 'flops']
+    """
+    where = _source_name(source)
+    if isinstance(source, pd.DataFrame):
+        frame = source.copy()
+        frame.columns = [str(c).strip() for c in frame.columns]
+        if frame.empty:
+            raise ScaleFitError("<DataFrame>: the table has no rows.")
+    elif isinstance(source, str | os.PathLike):
+        frame = _read_csv(Path(source))
+    else:
+        raise ScaleFitError(
+            f"The 'source' parameter of read_table must be a path or a DataFrame. "
+            f"Got {type(source).__name__} instead."
+        )
+    frame = _rename(frame, columns, where)
+    if "loss" not in frame.columns:
+        raise ScaleFitError(
+            f"{where}: no loss column; expected one of 'loss', 'val_loss', 'test_loss' "
+            f"(or map yours with columns={{...: 'loss'}}). Columns: {list(frame.columns)}."
+        )
+    frame = _check_values(frame, where)
+    derived: list[str] = []
+    if "tokens" not in frame.columns and {"flops", "params"} <= set(frame.columns):
+        frame["tokens"] = frame["flops"] / (6.0 * frame["params"])
+        derived.append("tokens = flops / (6 params)")
+    if "flops" not in frame.columns and {"tokens", "params"} <= set(frame.columns):
+        frame["flops"] = 6.0 * frame["params"] * frame["tokens"]
+        derived.append("flops = 6 params tokens")
+    canon = [c for c in CANONICAL if c in frame.columns]
+    dup = frame.duplicated(subset=canon)
+    if dup.any():
+        warnings.warn(
+            f"{where}: {int(dup.sum())} duplicate row(s) (same {', '.join(canon)}), "
+            f"first at row {int(np.flatnonzero(dup.to_numpy())[0]) + 1}; they are kept.",
+            UserWarning,
+            stacklevel=2,
+        )
+    n_read = len(frame)
+    frame = drop_highest_losses(frame, drop_highest)
+    frame = frame.reset_index(drop=True)
+    frame.attrs["scalefit"] = {
+        "source": where,
+        "n_read": n_read,
+        "derived": derived,
+        "drop_highest": int(drop_highest),
+        "outlier_rule": (
+            f"kept rows with loss strictly below the {drop_highest}-th highest loss value"
+            if drop_highest
+            else "none"
+        ),
+    }
+    return frame
+
+
+def drop_highest_losses(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Keep the rows whose loss is strictly below the ``k``-th highest loss value.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A table with a ``loss`` column.
+    k : int
+        Number of highest losses to drop; 0 keeps everything. Ties at the cut-off are dropped
+        too, so more than ``k`` rows can go.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The kept rows, in their original order.
+    """
+    if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 0:
+        raise ScaleFitError(
+            f"The 'drop_highest' parameter must be a non-negative integer. Got {k!r} instead."
+        )
+    if k == 0:
+        return frame
+    if k >= len(frame):
+        raise ScaleFitError(
+            f"The 'drop_highest' parameter must be smaller than the number of rows "
+            f"({len(frame)}). Got {k} instead."
+        )
+    cutoff = np.sort(frame["loss"].to_numpy())[::-1][k - 1]
+    return frame[frame["loss"] < cutoff]
+
+
+def require_columns(frame: pd.DataFrame, needed, what: str) -> None:
+    """Raise :class:`ScaleFitError` unless every column in ``needed`` is in ``frame``."""
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        src = frame.attrs.get("scalefit", {}).get("source", "<table>")
+        raise ScaleFitError(
+            f"{src}: {what} needs column(s) {', '.join(missing)}; the table has "
+            f"{', '.join(map(str, frame.columns))}."
+        )
