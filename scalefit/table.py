@@ -236,7 +236,7 @@ def read_table(
         "derived": derived,
         "drop_highest": int(drop_highest),
         "outlier_rule": (
-            f"kept rows with loss strictly below the {drop_highest}-th highest loss value"
+            f"kept rows with loss strictly below the highest loss value of rank {drop_highest}"
             if drop_highest
             else "none"
         ),

@@ -53,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"scalefit: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return EXIT_OK
     except KeyboardInterrupt:
         print("scalefit: interrupted", file=sys.stderr)
         return 130

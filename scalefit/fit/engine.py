@@ -32,9 +32,39 @@ def _jax():
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    _enable_compile_cache(jax)
     import jax.numpy as jnp
 
     return jax, jnp
+
+
+_CACHE_SET = False
+
+
+def _enable_compile_cache(jax) -> None:
+    """Use a persistent XLA compilation cache so later processes skip compiling the solver.
+
+    Folder: ``SCALEFIT_JAX_CACHE`` (``0`` turns it off), else ``<cache>/jax`` beside the dataset
+    cache. Left alone when the user already configured one.
+    """
+    global _CACHE_SET
+    if _CACHE_SET:
+        return
+    _CACHE_SET = True
+    import os
+    from pathlib import Path
+
+    setting = os.environ.get("SCALEFIT_JAX_CACHE")
+    if setting == "0" or jax.config.jax_compilation_cache_dir:
+        return
+    root = setting or Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" /
+                           "scalefit") / "jax"
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(root))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    except OSError:  # pragma: no cover - read-only home: run without the cache
+        pass
 
 
 @dataclass(frozen=True)
@@ -141,12 +171,20 @@ def _build(law: Law, loss: str, delta: float, shared_weights: bool):
         conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + 1e-300) & (lam <= 1e16)
         return z, f, dec, it, conv
 
+    def local(z, x, logy, refs):
+        """Gradient, IRLS Gauss–Newton matrix, residual Jacobian and public-map Jacobian."""
+        w = jnp.ones_like(logy)
+        g, h = newton(z, w, x, logy, refs)
+        jac = jax.jacfwd(resid)(z, x, logy, refs)
+        tpub = jax.jacfwd(lambda zz: jnp.stack(list(law.to_public(zz, refs, xp=jnp).values())))(z)
+        return g, h, jac, tpub
+
     in_axes = (0, None if shared_weights else 0, None, None, None, None, None)
     solver = jax.jit(jax.vmap(solve_one, in_axes=in_axes))
     fns = {
         "solve": solver,
         "resid": jax.jit(resid),
-        "newton": jax.jit(newton),
+        "local": jax.jit(local),
         "objective": jax.jit(objective),
     }
     _CACHE[key] = fns
@@ -199,13 +237,13 @@ class Problem:
         fns = _build(self.law, self.loss, self.delta, True)
         return np.asarray(fns["resid"](z, self._x, self._logy, self._refs))
 
-    def gradient_and_gn(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Objective gradient, IRLS Gauss–Newton matrix and Jacobian of residuals at ``z``."""
-        jax, jnp = _jax()
+    def local(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """At ``z``: objective gradient, IRLS Gauss–Newton matrix, residual Jacobian (n, P) and
+        the Jacobian of the internal-to-public map (P, P)."""
+        _, jnp = _jax()
         fns = _build(self.law, self.loss, self.delta, True)
-        g, h = fns["newton"](z, jnp.ones(self.n), self._x, self._logy, self._refs)
-        jac = jax.jacfwd(lambda zz: fns["resid"](zz, self._x, self._logy, self._refs))(z)
-        return np.asarray(g), np.asarray(h), np.asarray(jac)
+        out = fns["local"](jnp.asarray(z, dtype=float), self._x, self._logy, self._refs)
+        return tuple(np.asarray(a) for a in out)
 
     def objective(self, z: np.ndarray, weights: np.ndarray | None = None) -> float:
         """Summed robust objective at ``z``."""

@@ -64,7 +64,7 @@ def fit_lmfit(tab: pd.DataFrame, law: Law, *, loss: str, delta: float, seed: int
     res = _fit_jax(tab, law, loss=loss, delta=delta, starts=1, seed=seed, x0=None,
                    progress=False, problem=problem)
     sol = problem.solve(z[None, :], max_iter=0)
-    g, h, _ = problem.gradient_and_gn(z)
+    g, h, _, _ = problem.local(z)
     dec = float(abs(g @ np.linalg.lstsq(h, g, rcond=None)[0]) / 2)
     pub = {k: float(v) for k, v in law.to_public(z, problem.refs).items()}
     from .lsq import _metrics, _uncertainty

@@ -21,6 +21,8 @@ BEST_RTOL = 1e-9
 CORR_WARN = 0.99
 COND_WARN = 1e12
 CHUNK = 256
+FIRST_PASS = 100
+SECOND_PASS = 900
 
 
 def _as_table(table, drop_highest: int) -> pd.DataFrame:
@@ -62,22 +64,25 @@ def solve_many(problem: Problem, z0: np.ndarray, weights: np.ndarray | None = No
                progress: bool | None = False, desc: str = "fitting", tol: float = 1e-12):
     """Solve many problems in fixed-size chunks, re-running stragglers from where they stopped.
 
-    Every chunk has the same shape, so the solver compiles once. A first pass allows 150
-    iterations; problems not yet converged continue (in further chunks) up to 1,000 in all.
+    Every chunk has the same shape, so the solver compiles once per shape. A first pass allows
+    ``FIRST_PASS`` iterations; problems not yet converged continue from where they stopped for up
+    to ``SECOND_PASS`` more.
 
     Returns
     -------
     Solution-like tuple of arrays ``(z, objective, converged, iterations)``.
     """
     n = len(z0)
-    size = min(CHUNK, n)
     z = np.array(z0, dtype=float)
     obj = np.full(n, np.inf)
     conv = np.zeros(n, bool)
     iters = np.zeros(n, int)
     todo = np.arange(n)
     bar = _progress(n, desc, progress)
-    for budget in (150, 850):
+    for first, budget in ((True, FIRST_PASS), (False, SECOND_PASS)):
+        # Chunks have a fixed size (one compilation per size); the straggler pass uses the
+        # smallest power of two that holds the stragglers, so it does not pay for a full chunk.
+        size = min(CHUNK, n) if first else min(CHUNK, max(16, 1 << (len(todo) - 1).bit_length()))
         nxt = []
         for start in range(0, len(todo), size):
             idx = todo[start:start + size]
@@ -88,7 +93,7 @@ def solve_many(problem: Problem, z0: np.ndarray, weights: np.ndarray | None = No
             z[idx], obj[idx], conv[idx] = sol.z[:k], sol.objective[:k], sol.converged[:k]
             iters[idx] += sol.iterations[:k]
             nxt.extend(idx[~sol.converged[:k] & np.isfinite(sol.objective[:k])])
-            if budget == 150:
+            if first:
                 bar.update(int(np.sum(sol.converged[:k])))
         todo = np.asarray(nxt, dtype=int)
         if not len(todo):
@@ -114,12 +119,7 @@ def _metrics(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
 
 def _uncertainty(problem: Problem, z: np.ndarray, law: Law, loss: str, delta: float):
     """Sandwich/asymptotic covariance in internal and public coordinates, and warnings."""
-    import jax
-
-    from .engine import _jax
-
-    _, jnp = _jax()
-    g, h, jac = problem.gradient_and_gn(z)
+    g, h, jac, jt = problem.local(z)
     n, p = jac.shape
     r = problem.residuals(z)
     out_warn: list[str] = []
@@ -151,8 +151,6 @@ def _uncertainty(problem: Problem, z: np.ndarray, law: Law, loss: str, delta: fl
     if cond > COND_WARN:
         out_warn.append(f"ill-conditioned Hessian (scaled condition number {cond:.2e}): some "
                         f"combination of parameters is not identified by the data.")
-    jt = np.asarray(jax.jacfwd(lambda zz: jnp.stack(list(
-        law.to_public(zz, problem.refs, xp=jnp).values())))(jnp.asarray(z)))
     cov_pub = jt @ cov @ jt.T
     stderr = dict(zip(names, np.sqrt(np.clip(np.diag(cov_pub), 0, None)).tolist(), strict=True))
     return stderr, corr, cond, out_warn, float(np.max(np.abs(g)))
@@ -287,7 +285,7 @@ def _starts_for(law: Law, y: np.ndarray, refs, n: int, seed: int, x0) -> np.ndar
             raise ScaleFitError(f"The 'x0' parameter of fit must give every parameter of "
                                 f"{law.name!r}; missing {sorted(missing)}.")
         include.insert(0, law.to_internal(x0, refs))
-    return sample_starts(law, n + len(include), y, seed=seed, include=include)
+    return sample_starts(law, max(n, len(include)), y, seed=seed, include=include)
 
 
 def _fit_jax(tab, law: Law, *, loss, delta, starts, seed, x0, progress,

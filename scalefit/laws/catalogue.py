@@ -12,13 +12,23 @@ _REGISTRY: dict[str, Callable[..., Law]] = {}
 GPT2_VOCAB = 50_257
 
 
+def inv_power(xp, x, a):
+    """``x ** (-a)`` written as ``exp(-a log x)``.
+
+    Inside a compiled solver loop ``log x`` is loop-invariant and hoisted, so each evaluation costs
+    one exponential instead of a full ``pow``.
+    """
+    return xp.exp(-a * xp.log(x))
+
+
 def _exponent(name: str, desc: str, start=(0.0, 1.5)) -> Param:
     return Param(name, "exponent", start=start, bounds=(0.0, 5.0), description=desc)
 
 
 # ------------------------------------------------------------------------------ chinchilla
 def _chinchilla_expr(xp, p, x):
-    return p["E"] + p["A"] * x["params"] ** (-p["alpha"]) + p["B"] * x["tokens"] ** (-p["beta"])
+    return (p["E"] + p["A"] * inv_power(xp, x["params"], p["alpha"])
+            + p["B"] * inv_power(xp, x["tokens"], p["beta"]))
 
 
 def chinchilla() -> Law:
@@ -45,9 +55,9 @@ def chinchilla() -> Law:
 # ------------------------------------------------------------------------------ decomposed
 def _decomposed_expr(xp, p, x):
     return (
-        p["c_width"] * x["width"] ** (-p["a_width"])
-        + p["c_depth"] * x["depth"] ** (-p["a_depth"])
-        + p["c_tokens"] * x["tokens"] ** (-p["a_tokens"])
+        p["c_width"] * inv_power(xp, x["width"], p["a_width"])
+        + p["c_depth"] * inv_power(xp, x["depth"], p["a_depth"])
+        + p["c_tokens"] * inv_power(xp, x["tokens"], p["a_tokens"])
         + p["L0"]
     )
 
@@ -107,9 +117,11 @@ def critical_depth(
         if form == "log":
             lc = p["kappa"] * xp.log(x["width"])
         else:
-            lc = p["c_crit"] * x["width"] ** p["a_crit"]
-        penalty = p["gamma"] * x["width"] ** (-p["mu"]) * xp.maximum(0.0, (x["depth"] - lc) / lc)
-        return p["A"] * x["n"] ** (-p["alpha"]) + p["B"] * x["tokens"] ** (-p["delta"]) + penalty
+            lc = p["c_crit"] * inv_power(xp, x["width"], -p["a_crit"])
+        excess = xp.maximum(0.0, (x["depth"] - lc) / lc)
+        penalty = p["gamma"] * inv_power(xp, x["width"], p["mu"]) * excess
+        return (p["A"] * inv_power(xp, x["n"], p["alpha"])
+                + p["B"] * inv_power(xp, x["tokens"], p["delta"]) + penalty)
 
     crit: tuple[Param, ...]
     if form == "log":
@@ -159,7 +171,7 @@ def critical_depth_power(**options: Any) -> Law:
 
 # ------------------------------------------------------------------------------ depth power
 def _depth_power_expr(xp, p, x):
-    return p["c"] * x["depth"] ** (-p["alpha"]) + p["L0"]
+    return p["c"] * inv_power(xp, x["depth"], p["alpha"]) + p["L0"]
 
 
 def depth_power() -> Law:

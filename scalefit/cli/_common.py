@@ -1,0 +1,77 @@
+"""Helpers shared by the CLI commands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import ScaleFitError
+
+
+def add_table_args(p: argparse.ArgumentParser) -> None:
+    """Add the TABLE positional and the options that shape how it is read."""
+    p.add_argument("table", metavar="TABLE",
+                   help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion)")
+    p.add_argument("--drop-highest", type=int, default=0, metavar="K",
+                   help="drop the K highest losses (keeps rows strictly below the K-th highest)")
+    p.add_argument("--data-dir", default=None, metavar="DIR",
+                   help="folder with the public reference CSVs (else SCALEFIT_DATA_DIR, cache, "
+                        "download)")
+    p.add_argument("--columns", default=None, metavar="SRC=CANON,...",
+                   help="explicit column mapping, e.g. 'D=tokens,N=params'")
+
+
+def parse_mapping(text: str | None, what: str) -> dict[str, str]:
+    """Parse ``a=b,c=d`` into a dict, with a clear error."""
+    if not text:
+        return {}
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        if "=" not in item:
+            raise ScaleFitError(f"{what}: expected NAME=VALUE pairs separated by commas; "
+                                f"got {item!r}.")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
+    """Read the TABLE argument as a dataset name or a CSV path."""
+    from ..datasets import is_dataset_name, load
+    from ..table import read_table
+
+    if is_dataset_name(args.table):
+        if args.columns:
+            raise ScaleFitError("--columns applies to CSV files, not to named datasets.")
+        return load(args.table, args.data_dir, drop_highest=args.drop_highest)
+    path = Path(args.table)
+    if not path.exists():
+        raise ScaleFitError(f"{path}: no such file, and not a dataset name (chinchilla, "
+                            f"chinchilla_epoch, depth_delusion).")
+    return read_table(path, parse_mapping(args.columns, "--columns"),
+                      drop_highest=args.drop_highest)
+
+
+def law_options_arg(text: str | None) -> dict:
+    """Parse ``--law-option k=v,...`` values into numbers where possible."""
+    out: dict = {}
+    for k, v in parse_mapping(text, "--law-option").items():
+        try:
+            out[k] = int(v)
+        except ValueError:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+def plots_dir(path: str | None) -> Path | None:
+    """Create and return the plots folder (or None)."""
+    if not path:
+        return None
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    return p

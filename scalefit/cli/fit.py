@@ -1,0 +1,90 @@
+"""``scalefit fit`` and ``scalefit laws``."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+from ._common import add_table_args, law_options_arg, load_table_arg, plots_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``fit`` and ``laws`` commands."""
+    p = sub.add_parser("fit", help="fit a scaling law by robust least squares",
+                       description="Fit a scaling law to a loss table (multi-start, converged, "
+                                   "optional bootstrap and held-out check).")
+    add_table_args(p)
+    p.add_argument("--law", required=True, help="law name (see `scalefit laws`)")
+    p.add_argument("--law-option", default=None, metavar="K=V,...",
+                   help="law options, e.g. form=power,vocab=32000 for critical_depth")
+    p.add_argument("--loss", default="mse", choices=["mse", "huber", "lad"])
+    p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold (log-loss units)")
+    p.add_argument("--starts", type=int, default=256, help="random starts (default 256)")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples")
+    p.add_argument("--cluster", default=None, metavar="COLUMN",
+                   help="resample whole groups sharing this column's value")
+    p.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
+    p.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
+                   help="also fit on the lowest-compute rows and test on this share of the rest")
+    p.add_argument("--method", default="jax", choices=["jax", "lmfit"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
+    p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(func=run_fit)
+
+    q = sub.add_parser("laws", help="list the registered laws with their formulas")
+    q.set_defaults(func=run_laws)
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """Run ``scalefit fit``; exit code 3 when the fit did not converge."""
+    from ..errors import ConvergenceWarning
+    from ..fit import fit
+    from . import EXIT_NOT_CONVERGED
+
+    table = load_table_arg(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
+        res = fit(table, args.law, loss=args.loss, delta=args.delta, starts=args.starts,
+                  seed=args.seed, method=args.method, bootstrap=args.bootstrap,
+                  cluster=args.cluster, ci_method=args.ci_method, holdout=args.holdout,
+                  law_options=law_options_arg(args.law_option),
+                  progress=False if args.no_progress else None)
+    print(res.report())
+    if args.out:
+        res.save(args.out)
+        print(f"\nwrote {args.out}")
+    out = plots_dir(args.plots)
+    if out is not None:
+        written = write_fit_plots(res, table, out)
+        print(f"wrote {len(written)} figure(s) to {out}/")
+    return 0 if res.converged else EXIT_NOT_CONVERGED
+
+
+def write_fit_plots(res, table, folder) -> list:
+    """Write the standard figures of a fit into ``folder``; returns the paths."""
+    from .._io import atomic_savefig
+    from ..plot._base import pyplot
+    from ..plot.fit import plot_draws, plot_fit
+
+    plt = pyplot()
+    paths = []
+    fig = plot_fit(res, table)
+    paths.append(atomic_savefig(fig, folder / f"fit_{res.law}.png", dpi=120))
+    plt.close(fig)
+    if res.draws is not None:
+        fig = plot_draws(res)
+        paths.append(atomic_savefig(fig, folder / f"draws_{res.law}.png", dpi=120))
+        plt.close(fig)
+    return paths
+
+
+def run_laws(args: argparse.Namespace) -> int:
+    """Print every registered law with its formula and parameters."""
+    from ..laws import get_law, list_laws
+
+    for name in list_laws():
+        print(get_law(name).describe())
+        print()
+    return 0

@@ -1,0 +1,1 @@
+"""Matplotlib figures (imported lazily; every function takes ``ax=None`` and returns the figure)."""

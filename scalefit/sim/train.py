@@ -1,0 +1,220 @@
+"""Training loop of the toy: one teacher forward per step feeds every student.
+
+Resumable: with a ``run_dir`` the full state (students, Adam moments, data generator, recorded
+rows) is saved atomically at every evaluation step and every ``checkpoint_every`` steps, and a
+restarted run continues from the last save with the same numbers it would have produced.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .._io import atomic_write_bytes
+from .._torch import pick_device, seed_all
+from .config import ToyConfig
+from .model import StudentStack, Teacher, _stream
+
+STATE_FILE = "state.pt"
+CURVE_EVERY = 100
+_BETAS, _EPS = (0.9, 0.999), 1e-8
+
+
+@dataclass
+class ToyRun:
+    """Everything a finished toy run produced.
+
+    Attributes
+    ----------
+    config : ToyConfig
+    teacher : Teacher
+    students : StudentStack
+    rows : list of dict
+        One per (student, evaluation step): ``depth, replica, steps, train_loss, test_loss``.
+    curve : list of dict
+        Mean training loss per student over each block of ``CURVE_EVERY`` steps.
+    teacher_entropy : float
+        Mean entropy of the tempered teacher on the test set (NaN for the MSE loss).
+    wall_s : float
+        Seconds spent in this process (a resumed run counts only its own part).
+    """
+
+    config: ToyConfig
+    teacher: Teacher
+    students: StudentStack
+    rows: list = field(default_factory=list)
+    curve: list = field(default_factory=list)
+    teacher_entropy: float = math.nan
+    wall_s: float = 0.0
+
+
+def lr_factor(config: ToyConfig, step: int) -> float:
+    """Learning-rate multiplier at ``step`` (1-based): 1, then linear to ``decay_to``."""
+    start = config.steps * (1.0 - config.decay_frac)
+    if config.decay_frac <= 0 or step <= start:
+        return 1.0
+    frac = (step - start) / (config.steps - start)
+    return 1.0 + frac * (config.decay_to - 1.0)
+
+
+class _Adam:
+    """Adam over the stacked students with a per-student learning rate (same math as torch)."""
+
+    def __init__(self, students: StudentStack, config: ToyConfig) -> None:
+        self.params = students.params
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+        self.t = 0
+        depth = torch.tensor(students.student_depths, dtype=self.params[0].dtype)
+        scale = depth.rsqrt() if config.lr_depth_scaling else torch.ones_like(depth)
+        scale = (scale * config.lr).to(self.params[0].device)
+        self.lr = [scale[: p.shape[0]].view(-1, *([1] * (p.dim() - 1))) for p in self.params]
+
+    def step(self, factor: float) -> None:
+        self.t += 1
+        grads = [p.grad for p in self.params]
+        b1, b2 = _BETAS
+        with torch.no_grad():
+            torch._foreach_lerp_(self.m, grads, 1 - b1)
+            torch._foreach_mul_(self.v, b2)
+            torch._foreach_addcmul_(self.v, grads, grads, 1 - b2)
+            denom = torch._foreach_sqrt(self.v)
+            torch._foreach_div_(denom, math.sqrt(1 - b2**self.t))
+            torch._foreach_add_(denom, _EPS)
+            update = torch._foreach_div(self.m, denom)
+            torch._foreach_mul_(update, self.lr)
+            torch._foreach_add_(self.params, update, alpha=-factor / (1 - b1**self.t))
+        for p in self.params:
+            p.grad = None
+
+    def state(self) -> dict:
+        return {"m": self.m, "v": self.v, "t": self.t}
+
+    def load(self, state: dict) -> None:
+        for dst, src in zip(self.m + self.v, state["m"] + state["v"], strict=True):
+            dst.copy_(src)
+        self.t = int(state["t"])
+
+
+def _test_set(config: ToyConfig, teacher: Teacher, device):
+    gen = torch.Generator().manual_seed(_stream(config.seed, 4))
+    x = torch.randn(config.test_size, config.width, generator=gen, dtype=teacher.head.dtype)
+    x = x.to(device)
+    target = torch.cat([teacher.target(c, config.loss) for c in x.split(8192)])
+    entropy = math.nan
+    if config.loss == "kl":
+        entropy = float(-(target.exp() * target).sum(-1).mean())
+    return x, target, entropy
+
+
+@torch.no_grad()
+def test_losses(students: StudentStack, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-student mean loss on a fixed test set (chunked), shape ``(S,)``."""
+    total = torch.zeros(len(students.students), dtype=torch.float64)
+    for xc, tc in zip(x.split(8192), target.split(8192), strict=True):
+        total += students.losses(xc, tc).double().cpu() * xc.shape[0]
+    return total / x.shape[0]
+
+
+def train_toy(config: ToyConfig, run_dir: str | Path | None = None) -> ToyRun:
+    """Train every student of ``config`` against one teacher.
+
+    Parameters
+    ----------
+    config : ToyConfig
+    run_dir : path-like, optional
+        Where to keep the resumable ``state.pt``; if it holds a state for the same config, the
+        run continues from there.
+
+    Returns
+    -------
+    ToyRun
+    """
+    t_start = time.perf_counter()
+    device = pick_device(None if config.device == "auto" else config.device)
+    seed_all(config.seed)
+    teacher, students = Teacher(config, device), StudentStack(config, device)
+    adam = _Adam(students, config)
+    x_test, y_test, entropy = _test_set(config, teacher, device)
+    run = ToyRun(config, teacher, students, teacher_entropy=entropy)
+    data = torch.Generator().manual_seed(_stream(config.seed, 3))
+    n = len(students.students)
+    acc = {
+        "eval": torch.zeros(n, dtype=torch.float64),
+        "curve": torch.zeros(n, dtype=torch.float64),
+    }
+    start = _resume(run_dir, config, students, adam, data, run, acc)
+    evals = set(config.evaluation_steps())
+    dtype = teacher.head.dtype
+    last_eval = max([0] + [s for s in evals if s <= start])
+    for step in range(start + 1, config.steps + 1):
+        x = torch.randn(config.batch, config.width, generator=data, dtype=dtype).to(device)
+        target = teacher.target(x, config.loss)
+        losses = students.loss_and_grad(x, target)
+        adam.step(lr_factor(config, step))
+        detached = losses.detach().double().cpu()
+        acc["eval"] += detached
+        acc["curve"] += detached
+        if step % CURVE_EVERY == 0 or step == config.steps:
+            count = step - (step - 1) // CURVE_EVERY * CURVE_EVERY
+            run.curve.extend(_records(students, step, train=acc["curve"] / count))
+            acc["curve"].zero_()
+        if step in evals:
+            test = test_losses(students, x_test, y_test)
+            run.rows.extend(
+                _records(students, step, train=acc["eval"] / (step - last_eval), test=test)
+            )
+            acc["eval"].zero_()
+            last_eval = step
+        save = step in evals or (config.checkpoint_every and step % config.checkpoint_every == 0)
+        if run_dir is not None and save and step < config.steps:
+            _save(run_dir, config, students, adam, data, run, acc, step)
+    run.wall_s = time.perf_counter() - t_start
+    return run
+
+
+def _records(students: StudentStack, step: int, *, train, test=None) -> list[dict]:
+    out = []
+    for i, (depth, replica) in enumerate(students.students):
+        row = {"depth": depth, "replica": replica, "steps": step, "train_loss": float(train[i])}
+        if test is not None:
+            row["test_loss"] = float(test[i])
+        out.append(row)
+    return out
+
+
+def _save(run_dir, config, students, adam, data, run, acc, step) -> None:
+    state = {
+        "config": config.to_dict(),
+        "step": step,
+        "students": students.state_dict(),
+        "adam": adam.state(),
+        "data": data.get_state(),
+        "rows": run.rows,
+        "curve": run.curve,
+        "acc": acc,
+    }
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    atomic_write_bytes(Path(run_dir) / STATE_FILE, buf.getvalue())
+
+
+def _resume(run_dir, config, students, adam, data, run, acc) -> int:
+    path = None if run_dir is None else Path(run_dir) / STATE_FILE
+    if path is None or not path.is_file():
+        return 0
+    state = torch.load(path, map_location=students.params[0].device, weights_only=False)
+    if state.get("config") != config.to_dict():
+        return 0
+    students.load_state_dict(state["students"])
+    adam.load(state["adam"])
+    data.set_state(state["data"].cpu())
+    run.rows, run.curve = list(state["rows"]), list(state["curve"])
+    for key in acc:
+        acc[key].copy_(state["acc"][key])
+    return int(state["step"])

@@ -1,0 +1,184 @@
+"""Per-layer depth diagnostics of a trained model, as a tidy long table.
+
+:func:`diagnose` returns one row per ``(layer, metric)`` with columns :data:`COLUMNS`. Layers are
+numbered 1…depth (block l); the metrics are
+
+``angular_distance``       Sun et al.: arccos(cos(h_{l-1}, h_l))/π between the input and output of
+                           block l (consecutive residual states), averaged over all tokens;
+``angular_distance_last``  the same for the last token of each sequence only;
+``increment_angle``        Liu et al.: θ(Δh_{l-1}, Δh_l) in radians, Δh_l = h_l − h_{l-1}
+                           (layers 2…depth);
+``prune_drop``             validation loss with block l skipped minus the full loss;
+``grad_norm``              ‖∇_l L‖ over block l's parameters on a fixed training batch;
+``grad_norm_rel``          ``grad_norm`` relative to the last block;
+``output_variance``        variance of block l's output h_l over all tokens and channels;
+``cr``                     seed 002's coherence-based redundancy of block l's attention sub-layer.
+
+All are computed in float32 from the final residual states (the final norm excluded).
+:func:`grad_decay_tau` fits ``‖∇_l L‖/‖∇_D L‖ = exp(−(D − l)/τ)`` (Depth Delusion, Eq. 2) and
+:func:`tau_width_exponent` fits ``τ = c·W^a`` across widths.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .cr import cr_measure
+
+COLUMNS = ["layer", "metric", "value"]
+METRICS = (
+    "angular_distance",
+    "angular_distance_last",
+    "increment_angle",
+    "prune_drop",
+    "grad_norm",
+    "grad_norm_rel",
+    "output_variance",
+    "cr",
+)
+
+
+def _angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    cos = torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1, eps=1e-12)
+    return torch.arccos(cos.clamp(-1.0, 1.0))  # radians, per token
+
+
+def hidden_state_metrics(hidden: list[torch.Tensor]) -> list[tuple[int, str, float]]:
+    """Angles and output variance from residual states ``[h_0 (embedding), h_1, …, h_D]``."""
+    rows = []
+    for layer in range(1, len(hidden)):
+        prev, cur = hidden[layer - 1].float(), hidden[layer].float()
+        theta = _angle(prev, cur)  # (B, T)
+        rows.append((layer, "angular_distance", float(theta.mean() / math.pi)))
+        rows.append((layer, "angular_distance_last", float(theta[:, -1].mean() / math.pi)))
+        rows.append((layer, "output_variance", float(cur.var())))
+        if layer >= 2:
+            inc = _angle(prev - hidden[layer - 2].float(), cur - prev)
+            rows.append((layer, "increment_angle", float(inc.mean())))
+    return rows
+
+
+def layer_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """Gradient norm of the loss with respect to each block's parameters, shape ``(depth,)``."""
+    model.zero_grad(set_to_none=True)
+    model(x, y).loss.backward()
+    norms = []
+    for block in model.blocks:
+        sq = sum(
+            float(p.grad.double().pow(2).sum()) for p in block.parameters() if p.grad is not None
+        )
+        norms.append(math.sqrt(sq))
+    model.zero_grad(set_to_none=True)
+    return np.asarray(norms)
+
+
+def grad_decay_rate(grad_norms) -> float:
+    """Return the decay rate 1/τ of ``log(g_l/g_D) = −(D − l)/τ`` (least squares, no intercept).
+
+    Positive when gradients shrink towards the input, negative when they grow; NaN for depth 1.
+
+    Examples
+    --------
+    >>> round(grad_decay_rate(np.exp(-(4 - np.arange(1, 5)) / 2.5)), 6)
+    0.4
+    """
+    g = np.asarray(grad_norms, dtype=float)
+    if g.size < 2 or not np.all(g > 0):
+        return math.nan
+    dist = g.size - np.arange(1, g.size + 1)  # D − l
+    return -float(np.sum(dist * np.log(g / g[-1])) / np.sum(dist**2))
+
+
+def grad_decay_tau(grad_norms) -> float:
+    """Return the persistence length τ (Depth Delusion, Eq. 2); ``inf`` when there is no decay.
+
+    Examples
+    --------
+    >>> round(grad_decay_tau(np.exp(-(4 - np.arange(1, 5)) / 2.5)), 6)
+    2.5
+    """
+    rate = grad_decay_rate(grad_norms)
+    if math.isnan(rate):
+        return math.nan
+    return math.inf if rate <= 0 else 1.0 / rate
+
+
+def tau_width_exponent(taus: pd.DataFrame) -> dict:
+    """Fit ``τ = c·W^a`` in log space over rows with ``width`` and finite positive ``tau``.
+
+    Parameters
+    ----------
+    taus : pandas.DataFrame
+        Columns ``width`` and ``tau`` (several rows per width are averaged in log space).
+
+    Returns
+    -------
+    dict
+        ``a``, ``c``, ``r2`` and ``n_widths`` (NaN values when fewer than two widths).
+    """
+    ok = taus[np.isfinite(taus["tau"]) & (taus["tau"] > 0)]
+    per = ok.groupby("width")["tau"].apply(lambda s: float(np.exp(np.log(s).mean())))
+    if len(per) < 2:
+        return {"a": math.nan, "c": math.nan, "r2": math.nan, "n_widths": len(per)}
+    lx, ly = np.log(per.index.to_numpy(float)), np.log(per.to_numpy(float))
+    a, b = np.polyfit(lx, ly, 1)
+    resid = ly - (a * lx + b)
+    ss = float(np.sum((ly - ly.mean()) ** 2))
+    r2 = 1 - float(np.sum(resid**2)) / ss if ss > 0 else math.nan
+    return {"a": float(a), "c": float(np.exp(b)), "r2": r2, "n_widths": len(per)}
+
+
+@torch.no_grad()
+def _forward_metrics(model, x: torch.Tensor) -> list[tuple[int, str, float]]:
+    out = model(x, return_hidden=True, return_attn_io=True)
+    rows = hidden_state_metrics(out.hidden)
+    for i, (h_in, h_out) in enumerate(out.attn_io):
+        rows.append((i + 1, "cr", cr_measure(h_in, h_out)))
+    return rows
+
+
+def diagnose(model, data, *, eval_tokens: int = 16_384, batch_size: int = 16, step: int = 0):
+    """All per-layer metrics of a trained model on held-out text; a tidy long DataFrame.
+
+    Parameters
+    ----------
+    model : scalefit.train.model.Transformer
+        The trained model (left in its current mode and device).
+    data : scalefit.train.data.TokenData
+        Token data: validation windows for the probes and pruning, a training batch (drawn at
+        ``step``) for the gradient norms.
+    eval_tokens : int
+        Validation tokens used for pruning and the hidden-state probes.
+    batch_size : int
+        Sequences per batch.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``layer, metric, value``; see the module docstring for the metrics.
+    """
+    from .loop import evaluate
+
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    x_val, _ = next(iter(data.val_batches(eval_tokens, batch_size)))
+    rows = _forward_metrics(model, x_val.to(device))
+    full = evaluate(model, data, max_tokens=eval_tokens, batch_size=batch_size)
+    for i in range(model.cfg.depth):
+        pruned = evaluate(
+            model, data, max_tokens=eval_tokens, batch_size=batch_size, skip=frozenset({i})
+        )
+        rows.append((i + 1, "prune_drop", pruned - full))
+    x, y = data.batch(step, batch_size)
+    norms = layer_grad_norms(model, x.to(device), y.to(device))
+    for i, g in enumerate(norms):
+        rows.append((i + 1, "grad_norm", float(g)))
+        rows.append((i + 1, "grad_norm_rel", float(g / norms[-1]) if norms[-1] > 0 else math.nan))
+    model.train(was_training)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.sort_values(["metric", "layer"], kind="stable").reset_index(drop=True)

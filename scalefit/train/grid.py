@@ -1,0 +1,97 @@
+"""The ``train`` task of :mod:`scalefit.sweep`: one grid point → one loss-table row.
+
+A grid spec (``[sweep] task = "train"``) sets any key of
+:class:`~scalefit.train.loop.TrainConfig` / :class:`~scalefit.train.model.ModelConfig` in
+``[fixed]`` or ``[grid]``, plus two task keys: ``diagnose`` (default true: write
+``diagnostics.csv`` into the run folder and add ``grad_tau``) and ``diag_tokens`` (validation
+tokens for the probes, default 16,384). Runs resume from their own ``checkpoint.pt``.
+
+Examples
+--------
+>>> from scalefit.sweep import load_spec, run_sweep  # doctest: +SKIP
+>>> table = run_sweep(load_spec("configs/grid_shakespeare_cpu.toml"), "runs/lm")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .._io import atomic_write_csv
+from ..errors import ScaleFitError
+
+TASK_KEYS = {"diagnose": True, "diag_tokens": 16_384}
+#: Loss-table columns every row has (``scalefit.read_table`` reads them; ``loss`` is NaN when
+#: the run diverged).
+TABLE_COLUMNS = [
+    "depth", "width", "params", "params_nonembedding", "tokens", "flops", "epochs", "loss", "bpb",
+    "variant", "seed", "wall_s", "diverged",
+]  # fmt: skip
+
+
+def _split(config: dict) -> tuple[dict, dict]:
+    task = {k: config.get(k, v) for k, v in TASK_KEYS.items()}
+    rest = {k: v for k, v in config.items() if k not in TASK_KEYS}
+    return task, rest
+
+
+def validate_config(config: dict) -> None:
+    """Raise :class:`~scalefit.errors.ScaleFitError` for a configuration the trainer rejects."""
+    from .loop import config_from_dict
+
+    _, rest = _split(config)
+    cfg = config_from_dict(rest, source="train grid")
+    if cfg.batch_size <= 0 or cfg.tokens <= 0:
+        raise ScaleFitError(f"train grid: 'batch_size' and 'tokens' must be positive; got {rest}.")
+
+
+def run_train_task(config: dict, run_dir: Path) -> dict:
+    """Train one grid point, write its diagnostics, and return its loss-table row.
+
+    Parameters
+    ----------
+    config : dict
+        Flat settings (see the module docstring).
+    run_dir : pathlib.Path
+        The run's folder: ``checkpoint.pt``, ``history.csv`` and ``diagnostics.csv`` go there.
+
+    Returns
+    -------
+    dict
+        The row: :data:`TABLE_COLUMNS` plus ``bpb``, ``train_loss``, ``steps``, ``tokens_per_s``,
+        ``grad_tau`` (NaN when the gradients do not decay towards the input), its inverse
+        ``grad_decay_rate`` = 1/τ (≤ 0 then) and the architecture settings.
+    """
+    from .diagnostics import diagnose, grad_decay_rate, grad_decay_tau
+    from .loop import config_from_dict, train
+
+    task, rest = _split(config)
+    cfg = config_from_dict(rest, source="train grid")
+    run_dir = Path(run_dir)
+    result = train(cfg, run_dir)
+    row = dict(result.row)
+    row["grad_tau"] = row["grad_decay_rate"] = math.nan
+    if task["diagnose"] and not row["diverged"]:
+        diag = diagnose(result.model, result.data, eval_tokens=int(task["diag_tokens"]))
+        grads = diag[diag.metric == "grad_norm"].sort_values("layer")["value"].to_numpy()
+        tau = grad_decay_tau(grads)
+        row["grad_decay_rate"] = grad_decay_rate(grads)
+        row["grad_tau"] = tau if math.isfinite(tau) else math.nan
+        ident = {k: row[k] for k in ("depth", "width", "tokens", "variant", "seed")}
+        atomic_write_csv(run_dir / "diagnostics.csv", diag.assign(**ident))
+    return row
+
+
+run_train_task.validate_config = validate_config
+
+
+def collect_diagnostics(out_dir: str | Path) -> pd.DataFrame:
+    """Concatenate every ``runs/*/diagnostics.csv`` of a sweep folder (with a ``run_id`` column)."""
+    frames = []
+    for path in sorted(Path(out_dir).glob("runs/*/diagnostics.csv")):
+        frames.append(pd.read_csv(path).assign(run_id=path.parent.name))
+    if not frames:
+        raise ScaleFitError(f"No runs/*/diagnostics.csv under {out_dir}.")
+    return pd.concat(frames, ignore_index=True)
