@@ -1,0 +1,107 @@
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.train.data import build_tokens  # noqa: E402
+from scalefit.train.loop import config_from_dict, load_checkpoint, lr_at, train  # noqa: E402
+from scalefit.train.model import VARIANTS  # noqa: E402
+
+
+def make_corpus(folder, n_docs=5, words=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    vocab = ["the", "cat", "dog", "sat", "on", "mat", "and", "ran", "to", "a", "big", "red"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(n_docs):
+        (folder / f"doc{d}.txt").write_text(" ".join(rng.choice(vocab, size=words)) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def token_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lm")
+    return str(build_tokens(make_corpus(root / "corpus"), root / "tokens", val_fraction=0.2))
+
+
+def tiny(token_dir, **kw):
+    base = dict(
+        data=token_dir,
+        depth=2,
+        width=32,
+        seq_len=32,
+        batch_size=8,
+        tokens=8 * 32 * 40,
+        lr=3e-3,
+        eval_tokens=2048,
+        device="cpu",
+        seed=0,
+    )
+    return config_from_dict({**base, **kw})
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"variant": v} for v in VARIANTS]
+    + [
+        {"variant": "cr_tree", "cr_loss": True, "ortho_loss": True},
+        {"variant": "pre_ln", "block": "swiglu", "embeddings": "untied"},
+    ],
+    ids=[*VARIANTS, "cr_tree+losses", "swiglu_untied"],
+)
+def test_every_variant_trains_and_its_loss_falls(token_dir, extra):
+    depth = 6 if extra.get("cr_loss") or extra["variant"] == "cr_tree" else 2
+    res = train(tiny(token_dir, depth=depth, **extra))
+    losses = [h["loss"] for h in res.history]
+    assert len(losses) == 40 and not res.row["diverged"]
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 1.0
+    assert res.row["loss"] < math.log(256) - 1.5  # validation, nats/token
+    assert res.row["bpb"] == pytest.approx(res.row["loss"] / math.log(2))
+    assert res.row["params"] == res.model.cfg.expected_params()
+    assert res.row["flops"] == 6 * res.row["params"] * res.row["tokens"]
+
+
+def test_checkpoint_resume_reproduces_the_loss_sequence_exactly(token_dir, tmp_path):
+    cfg = tiny(token_dir, tokens=8 * 32 * 16, checkpoint_every=5)
+    full = train(cfg, tmp_path / "full")
+    part = train(cfg, tmp_path / "resumed", stop_after=7)
+    assert len(part.history) == 7
+    assert load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")["step"] == 7
+    resumed = train(cfg, tmp_path / "resumed")
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+    assert resumed.row["loss"] == full.row["loss"]
+    again = train(cfg, tmp_path / "resumed")  # finished: nothing more to do
+    assert len(again.history) == 16 and again.row["loss"] == full.row["loss"]
+
+
+def test_divergence_is_detected_and_recorded(token_dir):
+    res = train(tiny(token_dir, lr=50.0, warmup_frac=0.0, grad_clip=1e9, tokens=8 * 32 * 30))
+    assert res.row["diverged"] is True
+    assert math.isnan(res.row["loss"]) and math.isnan(res.row["bpb"])
+    assert res.history[-1]["diverged"] and len(res.history) < 30
+
+
+def test_schedule_warms_up_then_decays_to_the_floor(token_dir):
+    cfg = tiny(token_dir, tokens=8 * 32 * 100, lr=1e-3, warmup_frac=0.1, min_lr_ratio=0.1)
+    lrs = [lr_at(s, cfg) for s in range(cfg.steps)]
+    assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)
+    assert lrs[-1] == pytest.approx(1e-4, rel=1e-2)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:], strict=False))
+
+
+def test_weight_decay_only_on_matrices(token_dir):
+    from scalefit.train.loop import make_optimizer
+    from scalefit.train.model import Transformer
+
+    cfg = tiny(token_dir)
+    opt = make_optimizer(Transformer(cfg.model), cfg, torch.device("cpu"))
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.1 and all(p.dim() >= 2 for p in decay["params"])
+    assert no_decay["weight_decay"] == 0.0 and all(p.dim() == 1 for p in no_decay["params"])
+
+
+def test_unknown_config_key_is_named():
+    with pytest.raises(ScaleFitError, match="learning_rate"):
+        config_from_dict({"learning_rate": 1e-3})
