@@ -101,7 +101,7 @@ class ToyConfig:
         return {"independent": 0.0, "tied": 1.0}.get(self.teacher_mode, float(self.rho))
 
     def evaluation_steps(self) -> list[int]:
-        """Return the steps with a recorded loss: ``eval_steps`` or 12 log-spaced points, always the last."""
+        """Return the evaluation steps: ``eval_steps`` or 12 log-spaced points, plus the last."""
         if self.eval_steps:
             return sorted({*self.eval_steps, self.steps})
         pts = {int(round(self.steps * 10 ** (k / 4 - 2.75))) for k in range(12)}

@@ -85,7 +85,7 @@ class Teacher:
 
     @torch.no_grad()
     def target(self, x: torch.Tensor, loss: str) -> torch.Tensor:
-        """Return what a student is trained against: log-probabilities (KL) or rmsnorm(h_L) (MSE)."""
+        """Return the training target: log-probabilities (KL) or rmsnorm(h_L) (MSE)."""
         if loss == "kl":
             return torch.log_softmax(self.logits(x), dim=-1)
         return rmsnorm(self.hidden(x))

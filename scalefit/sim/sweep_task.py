@@ -88,12 +88,13 @@ def run_toy(config: dict, run_dir: Path) -> dict:
         rows.append({**base, **r, "final": final, **extra})
     _save_model(run_dir / MODEL_FILE, cfg, run)
     (run_dir / STATE_FILE).unlink(missing_ok=True)
-    steps_done = cfg.steps
+    steps_done = cfg.steps - run.start_step
     return {
         "teacher_entropy": run.teacher_entropy,
         "teacher_theta_mid": teacher_probe["theta_mid"],
         "teacher_dtheta_mid": teacher_probe["dtheta_mid"],
         "wall_s": run.wall_s,
+        "resumed_from": run.start_step,
         "steps_per_s": steps_done / run.wall_s if run.wall_s > 0 else float("nan"),
         "rows": rows,
     }

@@ -42,6 +42,8 @@ class ToyRun:
         Mean entropy of the tempered teacher on the test set (NaN for the MSE loss).
     wall_s : float
         Seconds spent in this process (a resumed run counts only its own part).
+    start_step : int
+        Step this process started from (> 0 when resumed from ``state.pt``).
     """
 
     config: ToyConfig
@@ -51,6 +53,7 @@ class ToyRun:
     curve: list = field(default_factory=list)
     teacher_entropy: float = math.nan
     wall_s: float = 0.0
+    start_step: int = 0
 
 
 def lr_factor(config: ToyConfig, step: int) -> float:
@@ -113,7 +116,7 @@ def _test_set(config: ToyConfig, teacher: Teacher, device):
 
 
 @torch.no_grad()
-def test_losses(students: StudentStack, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def evaluate(students: StudentStack, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Per-student mean loss on a fixed test set (chunked), shape ``(S,)``."""
     total = torch.zeros(len(students.students), dtype=torch.float64)
     for xc, tc in zip(x.split(8192), target.split(8192), strict=True):
@@ -149,6 +152,7 @@ def train_toy(config: ToyConfig, run_dir: str | Path | None = None) -> ToyRun:
         "curve": torch.zeros(n, dtype=torch.float64),
     }
     start = _resume(run_dir, config, students, adam, data, run, acc)
+    run.start_step = start
     evals = set(config.evaluation_steps())
     dtype = teacher.head.dtype
     last_eval = max([0] + [s for s in evals if s <= start])
@@ -165,7 +169,7 @@ def train_toy(config: ToyConfig, run_dir: str | Path | None = None) -> ToyRun:
             run.curve.extend(_records(students, step, train=acc["curve"] / count))
             acc["curve"].zero_()
         if step in evals:
-            test = test_losses(students, x_test, y_test)
+            test = evaluate(students, x_test, y_test)
             run.rows.extend(
                 _records(students, step, train=acc["eval"] / (step - last_eval), test=test)
             )

@@ -1,0 +1,144 @@
+"""Angles, norms and per-layer summaries of residual hidden states (float64 internally).
+
+Every function takes the residual stream of one model as ``states``: an array-like of shape
+``(L+1, tokens, width)`` — the input to the first block followed by the output of every block —
+or a list of ``L+1`` arrays of shape ``(tokens, width)``. Torch tensors (any dtype, any device)
+and NumPy arrays are accepted; the final normalisation must not be applied to the last state.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ScaleFitError
+
+
+def as_states(states) -> np.ndarray:
+    """Convert hidden states to a float64 array of shape ``(L+1, tokens, width)``.
+
+    Raises
+    ------
+    ScaleFitError
+        Fewer than two states, wrong number of dimensions, or non-finite values.
+    """
+    if isinstance(states, list | tuple):
+        states = [_to_numpy(s) for s in states]
+        try:
+            arr = np.stack(states)
+        except ValueError as exc:
+            raise ScaleFitError(f"hidden states must all have the same shape ({exc}).") from exc
+    else:
+        arr = _to_numpy(states)
+    if arr.ndim == 2:
+        arr = arr[:, None, :]
+    if arr.ndim != 3:
+        raise ScaleFitError(
+            f"hidden states must have shape (L+1, tokens, width), got {tuple(arr.shape)}."
+        )
+    if arr.shape[0] < 2:
+        raise ScaleFitError(f"need at least 2 hidden states (L ≥ 1), got {arr.shape[0]}.")
+    if not np.isfinite(arr).all():
+        raise ScaleFitError("hidden states contain NaN or inf.")
+    return arr
+
+
+def _to_numpy(x) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch tensor: upcast on its device, then move
+        x = x.detach()
+        x = x.double() if x.is_floating_point() else x
+        return x.cpu().numpy().astype(np.float64)
+    return np.asarray(x, dtype=np.float64)
+
+
+def angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Angle between vectors along the last axis, in radians, accurate at all angles.
+
+    Uses θ = 2·atan2(‖â − b̂‖, ‖â + b̂‖) instead of arccos, which loses precision near 0 and π.
+    A zero vector gives NaN.
+
+    Examples
+    --------
+    >>> float(angle(np.array([1.0, 0.0]), np.array([0.0, 2.0])))  # doctest: +ELLIPSIS
+    1.5707963...
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    na = np.linalg.norm(a, axis=-1, keepdims=True)
+    nb = np.linalg.norm(b, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ua, ub = a / na, b / nb
+        theta = 2.0 * np.arctan2(np.linalg.norm(ua - ub, axis=-1), np.linalg.norm(ua + ub, axis=-1))
+    return np.where((na[..., 0] > 0) & (nb[..., 0] > 0), theta, np.nan)
+
+
+def token_angles(states) -> np.ndarray:
+    """Per-token step angles θ(h_l, h_{l+1}), shape ``(tokens, L)``."""
+    h = as_states(states)
+    return angle(h[:-1], h[1:]).T
+
+
+def layer_table(states):
+    """Per-layer probes as a DataFrame (averages over tokens).
+
+    Columns: ``layer`` (0…L), ``norm`` (mean ‖h_l‖), ``theta`` (θ(h_l, h_{l+1}), NaN at l = L),
+    ``angular_distance`` (θ/π, Sun et al.), ``dtheta`` (θ(Δh_l, Δh_{l+1}) with Δh_l =
+    h_{l+1} − h_l; NaN for the last two rows), ``angle_to_final`` (θ(h_l, h_L)).
+    """
+    import pandas as pd
+
+    h = as_states(states)
+    n = h.shape[0]
+    theta = np.full(n, np.nan)
+    dtheta = np.full(n, np.nan)
+    theta[:-1] = np.nanmean(angle(h[:-1], h[1:]), axis=1)
+    delta = np.diff(h, axis=0)
+    if n >= 3:
+        dtheta[:-2] = np.nanmean(angle(delta[:-1], delta[1:]), axis=1)
+    return pd.DataFrame(
+        {
+            "layer": np.arange(n),
+            "norm": np.linalg.norm(h, axis=-1).mean(axis=1),
+            "theta": theta,
+            "angular_distance": theta / math.pi,
+            "dtheta": dtheta,
+            "angle_to_final": np.nanmean(angle(h, h[-1:]), axis=1),
+        }
+    )
+
+
+def middle_layers(depth: int) -> slice:
+    """Return the 'middle' blocks used for summaries: [⌊L/4⌋, L − ⌊L/4⌋), at least one block."""
+    lo = depth // 4
+    hi = max(depth - depth // 4, lo + 1)
+    return slice(lo, hi)
+
+
+def summarize_states(states) -> dict[str, float]:
+    """Scalar summaries of one model's residual stream.
+
+    Returns
+    -------
+    dict
+        ``depth`` (L), ``theta_mid`` (mean step angle over the middle blocks, see
+        :func:`middle_layers`), ``dtheta_mid`` (mean increment angle over the middle pairs),
+        ``theta_first``, ``theta_last``, ``norm_ratio`` (‖h_L‖ / ‖h_0‖).
+    """
+    table = layer_table(states)
+    depth = len(table) - 1
+    mid = middle_layers(depth)
+    theta = table["theta"].to_numpy()[:depth]
+    dtheta = table["dtheta"].to_numpy()[: max(depth - 1, 0)]
+    dmid = dtheta[mid] if depth >= 2 else np.array([np.nan])
+    if depth >= 2 and dmid.size == 0:
+        dmid = dtheta
+    norms = table["norm"].to_numpy()
+    return {
+        "depth": depth,
+        "theta_mid": float(np.nanmean(theta[mid])),
+        "dtheta_mid": float(np.nanmean(dmid)) if np.isfinite(dmid).any() else math.nan,
+        "theta_first": float(theta[0]),
+        "theta_last": float(theta[-1]),
+        "norm_ratio": float(norms[-1] / norms[0]) if norms[0] > 0 else math.nan,
+    }
