@@ -52,7 +52,7 @@ def _load(net: PlainNet, fc_w, fc_b, proj_w, head) -> PlainNet:
 
 
 def plain_teacher(teacher: Teacher, config: ToyConfig) -> PlainNet:
-    """A :class:`PlainNet` copy of a :class:`~scalefit.sim.model.Teacher` (same weights)."""
+    """Return a :class:`PlainNet` copy of a :class:`~scalefit.sim.model.Teacher` (same weights)."""
     net = PlainNet(teacher.depth, config.width, config.classes).to(teacher.head)
     layers = teacher.layers
     net = _load(net, layers["fc_w"], layers["fc_b"], layers["proj_w"], teacher.head)
@@ -60,7 +60,7 @@ def plain_teacher(teacher: Teacher, config: ToyConfig) -> PlainNet:
 
 
 def plain_students(stack: StudentStack, config: ToyConfig) -> list[PlainNet]:
-    """One :class:`PlainNet` per student of ``stack``, with the same initial weights."""
+    """Return one :class:`PlainNet` per student of ``stack``, with the same initial weights."""
     nets = []
     for i, depth in enumerate(stack.student_depths):
         w = stack.student_weights(i)
@@ -70,7 +70,7 @@ def plain_students(stack: StudentStack, config: ToyConfig) -> list[PlainNet]:
 
 
 def plain_step(teacher_net: PlainNet, students, optimizers, x, temperature: float) -> list[float]:
-    """One training step of every student, recomputing the teacher for each (KL loss)."""
+    """Run one training step of every student, recomputing the teacher for each (KL loss)."""
     losses = []
     for net, opt in zip(students, optimizers, strict=True):
         with torch.no_grad():
@@ -85,7 +85,7 @@ def plain_step(teacher_net: PlainNet, students, optimizers, x, temperature: floa
 
 
 def plain_setup(config: ToyConfig):
-    """Teacher net, student nets and Adam optimisers built from the same seeds as the fast path."""
+    """Return teacher net, student nets and Adam optimisers seeded like the fast path."""
     teacher = Teacher(config)
     stack = StudentStack(config)
     nets = plain_students(stack, config)
