@@ -13,7 +13,7 @@ def seed_all(seed: int) -> None:
 
     torch = require("torch", "torch")
     random.seed(seed)
-    np.random.seed(seed % (2**32))
+    np.random.seed(seed % (2**32))  # noqa: NPY002 - seeds the legacy global RNG on purpose
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)

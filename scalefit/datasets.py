@@ -48,8 +48,13 @@ DATASETS: dict[str, Dataset] = {
             "depth from the model table, as assembled by Liu et al.; params include embeddings; "
             "flops = 6 params tokens."
         ),
-        columns={"model_size": "params", "FLOP": "flops", "num_tokens": "tokens",
-                 "d_model": "width", "n_layers": "depth"},
+        columns={
+            "model_size": "params",
+            "FLOP": "flops",
+            "num_tokens": "tokens",
+            "d_model": "width",
+            "n_layers": "depth",
+        },
         sha256="cb474e8f5fc87be4132190a0c782d1521c4f06b9c041395b3a78ff2ffc34f83e",
         url="https://raw.githubusercontent.com/liuyz0/DepthScaling/main/Scaling/"
         "get_fitting_data_chinchilla.csv",
@@ -84,7 +89,7 @@ def _sha256(path: Path) -> str:
 
 
 def cache_dir() -> Path:
-    """Folder where downloaded tables are cached (``SCALEFIT_CACHE_DIR`` or ``~/.cache/scalefit``)."""
+    """Folder for downloaded tables: ``SCALEFIT_CACHE_DIR`` (or ``~/.cache/scalefit``) / data."""
     root = os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit"
     return Path(root) / "data"
 

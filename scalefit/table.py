@@ -1,7 +1,7 @@
 """Loss tables: read, validate and normalise a CSV or DataFrame of training runs.
 
-Every table handed to a fitter goes through :func:`read_table`, which maps column names onto the
-canonical vocabulary (``params, tokens, flops, width, depth, loss``), checks every value and records
+Every table handed to a fitter goes through :func:`read_table`, which maps column names onto
+the canonical vocabulary (``params, tokens, flops, width, depth, loss``), checks every value and records
 what it derived. Bad input raises :class:`~scalefit.errors.ScaleFitError` naming the file, column and
 row; nothing is repaired silently.
 """

@@ -12,15 +12,30 @@ from ..errors import ScaleFitError
 
 def add_table_args(p: argparse.ArgumentParser) -> None:
     """Add the TABLE positional and the options that shape how it is read."""
-    p.add_argument("table", metavar="TABLE",
-                   help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion)")
-    p.add_argument("--drop-highest", type=int, default=0, metavar="K",
-                   help="drop the K highest losses (keeps rows strictly below the K-th highest)")
-    p.add_argument("--data-dir", default=None, metavar="DIR",
-                   help="folder with the public reference CSVs (else SCALEFIT_DATA_DIR, cache, "
-                        "download)")
-    p.add_argument("--columns", default=None, metavar="SRC=CANON,...",
-                   help="explicit column mapping, e.g. 'D=tokens,N=params'")
+    p.add_argument(
+        "table",
+        metavar="TABLE",
+        help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion)",
+    )
+    p.add_argument(
+        "--drop-highest",
+        type=int,
+        default=0,
+        metavar="K",
+        help="drop the K highest losses (keeps rows strictly below the K-th highest)",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="folder with the public reference CSVs (else SCALEFIT_DATA_DIR, cache, download)",
+    )
+    p.add_argument(
+        "--columns",
+        default=None,
+        metavar="SRC=CANON,...",
+        help="explicit column mapping, e.g. 'D=tokens,N=params'",
+    )
 
 
 def parse_mapping(text: str | None, what: str) -> dict[str, str]:
@@ -30,8 +45,9 @@ def parse_mapping(text: str | None, what: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in text.split(","):
         if "=" not in item:
-            raise ScaleFitError(f"{what}: expected NAME=VALUE pairs separated by commas; "
-                                f"got {item!r}.")
+            raise ScaleFitError(
+                f"{what}: expected NAME=VALUE pairs separated by commas; got {item!r}."
+            )
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
@@ -48,10 +64,13 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
         return load(args.table, args.data_dir, drop_highest=args.drop_highest)
     path = Path(args.table)
     if not path.exists():
-        raise ScaleFitError(f"{path}: no such file, and not a dataset name (chinchilla, "
-                            f"chinchilla_epoch, depth_delusion).")
-    return read_table(path, parse_mapping(args.columns, "--columns"),
-                      drop_highest=args.drop_highest)
+        raise ScaleFitError(
+            f"{path}: no such file, and not a dataset name (chinchilla, "
+            f"chinchilla_epoch, depth_delusion)."
+        )
+    return read_table(
+        path, parse_mapping(args.columns, "--columns"), drop_highest=args.drop_highest
+    )
 
 
 def law_options_arg(text: str | None) -> dict:

@@ -10,22 +10,38 @@ from ._common import add_table_args, law_options_arg, load_table_arg, plots_dir
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``fit`` and ``laws`` commands."""
-    p = sub.add_parser("fit", help="fit a scaling law by robust least squares",
-                       description="Fit a scaling law to a loss table (multi-start, converged, "
-                                   "optional bootstrap and held-out check).")
+    p = sub.add_parser(
+        "fit",
+        help="fit a scaling law by robust least squares",
+        description="Fit a scaling law to a loss table (multi-start, converged, "
+        "optional bootstrap and held-out check).",
+    )
     add_table_args(p)
     p.add_argument("--law", required=True, help="law name (see `scalefit laws`)")
-    p.add_argument("--law-option", default=None, metavar="K=V,...",
-                   help="law options, e.g. form=power,vocab=32000 for critical_depth")
+    p.add_argument(
+        "--law-option",
+        default=None,
+        metavar="K=V,...",
+        help="law options, e.g. form=power,vocab=32000 for critical_depth",
+    )
     p.add_argument("--loss", default="mse", choices=["mse", "huber", "lad"])
     p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold (log-loss units)")
     p.add_argument("--starts", type=int, default=256, help="random starts (default 256)")
     p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples")
-    p.add_argument("--cluster", default=None, metavar="COLUMN",
-                   help="resample whole groups sharing this column's value")
+    p.add_argument(
+        "--cluster",
+        default=None,
+        metavar="COLUMN",
+        help="resample whole groups sharing this column's value",
+    )
     p.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
-    p.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
-                   help="also fit on the lowest-compute rows and test on this share of the rest")
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="also fit on the lowest-compute rows and test on this share of the rest",
+    )
     p.add_argument("--method", default="jax", choices=["jax", "lmfit"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
@@ -46,11 +62,21 @@ def run_fit(args: argparse.Namespace) -> int:
     table = load_table_arg(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
-        res = fit(table, args.law, loss=args.loss, delta=args.delta, starts=args.starts,
-                  seed=args.seed, method=args.method, bootstrap=args.bootstrap,
-                  cluster=args.cluster, ci_method=args.ci_method, holdout=args.holdout,
-                  law_options=law_options_arg(args.law_option),
-                  progress=False if args.no_progress else None)
+        res = fit(
+            table,
+            args.law,
+            loss=args.loss,
+            delta=args.delta,
+            starts=args.starts,
+            seed=args.seed,
+            method=args.method,
+            bootstrap=args.bootstrap,
+            cluster=args.cluster,
+            ci_method=args.ci_method,
+            holdout=args.holdout,
+            law_options=law_options_arg(args.law_option),
+            progress=False if args.no_progress else None,
+        )
     print(res.report())
     if args.out:
         res.save(args.out)

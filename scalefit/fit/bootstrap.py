@@ -16,23 +16,34 @@ def _problem(res: FitResult, tab: pd.DataFrame) -> Problem:
     prob = res.extras.get("problem")
     if isinstance(prob, Problem) and prob.n == len(tab):
         return prob
-    return Problem(res.get_law(), tab, tab["loss"].to_numpy(float),
-                   loss=res.conventions["loss"], delta=res.conventions["delta"], refs=res.refs)
+    return Problem(
+        res.get_law(),
+        tab,
+        tab["loss"].to_numpy(float),
+        loss=res.conventions["loss"],
+        delta=res.conventions["delta"],
+        refs=res.refs,
+    )
 
 
-def resample_weights(tab: pd.DataFrame, n_boot: int, *, cluster: str | None,
-                     rng: np.random.Generator) -> np.ndarray:
+def resample_weights(
+    tab: pd.DataFrame, n_boot: int, *, cluster: str | None, rng: np.random.Generator
+) -> np.ndarray:
     """Row weights (counts) for ``n_boot`` resamples of rows, or of clusters of rows."""
     n = len(tab)
     if cluster is None:
         return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
     if cluster not in tab.columns:
-        raise ScaleFitError(f"The 'cluster' column {cluster!r} is not in the table; columns: "
-                            f"{', '.join(map(str, tab.columns))}.")
+        raise ScaleFitError(
+            f"The 'cluster' column {cluster!r} is not in the table; columns: "
+            f"{', '.join(map(str, tab.columns))}."
+        )
     codes, uniques = pd.factorize(tab[cluster])
     g = len(uniques)
     if g < 2:
-        raise ScaleFitError(f"The 'cluster' column {cluster!r} has a single value; need ≥ 2 groups.")
+        raise ScaleFitError(
+            f"The 'cluster' column {cluster!r} has a single value; need ≥ 2 groups."
+        )
     counts = rng.multinomial(g, np.full(g, 1.0 / g), size=n_boot).astype(float)
     return counts[:, codes]
 
@@ -53,9 +64,18 @@ def _bca(draws: np.ndarray, theta: np.ndarray, jack: np.ndarray, prob: float) ->
     return out
 
 
-def bootstrap(res: FitResult, tab: pd.DataFrame, n_boot: int, *, boot_starts: int = 7,
-              cluster: str | None = None, seed: int = 0, ci_prob: float = 0.95,
-              ci_method: str = "percentile", progress: bool | None = None) -> FitResult:
+def bootstrap(
+    res: FitResult,
+    tab: pd.DataFrame,
+    n_boot: int,
+    *,
+    boot_starts: int = 7,
+    cluster: str | None = None,
+    seed: int = 0,
+    ci_prob: float = 0.95,
+    ci_method: str = "percentile",
+    progress: bool | None = None,
+) -> FitResult:
     """Add bootstrap draws and intervals to a least-squares result (in place).
 
     Each resample (multinomial row counts, or counts of whole clusters) is fitted from the
@@ -101,8 +121,13 @@ def bootstrap(res: FitResult, tab: pd.DataFrame, n_boot: int, *, boot_starts: in
     z0[:, 0] = np.asarray(res.internal)
     if k > 1:
         z0[:, 1:] = rand[: n_boot * (k - 1)].reshape(n_boot, k - 1, -1)
-    z, obj, conv, _ = solve_many(problem, z0.reshape(n_boot * k, -1), np.repeat(w, k, axis=0),
-                                 progress=progress, desc="bootstrap")
+    z, obj, conv, _ = solve_many(
+        problem,
+        z0.reshape(n_boot * k, -1),
+        np.repeat(w, k, axis=0),
+        progress=progress,
+        desc="bootstrap",
+    )
     z, obj, conv = z.reshape(n_boot, k, -1), obj.reshape(n_boot, k), conv.reshape(n_boot, k)
     obj_ok = np.where(conv & np.isfinite(obj), obj, np.inf)
     best = np.argmin(obj_ok, axis=1)
@@ -123,34 +148,50 @@ def bootstrap(res: FitResult, tab: pd.DataFrame, n_boot: int, *, boot_starts: in
     else:
         bounds = np.quantile(good, [lo_q, hi_q], axis=0).T
     res.draws = draws
-    res.ci = {name: (float(bounds[i, 0]), float(bounds[i, 1]))
-              for i, name in enumerate(law.param_names)}
+    res.ci = {
+        name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(law.param_names)
+    }
     zc = np.corrcoef(zb[ok].T)
     raw = np.corrcoef(good.T)
     iu = np.triu_indices(len(law.params), 1)
-    res.diagnostics.update({
-        "n_boot": int(n_boot), "boot_failed": int((~ok).sum()),
-        "resample": f"clusters of {cluster!r}" if cluster else "rows",
-        "boot_starts": int(boot_starts),
-        "boot_warm_start_best": float(np.mean(best == 0)),
-        "boot_corr_max_internal": float(np.nanmax(np.abs(zc[iu]))) if len(iu[0]) else 0.0,
-        "boot_corr_max_raw": float(np.nanmax(np.abs(raw[iu]))) if len(iu[0]) else 0.0,
-    })
-    res.conventions.update({"bootstrap": int(n_boot), "boot_starts": int(boot_starts),
-                            "cluster": cluster, "ci_method": ci_method})
+    res.diagnostics.update(
+        {
+            "n_boot": int(n_boot),
+            "boot_failed": int((~ok).sum()),
+            "resample": f"clusters of {cluster!r}" if cluster else "rows",
+            "boot_starts": int(boot_starts),
+            "boot_warm_start_best": float(np.mean(best == 0)),
+            "boot_corr_max_internal": float(np.nanmax(np.abs(zc[iu]))) if len(iu[0]) else 0.0,
+            "boot_corr_max_raw": float(np.nanmax(np.abs(raw[iu]))) if len(iu[0]) else 0.0,
+        }
+    )
+    res.conventions.update(
+        {
+            "bootstrap": int(n_boot),
+            "boot_starts": int(boot_starts),
+            "cluster": cluster,
+            "ci_method": ci_method,
+        }
+    )
     if (~ok).any():
-        res.warnings.append(f"{int((~ok).sum())} of {n_boot} bootstrap resamples did not "
-                            f"converge; intervals use the {int(ok.sum())} that did.")
+        res.warnings.append(
+            f"{int((~ok).sum())} of {n_boot} bootstrap resamples did not "
+            f"converge; intervals use the {int(ok.sum())} that did."
+        )
     for i, j in zip(*iu, strict=True):
         if abs(zc[i, j]) > 0.99:
             a, b = law.param_names[i], law.param_names[j]
-            res.warnings.append(f"bootstrap draws of {a} and {b} correlate at {zc[i, j]:+.3f} "
-                                f"(reference-pinned coordinates): not separately identified.")
+            res.warnings.append(
+                f"bootstrap draws of {a} and {b} correlate at {zc[i, j]:+.3f} "
+                f"(reference-pinned coordinates): the data pin down a combination of them "
+                f"better than either alone."
+            )
     return res
 
 
-def _jackknife(problem: Problem, res: FitResult, tab: pd.DataFrame,
-               cluster: str | None) -> np.ndarray:
+def _jackknife(
+    problem: Problem, res: FitResult, tab: pd.DataFrame, cluster: str | None
+) -> np.ndarray:
     """Leave-one-out (or leave-one-cluster-out) refits from the optimum, in raw units."""
     from .lsq import solve_many
 

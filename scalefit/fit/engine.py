@@ -26,6 +26,8 @@ LOSSES = ("mse", "huber", "lad")
 #: LAD is solved as Huber with this tiny delta (a smooth stand-in for |r| with the same optimum
 #: to within delta).
 LAD_DELTA = 1e-7
+#: Absolute floor of the convergence test (objective units), for exact (noise-free) data.
+ATOL = 1e-22
 
 
 def _jax():
@@ -57,8 +59,10 @@ def _enable_compile_cache(jax) -> None:
     setting = os.environ.get("SCALEFIT_JAX_CACHE")
     if setting == "0" or jax.config.jax_compilation_cache_dir:
         return
-    root = setting or Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" /
-                           "scalefit") / "jax"
+    root = (
+        setting
+        or Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit") / "jax"
+    )
     try:
         Path(root).mkdir(parents=True, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", str(root))
@@ -150,7 +154,7 @@ def _build(law: Law, loss: str, delta: float, shared_weights: bool):
             # Newton decrement at the current point: predicted remaining decrease.
             hs = h + 1e-12 * diag.max() * eye
             dec_now = jnp.abs(g @ jnp.linalg.solve(hs, g)) / 2.0
-            small = dec_now <= tol * jnp.maximum(f, 1e-300) + 1e-300
+            small = dec_now <= tol * jnp.maximum(f, 1e-300) + ATOL
             stuck = lam > 1e16
             # Nielsen's damping update: gain ratio of actual to predicted decrease.
             pred = -(g @ s) - 0.5 * (s @ (h @ s))
@@ -166,9 +170,17 @@ def _build(law: Law, loss: str, delta: float, shared_weights: bool):
             return (~state[5]) & (state[4] < max_iter)
 
         f0 = objective(z0, w, x, logy, refs)
-        init = (z0, f0, jnp.asarray(1e-3), jnp.asarray(2.0), jnp.asarray(0), ~jnp.isfinite(f0), jnp.asarray(jnp.inf))
+        init = (
+            z0,
+            f0,
+            jnp.asarray(1e-3),
+            jnp.asarray(2.0),
+            jnp.asarray(0),
+            ~jnp.isfinite(f0),
+            jnp.asarray(jnp.inf),
+        )
         z, f, lam, _, it, done, dec = jax.lax.while_loop(cond, step, init)
-        conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + 1e-300) & (lam <= 1e16)
+        conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + ATOL) & (lam <= 1e16)
         return z, f, dec, it, conv
 
     def local(z, x, logy, refs):
@@ -210,8 +222,16 @@ class Problem:
         Log reference points of the pivot variables; by default computed from ``x``.
     """
 
-    def __init__(self, law: Law, x: Mapping[str, np.ndarray], y: np.ndarray, *, loss: str,
-                 delta: float, refs: Mapping[str, float] | None = None):
+    def __init__(
+        self,
+        law: Law,
+        x: Mapping[str, np.ndarray],
+        y: np.ndarray,
+        *,
+        loss: str,
+        delta: float,
+        refs: Mapping[str, float] | None = None,
+    ):
         _, jnp = _jax()
         self.law, self.loss, self.delta = law, loss, float(delta)
         self.n = len(y)
@@ -221,15 +241,22 @@ class Problem:
         self._logy = jnp.asarray(np.log(np.asarray(y, dtype=float)))
         self._refs = {k: jnp.asarray(v) for k, v in self.refs.items()}
 
-    def solve(self, z0: np.ndarray, weights: np.ndarray | None = None, *, max_iter: int = 500,
-              tol: float = 1e-13) -> Solution:
-        """Solve a batch of problems from starts ``z0`` (B, P) with row ``weights`` (B, n) or None."""
+    def solve(
+        self,
+        z0: np.ndarray,
+        weights: np.ndarray | None = None,
+        *,
+        max_iter: int = 500,
+        tol: float = 1e-13,
+    ) -> Solution:
+        """Solve a batch: starts ``z0`` (B, P), row ``weights`` (B, n) or None (all ones)."""
         _, jnp = _jax()
         shared = weights is None
         fns = _build(self.law, self.loss, self.delta, shared)
         w = jnp.ones(self.n) if shared else jnp.asarray(weights, dtype=float)
-        z, f, dec, it, conv = fns["solve"](jnp.asarray(z0, dtype=float), w, self._x, self._logy,
-                                            self._refs, max_iter, tol)
+        z, f, dec, it, conv = fns["solve"](
+            jnp.asarray(z0, dtype=float), w, self._x, self._logy, self._refs, max_iter, tol
+        )
         return Solution(*(np.asarray(a) for a in (z, f, dec, it, conv)))
 
     def residuals(self, z: np.ndarray) -> np.ndarray:
@@ -239,7 +266,8 @@ class Problem:
 
     def local(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """At ``z``: objective gradient, IRLS Gauss–Newton matrix, residual Jacobian (n, P) and
-        the Jacobian of the internal-to-public map (P, P)."""
+        the Jacobian of the internal-to-public map (P, P).
+        """
         _, jnp = _jax()
         fns = _build(self.law, self.loss, self.delta, True)
         out = fns["local"](jnp.asarray(z, dtype=float), self._x, self._logy, self._refs)

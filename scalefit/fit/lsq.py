@@ -18,6 +18,8 @@ from .result import FitResult
 
 #: Relative objective tolerance within which a start counts as having reached the best optimum.
 BEST_RTOL = 1e-9
+#: ... plus this absolute slack (objective units), which matters only for noise-free data.
+BEST_ATOL = 1e-20
 CORR_WARN = 0.99
 COND_WARN = 1e12
 CHUNK = 256
@@ -49,7 +51,9 @@ def _check_options(loss: str, delta: float, starts: int, seed: Any) -> None:
             f"The 'starts' parameter of fit must be a positive integer. Got {starts!r} instead."
         )
     if not isinstance(seed, int | np.integer):
-        raise ScaleFitError(f"The 'seed' parameter of fit must be an integer. Got {seed!r} instead.")
+        raise ScaleFitError(
+            f"The 'seed' parameter of fit must be an integer. Got {seed!r} instead."
+        )
 
 
 def _progress(total: int, desc: str, enabled: bool | None):
@@ -60,8 +64,15 @@ def _progress(total: int, desc: str, enabled: bool | None):
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="fit")
 
 
-def solve_many(problem: Problem, z0: np.ndarray, weights: np.ndarray | None = None, *,
-               progress: bool | None = False, desc: str = "fitting", tol: float = 1e-12):
+def solve_many(
+    problem: Problem,
+    z0: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    progress: bool | None = False,
+    desc: str = "fitting",
+    tol: float = 1e-12,
+):
     """Solve many problems in fixed-size chunks, re-running stragglers from where they stopped.
 
     Every chunk has the same shape, so the solver compiles once per shape. A first pass allows
@@ -85,7 +96,7 @@ def solve_many(problem: Problem, z0: np.ndarray, weights: np.ndarray | None = No
         size = min(CHUNK, n) if first else min(CHUNK, max(16, 1 << (len(todo) - 1).bit_length()))
         nxt = []
         for start in range(0, len(todo), size):
-            idx = todo[start:start + size]
+            idx = todo[start : start + size]
             pad = np.concatenate([idx, np.repeat(idx[:1], size - len(idx))])
             w = None if weights is None else weights[pad]
             sol = problem.solve(z[pad], w, max_iter=budget, tol=tol)
@@ -149,8 +160,10 @@ def _uncertainty(problem: Problem, z: np.ndarray, law: Law, loss: str, delta: fl
     scaled = h / np.sqrt(np.outer(np.diag(h), np.diag(h)))
     cond = float(np.linalg.cond(scaled)) if np.all(np.isfinite(scaled)) else float("inf")
     if cond > COND_WARN:
-        out_warn.append(f"ill-conditioned Hessian (scaled condition number {cond:.2e}): some "
-                        f"combination of parameters is not identified by the data.")
+        out_warn.append(
+            f"ill-conditioned Hessian (scaled condition number {cond:.2e}): some "
+            f"combination of parameters is not identified by the data."
+        )
     cov_pub = jt @ cov @ jt.T
     stderr = dict(zip(names, np.sqrt(np.clip(np.diag(cov_pub), 0, None)).tolist(), strict=True))
     return stderr, corr, cond, out_warn, float(np.max(np.abs(g)))
@@ -238,40 +251,66 @@ def fit(
             f"The 'ci_prob' parameter of fit must be a float in (0, 1). Got {ci_prob!r} instead."
         )
     if ci_method not in ("percentile", "bca"):
-        raise ScaleFitError(f"The 'ci_method' parameter of fit must be 'percentile' or 'bca'. "
-                            f"Got {ci_method!r} instead.")
+        raise ScaleFitError(
+            f"The 'ci_method' parameter of fit must be 'percentile' or 'bca'. "
+            f"Got {ci_method!r} instead."
+        )
     if method not in ("jax", "lmfit"):
-        raise ScaleFitError(f"The 'method' parameter of fit must be 'jax' or 'lmfit'. "
-                            f"Got {method!r} instead.")
+        raise ScaleFitError(
+            f"The 'method' parameter of fit must be 'jax' or 'lmfit'. Got {method!r} instead."
+        )
     if not isinstance(bootstrap, int | np.integer) or bootstrap < 0:
-        raise ScaleFitError(f"The 'bootstrap' parameter of fit must be a non-negative integer. "
-                            f"Got {bootstrap!r} instead.")
+        raise ScaleFitError(
+            f"The 'bootstrap' parameter of fit must be a non-negative integer. "
+            f"Got {bootstrap!r} instead."
+        )
     tab = _as_table(table, drop_highest)
     law_obj = get_law(law, **dict(law_options or {}))
     require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
     if len(tab) <= len(law_obj.params):
-        raise ScaleFitError(f"law {law_obj.name!r} has {len(law_obj.params)} parameters but the "
-                            f"table has only {len(tab)} rows.")
+        raise ScaleFitError(
+            f"law {law_obj.name!r} has {len(law_obj.params)} parameters but the "
+            f"table has only {len(tab)} rows."
+        )
     if method == "lmfit":
         from .lmfit_method import fit_lmfit
 
         res = fit_lmfit(tab, law_obj, loss=loss, delta=delta, seed=seed, x0=x0)
     else:
-        res = _fit_jax(tab, law_obj, loss=loss, delta=delta, starts=starts, seed=seed, x0=x0,
-                       progress=progress)
+        res = _fit_jax(
+            tab, law_obj, loss=loss, delta=delta, starts=starts, seed=seed, x0=x0, progress=progress
+        )
     res.ci_prob = ci_prob
     res.conventions["ci_method"] = ci_method
     if bootstrap:
         from .bootstrap import bootstrap as run_bootstrap
 
-        run_bootstrap(res, tab, bootstrap, boot_starts=boot_starts, cluster=cluster, seed=seed,
-                      ci_prob=ci_prob, ci_method=ci_method, progress=progress)
+        run_bootstrap(
+            res,
+            tab,
+            bootstrap,
+            boot_starts=boot_starts,
+            cluster=cluster,
+            seed=seed,
+            ci_prob=ci_prob,
+            ci_method=ci_method,
+            progress=progress,
+        )
     if holdout is not None:
         from .validate import holdout_check
 
-        res.holdout = holdout_check(tab, law_obj, holdout, loss=loss, delta=delta, starts=starts,
-                                    seed=seed, bootstrap=min(bootstrap, 200) or 200,
-                                    ci_prob=ci_prob, progress=progress)
+        res.holdout = holdout_check(
+            tab,
+            law_obj,
+            holdout,
+            loss=loss,
+            delta=delta,
+            starts=starts,
+            seed=seed,
+            bootstrap=min(bootstrap, 200) or 200,
+            ci_prob=ci_prob,
+            progress=progress,
+        )
     for w in res.warnings:
         warnings.warn(w, ConvergenceWarning, stacklevel=2)
     return res
@@ -282,14 +321,17 @@ def _starts_for(law: Law, y: np.ndarray, refs, n: int, seed: int, x0) -> np.ndar
     if x0 is not None:
         missing = set(law.param_names) - set(x0)
         if missing:
-            raise ScaleFitError(f"The 'x0' parameter of fit must give every parameter of "
-                                f"{law.name!r}; missing {sorted(missing)}.")
+            raise ScaleFitError(
+                f"The 'x0' parameter of fit must give every parameter of "
+                f"{law.name!r}; missing {sorted(missing)}."
+            )
         include.insert(0, law.to_internal(x0, refs))
     return sample_starts(law, max(n, len(include)), y, seed=seed, include=include)
 
 
-def _fit_jax(tab, law: Law, *, loss, delta, starts, seed, x0, progress,
-             problem: Problem | None = None) -> FitResult:
+def _fit_jax(
+    tab, law: Law, *, loss, delta, starts, seed, x0, progress, problem: Problem | None = None
+) -> FitResult:
     y = tab["loss"].to_numpy(dtype=float)
     problem = problem or Problem(law, tab, y, loss=loss, delta=delta)
     z0 = _starts_for(law, y, problem.refs, starts, seed, x0)
@@ -299,7 +341,7 @@ def _fit_jax(tab, law: Law, *, loss, delta, starts, seed, x0, progress,
         raise ScaleFitError(f"law {law.name!r}: no start gave a finite objective on this table.")
     best = int(np.nanargmin(np.where(finite, obj, np.inf)))
     fbest = float(obj[best])
-    n_best = int(np.sum(obj <= fbest * (1 + BEST_RTOL) + 1e-300))
+    n_best = int(np.sum(obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL))
     zb = z[best]
     pub = {k: float(v) for k, v in law.to_public(zb, problem.refs).items()}
     pred = np.asarray(law.evaluate(pub, tab), dtype=float)
@@ -308,8 +350,10 @@ def _fit_jax(tab, law: Law, *, loss, delta, starts, seed, x0, progress,
     if not converged:
         warns.insert(0, "the best start did not pass the convergence test.")
     if n_best < 2 and len(z0) > 1:
-        warns.append(f"only {n_best} of {len(z0)} starts reached the best objective: the "
-                     f"optimum may not be global; try more starts.")
+        warns.append(
+            f"only {n_best} of {len(z0)} starts reached the best objective: the "
+            f"optimum may not be global; try more starts."
+        )
     meta = tab.attrs.get("scalefit", {})
     return FitResult(
         law=law.name,
@@ -325,14 +369,24 @@ def _fit_jax(tab, law: Law, *, loss, delta, starts, seed, x0, progress,
         warnings=warns,
         internal=zb.tolist(),
         refs=dict(problem.refs),
-        diagnostics={"n_starts": int(len(z0)), "n_best": n_best,
-                     "n_converged": int(conv.sum()), "max_iterations": int(iters.max()),
-                     "grad_max": gmax, "hessian_cond": cond},
+        diagnostics={
+            "n_starts": int(len(z0)),
+            "n_best": n_best,
+            "n_converged": int(conv.sum()),
+            "max_iterations": int(iters.max()),
+            "grad_max": gmax,
+            "hessian_cond": cond,
+        },
         conventions={
-            "law": law.name, "law_options": dict(law.options), "loss": loss,
-            "delta": float(delta), "objective": "sum over rows of rho(log y - log f)",
-            "starts": int(starts), "seed": int(seed),
-            "source": meta.get("source"), "n_read": meta.get("n_read", len(tab)),
+            "law": law.name,
+            "law_options": dict(law.options),
+            "loss": loss,
+            "delta": float(delta),
+            "objective": "sum over rows of rho(log y - log f)",
+            "starts": int(starts),
+            "seed": int(seed),
+            "source": meta.get("source"),
+            "n_read": meta.get("n_read", len(tab)),
             "outlier_rule": meta.get("outlier_rule", "none"),
             "drop_highest": meta.get("drop_highest", 0),
             "derived": meta.get("derived", []),

@@ -94,8 +94,9 @@ class FitResult:
             return pd.DataFrame(columns=names)
         return pd.DataFrame(np.asarray(self.draws), columns=names)
 
-    def predict(self, x, *, bands: bool = False, prob: float | None = None,
-                noise: bool = False) -> np.ndarray | pd.DataFrame:
+    def predict(
+        self, x, *, bands: bool = False, prob: float | None = None, noise: bool = False
+    ) -> np.ndarray | pd.DataFrame:
         """Predicted loss at new inputs.
 
         Parameters
@@ -136,8 +137,15 @@ class FitResult:
         rows = []
         for name, value in self.params.items():
             lo, hi = self.ci.get(name, (np.nan, np.nan))
-            rows.append({"param": name, "value": value, "stderr": self.stderr.get(name, np.nan),
-                         "ci_lo": lo, "ci_hi": hi})
+            rows.append(
+                {
+                    "param": name,
+                    "value": value,
+                    "stderr": self.stderr.get(name, np.nan),
+                    "ci_lo": lo,
+                    "ci_hi": hi,
+                }
+            )
         return pd.DataFrame(rows).set_index("param")
 
     def report(self) -> str:
@@ -150,8 +158,12 @@ class FitResult:
             + (f" (delta {conv['delta']:g})" if conv.get("loss") == "huber" else "")
             + f", {self.n_rows} rows, objective {self.objective:.10g}",
             f"converged  {'yes' if self.converged else 'NO'}"
-            + (f"; {self.diagnostics['n_best']}/{self.diagnostics['n_starts']} starts reached "
-               f"the best objective" if "n_best" in self.diagnostics else ""),
+            + (
+                f"; {self.diagnostics['n_best']}/{self.diagnostics['n_starts']} starts reached "
+                f"the best objective"
+                if "n_best" in self.diagnostics
+                else ""
+            ),
             "metrics    " + ", ".join(f"{k} {v:.4g}" for k, v in self.metrics.items()),
         ]
         if conv.get("outlier_rule") and conv["outlier_rule"] != "none":
@@ -170,16 +182,19 @@ class FitResult:
             lines.append(line)
         if self.diagnostics.get("n_boot"):
             d = self.diagnostics
-            lines.append(f"\nbootstrap  {d['n_boot']} resamples ({d.get('resample', 'rows')}), "
-                         f"{d.get('boot_failed', 0)} not converged, interval "
-                         f"{conv.get('ci_method', 'percentile')}")
+            lines.append(
+                f"\nbootstrap  {d['n_boot']} resamples ({d.get('resample', 'rows')}), "
+                f"{d.get('boot_failed', 0)} not converged, interval "
+                f"{conv.get('ci_method', 'percentile')}"
+            )
         if self.holdout:
             h = self.holdout
             lines.append(
                 f"holdout    trained on the lowest-compute {h['n_train']} rows, tested on "
                 f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, max rel err "
                 f"{h['max_rel_err']:.3%}, {100 * h['band_prob']:g}% interval coverage "
-                f"{h['coverage']:.0%}")
+                f"{h['coverage']:.0%}"
+            )
         for w in self.warnings:
             lines.append(f"warning    {w}")
         return "\n".join(lines)

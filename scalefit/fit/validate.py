@@ -22,9 +22,19 @@ def compute_key(tab: pd.DataFrame, law: Law) -> tuple[str, np.ndarray]:
     return "*".join(law.inputs), prod
 
 
-def holdout_check(tab: pd.DataFrame, law: Law, fraction: float, *, loss: str, delta: float,
-                  starts: int, seed: int, bootstrap: int = 200, ci_prob: float = 0.95,
-                  progress: bool | None = None) -> dict[str, Any]:
+def holdout_check(
+    tab: pd.DataFrame,
+    law: Law,
+    fraction: float,
+    *,
+    loss: str,
+    delta: float,
+    starts: int,
+    seed: int,
+    bootstrap: int = 200,
+    ci_prob: float = 0.95,
+    progress: bool | None = None,
+) -> dict[str, Any]:
     """Fit on the lowest-compute ``1 - fraction`` of rows and test on the highest-compute rest.
 
     Parameters
@@ -53,29 +63,45 @@ def holdout_check(tab: pd.DataFrame, law: Law, fraction: float, *, loss: str, de
     from .lsq import fit
 
     if not (isinstance(fraction, float) and 0.0 < fraction < 1.0):
-        raise ScaleFitError(f"The 'holdout' parameter of fit must be a float in (0, 1). "
-                            f"Got {fraction!r} instead.")
+        raise ScaleFitError(
+            f"The 'holdout' parameter of fit must be a float in (0, 1). Got {fraction!r} instead."
+        )
     key, values = compute_key(tab, law)
     n_test = max(1, math.ceil(fraction * len(tab)))
     order = np.argsort(values, kind="stable")
     train, test = tab.iloc[order[:-n_test]], tab.iloc[order[-n_test:]]
     if len(train) <= len(law.params):
-        raise ScaleFitError(f"holdout {fraction} leaves {len(train)} training rows, fewer than "
-                            f"the law's {len(law.params)} parameters + 1.")
+        raise ScaleFitError(
+            f"holdout {fraction} leaves {len(train)} training rows, fewer than "
+            f"the law's {len(law.params)} parameters + 1."
+        )
     train = train.reset_index(drop=True)
     train.attrs = dict(tab.attrs)
-    res = fit(train, law, loss=loss, delta=delta, starts=starts, seed=seed, bootstrap=bootstrap,
-              ci_prob=ci_prob, progress=progress)
+    res = fit(
+        train,
+        law,
+        loss=loss,
+        delta=delta,
+        starts=starts,
+        seed=seed,
+        bootstrap=bootstrap,
+        ci_prob=ci_prob,
+        progress=progress,
+    )
     y = test["loss"].to_numpy(float)
     band = res.predict(test, bands=True, noise=True, prob=ci_prob)
     pred = band["loss"].to_numpy()
     inside = (y >= band["lo"].to_numpy()) & (y <= band["hi"].to_numpy())
     return {
-        "fraction": float(fraction), "split_by": key,
+        "fraction": float(fraction),
+        "split_by": key,
         "threshold": float(values[order[-n_test]]),
-        "n_train": int(len(train)), "n_test": int(n_test),
+        "n_train": int(len(train)),
+        "n_test": int(n_test),
         "mae_log": float(np.mean(np.abs(np.log(y) - np.log(pred)))),
         "max_rel_err": float(np.max(np.abs(pred - y) / y)),
-        "coverage": float(np.mean(inside)), "band_prob": float(ci_prob),
-        "train_params": res.params, "train_converged": res.converged,
+        "coverage": float(np.mean(inside)),
+        "band_prob": float(ci_prob),
+        "train_params": res.params,
+        "train_converged": res.converged,
     }

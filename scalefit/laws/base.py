@@ -199,9 +199,13 @@ def check_law(law: Law) -> None:
     for p in law.params:
         if p.kind == "coef":
             if p.pivot is None:
-                raise ValueError(f"law {law.name!r}: coef {p.name!r} needs pivot=(exponent, input).")
+                raise ValueError(
+                    f"law {law.name!r}: coef {p.name!r} needs pivot=(exponent, input)."
+                )
             if p.pivot[0] not in names or law.param(p.pivot[0]).kind not in ("exponent", "free"):
-                raise ValueError(f"law {law.name!r}: pivot exponent of {p.name!r} is not an exponent.")
+                raise ValueError(
+                    f"law {law.name!r}: pivot exponent of {p.name!r} is not an exponent."
+                )
         if p.kind in ("exponent", "free", "positive") and p.start is None:
             raise ValueError(f"law {law.name!r}: parameter {p.name!r} needs a start range.")
 

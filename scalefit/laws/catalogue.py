@@ -27,8 +27,11 @@ def _exponent(name: str, desc: str, start=(0.0, 1.5)) -> Param:
 
 # ------------------------------------------------------------------------------ chinchilla
 def _chinchilla_expr(xp, p, x):
-    return (p["E"] + p["A"] * inv_power(xp, x["params"], p["alpha"])
-            + p["B"] * inv_power(xp, x["tokens"], p["beta"]))
+    return (
+        p["E"]
+        + p["A"] * inv_power(xp, x["params"], p["alpha"])
+        + p["B"] * inv_power(xp, x["tokens"], p["beta"])
+    )
 
 
 def chinchilla() -> Law:
@@ -38,10 +41,20 @@ def chinchilla() -> Law:
         inputs=("params", "tokens"),
         params=(
             Param("E", "floor", bounds=(0.0, 10.0), description="irreducible loss"),
-            Param("A", "coef", pivot=("alpha", "params"), bounds=(0, float("inf")),
-                  description="params-term coefficient"),
-            Param("B", "coef", pivot=("beta", "tokens"), bounds=(0, float("inf")),
-                  description="tokens-term coefficient"),
+            Param(
+                "A",
+                "coef",
+                pivot=("alpha", "params"),
+                bounds=(0, float("inf")),
+                description="params-term coefficient",
+            ),
+            Param(
+                "B",
+                "coef",
+                pivot=("beta", "tokens"),
+                bounds=(0, float("inf")),
+                description="tokens-term coefficient",
+            ),
             _exponent("alpha", "params exponent"),
             _exponent("beta", "tokens exponent"),
         ),
@@ -68,14 +81,29 @@ def decomposed() -> Law:
         name="decomposed",
         inputs=("width", "depth", "tokens"),
         params=(
-            Param("c_width", "coef", pivot=("a_width", "width"), bounds=(0, float("inf")),
-                  description="width-term coefficient (width in d_model)"),
+            Param(
+                "c_width",
+                "coef",
+                pivot=("a_width", "width"),
+                bounds=(0, float("inf")),
+                description="width-term coefficient (width in d_model)",
+            ),
             _exponent("a_width", "width exponent", (0.0, 2.0)),
-            Param("c_depth", "coef", pivot=("a_depth", "depth"), bounds=(0, float("inf")),
-                  description="depth-term coefficient (depth in layers)"),
+            Param(
+                "c_depth",
+                "coef",
+                pivot=("a_depth", "depth"),
+                bounds=(0, float("inf")),
+                description="depth-term coefficient (depth in layers)",
+            ),
             _exponent("a_depth", "depth exponent", (0.0, 2.0)),
-            Param("c_tokens", "coef", pivot=("a_tokens", "tokens"), bounds=(0, float("inf")),
-                  description="tokens-term coefficient"),
+            Param(
+                "c_tokens",
+                "coef",
+                pivot=("a_tokens", "tokens"),
+                bounds=(0, float("inf")),
+                description="tokens-term coefficient",
+            ),
             _exponent("a_tokens", "tokens exponent", (0.0, 1.0)),
             Param("L0", "floor", bounds=(0.0, 10.0), description="irreducible loss"),
         ),
@@ -120,20 +148,40 @@ def critical_depth(
             lc = p["c_crit"] * inv_power(xp, x["width"], -p["a_crit"])
         excess = xp.maximum(0.0, (x["depth"] - lc) / lc)
         penalty = p["gamma"] * inv_power(xp, x["width"], p["mu"]) * excess
-        return (p["A"] * inv_power(xp, x["n"], p["alpha"])
-                + p["B"] * inv_power(xp, x["tokens"], p["delta"]) + penalty)
+        return (
+            p["A"] * inv_power(xp, x["n"], p["alpha"])
+            + p["B"] * inv_power(xp, x["tokens"], p["delta"])
+            + penalty
+        )
 
     crit: tuple[Param, ...]
     if form == "log":
-        crit = (Param("kappa", "positive", start=(0.5, 6.0), bounds=(0.0, 50.0),
-                      description="critical depth per unit log-width, lc = kappa ln W"),)
+        crit = (
+            Param(
+                "kappa",
+                "positive",
+                start=(0.5, 6.0),
+                bounds=(0.0, 50.0),
+                description="critical depth per unit log-width, lc = kappa ln W",
+            ),
+        )
         formula_lc = "lc = kappa ln(width)"
     else:
         crit = (
-            Param("c_crit", "positive", start=(0.1, 5.0), bounds=(0.0, 100.0),
-                  description="critical-depth prefactor, lc = c_crit W^a_crit"),
-            Param("a_crit", "free", start=(0.1, 0.8), bounds=(-1.0, 2.0),
-                  description="critical-depth width exponent"),
+            Param(
+                "c_crit",
+                "positive",
+                start=(0.1, 5.0),
+                bounds=(0.0, 100.0),
+                description="critical-depth prefactor, lc = c_crit W^a_crit",
+            ),
+            Param(
+                "a_crit",
+                "free",
+                start=(0.1, 0.8),
+                bounds=(-1.0, 2.0),
+                description="critical-depth width exponent",
+            ),
         )
         formula_lc = "lc = c_crit width^a_crit"
     inputs = ("depth", "width", "tokens") + (("params",) if params_from == "column" else ())
@@ -141,14 +189,29 @@ def critical_depth(
         name="critical_depth" if form == "log" else "critical_depth_power",
         inputs=inputs,
         params=(
-            Param("A", "coef", pivot=("alpha", "n"), bounds=(0, float("inf")),
-                  description="params-term coefficient"),
+            Param(
+                "A",
+                "coef",
+                pivot=("alpha", "n"),
+                bounds=(0, float("inf")),
+                description="params-term coefficient",
+            ),
             _exponent("alpha", "params exponent", (0.0, 1.0)),
-            Param("B", "coef", pivot=("delta", "tokens"), bounds=(0, float("inf")),
-                  description="tokens-term coefficient"),
+            Param(
+                "B",
+                "coef",
+                pivot=("delta", "tokens"),
+                bounds=(0, float("inf")),
+                description="tokens-term coefficient",
+            ),
             _exponent("delta", "tokens exponent", (0.0, 1.0)),
-            Param("gamma", "coef", pivot=("mu", "width"), bounds=(0, float("inf")),
-                  description="depth-penalty coefficient"),
+            Param(
+                "gamma",
+                "coef",
+                pivot=("mu", "width"),
+                bounds=(0, float("inf")),
+                description="depth-penalty coefficient",
+            ),
             _exponent("mu", "depth-penalty width exponent", (0.0, 1.0)),
             *crit,
         ),
@@ -158,8 +221,12 @@ def critical_depth(
             "L = A/N^alpha + B/tokens^delta + gamma/width^mu * max(0, (depth - lc)/lc), "
             f"{formula_lc}, N = 12 depth width^2 + embeddings"
         ),
-        options={"form": form, "vocab": vocab, "embeddings": embeddings,
-                 "params_from": params_from},
+        options={
+            "form": form,
+            "vocab": vocab,
+            "embeddings": embeddings,
+            "params_from": params_from,
+        },
         reference="Fahim & Karim, The Depth Delusion, Ansatz 3.4 and Table 1",
     )
 
@@ -180,8 +247,13 @@ def depth_power() -> Law:
         name="depth_power",
         inputs=("depth",),
         params=(
-            Param("c", "coef", pivot=("alpha", "depth"), bounds=(0, float("inf")),
-                  description="depth-term coefficient"),
+            Param(
+                "c",
+                "coef",
+                pivot=("alpha", "depth"),
+                bounds=(0, float("inf")),
+                description="depth-term coefficient",
+            ),
             _exponent("alpha", "depth exponent", (0.0, 4.0)),
             Param("L0", "floor", bounds=(0.0, float("inf")), description="loss floor"),
         ),
@@ -192,8 +264,9 @@ def depth_power() -> Law:
 
 
 # ------------------------------------------------------------------------------ registry
-def register_law(factory: Law | Callable[..., Law], name: str | None = None, *,
-                 overwrite: bool = False) -> None:
+def register_law(
+    factory: Law | Callable[..., Law], name: str | None = None, *, overwrite: bool = False
+) -> None:
     """Add a law to the registry.
 
     Parameters

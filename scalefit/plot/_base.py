@@ -21,6 +21,7 @@ def axes(ax=None, ncols: int = 1, figsize=(5.0, 4.0)):
     plt = pyplot()
     if ax is not None:
         return ax.figure if not isinstance(ax, list | tuple) else ax[0].figure, ax
-    fig, ax = plt.subplots(1, ncols, figsize=(figsize[0] * ncols, figsize[1]), squeeze=True,
-                           layout="constrained")
+    fig, ax = plt.subplots(
+        1, ncols, figsize=(figsize[0] * ncols, figsize[1]), squeeze=True, layout="constrained"
+    )
     return fig, ax

@@ -38,13 +38,22 @@ def plot_fit(result, table, *, ax=None):
     sc = a0.scatter(pred, y, c=colour, s=12, cmap="viridis")
     lo, hi = min(y.min(), pred.min()), max(y.max(), pred.max())
     a0.plot([lo, hi], [lo, hi], color="k", lw=0.8)
-    a0.set(xscale="log", yscale="log", xlabel="predicted loss", ylabel="observed loss",
-           title=f"{result.law} ({result.method})")
+    a0.set(
+        xscale="log",
+        yscale="log",
+        xlabel="predicted loss",
+        ylabel="observed loss",
+        title=f"{result.law} ({result.method})",
+    )
     fig.colorbar(sc, ax=a0, label=f"log10 {key}")
     a1.scatter(pred, np.log(y) - np.log(pred), c=colour, s=12, cmap="viridis")
     a1.axhline(0.0, color="k", lw=0.8)
-    a1.set(xscale="log", xlabel="predicted loss", ylabel="log residual (obs − fit)",
-           title=f"mean rel. err {result.metrics['mean_rel_err']:.2%}")
+    a1.set(
+        xscale="log",
+        xlabel="predicted loss",
+        ylabel="log residual (obs − fit)",
+        title=f"mean rel. err {result.metrics['mean_rel_err']:.2%}",
+    )
     return fig
 
 
@@ -71,8 +80,7 @@ def plot_draws(result, names=None, *, ax=None):
         names = [p.name for p in law.params if p.kind == "exponent"][:4] or list(frame)[:4]
     k = len(names)
     plt = pyplot()
-    fig, grid = plt.subplots(k, k, figsize=(2.2 * k, 2.2 * k), layout="constrained",
-                             squeeze=False)
+    fig, grid = plt.subplots(k, k, figsize=(2.2 * k, 2.2 * k), layout="constrained", squeeze=False)
     for i, a in enumerate(names):
         for j, b in enumerate(names):
             ax_ = grid[i, j]
