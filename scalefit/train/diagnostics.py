@@ -8,13 +8,16 @@ numbered 1…depth (block l); the metrics are
 ``angular_distance_last``  the same for the last token of each sequence only;
 ``increment_angle``        Liu et al.: θ(Δh_{l-1}, Δh_l) in radians, Δh_l = h_l − h_{l-1}
                            (layers 2…depth);
+``norm``                   mean ‖h_l‖ over tokens;
+``angle_to_final``         θ(h_{l-1}, h_D) in radians (how far block l's input is from the end);
 ``prune_drop``             validation loss with block l skipped minus the full loss;
 ``grad_norm``              ‖∇_l L‖ over block l's parameters on a fixed training batch;
 ``grad_norm_rel``          ``grad_norm`` relative to the last block;
 ``output_variance``        variance of block l's output h_l over all tokens and channels;
 ``cr``                     seed 002's coherence-based redundancy of block l's attention sub-layer.
 
-All are computed in float32 from the final residual states (the final norm excluded).
+Angles and norms come from :mod:`scalefit.probes` (float64), computed on the residual states
+before the final norm; :func:`mechanism_summary` adds the probes' scalar summary.
 :func:`grad_decay_tau` fits ``‖∇_l L‖/‖∇_D L‖ = exp(−(D − l)/τ)`` (Depth Delusion, Eq. 2) and
 :func:`tau_width_exponent` fits ``τ = c·W^a`` across widths.
 """
@@ -34,6 +37,8 @@ METRICS = (
     "angular_distance",
     "angular_distance_last",
     "increment_angle",
+    "norm",
+    "angle_to_final",
     "prune_drop",
     "grad_norm",
     "grad_norm_rel",
@@ -42,23 +47,26 @@ METRICS = (
 )
 
 
-def _angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    cos = torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1, eps=1e-12)
-    return torch.arccos(cos.clamp(-1.0, 1.0))  # radians, per token
-
-
 def hidden_state_metrics(hidden: list[torch.Tensor]) -> list[tuple[int, str, float]]:
-    """Angles and output variance from residual states ``[h_0 (embedding), h_1, …, h_D]``."""
+    """Angles, norms and output variance from residual states ``[h_0 (embedding), …, h_D]``.
+
+    The angles come from the shared probes (:func:`scalefit.probes.layer_table`, float64);
+    ``hidden`` holds ``(B, T, W)`` tensors, flattened to tokens for the all-token metrics.
+    """
+    from ..probes import layer_table
+
+    states = torch.stack([h.detach().double().cpu() for h in hidden])  # (D+1, B, T, W)
+    every = layer_table(states.flatten(1, 2))  # rows l = 0…D: θ(h_l, h_{l+1}), …
+    last = layer_table(states[:, :, -1, :])
     rows = []
     for layer in range(1, len(hidden)):
-        prev, cur = hidden[layer - 1].float(), hidden[layer].float()
-        theta = _angle(prev, cur)  # (B, T)
-        rows.append((layer, "angular_distance", float(theta.mean() / math.pi)))
-        rows.append((layer, "angular_distance_last", float(theta[:, -1].mean() / math.pi)))
-        rows.append((layer, "output_variance", float(cur.var())))
+        rows.append((layer, "angular_distance", float(every["angular_distance"][layer - 1])))
+        rows.append((layer, "angular_distance_last", float(last["angular_distance"][layer - 1])))
+        rows.append((layer, "output_variance", float(states[layer].var())))
+        rows.append((layer, "norm", float(every["norm"][layer])))
+        rows.append((layer, "angle_to_final", float(every["angle_to_final"][layer - 1])))
         if layer >= 2:
-            inc = _angle(prev - hidden[layer - 2].float(), cur - prev)
-            rows.append((layer, "increment_angle", float(inc.mean())))
+            rows.append((layer, "increment_angle", float(every["dtheta"][layer - 2])))
     return rows
 
 
@@ -130,6 +138,19 @@ def tau_width_exponent(taus: pd.DataFrame) -> dict:
     ss = float(np.sum((ly - ly.mean()) ** 2))
     r2 = 1 - float(np.sum(resid**2)) / ss if ss > 0 else math.nan
     return {"a": float(a), "c": float(np.exp(b)), "r2": r2, "n_widths": len(per)}
+
+
+@torch.no_grad()
+def mechanism_summary(model, x: torch.Tensor) -> dict[str, float]:
+    """Return the probes' scalar summary of the residual stream (see the module docstring).
+
+    Keys are prefixed ``probe_`` (e.g. ``probe_theta_mid``, ``probe_dtheta_mid``).
+    """
+    from ..probes import summarize_states
+
+    hidden = model(x, return_hidden=True).hidden
+    states = torch.stack([h.double().cpu() for h in hidden]).flatten(1, 2)
+    return {f"probe_{k}": float(v) for k, v in summarize_states(states).items() if k != "depth"}
 
 
 @torch.no_grad()

@@ -62,9 +62,10 @@ def run_train_task(config: dict, run_dir: Path) -> dict:
     dict
         The row: :data:`TABLE_COLUMNS` plus ``bpb``, ``train_loss``, ``steps``, ``tokens_per_s``,
         ``grad_tau`` (NaN when the gradients do not decay towards the input), its inverse
-        ``grad_decay_rate`` = 1/τ (≤ 0 then) and the architecture settings.
+        ``grad_decay_rate`` = 1/τ (≤ 0 then), the probes' ``probe_*`` summary and the
+        architecture settings.
     """
-    from .diagnostics import diagnose, grad_decay_rate, grad_decay_tau
+    from .diagnostics import diagnose, grad_decay_rate, grad_decay_tau, mechanism_summary
     from .loop import config_from_dict, train
 
     task, rest = _split(config)
@@ -79,6 +80,8 @@ def run_train_task(config: dict, run_dir: Path) -> dict:
         tau = grad_decay_tau(grads)
         row["grad_decay_rate"] = grad_decay_rate(grads)
         row["grad_tau"] = tau if math.isfinite(tau) else math.nan
+        x_val, _ = next(iter(result.data.val_batches(int(task["diag_tokens"]), 16)))
+        row.update(mechanism_summary(result.model, x_val))
         ident = {k: row[k] for k in ("depth", "width", "tokens", "variant", "seed")}
         atomic_write_csv(run_dir / "diagnostics.csv", diag.assign(**ident))
     return row

@@ -192,7 +192,11 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+    if world > 1 and rank != 0:
+        torch.distributed.barrier()  # rank 0 builds the token files first
     data = prepare_data(cfg)
+    if world > 1 and rank == 0:
+        torch.distributed.barrier()
     if data.vocab != cfg.model.vocab:
         cfg.model = ModelConfig(**{**cfg.model.to_dict(), "vocab": data.vocab})
     seed_all(cfg.seed)

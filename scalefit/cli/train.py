@@ -1,0 +1,217 @@
+"""``scalefit train run|grid|diagnose`` and ``scalefit data prepare``: the reference trainer."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from pathlib import Path
+
+from ..errors import ScaleFitError
+
+
+def register(sub) -> None:
+    """Add the ``train`` and ``data`` commands."""
+    p = sub.add_parser("train", help="train reference transformers (one run, a grid, diagnostics)")
+    tsub = p.add_subparsers(dest="train_command", metavar="SUBCOMMAND")
+
+    run = tsub.add_parser("run", help="train one configuration (works under torchrun)")
+    run.add_argument("config", metavar="CONFIG.toml", help="flat TOML of trainer settings")
+    run.add_argument("--out", default=None, metavar="DIR", help="run folder (default runs/NAME)")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting (TOML value syntax), repeatable",
+    )
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.set_defaults(func=_cmd_run)
+
+    grid = tsub.add_parser("grid", help="run a depth x width x tokens x variant x seed grid")
+    grid.add_argument(
+        "specs",
+        nargs="+",
+        metavar="GRID.toml",
+        help="sweep spec(s) with task = 'train'; several share one output folder",
+    )
+    grid.add_argument("--workers", type=int, default=1, metavar="N")
+    grid.add_argument("--executor", choices=["local", "slurm"], default="local")
+    grid.add_argument(
+        "--threads", type=int, default=1, metavar="T", help="torch threads per worker (default 1)"
+    )
+    grid.add_argument(
+        "--out", default=None, metavar="DIR", help="sweep folder (default runs/<first spec name>)"
+    )
+    grid.add_argument(
+        "--table",
+        default=None,
+        metavar="CSV",
+        help="also write the loss table (canonical columns first) here",
+    )
+    grid.set_defaults(func=_cmd_grid)
+
+    diag = tsub.add_parser("diagnose", help="per-layer diagnostics of a checkpoint")
+    diag.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint.pt of a run")
+    diag.add_argument(
+        "--out",
+        default=None,
+        metavar="CSV",
+        help="tidy CSV (default: diagnostics.csv beside the checkpoint)",
+    )
+    diag.add_argument("--eval-tokens", type=int, default=16_384, metavar="N")
+    diag.set_defaults(func=_cmd_diagnose)
+    p.set_defaults(func=lambda a: _usage(p))
+
+    d = sub.add_parser("data", help="offline corpora for the trainer")
+    dsub = d.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    prep = dsub.add_parser("prepare", help="fetch a corpus into the cache and tokenise it")
+    prep.add_argument("name", help="shakespeare, brown, or a text file/folder")
+    prep.add_argument("--tokenizer", choices=["byte", "bpe"], default="byte")
+    prep.add_argument("--bpe-vocab", type=int, default=1024, metavar="V")
+    prep.set_defaults(func=_cmd_prepare)
+    d.set_defaults(func=lambda a: _usage(d))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _read_toml(path: str) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise ScaleFitError(f"{path}: no such configuration file.")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ScaleFitError(f"{path}: not valid TOML ({exc}).") from exc
+
+
+def _overrides(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ScaleFitError(f"--set expects KEY=VALUE; got {item!r}.")
+        key, value = item.split("=", 1)
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def _cmd_run(args) -> int:
+    from .._io import atomic_write_csv, atomic_write_json
+    from ..train.diagnostics import diagnose
+    from ..train.grid import TASK_KEYS
+    from ..train.loop import config_from_dict, train
+
+    raw = {**_read_toml(args.config), **_overrides(args.set)}
+    task = {k: raw.pop(k, v) for k, v in TASK_KEYS.items()}
+    cfg = config_from_dict(raw, source=args.config)
+    out = Path(args.out or Path("runs") / raw.get("name", Path(args.config).stem))
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        res = train(cfg, out, progress=not args.no_progress)
+    finally:
+        _close_process_group()
+    if rank != 0:
+        return 0
+    if task["diagnose"] and not res.row["diverged"]:
+        atomic_write_csv(
+            out / "diagnostics.csv",
+            diagnose(res.model, res.data, eval_tokens=int(task["diag_tokens"])),
+        )
+    atomic_write_json(out / "result.json", {"config": cfg.to_dict(), "result": res.row})
+    row = res.row
+    status = "DIVERGED" if row["diverged"] else f"loss {row['loss']:.4f} nats/token"
+    print(
+        f"{out}: depth {row['depth']} width {row['width']} params {row['params']:,} "
+        f"tokens {row['tokens']:,}: {status}, {row['bpb']:.4f} bits/byte, "
+        f"{row['tokens_per_s']:,.0f} tokens/s"
+    )
+    return 0
+
+
+def _close_process_group() -> None:
+    import torch
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def _cmd_grid(args) -> int:
+    from ..sweep import collect_results, load_spec, run_sweep
+    from ..train.grid import TABLE_COLUMNS
+
+    specs = [load_spec(s) for s in args.specs]
+    for spec, path in zip(specs, args.specs, strict=True):
+        if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
+            raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")
+    out = Path(args.out or Path("runs") / specs[0].name)
+    for spec in specs:
+        run_sweep(
+            spec, out, workers=args.workers, executor=args.executor, threads_per_worker=args.threads
+        )
+    runs = [r for spec in specs for r in spec.runs()]
+    table = collect_results(out, runs)
+    if args.table:
+        from .._io import atomic_write_csv
+
+        first = [c for c in TABLE_COLUMNS if c in table.columns]
+        atomic_write_csv(args.table, table[first + [c for c in table.columns if c not in first]])
+    done = int(table["loss"].notna().sum()) if "loss" in table else 0
+    diverged = int(table["diverged"].astype(bool).sum()) if "diverged" in table else 0
+    print(
+        f"{out}/results.csv: {len(table)} finished runs of {len(runs)} "
+        f"({done} with a loss, {diverged} diverged)"
+    )
+    return 0
+
+
+def _cmd_diagnose(args) -> int:
+    from .._io import atomic_write_csv
+    from ..train.diagnostics import diagnose
+    from ..train.loop import config_from_dict, load_checkpoint, prepare_data
+    from ..train.model import Transformer
+
+    path = Path(args.checkpoint)
+    if not path.is_file():
+        raise ScaleFitError(f"{path}: no such checkpoint.")
+    state = load_checkpoint(path)
+    cfg = config_from_dict(state["config"], source=str(path))
+    model = Transformer(cfg.model)
+    model.load_state_dict(state["model"])
+    frame = diagnose(model, prepare_data(cfg), eval_tokens=args.eval_tokens)
+    out = Path(args.out) if args.out else path.parent / "diagnostics.csv"
+    atomic_write_csv(out, frame)
+    wide = frame.pivot(index="layer", columns="metric", values="value")
+    print(wide.to_string(float_format=lambda v: f"{v:.4g}"))
+    print(f"written {out}")
+    return 0
+
+
+def _cmd_prepare(args) -> int:
+    from ..train.data import CORPORA, build_tokens, cache_dir, prepare_corpus
+
+    source = prepare_corpus(args.name) if args.name in CORPORA else Path(args.name)
+    if not source.exists():
+        raise ScaleFitError(f"{args.name!r} is neither a corpus ({sorted(CORPORA)}) nor a path.")
+    suffix = f"bpe{args.bpe_vocab}" if args.tokenizer == "bpe" else "byte"
+    name = args.name if args.name in CORPORA else source.name
+    out = build_tokens(
+        args.name if args.name in CORPORA else source,
+        cache_dir() / "tokens" / f"{name}-{suffix}",
+        tokenizer=args.tokenizer,
+        vocab_size=args.bpe_vocab,
+    )
+    import json
+
+    meta = json.loads((out / "meta.json").read_text())
+    print(f"corpus: {source}")
+    print(
+        f"tokens: {out} (train {meta['train_tokens']:,}, val {meta['val_tokens']:,}, "
+        f"vocab {meta['vocab']}, {len(meta['val_docs'])} held-out documents)"
+    )
+    return 0
