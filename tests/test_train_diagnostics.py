@@ -1,0 +1,99 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from scalefit.train.data import build_tokens  # noqa: E402
+from scalefit.train.diagnostics import (  # noqa: E402
+    COLUMNS,
+    METRICS,
+    diagnose,
+    grad_decay_rate,
+    grad_decay_tau,
+    hidden_state_metrics,
+    mechanism_summary,
+    tau_width_exponent,
+)
+from scalefit.train.loop import config_from_dict, train  # noqa: E402
+
+
+def make_corpus(folder, n_docs=4, words=3000, seed=2):
+    rng = np.random.default_rng(seed)
+    vocab = ["now", "is", "the", "winter", "of", "our", "discontent", "made", "glorious"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(n_docs):
+        (folder / f"doc{d}.txt").write_text(" ".join(rng.choice(vocab, size=words)) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diag")
+    tokens = build_tokens(make_corpus(root / "c"), root / "t", val_fraction=0.25)
+    cfg = config_from_dict(
+        dict(
+            data=str(tokens),
+            depth=3,
+            width=32,
+            seq_len=32,
+            batch_size=8,
+            tokens=8 * 32 * 20,
+            eval_tokens=1024,
+            seed=0,
+        )
+    )
+    return train(cfg)
+
+
+def test_diagnose_produces_the_documented_columns_and_metrics(trained):
+    frame = diagnose(trained.model, trained.data, eval_tokens=512, batch_size=8)
+    assert list(frame.columns) == COLUMNS
+    assert set(frame["metric"]) == set(METRICS)
+    for metric, rows in frame.groupby("metric"):
+        expected = [2, 3] if metric == "increment_angle" else [1, 2, 3]
+        assert sorted(rows["layer"]) == expected, metric
+    assert np.isfinite(frame["value"]).all()
+    ad = frame[frame.metric.str.startswith("angular_distance")]["value"]
+    assert ((ad >= 0) & (ad <= 1)).all()
+    rel = frame[frame.metric == "grad_norm_rel"].set_index("layer")["value"]
+    assert rel[3] == pytest.approx(1.0)
+    cr = frame[frame.metric == "cr"]["value"]
+    assert ((cr >= 0) & (cr <= 1)).all()
+    assert (frame[frame.metric == "prune_drop"]["value"] > 0).any()
+    summary = mechanism_summary(trained.model, next(iter(trained.data.val_batches(256, 4)))[0])
+    assert {"probe_theta_mid", "probe_dtheta_mid"} <= set(summary)
+
+
+def test_angles_on_known_states():
+    e = torch.eye(4)
+    h0, h1 = e[0].expand(1, 2, 4), e[1].expand(1, 2, 4)  # (B, T, W)
+    h2 = (e[1] + e[2]).expand(1, 2, 4)
+    rows = pd.DataFrame(hidden_state_metrics([h0, h1, h2]), columns=COLUMNS)
+    get = rows.set_index(["metric", "layer"])["value"]
+    assert get["angular_distance", 1] == pytest.approx(0.5)
+    assert get["angular_distance", 2] == pytest.approx(0.25)
+    assert get["angular_distance_last", 1] == pytest.approx(0.5)
+    # increments e1 - e0 and e2 are orthogonal
+    assert get["increment_angle", 2] == pytest.approx(math.pi / 2)
+    assert get["output_variance", 2] == pytest.approx(float(h2.var()))
+
+
+def test_grad_decay_fit_recovers_tau():
+    depth, tau = 12, 3.7
+    layers = np.arange(1, depth + 1)
+    assert grad_decay_tau(2.0 * np.exp(-(depth - layers) / tau)) == pytest.approx(tau)
+    assert grad_decay_rate(np.exp((depth - layers) / 5.0)) == pytest.approx(-0.2)
+    assert grad_decay_tau(np.exp((depth - layers) / 5.0)) == math.inf
+    assert math.isnan(grad_decay_tau([1.0]))
+
+
+def test_tau_width_exponent_recovers_a_power_law():
+    widths = np.array([64, 128, 256, 512])
+    frame = pd.DataFrame({"width": np.repeat(widths, 2), "tau": np.repeat(2.06 * widths**0.44, 2)})
+    fit = tau_width_exponent(frame)
+    assert fit["a"] == pytest.approx(0.44) and fit["c"] == pytest.approx(2.06)
+    assert fit["r2"] == pytest.approx(1.0) and fit["n_widths"] == 4
+    assert math.isnan(tau_width_exponent(frame[frame.width == 64])["a"])
