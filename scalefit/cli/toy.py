@@ -1,0 +1,147 @@
+"""``scalefit toy run|fit`` and ``scalefit probe``: the teacher–student toy from the shell."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import ScaleFitError
+
+
+def register(subparsers) -> None:
+    """Add the ``toy`` and ``probe`` commands."""
+    toy = subparsers.add_parser("toy", help="teacher–student toy: run sweeps, fit α_ℓ")
+    sub = toy.add_subparsers(dest="toy_command", metavar="ACTION", required=True)
+
+    run = sub.add_parser("run", help="run (or resume) a toy sweep spec")
+    run.add_argument("spec", metavar="SPEC.toml")
+    run.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
+    run.add_argument("--executor", choices=("local", "slurm"), default="local")
+    run.add_argument("--out", default=None, metavar="DIR", help="output folder (default runs/NAME)")
+    run.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    run.add_argument("--slurm-partition", default=None, help="Slurm partition (executor slurm)")
+    run.add_argument("--timeout-min", type=int, default=None, help="per-job limit (slurm)")
+    run.add_argument("--cluster", default=None, help="submitit cluster (e.g. 'local' to test)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=_run)
+
+    fit = sub.add_parser("fit", help="fit α_ℓ per group of a toy sweep")
+    fit.add_argument("dir", metavar="DIR", help="sweep output folder or results CSV")
+    fit.add_argument("--loss", choices=("test_loss", "train_loss"), default="test_loss")
+    fit.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples (0: none)")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--final-only", action="store_true", help="only each run's last checkpoint")
+    fit.add_argument("--out", default=None, metavar="CSV", help="default DIR/alpha.csv")
+    fit.add_argument("--no-plots", action="store_true", help="skip the figures")
+    fit.set_defaults(func=_fit)
+
+    probe = subparsers.add_parser("probe", help="hidden-state probes of a saved toy model")
+    probe.add_argument("model", metavar="MODEL", help="a toy run folder or its model.pt")
+    probe.add_argument("--tokens", type=int, default=1024, help="probe inputs (default 1024)")
+    probe.add_argument("--seed", type=int, default=0)
+    probe.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
+    probe.add_argument("--plot", default=None, metavar="PNG", help="probe curves figure")
+    probe.set_defaults(func=_probe)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..sweep import collect_results, is_finished, load_spec, run_sweep
+
+    spec = load_spec(args.spec)
+    out = Path(args.out) if args.out else Path("runs") / spec.name
+    slurm = None
+    if args.executor == "slurm":
+        slurm = {"cluster": args.cluster} if args.cluster else {}
+        if args.slurm_partition:
+            slurm["slurm_partition"] = args.slurm_partition
+        if args.timeout_min:
+            slurm["timeout_min"] = args.timeout_min
+    runs = spec.runs()
+    done = sum(is_finished(out, r) for r in runs)
+    print(f"{spec.name}: {len(runs)} runs, {done} already finished, output in {out}")
+    table = run_sweep(
+        spec,
+        out,
+        workers=args.workers,
+        executor=args.executor,
+        progress=not args.quiet,
+        threads_per_worker=args.threads,
+        slurm=slurm,
+    )
+    if table.empty:
+        table = collect_results(out, runs)
+    print(f"{len(runs)} runs finished; {len(table)} rows in {out / 'results.csv'}")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .._io import atomic_write_csv
+    from ..sim.analysis import fit_depth_exponents, load_results
+
+    table = load_results(args.dir)
+    if args.bootstrap < 0:
+        raise ScaleFitError(f"--bootstrap must be ≥ 0, got {args.bootstrap}.")
+    alphas = fit_depth_exponents(
+        table,
+        loss_column=args.loss,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        final_only=args.final_only,
+    )
+    base = Path(args.dir) if Path(args.dir).is_dir() else Path(args.dir).parent
+    out = Path(args.out) if args.out else base / "alpha.csv"
+    atomic_write_csv(out, alphas)
+    cols = [c for c in alphas.columns if c not in ("warnings", "c", "L0", "n_rows")]
+    with pd.option_context("display.width", 140, "display.max_rows", 500):
+        print(alphas[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"wrote {out}")
+    if not args.no_plots:
+        for path in _plots(table, alphas, base / "plots", args.loss):
+            print(f"wrote {path}")
+    return 0 if alphas["converged"].all() else 3
+
+
+def _plots(table, alphas, folder: Path, loss_column: str) -> list[Path]:
+    from .._io import atomic_savefig
+    from ..plot import toy as toyplot
+
+    written = []
+    final = table[table["steps"] == table.groupby("run_id")["steps"].transform("max")]
+    for tau in sorted(final["temperature"].unique()):
+        fig = toyplot.loss_vs_depth(final, temperature=tau, loss_column=loss_column)
+        written.append(atomic_savefig(fig, folder / f"loss_vs_depth_tau{tau:g}.png", dpi=120))
+    fig = toyplot.alpha_vs_steps(alphas)
+    written.append(atomic_savefig(fig, folder / "alpha_vs_steps.png", dpi=120))
+    if alphas["temperature"].nunique() > 1:
+        fig = toyplot.alpha_vs_temperature(alphas)
+        written.append(atomic_savefig(fig, folder / "alpha_vs_temperature.png", dpi=120))
+    if {"theta_mid", "dtheta_mid"} <= set(final.columns):
+        fig = toyplot.probe_summary(final)
+        written.append(atomic_savefig(fig, folder / "probes_vs_depth.png", dpi=120))
+    return written
+
+
+def _probe(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .._io import atomic_savefig, atomic_write_csv
+    from ..sim.probe import probe_saved_model
+
+    if args.tokens < 4:
+        raise ScaleFitError(f"--tokens must be ≥ 4, got {args.tokens}.")
+    report = probe_saved_model(args.model, tokens=args.tokens, seed=args.seed)
+    summary = report["summary"]
+    with pd.option_context("display.width", 140):
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print("\nteacher: " + report["teacher_verdict"].report().replace("\n", "\n  "))
+    print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
+    if args.out:
+        print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
+    if args.plot:
+        from ..plot import toy as toyplot
+
+        fig = toyplot.probe_curves(report["layers"])
+        print(f"wrote {atomic_savefig(fig, args.plot, dpi=120)}")
+    return 0

@@ -1,0 +1,142 @@
+"""Figures for the teacher–student toy: loss vs depth, α_ℓ vs steps and temperature, probes.
+
+Every function takes ``ax=None`` (a new figure is made) and returns the figure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ._base import axes
+
+
+def _label(mode: str, rho: float) -> str:
+    return f"correlated ρ={rho:g}" if mode == "correlated" else mode
+
+
+def loss_vs_depth(
+    table: pd.DataFrame,
+    *,
+    temperature: float | None = None,
+    loss_column: str = "test_loss",
+    alphas: pd.DataFrame | None = None,
+    ax=None,
+):
+    """Log–log loss against student depth, one line per teacher (mean over seeds, with spread).
+
+    Parameters
+    ----------
+    table : DataFrame
+        Tidy toy rows of one checkpoint (e.g. the final one).
+    temperature : float, optional
+        Keep only this temperature (default: all rows).
+    loss_column : str
+    alphas : DataFrame, optional
+        Fitted groups (from :func:`~scalefit.sim.analysis.fit_depth_exponents`); their α is
+        added to the legend.
+    ax : matplotlib Axes, optional
+    """
+    fig, ax = axes(ax)
+    if temperature is not None:
+        table = table[np.isclose(table["temperature"], temperature)]
+    for (mode, rho), group in table.groupby(["teacher_mode", "rho"]):
+        stats = group.groupby("depth")[loss_column].agg(["mean", "min", "max"])
+        label = _label(mode, rho)
+        if alphas is not None:
+            match = alphas[(alphas["teacher_mode"] == mode) & np.isclose(alphas["rho"], rho)]
+            if temperature is not None:
+                match = match[np.isclose(match["temperature"], temperature)]
+            if len(match):
+                label += f" (α={match.sort_values('steps')['alpha'].iloc[-1]:.2f})"
+        line = ax.loglog(stats.index, stats["mean"], "o-", label=label)[0]
+        ax.fill_between(stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("student depth ℓ")
+    ax.set_ylabel(loss_column.replace("_", " "))
+    title = "loss vs depth" + (f", τ = {temperature:g}" if temperature is not None else "")
+    ax.set_title(title)
+    ax.legend()
+    return fig
+
+
+def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None):
+    """α_ℓ (with its interval) against training steps, one line per teacher and temperature."""
+    fig, ax = axes(ax)
+    for (mode, rho, tau), group in alphas.groupby(["teacher_mode", "rho", "temperature"]):
+        group = group.sort_values("steps")
+        err = None
+        if {"alpha_lo", "alpha_hi"} <= set(group.columns) and group["alpha_lo"].notna().any():
+            err = np.vstack(
+                [group["alpha"] - group["alpha_lo"], group["alpha_hi"] - group["alpha"]]
+            )
+            err = np.clip(err, 0, None)
+        ax.errorbar(
+            group["steps"], group["alpha"], yerr=err, marker="o", capsize=3,
+            label=f"{_label(mode, rho)}, τ={tau:g}",
+        )  # fmt: skip
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.axhline(3.0, color="grey", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_xlabel("training steps")
+    ax.set_ylabel("fitted α_ℓ")
+    ax.set_title("depth exponent vs training")
+    ax.legend()
+    return fig
+
+
+def alpha_vs_temperature(alphas: pd.DataFrame, *, ax=None):
+    """Final-checkpoint α_ℓ against temperature, one line per teacher."""
+    fig, ax = axes(ax)
+    last = alphas[
+        alphas["steps"] == alphas.groupby(["teacher_mode", "rho"])["steps"].transform("max")
+    ]
+    for (mode, rho), group in last.groupby(["teacher_mode", "rho"]):
+        group = group.sort_values("temperature")
+        err = np.clip(
+            np.vstack([group["alpha"] - group["alpha_lo"], group["alpha_hi"] - group["alpha"]]),
+            0,
+            None,
+        )
+        ax.errorbar(group["temperature"], group["alpha"], yerr=err, marker="o", capsize=3,
+                    label=_label(mode, rho))  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel("temperature τ")
+    ax.set_ylabel("fitted α_ℓ (final checkpoint)")
+    ax.legend()
+    return fig
+
+
+def probe_summary(final: pd.DataFrame, *, ax=None):
+    """Middle-layer step angle and increment angle of trained students against depth."""
+    fig, ax = axes(ax, ncols=2) if ax is None else axes(ax)
+    left, right = ax
+    for (mode, rho, tau), group in final.groupby(["teacher_mode", "rho", "temperature"]):
+        stats = group.groupby("depth")[["theta_mid", "dtheta_mid"]].mean()
+        label = f"{_label(mode, rho)}, τ={tau:g}"
+        left.loglog(stats.index, stats["theta_mid"], "o-", label=label)
+        right.semilogx(stats.index, stats["dtheta_mid"], "o-", label=label)
+    right.axhline(np.pi / 2, color="grey", lw=0.8, ls=":")
+    left.set_xlabel("student depth ℓ")
+    left.set_ylabel("θ(h_l, h_l+1), middle layers [rad]")
+    right.set_xlabel("student depth ℓ")
+    right.set_ylabel("θ(Δh_l, Δh_l+1), middle layers [rad]")
+    left.legend()
+    return fig
+
+
+def probe_curves(layers: pd.DataFrame, *, ax=None):
+    """Per-layer step angle and increment angle of each model (layer index scaled to [0, 1])."""
+    fig, ax = axes(ax, ncols=2) if ax is None else axes(ax)
+    left, right = ax
+    for name, group in layers.groupby("model", sort=False):
+        depth = group["layer"].max()
+        x = group["layer"] / depth
+        left.semilogy(x, group["theta"], label=name)
+        right.plot(x, group["dtheta"], label=name)
+    right.axhline(np.pi / 2, color="grey", lw=0.8, ls=":")
+    left.set_xlabel("relative layer l/L")
+    left.set_ylabel("θ(h_l, h_l+1) [rad]")
+    right.set_xlabel("relative layer l/L")
+    right.set_ylabel("θ(Δh_l, Δh_l+1) [rad]")
+    left.legend(fontsize="small")
+    return fig

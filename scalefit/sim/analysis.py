@@ -1,0 +1,132 @@
+"""Aggregate toy sweep results and fit the depth exponent α_ℓ per group (torch-free).
+
+The fit itself is :func:`scalefit.fit` with the ``depth_power`` law ``L = c/ℓ^α + L0``; this
+module only groups the tidy table and collects the results.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import ScaleFitError
+
+#: Columns that always define a group.
+GROUP_KEYS = ("teacher_mode", "rho", "temperature", "steps")
+#: Columns added to the group when they vary across the table.
+OPTIONAL_KEYS = ("loss_kind", "block", "width", "teacher_depth", "batch", "total_steps", "lr")
+LOSS_COLUMNS = ("test_loss", "train_loss")
+
+
+def load_results(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a toy sweep's tidy table from a sweep folder or a results CSV.
+
+    Parameters
+    ----------
+    path : path-like
+        A sweep output folder (its ``results.csv`` is read, or rebuilt from ``runs/`` when
+        missing) or a CSV file with the same columns.
+
+    Raises
+    ------
+    ScaleFitError
+        Missing file or missing columns.
+    """
+    path = Path(path)
+    if path.is_dir():
+        csv = path / "results.csv"
+        if not csv.is_file():
+            from ..sweep import collect_results
+
+            if not list(path.glob("runs/*/result.json")):
+                raise ScaleFitError(f"{path}: no results.csv and no finished runs in runs/.")
+            return collect_results(path)
+        path = csv
+    if not path.is_file():
+        raise ScaleFitError(f"{path}: no such file or folder.")
+    table = pd.read_csv(path)
+    need = {"teacher_mode", "rho", "temperature", "depth", "steps", *LOSS_COLUMNS}
+    missing = sorted(need - set(table.columns))
+    if missing:
+        raise ScaleFitError(f"{path}: missing column(s) {missing}; is this a toy sweep table?")
+    return table
+
+
+def group_keys(table: pd.DataFrame) -> list[str]:
+    """The grouping columns: :data:`GROUP_KEYS` plus optional keys that vary in ``table``."""
+    extra = [k for k in OPTIONAL_KEYS if k in table.columns and table[k].nunique() > 1]
+    return [*GROUP_KEYS, *extra]
+
+
+def fit_depth_exponents(
+    table: pd.DataFrame,
+    *,
+    loss_column: str = "test_loss",
+    bootstrap: int = 200,
+    seed: int = 0,
+    final_only: bool = False,
+) -> pd.DataFrame:
+    """Fit ``L = c/ℓ^α + L0`` to each group of a toy table.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Tidy toy results (see :func:`load_results`): one row per student depth, seed, replica
+        and checkpoint. Every row of a group is a data point (seeds and replicas included).
+    loss_column : {"test_loss", "train_loss"}
+    bootstrap : int, default 200
+        Bootstrap resamples for the intervals (0: asymptotic standard errors only).
+    seed : int, default 0
+    final_only : bool, default False
+        Keep only each run's last checkpoint.
+
+    Returns
+    -------
+    DataFrame
+        Group columns, then ``alpha, alpha_lo, alpha_hi, alpha_se, c, L0, n_rows, n_depths,
+        converged, warnings`` (intervals are 95% bootstrap percentiles, NaN without bootstrap).
+    """
+    import scalefit
+
+    if loss_column not in LOSS_COLUMNS:
+        raise ScaleFitError(f"loss_column must be one of {LOSS_COLUMNS}, got {loss_column!r}.")
+    if final_only and "final" in table.columns:
+        table = table[table["final"].astype(str).str.lower() == "true"]
+    keys = group_keys(table)
+    rows = []
+    for values, group in table.groupby(keys, sort=True, dropna=False):
+        data = pd.DataFrame({"depth": group["depth"], "loss": group[loss_column]})
+        out = dict(zip(keys, values, strict=True))
+        out.update(n_rows=len(data), n_depths=int(data["depth"].nunique()))
+        if out["n_depths"] < 4:
+            rows.append({**out, "converged": False, "warnings": "fewer than 4 depths"})
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = scalefit.fit(data, "depth_power", bootstrap=bootstrap, seed=seed, progress=False)
+        lo, hi = res.ci.get("alpha", (float("nan"), float("nan")))
+        notes = list(res.warnings) + [str(w.message) for w in caught]
+        rows.append(
+            {
+                **out,
+                "alpha": res.params["alpha"],
+                "alpha_lo": lo,
+                "alpha_hi": hi,
+                "alpha_se": res.stderr.get("alpha", float("nan")),
+                "c": res.params["c"],
+                "L0": res.params["L0"],
+                "converged": bool(res.converged),
+                "warnings": " | ".join(dict.fromkeys(notes)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def mean_by_depth(table: pd.DataFrame, loss_column: str = "test_loss") -> pd.DataFrame:
+    """Mean and spread of the loss per group and depth (over seeds and replicas)."""
+    keys = [*group_keys(table), "depth"]
+    agg = table.groupby(keys, sort=True)[loss_column].agg(["mean", "std", "count"]).reset_index()
+    return agg.rename(columns={"mean": loss_column, "std": f"{loss_column}_std", "count": "n"})
