@@ -116,6 +116,91 @@ def param_count(
     return int(total)
 
 
+def param_count_array(
+    depth,
+    width,
+    *,
+    vocab: int,
+    block: str = "standard",
+    embeddings: str = "tied",
+    mlp_ratio: float = 4.0,
+    norms: bool = True,
+    continuous: bool = False,
+):
+    """Vectorised :func:`param_count` over arrays of shapes (float results).
+
+    With ``continuous=False`` (integer shapes) the count equals :func:`param_count` exactly
+    (including the rounded SwiGLU hidden size). With ``continuous=True`` depth and width may be any
+    positive reals and the SwiGLU hidden size is taken as exactly ``8·W/3``, so the count is a
+    smooth quadratic ``a·W² + b·W`` in width (what the compute-optimal solvers differentiate).
+
+    Examples
+    --------
+    >>> float(param_count_array(2, 64, vocab=256, embeddings="excluded", norms=False))
+    98304.0
+    """
+    import numpy as np
+
+    if embeddings not in EMBEDDINGS:
+        raise ScaleFitError(
+            f"The 'embeddings' option must be one of {EMBEDDINGS}. Got {embeddings!r} instead."
+        )
+    depth = np.asarray(depth, dtype=float)
+    width = np.asarray(width, dtype=float)
+    if block == "swiglu":
+        hidden = 8.0 * width / 3.0 if continuous else 8.0 * np.ceil(((8 * width + 2) // 3) / 8)
+        mlp = 3.0 * width * hidden
+    elif block == "standard":
+        mlp = 2.0 * mlp_ratio * width * width
+    else:
+        raise ScaleFitError(f"The 'block' option must be one of {BLOCKS}. Got {block!r} instead.")
+    total = depth * (4.0 * width * width + mlp)
+    if norms:
+        total = total + (2.0 * depth + 1.0) * width
+    return total + {"tied": 1, "untied": 2, "excluded": 0}[embeddings] * float(vocab) * width
+
+
+def width_for_params(
+    depth,
+    params,
+    *,
+    vocab: int,
+    block: str = "standard",
+    embeddings: str = "tied",
+    mlp_ratio: float = 4.0,
+    norms: bool = True,
+):
+    """Inverse of ``param_count_array(..., continuous=True)`` in width: W with N(depth, W) = params.
+
+    The continuous count is ``a·W² + b·W`` with ``a = depth·(4 + mlp_per_W²)`` and
+    ``b = norms·(2·depth + 1) + embeddings·vocab``; the positive root is returned.
+
+    Examples
+    --------
+    >>> float(width_for_params(2, 98304, vocab=256, embeddings="excluded", norms=False))
+    64.0
+    """
+    import numpy as np
+
+    depth = np.asarray(depth, dtype=float)
+    params = np.asarray(params, dtype=float)
+    quad = param_count_array(
+        1.0,
+        1.0,
+        vocab=1,
+        block=block,
+        embeddings="excluded",
+        mlp_ratio=mlp_ratio,
+        norms=False,
+        continuous=True,
+    )
+    a = depth * float(quad)
+    b = {"tied": 1, "untied": 2, "excluded": 0}[embeddings] * float(vocab) + (
+        (2.0 * depth + 1.0) if norms else 0.0
+    )
+    return 2.0 * params / (b + np.sqrt(b * b + 4.0 * a * params))
+
+
 def flops_per_token(
     params: float,
     *,

@@ -1,0 +1,26 @@
+"""Compute-optimal allocation: params and tokens, or depth, width and tokens, for a FLOP budget.
+
+Main entry points: :func:`allocate` (continuous and practical optimum per budget, intervals from
+draws, near-optimal sets), :func:`scaling_exponents`, :func:`critical_depth_table`,
+:func:`audit`, :func:`isoflop_curve`; closed forms for checks in
+:mod:`scalefit.allocate.closed_form`.
+"""
+
+from .api import Allocation, allocate
+from .closed_form import chinchilla_optimum, decomposed_exponents, decomposed_optimum
+from .practical import Constraints
+from .solve import solve
+from .space import Accounting, Space, default_accounting
+
+__all__ = [
+    "Accounting",
+    "Allocation",
+    "Constraints",
+    "Space",
+    "allocate",
+    "chinchilla_optimum",
+    "decomposed_exponents",
+    "decomposed_optimum",
+    "default_accounting",
+    "solve",
+]

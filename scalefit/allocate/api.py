@@ -1,0 +1,326 @@
+"""``allocate``: compute-optimal and practical allocations with uncertainty from draws."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ScaleFitError
+from ..laws import Law, get_law
+from .practical import Constraints, candidates, rank
+from .solve import solve
+from .space import Accounting, Space
+
+QUANTITIES = ("depth", "width", "tokens", "params", "loss")
+
+
+@dataclass
+class Source:
+    """A law with its point estimate and (optionally) draws, all in raw units."""
+
+    law: Law
+    point: dict[str, float]
+    draws: dict[str, np.ndarray] | None
+    prob: float
+
+
+def resolve(
+    source: Any,
+    params: dict | None = None,
+    law_options: dict | None = None,
+    prob: float | None = None,
+) -> Source:
+    """Turn a FitResult, a law name or a :class:`Law` (with ``params``) into a :class:`Source`.
+
+    Draws with a non-finite value are dropped (failed bootstrap resamples are NaN rows).
+    """
+    from ..fit import FitResult
+
+    if isinstance(source, FitResult):
+        if params is not None:
+            raise ScaleFitError("pass either a FitResult or params, not both.")
+        law = source.get_law()
+        point = {k: float(v) for k, v in source.params.items()}
+        draws = None
+        if source.draws is not None and len(source.draws):
+            d = np.asarray(source.draws, dtype=float)
+            d = d[np.all(np.isfinite(d), axis=1)]
+            draws = {k: d[:, i] for i, k in enumerate(source.params)} if len(d) else None
+        prob = source.ci_prob if prob is None else prob
+    else:
+        law = get_law(source, **(law_options or {}))
+        if params is None:
+            raise ScaleFitError(
+                f"law {law.name!r}: give parameter values (params=... or --params k=v,...)."
+            )
+        missing = sorted(set(law.param_names) - set(params))
+        extra = sorted(set(params) - set(law.param_names))
+        if missing or extra:
+            raise ScaleFitError(
+                f"law {law.name!r} takes parameters {', '.join(law.param_names)}"
+                f"; missing {missing}, unknown {extra}."
+            )
+        point = {k: float(params[k]) for k in law.param_names}
+        bad = [k for k, v in point.items() if not np.isfinite(v)]
+        if bad:
+            raise ScaleFitError(f"law {law.name!r}: parameter(s) {bad} must be finite numbers.")
+        draws, prob = None, 0.95 if prob is None else prob
+    if not 0 < prob < 1:
+        raise ScaleFitError(f"The 'prob' parameter must be a float in (0, 1). Got {prob!r}.")
+    return Source(law, point, draws, float(prob))
+
+
+def check_budgets(budgets) -> np.ndarray:
+    """Budgets as a 1-D float array; each must be a finite positive number of FLOPs."""
+    b = np.atleast_1d(np.asarray(budgets, dtype=float))
+    if b.ndim != 1 or b.size == 0 or not np.all(np.isfinite(b)) or np.any(b <= 0):
+        raise ScaleFitError(f"budgets must be finite positive FLOP counts; got {budgets!r}.")
+    return b
+
+
+@dataclass
+class Allocation:
+    """Result of :func:`allocate` (all tables are DataFrames; nothing is printed).
+
+    Attributes
+    ----------
+    summary : DataFrame
+        One row per budget: the recommended practical shape (``depth, width, tokens, params,
+        loss`` with ``loss_lo/loss_hi`` under the draws and ``p_best``), the set of practical shapes
+        within ``eps`` (``set_*``), ``flat``, the continuous optimum (``*_star``) with intervals
+        from the draws (``*_star_lo``, ``*_star_hi``, ``*_star_median``).
+    continuous : DataFrame
+        The continuous solution of the point estimate per budget (see :func:`solve`).
+    draws : DataFrame or None
+        The continuous solution of every draw at every budget.
+    shapes : dict of float -> DataFrame
+        Ranked practical candidates per budget (shape laws only).
+    """
+
+    law: str
+    kind: str
+    budgets: np.ndarray
+    accounting: Accounting
+    constraints: Constraints
+    eps: float
+    prob: float
+    summary: pd.DataFrame
+    continuous: pd.DataFrame
+    draws: pd.DataFrame | None = None
+    shapes: dict[float, pd.DataFrame] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def alternatives(self, budget: float, *, within: str = "interval") -> pd.DataFrame:
+        """Practical shapes whose loss lies within the best one's interval (or ``"eps"``)."""
+        frame = self.shapes[float(budget)]
+        return frame[frame["within_interval" if within == "interval" else "within_eps"]]
+
+
+def allocate(
+    source: Any,
+    budgets,
+    *,
+    params: dict | None = None,
+    law_options: dict | None = None,
+    accounting: Accounting | None = None,
+    head_dim: int = 64,
+    min_depth: int = 1,
+    max_depth: int | None = None,
+    aspect_max: float | None = None,
+    eps: float = 1e-3,
+    prob: float | None = None,
+    use_draws: bool = True,
+    draw_sets: bool | None = None,
+) -> Allocation:
+    """Compute-optimal allocation of FLOP budgets under a fitted (or given) law.
+
+    Parameters
+    ----------
+    source : FitResult, str or Law
+        A fit result (its draws give the intervals), or a law name/object with ``params``.
+    budgets : float or array-like
+        Training budgets C in FLOPs (``C = 6 · params · tokens``).
+    params : dict, optional
+        Parameter values when ``source`` is a law (used exactly as given, never rounded).
+    law_options : dict, optional
+        Options of a named law (e.g. ``{"form": "power"}``).
+    accounting : Accounting, optional
+        Parameter accounting for shape laws (default: :func:`default_accounting`).
+    head_dim, min_depth, max_depth, aspect_max
+        Constraints on practical shapes (depth bounds also bound the continuous search).
+    eps : float
+        Loss tolerance (nats) defining the near-optimal set and flat-optimum reporting.
+    prob : float, optional
+        Interval probability (default: the result's ``ci_prob``, else 0.95).
+    use_draws : bool
+        Use the result's draws for intervals.
+    draw_sets : bool, optional
+        Compute the near-optimal depth set of every draw (default: when affordable).
+
+    Returns
+    -------
+    Allocation
+
+    Examples
+    --------
+    >>> a = allocate("chinchilla", [5.76e23], params=dict(
+    ...     E=1.69, A=406.4, B=410.7, alpha=0.3392, beta=0.2849))
+    >>> round(float(a.summary["params"].iloc[0]) / 1e9, 1)
+    40.3
+    """
+    src = resolve(source, params, law_options, prob)
+    budgets = check_budgets(budgets)
+    cons = Constraints(head_dim, min_depth, max_depth, aspect_max)
+    space = Space.of(src.law, accounting)
+    if not eps > 0:
+        raise ScaleFitError(f"The 'eps' parameter must be positive. Got {eps!r} instead.")
+    depth_range = (float(cons.min_depth), float(cons.max_depth or 1e4))
+    one = {k: np.array([v]) for k, v in src.point.items()}
+    cont = solve(space, one, budgets, depth_range=depth_range, eps=eps, sets=True)
+    draws = None
+    if use_draws and src.draws is not None:
+        hint = np.log(np.stack([_finite_or(cont, c) for c in _coords(space)], axis=1))
+        draws = solve(
+            space, src.draws, budgets, depth_range=depth_range, eps=eps, sets=draw_sets, hint=hint
+        )
+    alloc = Allocation(
+        src.law.name,
+        space.kind,
+        budgets,
+        space.accounting,
+        cons,
+        eps,
+        src.prob,
+        pd.DataFrame(),
+        cont,
+        draws,
+    )
+    rows = []
+    for i, c in enumerate(budgets):
+        row = {"budget": c}
+        if space.kind == "shape":
+            frame = _practical(space, src, cont.iloc[i], c, cons, eps, depth_range)
+            alloc.shapes[float(c)] = frame
+            row.update(_practical_row(frame, bool(cont["flat"].iloc[i])))
+        else:
+            row.update({q: cont[q].iloc[i] for q in ("tokens", "params", "loss")})
+            row.update(depth=np.nan, width=np.nan, flat=False)
+            if draws is not None:
+                _loss_band(space, src, row, c)
+        row.update(_star(cont.iloc[i], draws, i, len(budgets), src.prob))
+        rows.append(row)
+    alloc.summary = pd.DataFrame(rows)
+    _warn(alloc)
+    return alloc
+
+
+def _coords(space: Space) -> tuple[str, ...]:
+    return ("depth", "params") if space.kind == "shape" else ("params",)
+
+
+def _finite_or(cont: pd.DataFrame, col: str) -> np.ndarray:
+    """Column of the continuous solution usable as a start (flat rows: the set's upper end)."""
+    v = cont[col].to_numpy(dtype=float)
+    if col == "depth" and "flat_depth_hi" in cont:
+        v = np.where(np.isfinite(v), v, cont["flat_depth_hi"].to_numpy(dtype=float))
+    return np.where(np.isfinite(v) & (v > 0), v, 1.0)
+
+
+def _practical(space, src, cont_row, budget, cons, eps, depth_range) -> pd.DataFrame:
+    top = np.nanmax(
+        [
+            cont_row.get("depth_hi", np.nan),
+            cont_row.get("depth", np.nan),
+            cont_row.get("flat_depth_hi", np.nan),
+        ]
+    )
+    cap = 1.5 * top + 2 if np.isfinite(top) else depth_range[1]
+    y_hint = (
+        np.log(cont_row["params"])
+        if np.isfinite(cont_row["params"])
+        else 0.5 * np.log(budget / 120.0)
+    )
+    box = space.box(np.array([budget]), depth_range)
+    frame = candidates(
+        space, src.point, budget, cap, cons, y_hint, (float(box[0][0, 1]), float(box[1][0, 1]))
+    )
+    return rank(space, frame, src.draws, src.prob, eps)
+
+
+def _practical_row(frame: pd.DataFrame, flat: bool) -> dict:
+    best = frame.iloc[0]
+    near = frame[frame["within_eps"]]
+    row = {q: best[q] for q in ("depth", "width", "tokens", "params", "loss")}
+    row.update(
+        loss_lo=best["loss_lo"],
+        loss_hi=best["loss_hi"],
+        p_best=best["p_best"],
+        flat=flat,
+        set_depth_lo=near["depth"].min(),
+        set_depth_hi=near["depth"].max(),
+        set_width_lo=near["width"].min(),
+        set_width_hi=near["width"].max(),
+        n_within_eps=len(near),
+        n_within_interval=int(frame["within_interval"].sum()),
+    )
+    if flat:  # the law does not pick a depth: report the set, not a point
+        row.update(depth=np.nan, width=np.nan)
+    return row
+
+
+def _loss_band(space, src, row, budget) -> None:
+    x = {"params": np.array([row["params"]]), "tokens": np.array([row["tokens"]])}
+    law = space.law
+    p = {k: v[:, None] for k, v in src.draws.items()}
+    vals = np.asarray(law.expr(np, p, law.variables(np, {k: x[k] for k in law.inputs})))[:, 0]
+    lo, hi = np.nanquantile(vals, [(1 - src.prob) / 2, (1 + src.prob) / 2])
+    row.update(loss_lo=lo, loss_hi=hi)
+
+
+def _star(cont_row, draws, i, n_bud, prob) -> dict:
+    """Continuous optimum of the point estimate, with medians and intervals from draws."""
+    out = {}
+    cols = [q for q in QUANTITIES if q in cont_row] + (
+        ["flat_depth_hi"] if "flat_depth_hi" in cont_row else []
+    )
+    for q in cols:
+        name = "depth_max_opt" if q == "flat_depth_hi" else f"{q}_star"
+        out[name] = cont_row[q]
+        if draws is not None and q in draws:
+            v = draws[q].to_numpy(dtype=float)[i::n_bud]
+            v = v[np.isfinite(v)]
+            qs = np.quantile(v, [(1 - prob) / 2, 0.5, (1 + prob) / 2]) if len(v) else [np.nan] * 3
+            out[f"{name}_lo"], out[f"{name}_median"], out[f"{name}_hi"] = qs
+    if "flat_depth_lo" in cont_row:
+        out["depth_min_opt"] = cont_row["flat_depth_lo"]
+    if draws is not None:
+        sub = draws.iloc[i::n_bud]
+        out["n_draws"] = len(sub)
+        out["n_unbounded"] = int(sub["unbounded"].sum())
+    return out
+
+
+def _warn(alloc: Allocation) -> None:
+    cont = alloc.continuous
+    if cont["unbounded"].any():
+        bad = alloc.budgets[cont["unbounded"].to_numpy()]
+        alloc.warnings.append(
+            f"the point estimate has no compute-optimal split inside the "
+            f"tokens/params range at budget(s) {', '.join(f'{b:g}' for b in bad)}."
+        )
+    if alloc.draws is not None and alloc.draws["unbounded"].any():
+        share = float(alloc.draws["unbounded"].mean())
+        alloc.warnings.append(
+            f"{share:.1%} of (draw, budget) pairs have no interior optimum "
+            f"(e.g. draws with a non-positive exponent); intervals exclude them."
+        )
+    if "flat" in cont and cont["flat"].any():
+        alloc.warnings.append(
+            "the optimum is flat in depth at some budgets: every depth in the "
+            "reported range reaches the same loss; the law does not choose one."
+        )
+    if "depth_at_bound" in cont and cont["depth_at_bound"].any() and not cont["flat"].all():
+        alloc.warnings.append("the continuous optimum sits on a depth bound at some budgets.")

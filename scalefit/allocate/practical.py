@@ -1,0 +1,149 @@
+"""Practical shapes: integer depth, width a multiple of the head dimension, optional bounds.
+
+Around the continuous optimum every integer depth in range is tried with the few multiples of the
+head dimension nearest the best continuous width at that depth; parameters are counted exactly
+(:func:`scalefit.accounting.param_count_array` with ``exact=True``) and tokens fill the budget,
+``tokens = C / (6 params)``. With draws, each candidate's loss is evaluated under every draw:
+that gives its interval and the share of draws in which it is the best candidate (``p_best``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ScaleFitError
+from .profile import inner
+from .space import Space
+
+MAX_DEPTHS = 2048
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Constraints on practical shapes.
+
+    Parameters
+    ----------
+    head_dim : int
+        Width must be a positive multiple of this.
+    min_depth, max_depth : int or None
+        Depth bounds (inclusive).
+    aspect_max : float or None
+        Upper bound on width / depth.
+    """
+
+    head_dim: int = 64
+    min_depth: int = 1
+    max_depth: int | None = None
+    aspect_max: float | None = None
+
+    def __post_init__(self):
+        if int(self.head_dim) != self.head_dim or self.head_dim < 1:
+            raise ScaleFitError(
+                f"The 'head_dim' option must be a positive integer. Got {self.head_dim!r} instead."
+            )
+        if int(self.min_depth) != self.min_depth or self.min_depth < 1:
+            raise ScaleFitError(
+                f"The 'min_depth' option must be a positive integer. "
+                f"Got {self.min_depth!r} instead."
+            )
+        if self.max_depth is not None and (
+            int(self.max_depth) != self.max_depth or self.max_depth < self.min_depth
+        ):
+            raise ScaleFitError(
+                f"The 'max_depth' option must be an integer >= min_depth "
+                f"({self.min_depth}). Got {self.max_depth!r} instead."
+            )
+        if self.aspect_max is not None and not (self.aspect_max > 0):
+            raise ScaleFitError(
+                f"The 'aspect_max' option must be positive. Got {self.aspect_max!r} instead."
+            )
+
+
+def candidates(
+    space: Space,
+    point: dict[str, float],
+    budget: float,
+    depth_cap: float,
+    cons: Constraints,
+    y_hint: float,
+    y_box: tuple[float, float],
+) -> pd.DataFrame:
+    """Candidate practical shapes at one budget (point-estimate losses)."""
+    top = int(np.ceil(depth_cap))
+    if cons.max_depth is not None:
+        top = min(top, cons.max_depth)
+    top = max(top, cons.min_depth)
+    depths = np.arange(cons.min_depth, min(top, cons.min_depth + MAX_DEPTHS) + 1, dtype=float)
+    q = len(depths)
+    prm = {k: np.full(q, float(v)) for k, v in point.items()}
+    _, y = inner(
+        space,
+        prm,
+        np.full(q, budget),
+        np.log(depths),
+        np.full(q, y_hint),
+        np.full(q, y_box[0]),
+        np.full(q, y_box[1]),
+    )
+    w_cont = space.accounting.width(depths, np.exp(y))
+    h = cons.head_dim
+    base = np.floor(w_cont / h)
+    mult = base[:, None] + np.arange(-1, 3)[None, :]  # (q, 4)
+    widths = mult * h
+    if cons.aspect_max is not None:
+        cap = np.floor(cons.aspect_max * depths / h) * h
+        widths = np.concatenate([np.minimum(widths, cap[:, None]), cap[:, None]], axis=1)
+    dd = np.broadcast_to(depths[:, None], widths.shape).reshape(-1)
+    ww = widths.reshape(-1)
+    keep = ww >= h
+    frame = pd.DataFrame({"depth": dd[keep].astype(int), "width": ww[keep].astype(int)})
+    frame = frame.drop_duplicates().reset_index(drop=True)
+    if frame.empty:
+        raise ScaleFitError(
+            f"no practical shape satisfies the constraints at budget "
+            f"{budget:g} (head_dim {h}, aspect_max {cons.aspect_max})."
+        )
+    frame["params"] = space.accounting.params(
+        frame["depth"].to_numpy(), frame["width"].to_numpy(), exact=True
+    )
+    frame["tokens"] = budget / (6.0 * frame["params"])
+    frame["loss"] = evaluate(space, point, frame)
+    return frame
+
+
+def evaluate(space: Space, params: dict, frame: pd.DataFrame) -> np.ndarray:
+    """Law values at the shapes of ``frame``; array params (D,) give a (D, len(frame)) matrix."""
+    law = space.law
+    x = {k: frame[k].to_numpy(dtype=float) for k in ("depth", "width", "tokens", "params")}
+    arr = {k: np.asarray(v, dtype=float) for k, v in params.items()}
+    if any(v.ndim for v in arr.values()):
+        arr = {k: v.reshape(-1, 1) for k, v in arr.items()}
+    with np.errstate(all="ignore"):
+        return np.asarray(law.expr(np, arr, law.variables(np, {k: x[k] for k in law.inputs})))
+
+
+def rank(
+    space: Space, frame: pd.DataFrame, draws: dict | None, prob: float, eps: float
+) -> pd.DataFrame:
+    """Sort candidates by loss; add intervals, ``p_best`` and the within-interval flags."""
+    frame = frame.sort_values(["loss", "params"]).reset_index(drop=True)
+    best = float(frame["loss"].iloc[0])
+    frame["within_eps"] = frame["loss"] <= best + eps
+    if draws is not None:
+        mat = evaluate(space, draws, frame)  # (D, K)
+        ok = np.all(np.isfinite(mat), axis=1)
+        mat = mat[ok]
+        lo, hi = np.quantile(mat, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        frame["loss_lo"], frame["loss_hi"] = lo, hi
+        wins = np.bincount(np.argmin(mat, axis=1), minlength=len(frame))
+        frame["p_best"] = wins / max(len(mat), 1)
+        frame["within_interval"] = frame["loss"] <= hi[0]
+    else:
+        frame["loss_lo"] = frame["loss_hi"] = frame["p_best"] = np.nan
+        frame["within_interval"] = frame["within_eps"]
+    frame.insert(0, "rank", np.arange(1, len(frame) + 1))
+    return frame

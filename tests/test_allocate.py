@@ -1,0 +1,230 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalefit.accounting import param_count, param_count_array, width_for_params
+from scalefit.allocate import (
+    Accounting,
+    Space,
+    allocate,
+    chinchilla_optimum,
+    decomposed_exponents,
+    decomposed_optimum,
+    solve,
+)
+from scalefit.errors import ScaleFitError
+from scalefit.laws import get_law
+
+HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+# Hoffmann et al.'s exponents before rounding (as quoted by Besiroglu et al. 2024).
+HOFFMANN_UNROUNDED = {**HOFFMANN, "alpha": 0.3392, "beta": 0.2849}
+DECOMPOSED = {
+    "c_width": 274.7,
+    "a_width": 0.945,
+    "c_depth": 6.72,
+    "a_depth": 1.325,
+    "c_tokens": 529.3,
+    "a_tokens": 0.299,
+    "L0": 1.7536,
+}
+CRITICAL = {
+    "A": 352.0,
+    "alpha": 0.31,
+    "B": 8.0,
+    "delta": 0.054,
+    "gamma": 0.18,
+    "mu": 0.35,
+    "kappa": 2.43,
+}
+
+
+def _one(p):
+    return {k: np.array([v]) for k, v in p.items()}
+
+
+# ----------------------------------------------------------------------------- accounting
+@pytest.mark.parametrize("block", ["standard", "swiglu"])
+@pytest.mark.parametrize("embeddings", ["tied", "untied", "excluded"])
+@pytest.mark.parametrize("norms", [True, False])
+def test_vectorised_accounting_matches_exact_count(block, embeddings, norms):
+    shapes = [(1, 32), (7, 100), (12, 768), (3, 1000)]
+    kw = {"vocab": 321, "block": block, "embeddings": embeddings, "norms": norms}
+    exact = [param_count(d, w, **kw) for d, w in shapes]
+    vec = param_count_array([d for d, _ in shapes], [w for _, w in shapes], **kw)
+    np.testing.assert_array_equal(vec, exact)
+    cont = param_count_array(5.5, 123.4, continuous=True, **kw)
+    assert width_for_params(5.5, cont, **kw) == pytest.approx(123.4, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- chinchilla
+@pytest.mark.parametrize("p", [HOFFMANN, HOFFMANN_UNROUNDED])
+def test_chinchilla_numeric_matches_closed_form_1e18_to_1e26(p):
+    budgets = np.logspace(18, 26, 17)
+    got = solve(Space.of(get_law("chinchilla")), _one(p), budgets)
+    n, t = chinchilla_optimum(**p, budget=budgets)
+    np.testing.assert_allclose(got["params"], n, rtol=1e-3)
+    np.testing.assert_allclose(got["tokens"], t, rtol=1e-3)
+    assert got["converged"].all() and not got["unbounded"].any()
+    # much tighter than the acceptance criterion in practice
+    np.testing.assert_allclose(got["params"], n, rtol=1e-6)
+
+
+def test_chinchilla_closed_form_over_draws_and_random_parameters():
+    rng = np.random.default_rng(0)
+    k = 50
+    draws = {
+        "E": rng.uniform(1.5, 2.0, k),
+        "A": np.exp(rng.uniform(4, 8, k)),
+        "B": np.exp(rng.uniform(4, 8, k)),
+        "alpha": rng.uniform(0.2, 0.5, k),
+        "beta": rng.uniform(0.2, 0.5, k),
+    }
+    budgets = np.array([1e18, 1e21, 1e24])
+    got = solve(Space.of(get_law("chinchilla")), draws, budgets)
+    n, _ = chinchilla_optimum(**{k_: v[:, None] for k_, v in draws.items()}, budget=budgets)
+    ok = ~got["unbounded"].to_numpy()
+    np.testing.assert_allclose(got["params"].to_numpy()[ok], n.reshape(-1)[ok], rtol=1e-3)
+    # draws whose optimum leaves the tokens/params range are flagged, not reported
+    assert np.isnan(got["params"].to_numpy()[~ok]).all()
+
+
+def test_parameters_are_never_rounded():
+    # Gopher's budget: Hoffmann's unrounded exponents give N* ~ 40B, the rounded ones ~ 32B.
+    a = allocate("chinchilla", [5.76e23], params=HOFFMANN_UNROUNDED)
+    n = float(a.summary["params"].iloc[0])
+    assert n == pytest.approx(chinchilla_optimum(**HOFFMANN_UNROUNDED, budget=5.76e23)[0], 1e-4)
+    assert 39e9 < n < 41e9
+    rounded = allocate("chinchilla", [5.76e23], params=HOFFMANN)
+    assert 31e9 < float(rounded.summary["params"].iloc[0]) < 33e9
+
+
+def test_result_json_round_trip_keeps_full_precision(tmp_path):
+    from scalefit.fit import FitResult
+
+    res = FitResult(
+        law="chinchilla",
+        params=dict(HOFFMANN_UNROUNDED, alpha=0.339212345678),
+        method="jax",
+        objective=0.0,
+        converged=True,
+        n_rows=1,
+        metrics={},
+    )
+    res.save(tmp_path / "r.json")
+    back = FitResult.load(tmp_path / "r.json")
+    a, b = allocate(res, [1e22]), allocate(back, [1e22])
+    assert a.summary["params"].iloc[0] == b.summary["params"].iloc[0]
+
+
+# ----------------------------------------------------------------------------- decomposed
+def test_decomposed_matches_semi_closed_form_without_embeddings():
+    budgets = np.logspace(18, 25, 8)
+    space = Space.of(get_law("decomposed"), Accounting(embeddings="excluded"))
+    got = solve(space, _one(DECOMPOSED), budgets)
+    d, w, t = decomposed_optimum(DECOMPOSED, budgets)
+    np.testing.assert_allclose(got["depth"], d, rtol=1e-4)
+    np.testing.assert_allclose(got["width"], w, rtol=1e-4)
+    np.testing.assert_allclose(got["tokens"], t, rtol=1e-4)
+    assert not got["flat"].any()
+    # local exponents approach the asymptotic ones
+    e = decomposed_exponents(DECOMPOSED["a_width"], DECOMPOSED["a_depth"], DECOMPOSED["a_tokens"])
+    slope = np.polyfit(np.log(budgets), np.log(got["depth"]), 1)[0]
+    assert slope == pytest.approx(float(e["depth"]), abs=1e-6)
+
+
+def test_decomposed_optimum_beats_a_brute_force_grid():
+    budget = 1e21
+    law = get_law("decomposed")
+    acc = Accounting(vocab=32_000, embeddings="tied")
+    got = solve(Space.of(law, acc), _one(DECOMPOSED), [budget]).iloc[0]
+    depth, width = np.meshgrid(np.geomspace(4, 200, 700), np.geomspace(300, 20_000, 700))
+    params = acc.params(depth, width)
+    loss = law.evaluate(DECOMPOSED, {"depth": depth, "width": width, "tokens": budget / 6 / params})
+    k = np.unravel_index(np.argmin(loss), loss.shape)
+    assert got["loss"] <= loss.min() + 1e-12
+    assert got["loss"] == pytest.approx(loss.min(), abs=1e-5)
+    assert got["depth"] == pytest.approx(depth[k], rel=0.02)
+    assert got["width"] == pytest.approx(width[k], rel=0.02)
+    assert got["depth_lo"] < got["depth"] < got["depth_hi"]
+
+
+# ----------------------------------------------------------------------------- flat optimum
+def test_critical_depth_flat_optimum_is_reported_as_a_set():
+    law = get_law("critical_depth")
+    space = Space.of(law)
+    budgets = np.array([1e20, 1e22])
+    got = solve(space, _one(CRITICAL), budgets)
+    assert got["flat"].all()
+    assert got["depth"].isna().all() and got["width"].isna().all()
+    # the plateau runs from the depth bound up to the depth where depth = kappa ln width(depth, N*)
+    assert np.allclose(got["flat_depth_lo"], 1.0)
+    acc = space.accounting
+    for _, row in got.iterrows():
+        top = row["flat_depth_hi"]
+        lc = CRITICAL["kappa"] * np.log(acc.width(top, row["params"]))
+        assert top == pytest.approx(lc, rel=1e-3)
+        # N* is that of the Chinchilla-like part alone: A/N^alpha + B/T^delta
+        n, _ = chinchilla_optimum(
+            0, CRITICAL["A"], CRITICAL["B"], CRITICAL["alpha"], CRITICAL["delta"], row["budget"]
+        )
+        assert row["params"] == pytest.approx(float(n), rel=1e-4)
+    a = allocate("critical_depth", budgets, params=CRITICAL)
+    s = a.summary
+    assert s["flat"].all() and s["depth"].isna().all()
+    assert (s["set_depth_lo"] == 1).all() and (s["set_depth_hi"] >= got["flat_depth_hi"] - 1).all()
+    assert any("flat" in w for w in a.warnings)
+
+
+# ----------------------------------------------------------------------------- practical
+@pytest.mark.parametrize(
+    ("kw", "check"),
+    [
+        ({"head_dim": 128}, lambda f: (f["width"] % 128 == 0).all()),
+        ({"max_depth": 20}, lambda f: (f["depth"] <= 20).all()),
+        ({"min_depth": 30}, lambda f: (f["depth"] >= 30).all()),
+        ({"aspect_max": 40}, lambda f: (f["width"] <= 40 * f["depth"]).all()),
+    ],
+)
+def test_practical_shapes_respect_constraints(kw, check):
+    a = allocate("decomposed", [1e21], params=DECOMPOSED, **kw)
+    frame = a.shapes[1e21]
+    assert check(frame)
+    assert (frame["depth"] == frame["depth"].round()).all()
+    assert pd.api.types.is_integer_dtype(frame["depth"])
+    best = a.summary.iloc[0]
+    assert best["loss"] == frame["loss"].min()
+    acc = a.accounting
+    assert best["params"] == param_count(
+        int(best["depth"]),
+        int(best["width"]),
+        vocab=acc.vocab,
+        embeddings=acc.embeddings,
+        norms=False,
+    )
+    assert best["tokens"] * 6 * best["params"] == pytest.approx(1e21, rel=1e-12)
+
+
+def test_practical_is_close_to_continuous():
+    a = allocate("decomposed", [1e21], params=DECOMPOSED)
+    s = a.summary.iloc[0]
+    assert s["loss"] >= s["loss_star"] - 1e-12
+    assert s["loss"] - s["loss_star"] < 1e-3
+    assert abs(s["depth"] - s["depth_star"]) <= 2
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    ("args", "kw", "match"),
+    [
+        (("depth_power", [1e20]), {"params": {"c": 1, "alpha": 1, "L0": 1}}, "tokens"),
+        (("chinchilla", [-1.0]), {"params": HOFFMANN}, "budgets"),
+        (("chinchilla", [1e20]), {"params": {"E": 1}}, "missing"),
+        (("chinchilla", [1e20]), {}, "parameter values"),
+        (("decomposed", [1e20]), {"params": DECOMPOSED, "head_dim": 0}, "head_dim"),
+        (("decomposed", [1e20]), {"params": DECOMPOSED, "max_depth": 0}, "max_depth"),
+        (("nolaw", [1e20]), {"params": {}}, "Unknown law"),
+    ],
+)
+def test_bad_input_raises(args, kw, match):
+    with pytest.raises(ScaleFitError, match=match):
+        allocate(*args, **kw)
