@@ -74,7 +74,8 @@ def solve(
         One row per pair (``set`` index, ``budget``): ``params``, ``tokens``, ``loss``,
         ``unbounded``; for shape laws also ``depth``, ``width``, ``depth_at_bound``, and with sets
         ``depth_lo``, ``depth_hi``, ``width_lo``, ``width_hi`` (near-optimal set within ``eps``),
-        ``flat`` with ``flat_depth_lo``/``flat_depth_hi`` (the plateau of exactly optimal depths).
+        ``flat`` with ``flat_depth_lo``/``flat_depth_hi`` (the plateau of exactly optimal
+        depths) and ``flat_width_lo``/``flat_width_hi`` (the widths at its deep and shallow ends).
         On a flat optimum ``depth`` and ``width`` are NaN: the law does not single out a shape.
     """
     budgets = np.atleast_1d(np.asarray(budgets, dtype=float))
@@ -117,6 +118,8 @@ def solve(
         "width_hi",
         "flat_depth_lo",
         "flat_depth_hi",
+        "flat_width_lo",
+        "flat_width_hi",
     ):
         if col in frame:
             frame.loc[bad, col] = np.nan
@@ -156,4 +159,6 @@ def _sets(space, prm, bud, res, lo, hi, eps, out) -> None:
     out["flat"] = is_flat
     out["flat_depth_lo"] = np.where(is_flat, np.exp(flat["logd_lo"]), np.nan)
     out["flat_depth_hi"] = np.where(is_flat, np.exp(flat["logd_hi"]), np.nan)
+    out["flat_width_lo"] = acc.width(out["flat_depth_hi"], np.exp(flat["y_hi"]))
+    out["flat_width_hi"] = acc.width(out["flat_depth_lo"], np.exp(flat["y_lo"]))
     out["set_gaps"] = near["gaps"]

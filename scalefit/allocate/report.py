@@ -1,0 +1,170 @@
+"""Plain-text reports of allocations (strings; the CLI prints them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .api import Allocation
+
+
+def _g(v: float, digits: int = 3) -> str:
+    return "-" if v is None or not np.isfinite(v) else f"{v:.{digits}g}"
+
+
+def _iv(row: pd.Series, name: str, digits: int = 3) -> str:
+    """``value [lo, hi]`` when the interval exists."""
+    text = _g(row.get(name, np.nan), digits)
+    lo, hi = row.get(f"{name}_lo", np.nan), row.get(f"{name}_hi", np.nan)
+    if np.isfinite(lo) and np.isfinite(hi):
+        text += f" [{_g(lo, digits)}, {_g(hi, digits)}]"
+    return text
+
+
+def header_text(alloc: Allocation) -> str:
+    """One paragraph: law, accounting, constraints, interval source."""
+    acc = alloc.accounting
+    lines = [f"law {alloc.law}; C = 6 · params · tokens"]
+    if alloc.kind == "shape":
+        c = alloc.constraints
+        bounds = f"depth ≥ {c.min_depth}" + (f", ≤ {c.max_depth}" if c.max_depth else "")
+        if c.aspect_max:
+            bounds += f", width/depth ≤ {c.aspect_max:g}"
+        lines.append(
+            f"params = {acc.block} blocks (≈12·depth·width²) + {acc.embeddings} "
+            f"embeddings (vocab {acc.vocab}){', norms' if acc.norms else ''}; practical "
+            f"shapes: integer depth, width a multiple of {c.head_dim}, {bounds}"
+        )
+    if alloc.draws is not None:
+        n = int(alloc.draws["set"].max()) + 1
+        lines.append(f"intervals: {100 * alloc.prob:g}% over {n} draws of the fit")
+    else:
+        lines.append("intervals: none (no draws; fit with --bootstrap B for intervals)")
+    return "\n".join(lines)
+
+
+def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
+    """The recommendation for one budget."""
+    s = alloc.summary.iloc[i]
+    lines = [f"== budget {budget:.3g} FLOP"]
+    if alloc.kind == "params":
+        lines.append(
+            f"  optimum      params {_iv(s, 'params_star')}  tokens "
+            f"{_iv(s, 'tokens_star')}  tokens/param {s['tokens'] / s['params']:.3g}"
+        )
+        lines.append(f"  loss         {_g(s['loss'], 5)}" + _band(s))
+        return "\n".join(lines)
+    if s["flat"]:
+        lines.append(
+            f"  FLAT in depth: every depth from {_g(s['depth_min_opt'])} to "
+            f"{_g(s['depth_max_opt'])} (deepest: {_iv(s, 'depth_max_opt')}) reaches the "
+            f"same loss {_g(s['loss_star'], 5)}; the law does not choose a depth."
+        )
+        lines.append(
+            f"  optimum      params {_iv(s, 'params_star')}  tokens {_iv(s, 'tokens_star')}"
+        )
+        lines.append(
+            f"  practical    {int(s['n_within_eps'])} shapes within {alloc.eps:g} nats: "
+            f"depth {int(s['set_depth_lo'])}–{int(s['set_depth_hi'])}, width "
+            f"{int(s['set_width_lo'])}–{int(s['set_width_hi'])}; loss "
+            f"{_g(s['loss'], 5)}" + _band(s)
+        )
+        lines.append(_shapes(_spread(alloc.alternatives(budget, within="eps"), show)))
+        return "\n".join(lines)
+    lines.append(
+        f"  recommended  depth {int(s['depth'])}  width {int(s['width'])}  params "
+        f"{_g(s['params'])}  tokens {_g(s['tokens'])}  loss {_g(s['loss'], 5)}"
+        + _band(s)
+        + (f"  p_best {s['p_best']:.0%}" if np.isfinite(s["p_best"]) else "")
+    )
+    lines.append(f"  continuous   depth {_iv(s, 'depth_star')}  width {_iv(s, 'width_star', 4)}")
+    lines.append(
+        f"               params {_iv(s, 'params_star')}  tokens {_iv(s, 'tokens_star')}"
+        f"  loss {_iv(s, 'loss_star', 5)}"
+    )
+    lines.append(
+        f"  near-optimal {int(s['n_within_eps'])} shapes within {alloc.eps:g} nats: depth "
+        f"{int(s['set_depth_lo'])}–{int(s['set_depth_hi'])}, width "
+        f"{int(s['set_width_lo'])}–{int(s['set_width_hi'])}"
+    )
+    alt = alloc.alternatives(budget).iloc[1:]
+    what = "within the loss interval" if np.isfinite(s["loss_hi"]) else f"within {alloc.eps:g}"
+    lines.append(
+        f"  runner-ups   {len(alt)} shapes {what}"
+        + (f"; best {min(show, len(alt))}:" if len(alt) else "")
+    )
+    if len(alt) and show > 0:
+        lines.append(_shapes(alt.head(show)))
+    return "\n".join(lines)
+
+
+def _band(s: pd.Series) -> str:
+    if np.isfinite(s.get("loss_lo", np.nan)):
+        return f" [{_g(s['loss_lo'], 5)}, {_g(s['loss_hi'], 5)}]"
+    return ""
+
+
+def _spread(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+    """``k`` shapes spread over the depth range of a flat set (best width per depth)."""
+    best = frame.sort_values("loss").drop_duplicates("depth").sort_values("depth")
+    if len(best) <= k:
+        return best
+    idx = np.unique(np.round(np.linspace(0, len(best) - 1, k)).astype(int))
+    return best.iloc[idx]
+
+
+def _shapes(frame: pd.DataFrame) -> str:
+    cols = ["depth", "width", "params", "tokens", "loss", "loss_lo", "loss_hi", "p_best"]
+    lines = ["    " + "".join(f"{c:>12}" for c in cols)]
+    for _, r in frame.iterrows():
+        cells = [f"{int(r['depth']):>12d}", f"{int(r['width']):>12d}"]
+        cells += [f"{_g(r[c]):>12}" for c in ("params", "tokens")]
+        cells += [f"{_g(r[c], 5):>12}" for c in ("loss", "loss_lo", "loss_hi")]
+        cells.append(f"{r['p_best']:>12.1%}" if np.isfinite(r["p_best"]) else f"{'-':>12}")
+        lines.append("    " + "".join(cells))
+    return "\n".join(lines)
+
+
+def exponents_text(source: Any, alloc: Allocation, **kw) -> str:
+    """Scaling exponents between the smallest and largest budget of ``alloc``."""
+    from .analysis import scaling_exponents
+
+    lo, hi = alloc.budgets.min(), alloc.budgets.max()
+    if not hi > lo:
+        return "exponents: need at least two different budgets."
+    budgets = np.geomspace(lo, hi, 9)
+    tab = scaling_exponents(
+        source,
+        budgets,
+        max_depth=alloc.constraints.max_depth or 1e4,
+        min_depth=alloc.constraints.min_depth,
+        eps=alloc.eps,
+        **kw,
+    )
+    pct = f"{100 * alloc.prob:g}%"
+    lines = [f"scaling exponents q* ∝ C^a over {lo:.3g}–{hi:.3g} FLOP"]
+    for _, r in tab.iterrows():
+        line = f"  {r['quantity']:<24} a = {r['exponent']:.4f}"
+        if "lo" in r and np.isfinite(r.get("lo", np.nan)):
+            line += f"   {pct} [{r['lo']:.4f}, {r['hi']:.4f}] over {int(r['n_draws'])} draws"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def audit_text(source: Any, shapes, **kw) -> str:
+    """Critical-depth audit table as text."""
+    from .analysis import audit
+
+    tab = audit(source, shapes, **kw)
+    lines = ["critical-depth audit (lc = critical depth at that width; penalty in nats)"]
+    head = f"  {'name':<14}{'depth':>7}{'width':>8}{'params':>11}{'lc':>22}{'depth/lc':>22}"
+    lines.append(head + f"{'penalty':>26}")
+    for _, r in tab.iterrows():
+        lines.append(
+            f"  {str(r['name']):<14}{int(r['depth']):>7d}{int(r['width']):>8d}"
+            f"{_g(r['params']):>11}{_iv(r, 'lc'):>22}{_iv(r, 'depth_over_lc'):>22}"
+            f"{_iv(r, 'penalty'):>26}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""``scalefit allocate``: compute-optimal depth, width and tokens for FLOP budgets."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..errors import ScaleFitError
+from ._common import law_options_arg, parse_mapping, plots_dir
+
+SUMMARY_FIRST = ["budget", "depth", "width", "tokens", "params", "loss", "loss_lo", "loss_hi"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``allocate`` command."""
+    p = sub.add_parser(
+        "allocate",
+        help="compute-optimal depth, width and tokens for FLOP budgets",
+        description="Compute-optimal allocation of FLOP budgets (C = 6 params tokens) under a "
+        "fitted law (RESULT.json from `scalefit fit --out`) or a law with explicit parameters "
+        "(--law NAME --params k=v,...). Prints, per budget, the recommended practical shape, "
+        "the continuous optimum with intervals from the result's draws, and the runner-up "
+        "shapes whose loss lies within the recommended shape's interval.",
+    )
+    p.add_argument("result", nargs="?", metavar="RESULT.json", help="a saved fit result")
+    p.add_argument("--law", default=None, help="law name (instead of RESULT.json)")
+    p.add_argument("--params", default=None, metavar="K=V,...", help="parameter values for --law")
+    p.add_argument("--law-option", default=None, metavar="K=V,...", help="options for --law")
+    p.add_argument(
+        "--budget",
+        type=_budget,
+        action="append",
+        required=True,
+        metavar="FLOPS",
+        help="training budget in FLOPs (repeatable), e.g. 1e21",
+    )
+    p.add_argument("--vocab", type=int, default=None, help="vocabulary size for the accounting")
+    p.add_argument("--embeddings", default=None, choices=["tied", "untied", "excluded"])
+    p.add_argument("--block", default="standard", choices=["standard", "swiglu"])
+    p.add_argument("--head-dim", type=int, default=64, help="width is a multiple of this")
+    p.add_argument("--min-depth", type=int, default=1)
+    p.add_argument("--max-depth", type=int, default=None)
+    p.add_argument("--aspect-max", type=float, default=None, help="upper bound on width/depth")
+    p.add_argument(
+        "--eps",
+        type=float,
+        default=1e-3,
+        help="loss tolerance (nats) of the near-optimal set (default 1e-3)",
+    )
+    p.add_argument("--prob", type=float, default=None, help="interval probability")
+    p.add_argument("--show", type=int, default=5, metavar="K", help="runner-ups to print")
+    p.add_argument("--no-draws", action="store_true", help="ignore the result's draws")
+    p.add_argument(
+        "--exponents",
+        action="store_true",
+        help="also fit q* ∝ C^a between the smallest and largest budget",
+    )
+    p.add_argument(
+        "--audit",
+        default=None,
+        metavar="NAME=DxW,...",
+        help="critical-depth audit of shapes, e.g. 7B-32L=32x4096,7B-64L=64x2816",
+    )
+    p.add_argument("--out", default=None, metavar="FILE.csv", help="one row per budget")
+    p.add_argument(
+        "--shapes-out",
+        default=None,
+        metavar="FILE.csv",
+        help="every practical candidate shape with its loss interval",
+    )
+    p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
+    p.set_defaults(func=run_allocate)
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"budget must be a positive number of FLOPs: {text!r}")
+    return value
+
+
+def _source(args: argparse.Namespace):
+    """The FitResult, or the law name with its parameter values."""
+    from ..fit import FitResult
+
+    if (args.result is None) == (args.law is None):
+        raise ScaleFitError("give either RESULT.json or --law NAME --params k=v,... (not both).")
+    if args.result is not None:
+        if args.params or args.law_option:
+            raise ScaleFitError("--params/--law-option go with --law, not with RESULT.json.")
+        return FitResult.load(args.result), None, None
+    values = {}
+    for k, v in parse_mapping(args.params, "--params").items():
+        try:
+            values[k] = float(v)
+        except ValueError:
+            raise ScaleFitError(f"--params: {k}={v!r} is not a number.") from None
+    return args.law, values, law_options_arg(args.law_option)
+
+
+def _accounting(args, law_source, law_options):
+    from ..allocate import Accounting, default_accounting
+    from ..laws import get_law
+
+    if args.vocab is None and args.embeddings is None and args.block == "standard":
+        return None
+    law = (
+        law_source.get_law()
+        if hasattr(law_source, "get_law")
+        else get_law(law_source, **(law_options or {}))
+    )
+    base = default_accounting(law)
+    return Accounting(
+        vocab=args.vocab if args.vocab is not None else base.vocab,
+        embeddings=args.embeddings or base.embeddings,
+        block=args.block,
+    )
+
+
+def run_allocate(args: argparse.Namespace) -> int:
+    """Run ``scalefit allocate``."""
+    from .._io import atomic_write_csv
+    from ..allocate import allocate
+    from ..allocate.report import audit_text, budget_text, exponents_text, header_text
+
+    source, values, law_options = _source(args)
+    acc = _accounting(args, source, law_options)
+    kw = {"params": values, "law_options": law_options, "accounting": acc, "prob": args.prob}
+    alloc = allocate(
+        source,
+        args.budget,
+        head_dim=args.head_dim,
+        min_depth=args.min_depth,
+        max_depth=args.max_depth,
+        aspect_max=args.aspect_max,
+        eps=args.eps,
+        use_draws=not args.no_draws,
+        **kw,
+    )
+    print(header_text(alloc))
+    for i, budget in enumerate(alloc.budgets):
+        print()
+        print(budget_text(alloc, i, budget, args.show))
+    for w in alloc.warnings:
+        print(f"\nwarning: {w}")
+    if args.exponents:
+        print()
+        print(exponents_text(source, alloc, **kw))
+    if args.audit:
+        print()
+        print(audit_text(source, _parse_audit(args.audit), **kw))
+    if args.out:
+        cols = SUMMARY_FIRST + [c for c in alloc.summary.columns if c not in SUMMARY_FIRST]
+        frame = alloc.summary[cols].copy()
+        frame.insert(1, "law", alloc.law)
+        atomic_write_csv(args.out, frame)
+        print(f"\nwrote {args.out}")
+    if args.shapes_out and alloc.shapes:
+        import pandas as pd
+
+        frame = pd.concat([f.assign(budget=b) for b, f in alloc.shapes.items()])
+        atomic_write_csv(args.shapes_out, frame[["budget"] + list(frame.columns[:-1])])
+        print(f"wrote {args.shapes_out}")
+    folder = plots_dir(args.plots)
+    if folder is not None:
+        from ..plot.allocate import write_allocation_plots
+
+        written = write_allocation_plots(source, alloc, folder, **kw)
+        print(f"wrote {len(written)} figure(s) to {folder}/")
+    return 0
+
+
+def _parse_audit(text: str) -> list[tuple[str, int, int]]:
+    out = []
+    for name, shape in parse_mapping(text, "--audit").items():
+        try:
+            depth, width = (int(v) for v in shape.lower().split("x"))
+        except ValueError:
+            raise ScaleFitError(f"--audit: {name}={shape!r} is not DEPTHxWIDTH.") from None
+        out.append((name, depth, width))
+    return out
