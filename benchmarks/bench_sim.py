@@ -41,7 +41,7 @@ def main() -> None:
 
     def fast(xs) -> None:
         for x in xs:
-            stack.loss_and_grad(x, teacher.target(x, "kl"))
+            stack.loss_and_grad(x, teacher.target(x, "kl"), micro_batch=cfg.micro_batch)
             adam.step(1.0)
 
     def plain(xs) -> None:

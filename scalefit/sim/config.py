@@ -63,6 +63,9 @@ class ToyConfig:
         ``"cpu"``, ``"cuda"`` or ``"auto"``; ``"float32"`` or ``"float64"``.
     checkpoint_every : int
         Save a resumable state every this many steps (0: only at evaluation steps).
+    micro_batch : int
+        Run each batch through the students in chunks of this size and sum the gradients (same
+        numbers up to rounding, faster on CPUs because the activations stay in cache; 0: off).
     """
 
     teacher_mode: str = "independent"
@@ -87,6 +90,7 @@ class ToyConfig:
     device: str = "cpu"
     dtype: str = "float32"
     checkpoint_every: int = 0
+    micro_batch: int = 256
 
     def __post_init__(self) -> None:
         self.depths = sorted({int(d) for d in self.depths}) if _intlist(self.depths) else None
@@ -158,10 +162,10 @@ def _validate(c: ToyConfig) -> None:
     _check(c.classes >= 2, f"'classes' must be ≥ 2, got {c.classes}.")
     _check(all(1 <= s <= c.steps for s in c.eval_steps), "'eval_steps' must lie in [1, steps].")
     _check(isinstance(c.seed, int) and c.seed >= 0, f"'seed' must be an integer ≥ 0, got {c.seed}.")
-    _check(
-        isinstance(c.checkpoint_every, int) and c.checkpoint_every >= 0,
-        "'checkpoint_every' must be an integer ≥ 0.",
-    )
+    for name in ("checkpoint_every", "micro_batch"):
+        value = getattr(c, name)
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        _check(ok, f"'{name}' must be an integer ≥ 0, got {value!r}.")
     for name, lo, hi in (("rho", 0, 1), ("decay_frac", 0, 1), ("decay_to", 0, 1)):
         value = getattr(c, name)
         ok = isinstance(value, int | float) and math.isfinite(value) and lo <= value <= hi

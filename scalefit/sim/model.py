@@ -175,31 +175,49 @@ class StudentStack:
         return (target.exp() * (target - out)).sum(-1).mean(-1)
 
     @torch.no_grad()
-    def loss_and_grad(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Per-student losses ``(S,)``; sets ``.grad`` of every parameter (no autograd)."""
+    def loss_and_grad(
+        self, x: torch.Tensor, target: torch.Tensor, *, micro_batch: int = 0
+    ) -> torch.Tensor:
+        """Per-student losses ``(S,)``; sets ``.grad`` of every parameter (no autograd).
+
+        ``micro_batch > 0`` runs the batch in chunks of that size and sums their gradients: the
+        same numbers up to rounding, with a working set that stays in the CPU caches.
+        """
+        batch = x.shape[0]
+        if micro_batch <= 0 or micro_batch >= batch:
+            return self._accumulate(x, target, 1.0, first=True)
+        losses = None
+        for i, (xc, tc) in enumerate(
+            zip(x.split(micro_batch), target.split(micro_batch), strict=True)
+        ):
+            part = self._accumulate(xc, tc, xc.shape[0] / batch, first=i == 0)
+            losses = part if losses is None else losses + part
+        return losses
+
+    def _accumulate(self, x, target, weight: float, first: bool) -> torch.Tensor:
+        """Losses × weight of one chunk; adds weight × its gradients to ``.grad``."""
         caches: list = []
         h_last = self.final_states(x, caches)
         z, r = _rms(h_last)
-        batch = x.shape[0]
         if self.mse:
             diff = z - target
             losses = diff.square().mean(dim=(1, 2))
-            g_z = diff * (2.0 / diff[0].numel())
+            g_z = diff * (2.0 * weight / diff[0].numel())
         else:
             logits = torch.bmm(z, self.head)
             logq = torch.log_softmax(logits, dim=-1)
             p = target.exp()
             losses = (p * (target - logq)).sum(-1).mean(-1)
-            g_logits = (logq.exp() - p) / batch
-            self.head.grad = torch.bmm(z.mT, g_logits)
+            g_logits = (logq.exp() - p) * (weight / x.shape[0])
+            _set_grad(self.head, torch.bmm(z.mT, g_logits), first)
             g_z = torch.bmm(g_logits, self.head.mT)
         g = _rms_backward(z, r, g_z)
         for layer in range(self.max_depth - 1, -1, -1):
             k = self.active[layer]
             grads = self._block_backward(g[:k], caches[layer], self.layers[layer], layer > 0)
             for p, grad in zip(self.layers[layer], grads, strict=True):
-                p.grad = grad
-        return losses
+                _set_grad(p, grad, first)
+        return losses * weight
 
     def _block_backward(self, g_out, cache, weights, need_input):
         if self.block == "euler":
@@ -232,6 +250,13 @@ class StudentStack:
         with torch.no_grad():
             for p, t in zip(self.params, tensors, strict=True):
                 p.copy_(t)
+
+
+def _set_grad(p: torch.Tensor, grad: torch.Tensor, first: bool) -> None:
+    if first or p.grad is None:
+        p.grad = grad
+    else:
+        p.grad += grad
 
 
 def _rms(h: torch.Tensor):

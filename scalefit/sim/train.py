@@ -159,7 +159,7 @@ def train_toy(config: ToyConfig, run_dir: str | Path | None = None) -> ToyRun:
     for step in range(start + 1, config.steps + 1):
         x = torch.randn(config.batch, config.width, generator=data, dtype=dtype).to(device)
         target = teacher.target(x, config.loss)
-        losses = students.loss_and_grad(x, target)
+        losses = students.loss_and_grad(x, target, micro_batch=config.micro_batch)
         adam.step(lr_factor(config, step))
         detached = losses.detach().double().cpu()
         acc["eval"] += detached
