@@ -67,8 +67,7 @@ def test_fit_cli_not_converged_exit_3(monkeypatch, capsys):
     # Allow the solver only two iterations: the fit cannot pass the convergence test.
     from scalefit.fit import lsq
 
-    monkeypatch.setattr(lsq, "FIRST_PASS", 2)
-    monkeypatch.setattr(lsq, "SECOND_PASS", 0)
+    monkeypatch.setattr(lsq, "MAX_ITER", 2)
     code = main(["fit", "depth_delusion", "--law", "chinchilla", "--starts", "4", "--no-progress"])
     assert code == 3
     assert "converged  NO" in capsys.readouterr().out

@@ -76,7 +76,7 @@ def test_gradient_matches_finite_differences(liu_fit, chinchilla203):
     law = get_law("decomposed")
     prob = Problem(law, chinchilla203, chinchilla203["loss"].to_numpy(), loss="huber", delta=1e-3)
     z = np.asarray(liu_fit.internal) + 0.01
-    g = prob.local(z)[0]
+    g = prob.local(z)["grad"]
     fd = np.empty_like(z)
     for i in range(len(z)):
         e = np.zeros_like(z)

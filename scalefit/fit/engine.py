@@ -102,10 +102,13 @@ def _law_key(law: Law) -> str:
 
 _CACHE: dict[tuple, object] = {}
 
+#: Every batch is padded to this many problems, so each (law, loss) compiles exactly once.
+CHUNK = 256
 
-def _build(law: Law, loss: str, delta: float, shared_weights: bool):
-    """Compile (once per law, loss and batching mode) the batched solver."""
-    key = (_law_key(law), loss, float(delta), shared_weights)
+
+def _build(law: Law, loss: str, delta: float):
+    """Compile (once per law and loss) the batched solver."""
+    key = (_law_key(law), loss, float(delta))
     if key in _CACHE:
         return _CACHE[key]
     jax, jnp = _jax()
@@ -137,7 +140,7 @@ def _build(law: Law, loss: str, delta: float, shared_weights: bool):
         u = w * irls_weight(r)
         g = jac.T @ (u * r)
         h = jac.T @ (u[:, None] * jac)
-        return g, h
+        return g, h, r, jac
 
     def solve_one(z0, w, x, logy, refs, max_iter, tol):
         n_par = z0.shape[0]
@@ -145,7 +148,7 @@ def _build(law: Law, loss: str, delta: float, shared_weights: bool):
 
         def step(state):
             z, f, lam, nu, it, done, dec = state
-            g, h = newton(z, w, x, logy, refs)
+            g, h, _, _ = newton(z, w, x, logy, refs)
             diag = jnp.maximum(jnp.diag(h), 1e-12 * jnp.max(jnp.abs(jnp.diag(h))) + 1e-300)
             s = jnp.linalg.solve(h + lam * jnp.diag(diag) + 1e-14 * diag.max() * eye, -g)
             z_new = z + s
@@ -156,7 +159,7 @@ def _build(law: Law, loss: str, delta: float, shared_weights: bool):
             dec_now = jnp.abs(g @ jnp.linalg.solve(hs, g)) / 2.0
             small = dec_now <= tol * jnp.maximum(f, 1e-300) + ATOL
             stuck = lam > 1e16
-            # Nielsen's damping update: gain ratio of actual to predicted decrease.
+            # Nielsen's damping update from the gain ratio of actual to predicted decrease.
             pred = -(g @ s) - 0.5 * (s @ (h @ s))
             gain = (f - f_new) / jnp.maximum(pred, 1e-300)
             factor = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
@@ -181,26 +184,28 @@ def _build(law: Law, loss: str, delta: float, shared_weights: bool):
         )
         z, f, lam, _, it, done, dec = jax.lax.while_loop(cond, step, init)
         conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + ATOL) & (lam <= 1e16)
-        return z, f, dec, it, conv
-
-    def local(z, x, logy, refs):
-        """Gradient, IRLS Gauss–Newton matrix, residual Jacobian and public-map Jacobian."""
-        w = jnp.ones_like(logy)
-        g, h = newton(z, w, x, logy, refs)
-        jac = jax.jacfwd(resid)(z, x, logy, refs)
+        # Local quantities at the solution (for standard errors), from the same compilation.
+        g, h, r, jac = newton(z, w, x, logy, refs)
+        psi = scale * jnp.where(jnp.abs(r) <= d, r, d * jnp.sign(r))
+        psi = jnp.where(loss == "mse", r, psi)
+        meat = jac.T @ ((w * psi**2)[:, None] * jac)
         tpub = jax.jacfwd(lambda zz: jnp.stack(list(law.to_public(zz, refs, xp=jnp).values())))(z)
-        return g, h, jac, tpub
+        return {
+            "z": z,
+            "objective": f,
+            "decrement": dec,
+            "iterations": it,
+            "converged": conv,
+            "grad": g,
+            "gn": h,
+            "meat": meat,
+            "tpub": tpub,
+            "resid": r,
+        }
 
-    in_axes = (0, None if shared_weights else 0, None, None, None, None, None)
-    solver = jax.jit(jax.vmap(solve_one, in_axes=in_axes))
-    fns = {
-        "solve": solver,
-        "resid": jax.jit(resid),
-        "local": jax.jit(local),
-        "objective": jax.jit(objective),
-    }
-    _CACHE[key] = fns
-    return fns
+    solver = jax.jit(jax.vmap(solve_one, in_axes=(0, 0, None, None, None, None, None)))
+    _CACHE[key] = solver
+    return solver
 
 
 class Problem:
@@ -241,44 +246,64 @@ class Problem:
         self._logy = jnp.asarray(np.log(np.asarray(y, dtype=float)))
         self._refs = {k: jnp.asarray(v) for k, v in self.refs.items()}
 
+    def solve_raw(
+        self,
+        z0: np.ndarray,
+        weights: np.ndarray | None = None,
+        *,
+        max_iter: int = 1000,
+        tol: float = 1e-12,
+    ) -> dict[str, np.ndarray]:
+        """Solve up to ``CHUNK`` problems (padded to ``CHUNK``); returns every solver output."""
+        z0 = np.atleast_2d(np.asarray(z0, dtype=float))
+        k = len(z0)
+        if k > CHUNK:
+            raise ValueError(f"at most {CHUNK} problems per call; got {k}.")
+        w = np.ones((k, self.n)) if weights is None else np.atleast_2d(weights)
+        pad = CHUNK - k
+        if pad:
+            z0 = np.concatenate([z0, np.repeat(z0[:1], pad, axis=0)])
+            w = np.concatenate([w, np.repeat(w[:1], pad, axis=0)])
+        solver = _build(self.law, self.loss, self.delta)
+        out = solver(z0, w, self._x, self._logy, self._refs, max_iter, tol)
+        return {name: np.asarray(v)[:k] for name, v in out.items()}
+
     def solve(
         self,
         z0: np.ndarray,
         weights: np.ndarray | None = None,
         *,
-        max_iter: int = 500,
-        tol: float = 1e-13,
+        max_iter: int = 1000,
+        tol: float = 1e-12,
     ) -> Solution:
         """Solve a batch: starts ``z0`` (B, P), row ``weights`` (B, n) or None (all ones)."""
-        _, jnp = _jax()
-        shared = weights is None
-        fns = _build(self.law, self.loss, self.delta, shared)
-        w = jnp.ones(self.n) if shared else jnp.asarray(weights, dtype=float)
-        z, f, dec, it, conv = fns["solve"](
-            jnp.asarray(z0, dtype=float), w, self._x, self._logy, self._refs, max_iter, tol
+        z0 = np.atleast_2d(np.asarray(z0, dtype=float))
+        parts = []
+        for i in range(0, len(z0), CHUNK):
+            w = None if weights is None else weights[i : i + CHUNK]
+            parts.append(self.solve_raw(z0[i : i + CHUNK], w, max_iter=max_iter, tol=tol))
+        cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return Solution(
+            cat["z"], cat["objective"], cat["decrement"], cat["iterations"], cat["converged"]
         )
-        return Solution(*(np.asarray(a) for a in (z, f, dec, it, conv)))
+
+    def local(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        """Local quantities at ``z`` with unit weights (no solver iterations).
+
+        Keys: ``grad``, ``gn`` (IRLS Gauss–Newton matrix), ``meat`` (sandwich middle),
+        ``tpub`` (Jacobian of the internal-to-public map), ``resid``, ``objective``.
+        """
+        out = self.solve_raw(np.asarray(z)[None, :], max_iter=0)
+        return {k: v[0] for k, v in out.items()}
 
     def residuals(self, z: np.ndarray) -> np.ndarray:
         """Log-loss residuals ``log y - log f`` at internal point ``z``."""
-        fns = _build(self.law, self.loss, self.delta, True)
-        return np.asarray(fns["resid"](z, self._x, self._logy, self._refs))
-
-    def local(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """At ``z``: objective gradient, IRLS Gauss–Newton matrix, residual Jacobian (n, P) and
-        the Jacobian of the internal-to-public map (P, P).
-        """
-        _, jnp = _jax()
-        fns = _build(self.law, self.loss, self.delta, True)
-        out = fns["local"](jnp.asarray(z, dtype=float), self._x, self._logy, self._refs)
-        return tuple(np.asarray(a) for a in out)
+        return self.local(z)["resid"]
 
     def objective(self, z: np.ndarray, weights: np.ndarray | None = None) -> float:
         """Summed robust objective at ``z``."""
-        _, jnp = _jax()
-        fns = _build(self.law, self.loss, self.delta, True)
-        w = jnp.ones(self.n) if weights is None else jnp.asarray(weights)
-        return float(fns["objective"](jnp.asarray(z), w, self._x, self._logy, self._refs))
+        w = None if weights is None else np.asarray(weights)[None, :]
+        return float(self.solve_raw(np.asarray(z)[None, :], w, max_iter=0)["objective"][0])
 
 
 @functools.lru_cache(maxsize=1)

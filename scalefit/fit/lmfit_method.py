@@ -29,7 +29,8 @@ def fit_lmfit(
     Parameters are handed to lmfit in the same reference-pinned coordinates the JAX solver uses
     (names suffixed ``_int``), from the law's published starts, ``x0`` and the
     first ``N_LMFIT_STARTS`` random starts; the best is re-checked with the exact gradient.
-    ``result.extras["lmfit"]`` holds lmfit's ``MinimizerResult`` and ``["lmfit_report"]`` its report.
+    ``result.extras["lmfit"]`` holds lmfit's ``MinimizerResult``, ``["lmfit_report"]`` its
+    report.
     """
     import lmfit
 
@@ -89,7 +90,8 @@ def fit_lmfit(
         problem=problem,
     )
     sol = problem.solve(z[None, :], max_iter=0)
-    g, h, _, _ = problem.local(z)
+    loc = problem.local(z)
+    g, h = loc["grad"], loc["gn"]
     dec = float(abs(g @ np.linalg.lstsq(h, g, rcond=None)[0]) / 2)
     pub = {k: float(v) for k, v in law.to_public(z, problem.refs).items()}
     from .lsq import _metrics, _uncertainty

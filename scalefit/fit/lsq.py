@@ -22,9 +22,7 @@ BEST_RTOL = 1e-9
 BEST_ATOL = 1e-20
 CORR_WARN = 0.99
 COND_WARN = 1e12
-CHUNK = 256
-FIRST_PASS = 100
-SECOND_PASS = 900
+MAX_ITER = 1000
 
 
 def _as_table(table, drop_highest: int) -> pd.DataFrame:
@@ -73,45 +71,30 @@ def solve_many(
     desc: str = "fitting",
     tol: float = 1e-12,
 ):
-    """Solve many problems in fixed-size chunks, re-running stragglers from where they stopped.
+    """Solve many problems in chunks of :data:`~scalefit.fit.engine.CHUNK` (one compilation).
 
-    Every chunk has the same shape, so the solver compiles once per shape. A first pass allows
-    ``FIRST_PASS`` iterations; problems not yet converged continue from where they stopped for up
-    to ``SECOND_PASS`` more.
+    Each problem runs until it passes the convergence test or reaches ``MAX_ITER`` iterations.
 
     Returns
     -------
-    Solution-like tuple of arrays ``(z, objective, converged, iterations)``.
+    tuple of ndarray
+        ``(z, objective, converged, iterations)``.
     """
+    from .engine import CHUNK
+
     n = len(z0)
-    z = np.array(z0, dtype=float)
-    obj = np.full(n, np.inf)
-    conv = np.zeros(n, bool)
-    iters = np.zeros(n, int)
-    todo = np.arange(n)
-    bar = _progress(n, desc, progress)
-    for first, budget in ((True, FIRST_PASS), (False, SECOND_PASS)):
-        # Chunks have a fixed size (one compilation per size); the straggler pass uses the
-        # smallest power of two that holds the stragglers, so it does not pay for a full chunk.
-        size = min(CHUNK, n) if first else min(CHUNK, max(16, 1 << (len(todo) - 1).bit_length()))
-        nxt = []
-        for start in range(0, len(todo), size):
-            idx = todo[start : start + size]
-            pad = np.concatenate([idx, np.repeat(idx[:1], size - len(idx))])
-            w = None if weights is None else weights[pad]
-            sol = problem.solve(z[pad], w, max_iter=budget, tol=tol)
-            k = len(idx)
-            z[idx], obj[idx], conv[idx] = sol.z[:k], sol.objective[:k], sol.converged[:k]
-            iters[idx] += sol.iterations[:k]
-            nxt.extend(idx[~sol.converged[:k] & np.isfinite(sol.objective[:k])])
-            if first:
-                bar.update(int(np.sum(sol.converged[:k])))
-        todo = np.asarray(nxt, dtype=int)
-        if not len(todo):
-            break
-    bar.update(n - bar.n)
-    bar.close()
-    return z, obj, conv, iters
+    z0 = np.asarray(z0, dtype=float)
+    outs = []
+    with _progress(n, desc, progress) as bar:
+        for start in range(0, n, CHUNK):
+            w = None if weights is None else weights[start : start + CHUNK]
+            outs.append(problem.solve_raw(z0[start : start + CHUNK], w, max_iter=MAX_ITER, tol=tol))
+            bar.update(len(outs[-1]["z"]))
+    cat = {
+        k: np.concatenate([o[k] for o in outs])
+        for k in ("z", "objective", "converged", "iterations")
+    }
+    return cat["z"], cat["objective"], cat["converged"], cat["iterations"]
 
 
 def _metrics(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
@@ -130,22 +113,18 @@ def _metrics(y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
 
 def _uncertainty(problem: Problem, z: np.ndarray, law: Law, loss: str, delta: float):
     """Sandwich/asymptotic covariance in internal and public coordinates, and warnings."""
-    g, h, jac, jt = problem.local(z)
-    n, p = jac.shape
-    r = problem.residuals(z)
+    loc = problem.local(z)
+    g, h, meat, jt, r = loc["grad"], loc["gn"], loc["meat"], loc["tpub"], loc["resid"]
+    n, p = len(r), len(z)
     out_warn: list[str] = []
     try:
         hinv = np.linalg.inv(h / 2.0 if loss == "mse" else h)
     except np.linalg.LinAlgError:
         hinv = np.full((p, p), np.nan)
     if loss == "mse":
-        sigma2 = float(np.sum(r**2) / max(n - p, 1))
-        cov = sigma2 * hinv
+        cov = float(np.sum(r**2) / max(n - p, 1)) * hinv
     else:
-        d = delta if loss == "huber" else 1e-7
-        psi = np.clip(r, -d, d) / (d if loss == "lad" else 1.0)
-        meat = jac.T @ (psi[:, None] ** 2 * jac) * n / max(n - p, 1)
-        cov = hinv @ meat @ hinv
+        cov = hinv @ (meat * n / max(n - p, 1)) @ hinv
     sd = np.sqrt(np.clip(np.diag(cov), 0, None))
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = cov / np.outer(sd, sd)

@@ -1,0 +1,42 @@
+# scalefit developer targets. `make demo` and `make test` each set up everything they need
+# (a virtual environment in .venv with the CPU build of torch) on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+OUT    ?= results/demo
+export SCALEFIT_DATA_DIR ?= $(abspath ../shared/data)
+
+.PHONY: setup test test-slow lint docs demo bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[all,dev,docs]"
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+demo: $(STAMP)
+	$(BIN)/scalefit demo --out $(OUT)
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) results site .pytest_cache

@@ -1,0 +1,477 @@
+"""Bayesian fits of any catalogued law with numpyro (NUTS) and ArviZ diagnostics.
+
+:func:`fit_bayes` builds the numpyro model from the law (see :mod:`scalefit.fit.bayes_model`),
+samples it in the reference-pinned coordinates, and returns a :class:`~scalefit.fit.FitResult`
+with ``method="bayes"``: posterior medians as ``params``, equal-tailed intervals in ``ci``, HDIs,
+R-hat/ESS/divergence/BFMI diagnostics, posterior and prior predictive checks, PSIS-LOO and WAIC,
+the draws in raw units, and the ArviZ object in ``result.extras["inference_data"]``
+(:func:`save_netcdf` writes it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ConvergenceWarning, ScaleFitError, require
+from ..laws import Law, get_law
+from ..table import require_columns
+from .result import FitResult
+
+LIKELIHOODS = ("student_t", "normal")
+CHAIN_METHODS = ("vectorized", "parallel", "sequential")
+RHAT_MAX = 1.01
+BFMI_MIN = 0.3
+PARETO_K_BAD = 0.7
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+        raise ScaleFitError(
+            f"The '{name}' parameter of fit_bayes must be an integer >= {low}. "
+            f"Got {value!r} instead."
+        )
+
+
+def _check_options(likelihood, chains, draws, warmup, seed, chain_method, ci_prob) -> None:
+    if likelihood not in LIKELIHOODS:
+        raise ScaleFitError(
+            f"The 'likelihood' parameter of fit_bayes must be one of "
+            f"{', '.join(LIKELIHOODS)}. Got {likelihood!r} instead."
+        )
+    if chain_method not in CHAIN_METHODS:
+        raise ScaleFitError(
+            f"The 'chain_method' parameter of fit_bayes must be one of "
+            f"{', '.join(CHAIN_METHODS)}. Got {chain_method!r} instead."
+        )
+    _check_int("chains", chains, 1)
+    _check_int("draws", draws, 10)
+    _check_int("warmup", warmup, 10)
+    _check_int("seed", seed, 0)
+    if not (isinstance(ci_prob, float) and 0 < ci_prob < 1):
+        raise ScaleFitError(
+            f"The 'ci_prob' parameter of fit_bayes must be a float in (0, 1). "
+            f"Got {ci_prob!r} instead."
+        )
+
+
+def _diagnose(idata, names: list[str], chains: int) -> tuple[dict[str, Any], list[str]]:
+    """R-hat, bulk/tail ESS, divergences and BFMI, with warning texts."""
+    import arviz as az
+
+    warn: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tab = az.summary(idata, var_names=names, kind="diagnostics")
+        bfmi = np.atleast_1d(az.bfmi(idata)) if "energy" in idata.sample_stats else np.array([])
+    div = int(np.asarray(idata.sample_stats["diverging"]).sum())
+    rhat = tab["r_hat"].to_dict()
+    bulk, tail = tab["ess_bulk"].to_dict(), tab["ess_tail"].to_dict()
+    diag = {
+        "r_hat_max": float(np.nanmax(list(rhat.values()))) if chains > 1 else float("nan"),
+        "ess_bulk_min": float(min(bulk.values())),
+        "ess_tail_min": float(min(tail.values())),
+        "divergences": div,
+        "bfmi_min": float(bfmi.min()) if bfmi.size else float("nan"),
+        "r_hat": rhat,
+        "ess_bulk": bulk,
+        "ess_tail": tail,
+    }
+    for n in names:
+        if chains > 1 and rhat[n] > RHAT_MAX:
+            warn.append(
+                f"R-hat of {n} is {rhat[n]:.3f} (> {RHAT_MAX}): the chains disagree; "
+                f"run more warm-up/draws or tighten the priors."
+            )
+        if bulk[n] < 100 * chains or tail[n] < 100 * chains:
+            warn.append(
+                f"ESS of {n} is low (bulk {bulk[n]:.0f}, tail {tail[n]:.0f} < "
+                f"{100 * chains}): intervals are noisy; run more draws."
+            )
+    if div:
+        warn.append(
+            f"{div} divergent transition(s) after warm-up: the posterior has regions the "
+            f"sampler cannot follow; results may be biased (reparametrise or tighten "
+            f"priors)."
+        )
+    for k, b in enumerate(bfmi):
+        if b < BFMI_MIN:
+            warn.append(f"chain {k} has BFMI {b:.2f} (< {BFMI_MIN}): poor energy exploration.")
+    return diag, warn
+
+
+def _loo(idata) -> tuple[dict[str, Any], list[str]]:
+    """PSIS-LOO and WAIC summaries with Pareto-k counts."""
+    import arviz as az
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loo = az.loo(idata, pointwise=True)
+        waic = az.waic(idata)
+    k = np.asarray(loo.pareto_k)
+    n_bad = int(np.sum(k > PARETO_K_BAD))
+    out = {
+        "elpd_loo": float(loo.elpd_loo),
+        "se": float(loo.se),
+        "p_loo": float(loo.p_loo),
+        "pareto_k_max": float(np.max(k)),
+        "n_pareto_k_bad": n_bad,
+        "elpd_waic": float(waic.elpd_waic),
+        "p_waic": float(waic.p_waic),
+    }
+    warn = []
+    if n_bad:
+        warn.append(
+            f"PSIS-LOO: {n_bad} row(s) with Pareto k > {PARETO_K_BAD} (max "
+            f"{out['pareto_k_max']:.2f}): those rows are influential and elpd_loo is "
+            f"unreliable for them."
+        )
+    return out, warn
+
+
+def _ppc(idata, logy: np.ndarray) -> dict[str, float]:
+    """Share of rows inside central posterior- and prior-predictive intervals of log loss."""
+    out: dict[str, float] = {}
+    groups = (("posterior", "posterior_predictive"), ("prior", "prior_predictive"))
+    for label, group in groups:
+        if group not in idata.groups():
+            continue
+        sims = np.asarray(idata[group]["log_loss"]).reshape(-1, len(logy))
+        for prob in (0.5, 0.9):
+            lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+            out[f"{label}_coverage_{int(prob * 100)}"] = float(np.mean((logy >= lo) & (logy <= hi)))
+    return out
+
+
+def _versions() -> dict[str, str]:
+    import arviz
+    import jax
+    import numpyro
+
+    return {"jax": jax.__version__, "numpyro": numpyro.__version__, "arviz": arviz.__version__}
+
+
+def fit_bayes(
+    table,
+    law: str | Law,
+    *,
+    likelihood: str = "student_t",
+    priors: Mapping[str, Mapping[str, Any]] | None = None,
+    chains: int = 4,
+    draws: int = 1000,
+    warmup: int = 1000,
+    seed: int = 0,
+    drop_highest: int = 0,
+    law_options: Mapping[str, Any] | None = None,
+    chain_method: str = "vectorized",
+    ci_prob: float = 0.95,
+    holdout: float | None = None,
+    progress: bool | None = None,
+) -> FitResult:
+    """Fit a scaling law by Bayesian inference (NUTS) on log loss.
+
+    The model is generated from the law: every parameter is sampled in its internal coordinate
+    (log of the term at a reference point for coefficients, log for positive parameters and
+    floors), mapped to public values by the law, and the observed ``log(loss)`` is scored with a
+    Student-t (or normal) likelihood around ``log f(x)``. Chains start near a quick least-squares
+    optimum (jittered). See ``docs/bayes.md`` for the default priors.
+
+    Parameters
+    ----------
+    table : DataFrame, path or dataset name
+        The loss table.
+    law : str or Law
+        Law name or object.
+    likelihood : {"student_t", "normal"}, default "student_t"
+        Noise model of log loss (scale ``sigma``; Student-t adds ``nu``).
+    priors : mapping, optional
+        Per-parameter overrides in internal coordinates, e.g.
+        ``{"a_depth": {"dist": "normal", "loc": 1, "scale": 0.5}}``; ``sigma`` and ``nu`` too.
+    chains, draws, warmup : int
+        Number of chains, kept draws per chain, warm-up steps per chain.
+    seed : int, default 0
+        Seed of the sampler, jitter and predictive draws.
+    drop_highest : int, default 0
+        Outlier rule when ``table`` is a path or dataset name.
+    law_options : mapping, optional
+        Options for a named law.
+    chain_method : {"vectorized", "parallel", "sequential"}, default "vectorized"
+        How numpyro runs the chains (``parallel`` needs several XLA devices).
+    ci_prob : float, default 0.95
+        Probability of the equal-tailed intervals (``ci``) and HDIs.
+    holdout : float, optional
+        Also fit on the lowest-compute ``1 - holdout`` share of rows and report the predictive
+        coverage on the rest (``result.holdout``).
+    progress : bool, optional
+        Show numpyro's progress bar.
+
+    Returns
+    -------
+    FitResult
+        ``method="bayes"``; diagnostics in ``result.diagnostics``.
+
+    Examples
+    --------
+    >>> from scalefit.fit.bayes import fit_bayes
+    >>> res = fit_bayes("chinchilla", "decomposed", drop_highest=40)  # doctest: +SKIP
+    >>> res.ci["a_depth"]  # doctest: +SKIP
+    """
+    _check_options(likelihood, chains, draws, warmup, seed, chain_method, ci_prob)
+    for mod in ("numpyro", "arviz"):
+        require(mod, "bayes")
+    from .engine import _jax
+    from .lsq import _as_table, _metrics
+    from .priors import resolve_priors
+
+    _jax()  # float64 and the persistent compile cache, before numpyro touches JAX
+    import jax.numpy as jnp
+
+    from . import bayes_model as bm
+
+    t_start = time.perf_counter()
+    tab = _as_table(table, drop_highest)
+    law_obj = get_law(law, **dict(law_options or {}))
+    require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
+    if len(tab) <= len(law_obj.params):
+        raise ScaleFitError(
+            f"law {law_obj.name!r} has {len(law_obj.params)} parameters but the "
+            f"table has only {len(tab)} rows."
+        )
+    y = tab["loss"].to_numpy(float)
+    specs = resolve_priors(law_obj, y, priors)
+    if likelihood == "normal":
+        specs.pop("nu")
+    raw = {k: tab[k].to_numpy(float) for k in law_obj.inputs}
+    refs = law_obj.references(raw)
+    lmin = float(y.min())
+    model = bm.build_model(law_obj, specs, refs, lmin, likelihood)
+    x = {k: jnp.asarray(v) for k, v in law_obj.variables(np, raw).items()}
+    logy = jnp.asarray(np.log(y))
+    z_lsq, rmse = bm.least_squares_start(tab, law_obj, seed)
+    init = bm.init_values(law_obj, specs, z_lsq, rmse, lmin)
+    mcmc, seconds = bm.run_nuts(
+        model,
+        x,
+        logy,
+        init,
+        chains=chains,
+        draws=draws,
+        warmup=warmup,
+        seed=seed,
+        chain_method=chain_method,
+        progress=bool(progress),
+    )
+    idata = bm.inference_data(mcmc, model, x, logy, seed=seed)
+    names = [p.name for p in law_obj.params if specs[p.name]["dist"] != "fixed"]
+    noise = [n for n in ("sigma", "nu") if n in specs and specs[n]["dist"] != "fixed"]
+    diag, warns = _diagnose(idata, names + noise, chains)
+    loo, loo_warn = _loo(idata)
+    res = _assemble(tab, law_obj, idata, specs, refs, y, ci_prob, _metrics)
+    diag.update(res.diagnostics)
+    diag.update(
+        {
+            "loo": loo,
+            "ppc": _ppc(idata, np.log(y)),
+            "chains": chains,
+            "draws": draws,
+            "warmup": warmup,
+            "mcmc_seconds": seconds,
+            "ess_bulk_per_s_min": diag["ess_bulk_min"] / seconds,
+        }
+    )
+    res.diagnostics = diag
+    res.warnings = warns + loo_warn
+    res.converged = bool(diag["divergences"] == 0 and not diag["r_hat_max"] > RHAT_MAX)
+    res.conventions.update(
+        {
+            "likelihood": likelihood,
+            "priors": specs,
+            "chains": chains,
+            "draws": draws,
+            "warmup": warmup,
+            "seed": seed,
+            "chain_method": chain_method,
+            "sampler": "NUTS",
+            "target_accept_prob": 0.9,
+            "dense_mass": True,
+            "init": "least-squares optimum (32 starts), jittered by N(0, 0.05) per chain in "
+            "unconstrained space",
+        }
+    )
+    res.extras.update({"inference_data": idata, "mcmc": mcmc, "table": tab})
+    if holdout is not None:
+        from .compare import holdout_bayes
+
+        res.holdout = holdout_bayes(
+            tab,
+            law_obj,
+            holdout,
+            likelihood=likelihood,
+            priors=priors,
+            chains=chains,
+            draws=draws,
+            warmup=warmup,
+            seed=seed,
+            chain_method=chain_method,
+            ci_prob=ci_prob,
+        )
+    res.diagnostics["total_seconds"] = time.perf_counter() - t_start
+    for w in res.warnings:
+        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    return res
+
+
+def _assemble(tab: pd.DataFrame, law: Law, idata, specs, refs, y, ci_prob, metrics) -> FitResult:
+    """Posterior medians, intervals, HDIs, draws and conventions as a FitResult."""
+    import arviz as az
+
+    post = idata.posterior
+    names = list(law.param_names)
+    cube = np.stack([np.asarray(post[n]) * np.ones(post["sigma"].shape) for n in names], -1)
+    draws = cube.reshape(-1, len(names))  # (chains * draws, n_params), raw units
+    med = {n: float(np.median(draws[:, i])) for i, n in enumerate(names)}
+    q = np.quantile(draws, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0)
+    ci = {n: (float(q[0, i]), float(q[1, i])) for i, n in enumerate(names)}
+    hdi = {}
+    for i, n in enumerate(names):
+        h = az.hdi(draws[:, i], hdi_prob=ci_prob) if np.ptp(draws[:, i]) > 0 else [med[n]] * 2
+        hdi[n] = [float(h[0]), float(h[1])]
+    internal = np.stack(
+        [
+            law.to_internal(dict(zip(names, d, strict=True)), refs)
+            for d in draws[:: max(1, len(draws) // 2000)]
+        ]
+    )
+    corr = np.corrcoef(internal.T) if len(internal) > 1 else np.eye(len(names))
+    pred = np.asarray(law.evaluate(med, tab), dtype=float)
+    meta = tab.attrs.get("scalefit", {})
+    return FitResult(
+        law=law.name,
+        law_options=dict(law.options),
+        params=med,
+        method="bayes",
+        objective=float(np.sum((np.log(y) - np.log(pred)) ** 2)),
+        converged=False,
+        n_rows=len(tab),
+        metrics=metrics(y, pred),
+        stderr={n: float(np.std(draws[:, i], ddof=1)) for i, n in enumerate(names)},
+        corr=np.round(np.nan_to_num(corr), 6).tolist(),
+        ci=ci,
+        ci_prob=ci_prob,
+        draws=draws,
+        internal=np.median(internal, axis=0).tolist(),
+        refs=dict(refs),
+        diagnostics={
+            "hdi": hdi,
+            "hdi_prob": ci_prob,
+            "noise": {k: float(np.median(post[k])) for k in ("sigma", "nu") if k in post},
+        },
+        conventions={
+            "law": law.name,
+            "law_options": dict(law.options),
+            "loss": "bayes",
+            "objective": "sum over rows of (log y - log f)^2 at the posterior median",
+            "source": meta.get("source"),
+            "n_read": meta.get("n_read", len(tab)),
+            "outlier_rule": meta.get("outlier_rule", "none"),
+            "drop_highest": meta.get("drop_highest", 0),
+            "derived": meta.get("derived", []),
+            "reference_points": {k: float(np.exp(v)) for k, v in refs.items()},
+            **_versions(),
+        },
+    )
+
+
+def predictive_draws(
+    result: FitResult, x, *, noise: bool = True, max_draws: int = 2000, seed: int = 0
+) -> np.ndarray:
+    """Posterior (predictive) draws of the loss at inputs ``x``, shape (n_draws, n_rows).
+
+    With ``noise=True`` each draw is multiplied by ``exp(eps)``, ``eps`` from the fitted
+    likelihood (Student-t with that draw's ``sigma`` and ``nu`` when the ArviZ object is at hand,
+    else the posterior medians of ``sigma``/``nu``).
+    """
+    if result.draws is None:
+        raise ScaleFitError("predictive_draws needs a result with draws (fit_bayes).")
+    law = result.get_law()
+    d = np.asarray(result.draws)
+    idx = np.linspace(0, len(d) - 1, min(max_draws, len(d))).astype(int)
+    sims = np.asarray(
+        law.evaluate({k: d[idx, i][:, None] for i, k in enumerate(result.params)}, x), dtype=float
+    )
+    if not noise:
+        return sims
+    rng = np.random.default_rng(seed)
+    idata = result.extras.get("inference_data")
+    med = result.diagnostics.get("noise", {})
+    if idata is not None:
+        post = idata.posterior
+        sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
+        nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
+    else:
+        sigma, nu = med.get("sigma", result.metrics["rmse_log"]), med.get("nu")
+    eps = rng.standard_t(nu, sims.shape) if nu is not None else rng.standard_normal(sims.shape)
+    return sims * np.exp(sigma * eps)
+
+
+def save_netcdf(result: FitResult, path: str | os.PathLike) -> Path:
+    """Write the ArviZ object of a Bayesian fit to NetCDF atomically (temporary file, rename)."""
+    idata = result.extras.get("inference_data")
+    if idata is None:
+        raise ScaleFitError(
+            "this result has no posterior to save: NetCDF needs a fit_bayes "
+            "result from this session (JSON results do not keep it)."
+        )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        idata.to_netcdf(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_netcdf(path: str | os.PathLike):
+    """Read a posterior written by :func:`save_netcdf` (InferenceData, or DataTree on ArviZ 1.x)."""
+    import arviz as az
+
+    path = Path(path)
+    if not path.exists():
+        raise ScaleFitError(f"{path}: no such NetCDF file.")
+    return az.from_netcdf(path)
+
+
+def hdi_frame(result: FitResult) -> pd.DataFrame:
+    """Posterior summary: median, equal-tailed interval, HDI, R-hat and ESS per parameter."""
+    d = result.diagnostics
+    rows = []
+    for n, v in result.params.items():
+        rows.append(
+            {
+                "param": n,
+                "median": v,
+                "sd": result.stderr.get(n, math.nan),
+                "eti_lo": result.ci[n][0],
+                "eti_hi": result.ci[n][1],
+                "hdi_lo": d["hdi"][n][0],
+                "hdi_hi": d["hdi"][n][1],
+                "r_hat": d.get("r_hat", {}).get(n, math.nan),
+                "ess_bulk": d.get("ess_bulk", {}).get(n, math.nan),
+                "ess_tail": d.get("ess_tail", {}).get(n, math.nan),
+            }
+        )
+    return pd.DataFrame(rows).set_index("param")

@@ -1,0 +1,246 @@
+"""Priors for the Bayesian fitter: defaults per parameter kind, overrides, validation.
+
+Every prior is a small dict in the parameter's *internal* coordinate (see
+:mod:`scalefit.laws.base`): ``t = log(c) - a log(x_ref)`` for a ``coef`` (the log of the term at the
+reference point), ``log(value)`` for ``positive`` and ``floor``, the value itself for ``exponent``
+and ``free``. The noise parameters ``sigma`` (scale of the log-loss residuals) and ``nu`` (Student-t
+degrees of freedom) take priors on their own values.
+
+Defaults are weak and, where a scale is needed, relative to the table (see ``docs/bayes.md``):
+
+========== =================================================================================
+kind       default prior (internal coordinate)
+========== =================================================================================
+coef       ``normal(loc = log(mean loss) - 1, scale = 2.5)``
+floor      ``below_min``: the floor is uniform on ``(0, min observed loss)``
+positive   ``normal(loc = log of the geometric middle of the start range, scale = max(1, half
+           its log-width))``, truncated to the log of the law's bounds
+exponent   ``truncated_normal(loc = middle of the start range, scale = max(1, its width),
+           low/high = the law's bounds)`` (built-in exponents: bounds 0..5)
+free       ``normal`` like ``exponent``, truncated only where the bounds are finite
+sigma      ``halfnormal(scale = sd of log loss)``
+nu         ``gamma(concentration = 2, rate = 0.1)`` (Juárez & Steel 2010)
+========== =================================================================================
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ScaleFitError
+from ..laws import Law
+
+#: Distribution name -> (required keys, optional keys with defaults).
+DISTS: dict[str, tuple[tuple[str, ...], dict[str, float]]] = {
+    "normal": (("loc", "scale"), {}),
+    "student_t": (("df", "loc", "scale"), {}),
+    "cauchy": (("loc", "scale"), {}),
+    "laplace": (("loc", "scale"), {}),
+    "logistic": (("loc", "scale"), {}),
+    "uniform": (("low", "high"), {}),
+    "truncated_normal": (("loc", "scale"), {"low": -math.inf, "high": math.inf}),
+    "halfnormal": (("scale",), {}),
+    "halfcauchy": (("scale",), {}),
+    "lognormal": (("loc", "scale"), {}),
+    "exponential": (("rate",), {}),
+    "gamma": (("concentration", "rate"), {}),
+    "below_min": ((), {"fraction": 1.0}),
+    "fixed": (("value",), {}),
+}
+#: Distributions whose support lies in (0, inf): allowed for ``sigma`` and ``nu``.
+POSITIVE_DISTS = ("halfnormal", "halfcauchy", "lognormal", "exponential", "gamma", "fixed")
+NOISE = ("sigma", "nu")
+
+
+def default_priors(law: Law, loss: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Default priors for every parameter of ``law`` plus ``sigma`` and ``nu``.
+
+    Parameters
+    ----------
+    law : Law
+        The law (a ``Param.prior`` set by the law replaces the kind's default).
+    loss : ndarray
+        Observed losses of the fitted rows (sets the data-relative scales).
+
+    Returns
+    -------
+    dict
+        ``name -> prior dict`` in internal coordinates.
+    """
+    loss = np.asarray(loss, dtype=float)
+    out: dict[str, dict[str, Any]] = {}
+    for p in law.params:
+        if p.prior is not None:
+            out[p.name] = dict(p.prior)
+            continue
+        lo_b, hi_b = (float(b) for b in p.bounds)
+        if p.kind == "coef":
+            out[p.name] = {"dist": "normal", "loc": float(np.log(loss.mean())) - 1.0, "scale": 2.5}
+        elif p.kind == "floor":
+            out[p.name] = {"dist": "below_min", "fraction": 1.0}
+        elif p.kind == "positive":
+            lo, hi = p.start
+            spec = {
+                "dist": "truncated_normal",
+                "loc": 0.5 * (math.log(lo) + math.log(hi)),
+                "scale": max(1.0, 0.5 * math.log(hi / lo)),
+            }
+            spec["low"] = math.log(lo_b) if lo_b > 0 else -math.inf
+            spec["high"] = math.log(hi_b) if math.isfinite(hi_b) else math.inf
+            out[p.name] = spec
+        else:
+            lo, hi = p.start
+            out[p.name] = {
+                "dist": "truncated_normal",
+                "loc": 0.5 * (lo + hi),
+                "scale": max(1.0, hi - lo),
+                "low": lo_b,
+                "high": hi_b,
+            }
+    sd = float(np.std(np.log(loss))) if len(loss) > 1 else 1.0
+    out["sigma"] = {"dist": "halfnormal", "scale": sd if sd > 0 else 1.0}
+    out["nu"] = {"dist": "gamma", "concentration": 2.0, "rate": 0.1}
+    return out
+
+
+def _number(spec_name: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScaleFitError(
+            f"prior for {spec_name!r}: {key!r} must be a number. Got {value!r} instead."
+        )
+    return float(value)
+
+
+def check_prior(name: str, spec: Any, kind: str | None) -> dict[str, Any]:
+    """Validate one prior dict and fill in optional keys.
+
+    Parameters
+    ----------
+    name : str
+        Parameter name (for messages).
+    spec : mapping
+        ``{"dist": ..., <arguments>}``.
+    kind : str or None
+        The parameter's kind, or None for ``sigma``/``nu``.
+
+    Returns
+    -------
+    dict
+        The validated prior with every argument a float.
+    """
+    if not isinstance(spec, Mapping):
+        raise ScaleFitError(
+            f"prior for {name!r} must be a mapping like "
+            f"{{'dist': 'normal', 'loc': 0, 'scale': 1}}. Got {spec!r} instead."
+        )
+    dist = spec.get("dist")
+    if dist not in DISTS:
+        raise ScaleFitError(
+            f"prior for {name!r}: unknown dist {dist!r}; expected one of {', '.join(DISTS)}."
+        )
+    required, optional = DISTS[dist]
+    allowed = {"dist", *required, *optional}
+    extra = sorted(set(spec) - allowed)
+    missing = sorted(set(required) - set(spec))
+    if extra or missing:
+        raise ScaleFitError(
+            f"prior for {name!r} ({dist}): "
+            + (f"unknown key(s) {extra}" if extra else "")
+            + ("; " if extra and missing else "")
+            + (f"missing key(s) {missing}" if missing else "")
+            + f"; expected {', '.join(required + tuple(optional)) or 'no keys'}."
+        )
+    out: dict[str, Any] = {"dist": dist}
+    for key in required:
+        out[key] = _number(name, key, spec[key])
+    for key, default in optional.items():
+        out[key] = _number(name, key, spec.get(key, default))
+    for key in ("scale", "rate", "concentration", "df", "fraction"):
+        if key in out and not (out[key] > 0 and math.isfinite(out[key])):
+            raise ScaleFitError(
+                f"prior for {name!r}: {key!r} must be positive and finite. "
+                f"Got {out[key]!r} instead."
+            )
+    if dist in ("uniform", "truncated_normal") and not out["low"] < out["high"]:
+        raise ScaleFitError(
+            f"prior for {name!r}: 'low' must be below 'high'. "
+            f"Got {out['low']!r} and {out['high']!r}."
+        )
+    if dist == "below_min" and kind != "floor":
+        raise ScaleFitError(f"prior for {name!r}: 'below_min' applies to floor parameters only.")
+    if kind is None and dist not in POSITIVE_DISTS:
+        if not (dist in ("uniform", "truncated_normal") and out["low"] >= 0):
+            raise ScaleFitError(
+                f"prior for {name!r} must have positive support (one of "
+                f"{', '.join(POSITIVE_DISTS)}, or uniform/truncated_normal with "
+                f"low >= 0). Got {dist!r}."
+            )
+    if kind is None and dist == "fixed" and not out["value"] > 0:
+        raise ScaleFitError(f"prior for {name!r}: a fixed value must be positive.")
+    return out
+
+
+def resolve_priors(
+    law: Law, loss: np.ndarray, priors: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """Defaults for ``law`` updated with the user's ``priors``, all validated.
+
+    Raises
+    ------
+    ScaleFitError
+        On an unknown parameter name, distribution or argument.
+    """
+    specs = default_priors(law, loss)
+    kinds: dict[str, str | None] = {p.name: p.kind for p in law.params}
+    kinds.update({n: None for n in NOISE})
+    if priors is not None and not isinstance(priors, Mapping):
+        raise ScaleFitError(
+            f"The 'priors' parameter of fit_bayes must be a mapping of parameter "
+            f"name to prior dict. Got {type(priors).__name__} instead."
+        )
+    for name, spec in (priors or {}).items():
+        if name not in kinds:
+            raise ScaleFitError(
+                f"prior given for unknown parameter {name!r} of law {law.name!r}; "
+                f"expected one of {', '.join(kinds)}."
+            )
+        specs[name] = dict(spec)
+    return {name: check_prior(name, spec, kinds[name]) for name, spec in specs.items()}
+
+
+def read_priors_toml(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Read prior overrides from a TOML file.
+
+    The file has one table per parameter, optionally under a ``[priors]`` table::
+
+        [a_depth]
+        dist = "normal"
+        loc = 1.0
+        scale = 0.5
+
+    Returns
+    -------
+    dict
+        ``name -> prior dict`` (validated later against the law).
+    """
+    import tomllib
+
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ScaleFitError(f"{path}: no such priors file.") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ScaleFitError(f"{path}: not valid TOML ({exc}).") from exc
+    if set(data) == {"priors"}:
+        data = data["priors"]
+    bad = [k for k, v in data.items() if not isinstance(v, dict)]
+    if bad:
+        raise ScaleFitError(f"{path}: key(s) {bad} must be tables like [a_depth] with dist = ...")
+    return data
