@@ -228,3 +228,249 @@ def test_practical_is_close_to_continuous():
 def test_bad_input_raises(args, kw, match):
     with pytest.raises(ScaleFitError, match=match):
         allocate(*args, **kw)
+
+
+# ----------------------------------------------------------------------------- draws
+def _fake_result(tmp_path=None, law="decomposed", point=DECOMPOSED, n=60, scale=0.02, seed=0):
+    """A FitResult with synthetic lognormal draws around ``point`` (no fitter needed)."""
+    from scalefit.fit import FitResult
+
+    rng = np.random.default_rng(seed)
+    names = list(point)
+    base = np.array([point[k] for k in names])
+    draws = base * np.exp(rng.normal(0, scale, (n, len(names))))
+    res = FitResult(
+        law=law,
+        params=dict(point),
+        method="jax",
+        objective=0.0,
+        converged=True,
+        n_rows=10,
+        metrics={},
+        draws=draws,
+        ci_prob=0.9,
+    )
+    if tmp_path is not None:
+        res.save(tmp_path / "r.json")
+    return res
+
+
+def test_draws_give_intervals_that_contain_the_point_estimate():
+    res = _fake_result()
+    a = allocate(res, [1e20, 1e22])
+    s = a.summary
+    for q in ("depth", "width", "tokens", "params", "loss"):
+        assert (s[f"{q}_star_lo"] < s[f"{q}_star"]).all(), q
+        assert (s[f"{q}_star"] < s[f"{q}_star_hi"]).all(), q
+    assert (s["loss_lo"] < s["loss"]).all() and (s["loss"] < s["loss_hi"]).all()
+    assert (s["n_draws"] == 60).all()
+    assert a.draws is not None and len(a.draws) == 120
+    # p_best is a distribution over candidates per budget
+    for frame in a.shapes.values():
+        assert frame["p_best"].sum() == pytest.approx(1.0)
+    # wider draws give wider intervals
+    wide = allocate(_fake_result(scale=0.06), [1e22]).summary.iloc[0]
+    narrow = s.iloc[1]
+    assert (wide["depth_star_hi"] - wide["depth_star_lo"]) > (
+        narrow["depth_star_hi"] - narrow["depth_star_lo"]
+    )
+
+
+def test_draw_solutions_match_solving_each_draw_alone():
+    res = _fake_result(n=5)
+    a = allocate(res, [1e21])
+    law = get_law("decomposed")
+    for i in range(5):
+        p = {k: np.array([res.draws[i, j]]) for j, k in enumerate(res.params)}
+        alone = solve(Space.of(law), p, [1e21]).iloc[0]
+        assert a.draws["depth"].iloc[i] == pytest.approx(alone["depth"], rel=1e-6)
+        assert a.draws["loss"].iloc[i] == pytest.approx(alone["loss"], rel=1e-12)
+
+
+# ----------------------------------------------------------------------------- analysis
+def test_scaling_exponents_of_chinchilla_and_decomposed():
+    from scalefit.allocate.analysis import scaling_exponents
+
+    e = scaling_exponents("chinchilla", params=HOFFMANN).set_index("quantity")
+    a, b = HOFFMANN["alpha"], HOFFMANN["beta"]
+    assert e.loc["params", "exponent"] == pytest.approx(b / (a + b), abs=1e-6)
+    assert e.loc["tokens", "exponent"] == pytest.approx(a / (a + b), abs=1e-6)
+    res = _fake_result(scale=0.03)
+    e = scaling_exponents(res, np.logspace(20, 24, 5)).set_index("quantity")
+    assert set(e.index) >= {"depth", "width", "tokens", "params", "width_per_depth"}
+    assert (e["lo"] < e["exponent"]).all() and (e["exponent"] < e["hi"]).all()
+    assert (e["n_draws"] == 60).all()
+
+
+def test_flat_law_exponents_report_the_plateau_end():
+    from scalefit.allocate.analysis import scaling_exponents
+
+    e = scaling_exponents("critical_depth", params=CRITICAL).set_index("quantity")
+    assert "depth" not in e.index and "depth_max_opt" in e.index
+    # lc = kappa ln W grows only logarithmically: the deepest optimal depth barely moves
+    assert 0 < e.loc["depth_max_opt", "exponent"] < 0.05
+
+
+def test_critical_depth_table_and_audit():
+    from scalefit.allocate.analysis import audit, critical_depth_table
+
+    res = _fake_result(law="critical_depth", point=CRITICAL, scale=0.05)
+    tab = critical_depth_table(res, [512, 4096])
+    assert tab["lc"].to_numpy() == pytest.approx(CRITICAL["kappa"] * np.log([512, 4096]))
+    assert (tab["lc_lo"] < tab["lc"]).all() and (tab["lc"] < tab["lc_hi"]).all()
+    out = audit(res, [("ok", 8, 512), ("deep", 64, 512)]).set_index("name")
+    assert out.loc["ok", "penalty"] == 0.0
+    lc = CRITICAL["kappa"] * np.log(512)
+    want = CRITICAL["gamma"] * 512 ** -CRITICAL["mu"] * (64 - lc) / lc
+    assert out.loc["deep", "penalty"] == pytest.approx(want, rel=1e-9)
+    assert out.loc["deep", "depth_over_lc"] == pytest.approx(64 / lc)
+    with pytest.raises(ScaleFitError, match="critical depth"):
+        critical_depth_table("decomposed", [512], params=DECOMPOSED)
+
+
+def test_isoflop_curve_minimum_is_the_optimum():
+    from scalefit.allocate.analysis import isoflop_curve
+
+    curve = isoflop_curve("decomposed", 1e21, np.geomspace(5, 200, 200), params=DECOMPOSED)
+    best = solve(Space.of(get_law("decomposed")), _one(DECOMPOSED), [1e21]).iloc[0]
+    k = curve["loss"].idxmin()
+    assert best["loss"] - 1e-12 <= curve["loss"].min() <= best["loss"] + 2e-5
+    assert curve["depth"][k] == pytest.approx(best["depth"], rel=0.03)
+    np.testing.assert_allclose(curve["tokens"] * 6 * curve["params"], 1e21, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- CLI
+def _cli(args, capsys):
+    from scalefit.cli import main
+
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_writes_csv_with_the_agreed_columns(tmp_path, capsys):
+    _fake_result(tmp_path)
+    csv = tmp_path / "a.csv"
+    code, out, _ = _cli(
+        [
+            "allocate",
+            str(tmp_path / "r.json"),
+            "--budget",
+            "1e20",
+            "--budget",
+            "1e22",
+            "--out",
+            str(csv),
+            "--head-dim",
+            "128",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert "recommended" in out and "runner-ups" in out
+    frame = pd.read_csv(csv)
+    assert list(frame.columns[:2]) == ["budget", "law"]
+    assert {"budget", "depth", "width", "tokens", "params", "loss"} <= set(frame.columns)
+    assert len(frame) == 2 and (frame["width"] % 128 == 0).all()
+
+
+def test_cli_law_params_and_chinchilla_has_empty_shape_columns(tmp_path, capsys):
+    csv = tmp_path / "c.csv"
+    params = ",".join(f"{k}={v}" for k, v in HOFFMANN_UNROUNDED.items())
+    code, out, _ = _cli(
+        [
+            "allocate",
+            "--law",
+            "chinchilla",
+            "--params",
+            params,
+            "--budget",
+            "5.76e23",
+            "--out",
+            str(csv),
+        ],
+        capsys,
+    )
+    assert code == 0
+    frame = pd.read_csv(csv)
+    assert frame["depth"].isna().all() and frame["width"].isna().all()
+    assert frame["params"].iloc[0] == pytest.approx(
+        float(chinchilla_optimum(**HOFFMANN_UNROUNDED, budget=5.76e23)[0]), rel=1e-6
+    )
+
+
+def test_cli_flat_optimum_prints_a_range(capsys):
+    params = ",".join(f"{k}={v}" for k, v in CRITICAL.items())
+    code, out, _ = _cli(
+        [
+            "allocate",
+            "--law",
+            "critical_depth",
+            "--params",
+            params,
+            "--budget",
+            "1e21",
+            "--audit",
+            "a=32x4096,b=64x2816",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert "FLAT in depth" in out and "does not choose a depth" in out
+    assert "critical-depth audit" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["allocate", "--law", "chinchilla", "--params", "E=1", "--budget", "1e20"],
+        ["allocate", "--law", "chinchilla", "--params", "E=x", "--budget", "1e20"],
+        ["allocate", "--budget", "1e20"],
+        ["allocate", "missing.json", "--budget", "1e20"],
+        [
+            "allocate",
+            "--law",
+            "decomposed",
+            "--params",
+            ",".join(f"{k}={v}" for k, v in DECOMPOSED.items()),
+            "--budget",
+            "1e20",
+            "--head-dim",
+            "0",
+        ],
+        ["allocate", "--law", "depth_power", "--params", "c=1,alpha=1,L0=1", "--budget", "1e20"],
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(args, capsys):
+    code, _, err = _cli(args, capsys)
+    assert code == 2
+    assert err.startswith("scalefit: error:") and err.count("\n") == 1
+
+
+def test_cli_bad_budget_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        _cli(["allocate", "--law", "chinchilla", "--budget", "-5"], capsys)
+    assert exc.value.code == 2
+
+
+def test_cli_plots(tmp_path, capsys):
+    _fake_result(tmp_path, n=20)
+    code, out, _ = _cli(
+        [
+            "allocate",
+            str(tmp_path / "r.json"),
+            "--budget",
+            "1e20",
+            "--budget",
+            "1e21",
+            "--plots",
+            str(tmp_path / "figs"),
+            "--exponents",
+        ],
+        capsys,
+    )
+    assert code == 0 and "scaling exponents" in out
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == [
+        "frontier_decomposed.png",
+        "isoflop_decomposed.png",
+    ]

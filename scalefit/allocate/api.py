@@ -207,7 +207,7 @@ def allocate(
             row.update(_practical_row(frame, bool(cont["flat"].iloc[i])))
         else:
             row.update({q: cont[q].iloc[i] for q in ("tokens", "params", "loss")})
-            row.update(depth=np.nan, width=np.nan, flat=False)
+            row.update(depth=np.nan, width=np.nan, loss_lo=np.nan, loss_hi=np.nan, flat=False)
             if draws is not None:
                 _loss_band(space, src, row, c)
         row.update(_star(cont.iloc[i], draws, i, len(budgets), src.prob))
