@@ -293,6 +293,7 @@ def train(
                 "loss": ce_val,
                 "grad_norm": float(gnorm),
                 "diverged": diverged,
+                "time_s": time.perf_counter() - t0,
             }
         )
         if bar is not None:
@@ -333,7 +334,7 @@ def _progress_bar(enabled: bool, start: int, cfg: TrainConfig):
 def _frame(history: list[dict]):
     import pandas as pd
 
-    return pd.DataFrame(history, columns=["step", "lr", "loss", "grad_norm", "diverged"])
+    return pd.DataFrame(history, columns=["step", "lr", "loss", "grad_norm", "diverged", "time_s"])
 
 
 def _result_row(cfg, model, data, history, diverged, wall, steps_run, world) -> dict:
