@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
-from .practical import Constraints, candidates, rank
+from .practical import Constraints, best_widths, candidates, depth_grid, rank
 from .solve import solve
 from .space import Accounting, Space
 
@@ -198,11 +198,12 @@ def allocate(
         cont,
         draws,
     )
+    frames = _practical(space, src, cont, budgets, cons, eps, depth_range)
     rows = []
     for i, c in enumerate(budgets):
         row = {"budget": c}
         if space.kind == "shape":
-            frame = _practical(space, src, cont.iloc[i], c, cons, eps, depth_range)
+            frame = frames[i]
             alloc.shapes[float(c)] = frame
             row.update(_practical_row(frame, bool(cont["flat"].iloc[i])))
         else:
@@ -229,25 +230,24 @@ def _finite_or(cont: pd.DataFrame, col: str) -> np.ndarray:
     return np.where(np.isfinite(v) & (v > 0), v, 1.0)
 
 
-def _practical(space, src, cont_row, budget, cons, eps, depth_range) -> pd.DataFrame:
-    top = np.nanmax(
-        [
-            cont_row.get("depth_hi", np.nan),
-            cont_row.get("depth", np.nan),
-            cont_row.get("flat_depth_hi", np.nan),
-        ]
+def _practical(space, src, cont, budgets, cons, eps, depth_range) -> list[pd.DataFrame]:
+    """Ranked practical candidates per budget (shape laws; empty list otherwise)."""
+    if space.kind != "shape":
+        return []
+    cols = [c for c in ("depth_hi", "depth", "flat_depth_hi") if c in cont]
+    top = cont[cols].max(axis=1, skipna=True).to_numpy(dtype=float)
+    caps = np.where(np.isfinite(top), 1.5 * top + 2, depth_range[1])
+    n = cont["params"].to_numpy(dtype=float)
+    y_hint = np.where(
+        np.isfinite(n), np.log(np.where(np.isfinite(n), n, 1.0)), 0.5 * np.log(budgets / 120.0)
     )
-    cap = 1.5 * top + 2 if np.isfinite(top) else depth_range[1]
-    y_hint = (
-        np.log(cont_row["params"])
-        if np.isfinite(cont_row["params"])
-        else 0.5 * np.log(budget / 120.0)
-    )
-    box = space.box(np.array([budget]), depth_range)
-    frame = candidates(
-        space, src.point, budget, cap, cons, y_hint, (float(box[0][0, 1]), float(box[1][0, 1]))
-    )
-    return rank(space, frame, src.draws, src.prob, eps)
+    lo, hi = space.box(budgets, depth_range)
+    depths = [depth_grid(cap, cons) for cap in caps]
+    widths = best_widths(space, src.point, budgets, depths, y_hint, (lo[:, 1], hi[:, 1]))
+    return [
+        rank(space, candidates(space, src.point, c, d, w, cons), src.draws, src.prob, eps)
+        for c, d, w in zip(budgets, depths, widths, strict=True)
+    ]
 
 
 def _practical_row(frame: pd.DataFrame, flat: bool) -> dict:

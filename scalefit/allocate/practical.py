@@ -63,33 +63,46 @@ class Constraints:
             )
 
 
+def depth_grid(cap: float, cons: Constraints) -> np.ndarray:
+    """Integer depths tried: ``min_depth`` up to ``cap`` (and ``max_depth``)."""
+    top = int(np.ceil(cap))
+    if cons.max_depth is not None:
+        top = min(top, cons.max_depth)
+    top = max(top, cons.min_depth)
+    return np.arange(cons.min_depth, min(top, cons.min_depth + MAX_DEPTHS) + 1, dtype=float)
+
+
+def best_widths(
+    space: Space,
+    point: dict[str, float],
+    budgets: np.ndarray,
+    depths: list[np.ndarray],
+    y_hint: np.ndarray,
+    y_box: tuple[np.ndarray, np.ndarray],
+) -> list[np.ndarray]:
+    """Continuous best width at each depth of ``depths[i]`` under ``budgets[i]`` (one batch)."""
+    sizes = [len(d) for d in depths]
+    rep = np.repeat(np.arange(len(budgets)), sizes)
+    prm = {k: np.full(len(rep), float(v)) for k, v in point.items()}
+    dd = np.concatenate(depths)
+    _, y = inner(space, prm, budgets[rep], np.log(dd), y_hint[rep], y_box[0][rep], y_box[1][rep])
+    w = space.accounting.width(dd, np.exp(y))
+    return np.split(w, np.cumsum(sizes)[:-1])
+
+
 def candidates(
     space: Space,
     point: dict[str, float],
     budget: float,
-    depth_cap: float,
+    depths: np.ndarray,
+    w_cont: np.ndarray,
     cons: Constraints,
-    y_hint: float,
-    y_box: tuple[float, float],
 ) -> pd.DataFrame:
-    """Candidate practical shapes at one budget (point-estimate losses)."""
-    top = int(np.ceil(depth_cap))
-    if cons.max_depth is not None:
-        top = min(top, cons.max_depth)
-    top = max(top, cons.min_depth)
-    depths = np.arange(cons.min_depth, min(top, cons.min_depth + MAX_DEPTHS) + 1, dtype=float)
-    q = len(depths)
-    prm = {k: np.full(q, float(v)) for k, v in point.items()}
-    _, y = inner(
-        space,
-        prm,
-        np.full(q, budget),
-        np.log(depths),
-        np.full(q, y_hint),
-        np.full(q, y_box[0]),
-        np.full(q, y_box[1]),
-    )
-    w_cont = space.accounting.width(depths, np.exp(y))
+    """Candidate practical shapes at one budget (point-estimate losses).
+
+    ``w_cont`` is the continuous best width at each depth (:func:`best_widths`); the multiples
+    of the head dimension around it (and the aspect-ratio cap) are the candidates.
+    """
     h = cons.head_dim
     base = np.floor(w_cont / h)
     mult = base[:, None] + np.arange(-1, 3)[None, :]  # (q, 4)
