@@ -74,9 +74,8 @@ def main():
     ap.add_argument("--reference-pairs", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    res = draws_result(
-        Path(__file__).parent / ".cache" / f"decomposed_{args.draws}.json", args.draws
-    )
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "scalefit" / "bench"
+    res = draws_result(cache / f"decomposed_{args.draws}.json", args.draws)
     d = np.asarray(res.draws)
     d = d[np.all(np.isfinite(d), axis=1)]
     draws = {k: d[:, i] for i, k in enumerate(res.params)}
