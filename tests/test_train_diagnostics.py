@@ -97,3 +97,30 @@ def test_tau_width_exponent_recovers_a_power_law():
     assert fit["a"] == pytest.approx(0.44) and fit["c"] == pytest.approx(2.06)
     assert fit["r2"] == pytest.approx(1.0) and fit["n_widths"] == 4
     assert math.isnan(tau_width_exponent(frame[frame.width == 64])["a"])
+
+
+def test_plots_from_tidy_diagnostics(trained):
+    pytest.importorskip("matplotlib")
+    from scalefit.plot.train import plot_layer_metric, plot_loss_grid, plot_variant_comparison
+
+    frame = diagnose(trained.model, trained.data, eval_tokens=256, batch_size=4)
+    both = pd.concat(
+        [frame.assign(variant="pre_ln", depth=3), frame.assign(variant="lns", depth=3)]
+    )
+    fig = plot_variant_comparison(both, depth=3)
+    assert len(fig.axes) == 3
+    fig = plot_layer_metric(both, "cr", by="variant")
+    assert len(fig.axes[0].lines) == 2
+    with pytest.raises(Exception, match="No diagnostics rows"):
+        plot_layer_metric(both, "cr", depth=99)
+    table = pd.DataFrame(
+        {
+            "depth": [1, 2, 1, 2],
+            "width": [16, 16, 32, 32],
+            "tokens": [1e5] * 4,
+            "loss": [3.0, 2.9, 2.8, 2.7],
+            "variant": ["pre_ln"] * 4,
+            "diverged": [False] * 4,
+        }
+    )
+    assert len(plot_loss_grid(table).axes[0].lines) == 2
