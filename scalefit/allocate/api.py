@@ -209,7 +209,7 @@ def allocate(
         else:
             row.update({q: cont[q].iloc[i] for q in ("tokens", "params", "loss")})
             row.update(depth=np.nan, width=np.nan, loss_lo=np.nan, loss_hi=np.nan, flat=False)
-            if draws is not None:
+            if draws is not None and np.isfinite(row["params"]):
                 _loss_band(space, src, row, c)
         row.update(_star(cont.iloc[i], draws, i, len(budgets), src.prob))
         rows.append(row)
@@ -307,9 +307,13 @@ def _warn(alloc: Allocation) -> None:
     cont = alloc.continuous
     if cont["unbounded"].any():
         bad = alloc.budgets[cont["unbounded"].to_numpy()]
+        side = int(cont.loc[cont["unbounded"], "unbounded_side"].iloc[0])
+        more = "params and fewer tokens" if side > 0 else "tokens and fewer params"
         alloc.warnings.append(
-            f"the point estimate has no compute-optimal split inside the "
-            f"tokens/params range at budget(s) {', '.join(f'{b:g}' for b in bad)}."
+            f"under the point estimate the loss keeps falling with ever more {more} (tokens per "
+            f"parameter outside [1e-3, 1e7]): the fitted law has no usable compute-optimal "
+            f"split at {', '.join(f'{b:g}' for b in bad)} FLOP; check its exponents and their "
+            f"intervals."
         )
     if alloc.draws is not None and alloc.draws["unbounded"].any():
         share = float(alloc.draws["unbounded"].mean())

@@ -49,6 +49,16 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     """The recommendation for one budget."""
     s = alloc.summary.iloc[i]
     lines = [f"== budget {budget:.3g} FLOP"]
+    if alloc.kind == "params" and not np.isfinite(s["params"]):
+        lines.append("  no compute-optimal split under the point estimate (see the warning)")
+        lines.append(
+            f"  draws        params median {_g(s.get('params_star_median', np.nan))} "
+            f"[{_g(s.get('params_star_lo', np.nan))}, {_g(s.get('params_star_hi', np.nan))}]  "
+            f"tokens median {_g(s.get('tokens_star_median', np.nan))} "
+            f"[{_g(s.get('tokens_star_lo', np.nan))}, {_g(s.get('tokens_star_hi', np.nan))}]  "
+            f"({int(s.get('n_unbounded', 0))} of {int(s.get('n_draws', 0))} draws unbounded)"
+        )
+        return "\n".join(lines)
     if alloc.kind == "params":
         lines.append(
             f"  optimum      params {_iv(s, 'params_star')}  tokens "

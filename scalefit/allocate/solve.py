@@ -72,7 +72,9 @@ def solve(
     -------
     DataFrame
         One row per pair (``set`` index, ``budget``): ``params``, ``tokens``, ``loss``,
-        ``unbounded``; for shape laws also ``depth``, ``width``, ``depth_at_bound``, and with sets
+        ``unbounded`` (with ``unbounded_side`` +1 when the law wants ever more params and
+        fewer tokens, -1 for the reverse); for shape laws also ``depth``, ``width``,
+        ``depth_at_bound``, and with sets
         ``depth_lo``, ``depth_hi``, ``width_lo``, ``width_hi`` (near-optimal set within ``eps``),
         ``flat`` with ``flat_depth_lo``/``flat_depth_hi`` (the plateau of exactly optimal
         depths) and ``flat_width_lo``/``flat_width_hi`` (the widths at its deep and shallow ends).
@@ -103,7 +105,12 @@ def solve(
             out["width"] = np.where(out["flat"], np.nan, out["width"])
     n = np.exp(res.z[:, -1])
     out.update(
-        params=n, tokens=bud / (6.0 * n), loss=res.f, unbounded=unbounded, converged=res.converged
+        params=n,
+        tokens=bud / (6.0 * n),
+        loss=res.f,
+        unbounded=unbounded,
+        unbounded_side=res.at_hi[:, -1].astype(int) - res.at_lo[:, -1].astype(int),
+        converged=res.converged,
     )
     frame = pd.DataFrame(out)
     bad = frame["unbounded"].to_numpy()
