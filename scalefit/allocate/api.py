@@ -158,7 +158,8 @@ def allocate(
     use_draws : bool
         Use the result's draws for intervals.
     draw_sets : bool, optional
-        Compute the near-optimal depth set of every draw (default: when affordable).
+        Compute the near-optimal depth set of every draw (default: only when the point
+        estimate's optimum is flat, where the plateau's ends are what the draws describe).
 
     Returns
     -------
@@ -183,6 +184,8 @@ def allocate(
     draws = None
     if use_draws and src.draws is not None:
         hint = np.log(np.stack([_finite_or(cont, c) for c in _coords(space)], axis=1))
+        if draw_sets is None:  # per-draw sets only feed the summary when the optimum is flat
+            draw_sets = bool(cont["flat"].any()) if "flat" in cont else False
         draws = solve(
             space, src.draws, budgets, depth_range=depth_range, eps=eps, sets=draw_sets, hint=hint
         )

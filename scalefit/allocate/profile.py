@@ -15,7 +15,7 @@ from ._newton import minimise
 from .space import Space
 
 FLAT_RTOL = 1e-9
-_BISECT = 14
+_BISECT = 11
 
 
 def _take(params: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:

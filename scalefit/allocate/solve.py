@@ -21,7 +21,7 @@ from .space import RATIO_RANGE, Space
 
 GRID = {1: (41,), 2: (15, 21)}
 GRID_WITH_HINT = {1: (9,), 2: (5, 7)}
-PROFILE_POINTS = 96
+PROFILE_POINTS = 64
 SET_PROBLEM_LIMIT = 20_000  # per-draw sets above this many (draw, budget) pairs only if asked
 
 
