@@ -1,0 +1,187 @@
+"""``scalefit bayes`` and ``scalefit compare``."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+from ._common import add_table_args, law_options_arg, load_table_arg, plots_dir
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
+    return value
+
+
+def _sampler_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--chains", type=_positive_int, default=4, help="number of chains (4)")
+    p.add_argument("--draws", type=_positive_int, default=1000, help="kept draws per chain")
+    p.add_argument("--warmup", type=_positive_int, default=1000, help="warm-up steps per chain")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--likelihood", default="student_t", choices=["student_t", "normal"])
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``bayes`` and ``compare`` commands."""
+    p = sub.add_parser(
+        "bayes",
+        help="fit a scaling law by Bayesian inference (NUTS)",
+        description="Sample the posterior of a law's parameters with numpyro's NUTS; report "
+        "medians, intervals, R-hat, ESS, divergences, BFMI and PSIS-LOO.",
+    )
+    add_table_args(p)
+    p.add_argument("--law", required=True, help="law name (see `scalefit laws`)")
+    p.add_argument("--law-option", default=None, metavar="K=V,...", help="law options")
+    _sampler_args(p)
+    p.add_argument(
+        "--priors", default=None, metavar="PRIORS.toml", help="per-parameter prior overrides"
+    )
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="also fit on the lowest-compute rows and report predictive coverage on the rest",
+    )
+    p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
+    p.add_argument("--netcdf", default=None, metavar="FILE.nc", help="write the posterior")
+    p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
+    p.set_defaults(func=run_bayes)
+
+    q = sub.add_parser(
+        "compare",
+        help="compare laws on one table by PSIS-LOO",
+        description="Fit each law with NUTS and rank them by expected log predictive density "
+        "(PSIS-LOO on log loss), with Pareto-k and WAIC.",
+    )
+    add_table_args(q)
+    q.add_argument("--laws", required=True, metavar="A,B[,...]", help="laws to compare")
+    _sampler_args(q)
+    q.add_argument("--out", default=None, metavar="FILE.csv", help="write the table as CSV")
+    q.set_defaults(func=run_compare)
+
+
+def run_bayes(args: argparse.Namespace) -> int:
+    """Run ``scalefit bayes``; exit code 3 when the chains did not converge."""
+    from ..errors import ConvergenceWarning
+    from ..fit.bayes import fit_bayes, hdi_frame, save_netcdf
+    from ..fit.priors import read_priors_toml
+    from . import EXIT_NOT_CONVERGED
+
+    table = load_table_arg(args)
+    priors = read_priors_toml(args.priors) if args.priors else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
+        res = fit_bayes(
+            table,
+            args.law,
+            likelihood=args.likelihood,
+            priors=priors,
+            chains=args.chains,
+            draws=args.draws,
+            warmup=args.warmup,
+            seed=args.seed,
+            law_options=law_options_arg(args.law_option),
+            holdout=args.holdout,
+            progress=False if args.no_progress else None,
+        )
+    print(report_bayes(res, hdi_frame))
+    if args.out:
+        res.save(args.out)
+        print(f"\nwrote {args.out}")
+    if args.netcdf:
+        save_netcdf(res, args.netcdf)
+        print(f"wrote {args.netcdf}")
+    out = plots_dir(args.plots)
+    if out is not None:
+        from ..plot.bayes import write_bayes_plots
+
+        written = write_bayes_plots(res, table, out)
+        print(f"wrote {len(written)} figure(s) to {out}/")
+    return 0 if res.converged else EXIT_NOT_CONVERGED
+
+
+def report_bayes(res, hdi_frame) -> str:
+    """Text report of a Bayesian fit: header, posterior table, diagnostics, LOO, warnings."""
+    import pandas as pd
+
+    d = res.diagnostics
+    c = res.conventions
+    pct = f"{100 * res.ci_prob:g}%"
+    lines = [
+        f"law        {res.law}: {res.get_law().formula}",
+        f"method     bayes (NUTS), likelihood {c['likelihood']}, {res.n_rows} rows, "
+        f"{d['chains']} chains x ({d['warmup']} warm-up + {d['draws']} draws), seed {c['seed']}",
+        f"converged  {'yes' if res.converged else 'NO'}: R-hat max {d['r_hat_max']:.4f}, "
+        f"bulk ESS min {d['ess_bulk_min']:.0f}, tail ESS min {d['ess_tail_min']:.0f}, "
+        f"{d['divergences']} divergences, BFMI min {d['bfmi_min']:.2f}",
+        f"timing     sampling {d['mcmc_seconds']:.1f} s (incl. compilation), "
+        f"{d['ess_bulk_per_s_min']:.0f} bulk-ESS/s for the slowest parameter",
+        "metrics    " + ", ".join(f"{k} {v:.4g}" for k, v in res.metrics.items()),
+        f"loo        elpd_loo {d['loo']['elpd_loo']:.2f} (se {d['loo']['se']:.2f}), p_loo "
+        f"{d['loo']['p_loo']:.1f}, Pareto k max {d['loo']['pareto_k_max']:.2f}; elpd_waic "
+        f"{d['loo']['elpd_waic']:.2f}",
+        "ppc        "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in d.get("ppc", {}).items()),
+        f"\nposterior medians; {pct} equal-tailed (eti) and highest-density (hdi) intervals",
+    ]
+    with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
+        lines.append(hdi_frame(res).to_string())
+    if res.holdout:
+        h = res.holdout
+        lines.append(
+            f"\nholdout    trained on the lowest-compute {h['n_train']} rows, tested on "
+            f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, {100 * h['band_prob']:g}% "
+            f"predictive coverage {h['coverage']:.0%}, 50% coverage {h['coverage_50']:.0%}"
+        )
+    for w in res.warnings:
+        lines.append(f"warning    {w}")
+    return "\n".join(lines)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """Run ``scalefit compare``; prints the ranking table."""
+    import pandas as pd
+
+    from .._io import atomic_write_csv
+    from ..errors import ScaleFitError
+    from ..fit.compare import compare_laws
+
+    laws = [s.strip() for s in args.laws.split(",") if s.strip()]
+    if len(laws) < 2:
+        raise ScaleFitError(
+            f"--laws needs at least two law names separated by commas; got {args.laws!r}."
+        )
+    table = load_table_arg(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = compare_laws(
+            table,
+            laws,
+            likelihood=args.likelihood,
+            chains=args.chains,
+            draws=args.draws,
+            warmup=args.warmup,
+            seed=args.seed,
+            progress=False if args.no_progress else None,
+        )
+    with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
+        print(frame.to_string())
+    best = frame.index[0]
+    for name, row in frame.iloc[1:].iterrows():
+        print(
+            f"{best} beats {name} by {row['elpd_diff']:.1f} elpd (dse {row['dse']:.1f}); "
+            + ("decisive (> 2 dse)" if row["elpd_diff"] > 2 * row["dse"] else "not decisive")
+        )
+    if (frame["n_pareto_k_bad"] > 0).any():
+        print("warning: some rows have Pareto k > 0.7; their LOO terms are unreliable")
+    if args.out:
+        atomic_write_csv(args.out, frame.reset_index())
+        print(f"\nwrote {args.out}")
+    return 0

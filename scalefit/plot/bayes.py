@@ -1,0 +1,211 @@
+"""Figures for Bayesian fits: rank/trace plots, a corner plot and predictive bands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ._base import pyplot
+
+
+def _chains(result, name: str) -> np.ndarray:
+    """Draws of one parameter as (chains, draws)."""
+    idata = result.extras.get("inference_data")
+    if idata is not None:
+        return np.asarray(idata.posterior[name])
+    chains = int(result.diagnostics.get("chains", 1))
+    col = result.draws_frame()[name].to_numpy()
+    return col.reshape(chains, -1)
+
+
+def plot_trace(result, names=None):
+    """Trace (left) and rank histogram per chain (right) for each parameter.
+
+    Rank histograms (Vehtari et al. 2021) are flat when the chains mix: every chain should cover
+    every rank equally often.
+
+    Parameters
+    ----------
+    result : FitResult
+        A Bayesian fit (``method="bayes"``).
+    names : sequence of str, optional
+        Parameters to show (default: all).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = pyplot()
+    names = list(names or result.params)
+    fig, grid = plt.subplots(
+        len(names), 2, figsize=(9, 1.6 * len(names)), layout="constrained", squeeze=False
+    )
+    for i, name in enumerate(names):
+        x = _chains(result, name)
+        n_chain, n_draw = x.shape
+        ranks = np.argsort(np.argsort(x.reshape(-1))).reshape(x.shape)
+        bins = np.linspace(0, x.size, 21)
+        for c in range(n_chain):
+            grid[i, 0].plot(x[c], lw=0.4, alpha=0.8, color=f"C{c}")
+            grid[i, 1].hist(ranks[c], bins=bins, histtype="step", color=f"C{c}")
+        grid[i, 1].axhline(n_draw / 20, color="k", lw=0.6, ls="--")
+        rhat = result.diagnostics.get("r_hat", {}).get(name, float("nan"))
+        grid[i, 0].set_ylabel(name)
+        grid[i, 1].set_title(f"ranks, R-hat {rhat:.3f}", fontsize=8)
+        grid[i, 1].set_yticks([])
+    grid[-1, 0].set_xlabel("draw")
+    grid[-1, 1].set_xlabel("rank over all chains")
+    fig.suptitle(f"{result.law}: chains")
+    return fig
+
+
+def plot_corner(result, names=None, *, max_points: int = 2000):
+    """Pairwise posterior scatter (lower triangle) and marginal histograms (diagonal).
+
+    Parameters
+    ----------
+    result : FitResult
+        A fit with draws.
+    names : sequence of str, optional
+        Parameters to show (default: all).
+    max_points : int, default 2000
+        Draws shown in the scatter panels (evenly thinned).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = pyplot()
+    frame = result.draws_frame().dropna()
+    names = list(names or frame.columns)
+    frame = frame.iloc[np.linspace(0, len(frame) - 1, min(max_points, len(frame))).astype(int)]
+    k = len(names)
+    fig, grid = plt.subplots(k, k, figsize=(1.8 * k, 1.8 * k), layout="constrained", squeeze=False)
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            ax = grid[i, j]
+            if i == j:
+                ax.hist(frame[a], bins=30, color="C0")
+                lo, hi = result.ci.get(a, (np.nan, np.nan))
+                for v in (lo, hi):
+                    ax.axvline(v, color="k", lw=0.6, ls="--")
+            elif i > j:
+                ax.scatter(frame[b], frame[a], s=1.5, alpha=0.3)
+            else:
+                ax.axis("off")
+            ax.tick_params(labelsize=6)
+            if i == k - 1:
+                ax.set_xlabel(b, fontsize=8)
+            if j == 0 and i != j:
+                ax.set_ylabel(a, fontsize=8)
+    fig.suptitle(f"{result.law}: posterior ({len(frame)} draws shown)")
+    return fig
+
+
+def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0):
+    """Observed loss against compute with posterior-predictive intervals per row.
+
+    Parameters
+    ----------
+    result : FitResult
+        A Bayesian fit.
+    table : DataFrame
+        Rows to show (canonical columns; the fitted table or new rows).
+    prob : float, default 0.9
+        Probability of the predictive interval (likelihood noise included).
+    ax : Axes, optional
+        Axes to draw into.
+    seed : int, default 0
+        Seed of the noise draws.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from ..fit.bayes import predictive_draws
+    from ..fit.validate import compute_key
+    from ._base import axes
+
+    fig, ax = axes(ax)
+    key, xval = compute_key(table, result.get_law())
+    sims = predictive_draws(result, table, noise=True, seed=seed)
+    lo, med, hi = np.quantile(sims, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0)
+    y = table["loss"].to_numpy(float)
+    inside = (y >= lo) & (y <= hi)
+    ax.errorbar(
+        xval,
+        med,
+        yerr=[med - lo, hi - med],
+        fmt="none",
+        ecolor="C0",
+        alpha=0.5,
+        lw=0.8,
+        label=f"{100 * prob:g}% predictive",
+    )
+    ax.scatter(xval[inside], y[inside], s=8, color="k", label="observed (inside)")
+    ax.scatter(xval[~inside], y[~inside], s=12, color="C3", label="observed (outside)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel=key,
+        ylabel="loss",
+        title=f"{result.law}: coverage {inside.mean():.0%} at {100 * prob:g}%",
+    )
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_bands(result, grid, along: str, *, prob: float = 0.9, noise: bool = False, ax=None):
+    """Posterior median and band of the loss along one input of a grid of new inputs.
+
+    Parameters
+    ----------
+    result : FitResult
+        A fit with draws.
+    grid : DataFrame
+        Inputs (every input of the law) at which to predict.
+    along : str
+        Column for the x axis.
+    prob : float, default 0.9
+        Band probability.
+    noise : bool, default False
+        Include the likelihood noise (a predictive rather than a mean band).
+    ax : Axes, optional
+        Axes to draw into.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from ..fit.bayes import predictive_draws
+    from ._base import axes
+
+    fig, ax = axes(ax)
+    sims = predictive_draws(result, grid, noise=noise)
+    lo, med, hi = np.quantile(sims, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0)
+    x = grid[along].to_numpy(float)
+    order = np.argsort(x)
+    ax.fill_between(x[order], lo[order], hi[order], alpha=0.3, label=f"{100 * prob:g}% band")
+    ax.plot(x[order], med[order], color="C0", label="median")
+    ax.set(xscale="log", xlabel=along, ylabel="loss", title=result.law)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def write_bayes_plots(result, table, folder) -> list[Path]:
+    """Write trace/rank, corner and predictive figures into ``folder``; returns the paths."""
+    from .._io import atomic_savefig
+
+    plt = pyplot()
+    folder = Path(folder)
+    paths = []
+    for stem, make in (
+        ("trace", lambda: plot_trace(result)),
+        ("corner", lambda: plot_corner(result)),
+        ("predictive", lambda: plot_predictive(result, table)),
+    ):
+        fig = make()
+        paths.append(atomic_savefig(fig, folder / f"{stem}_{result.law}.png", dpi=110))
+        plt.close(fig)
+    return paths

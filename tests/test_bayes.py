@@ -1,0 +1,228 @@
+"""Bayesian fits: known-truth recovery, priors, NetCDF/JSON round trips, CLI, model comparison."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("numpyro")
+pytest.importorskip("arviz")
+
+from scalefit import ScaleFitError, get_law  # noqa: E402
+from scalefit.fit.bayes import (  # noqa: E402
+    fit_bayes,
+    hdi_frame,
+    load_netcdf,
+    predictive_draws,
+    save_netcdf,
+)
+from scalefit.fit.priors import read_priors_toml, resolve_priors  # noqa: E402
+from scalefit.fit.result import FitResult  # noqa: E402
+
+TRUTH = {"c": 2.0, "alpha": 1.1, "L0": 0.5}
+SHORT = {"chains": 2, "draws": 300, "warmup": 300}
+
+
+def synthetic_depth_table(seed: int, n_rep: int = 4, sigma: float = 0.01) -> pd.DataFrame:
+    """depth_power data with log-normal noise of scale ``sigma`` at 8 depths."""
+    rng = np.random.default_rng(seed)
+    depth = np.repeat([2.0, 3, 4, 6, 8, 12, 16, 24], n_rep)
+    law = get_law("depth_power")
+    mean = law.evaluate(TRUTH, {"depth": depth})
+    loss = mean * np.exp(rng.normal(0.0, sigma, depth.shape))
+    return pd.DataFrame({"depth": depth, "loss": loss})
+
+
+@pytest.fixture(scope="module")
+def depth_fit():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_bayes(synthetic_depth_table(1), "depth_power", seed=3, **SHORT)
+
+
+def test_known_truth_recovery(depth_fit):
+    res = depth_fit
+    assert res.method == "bayes"
+    for name, value in TRUTH.items():
+        lo, hi = res.ci[name]
+        assert lo < value < hi, (name, lo, value, hi)
+    np.testing.assert_allclose([res.params[k] for k in TRUTH], list(TRUTH.values()), rtol=0.15)
+    assert res.draws.shape == (SHORT["chains"] * SHORT["draws"], 3)
+    d = res.diagnostics
+    for key in ("r_hat_max", "ess_bulk_min", "ess_tail_min", "divergences", "bfmi_min"):
+        assert key in d
+    assert d["r_hat_max"] < 1.05
+    assert d["loo"]["n_pareto_k_bad"] == 0
+    assert 0.7 <= d["ppc"]["posterior_coverage_90"] <= 1.0
+    assert res.converged == (d["divergences"] == 0 and d["r_hat_max"] <= 1.01)
+    frame = hdi_frame(res)
+    assert (frame["hdi_lo"] <= frame["median"]).all() and (frame["median"] <= frame["hdi_hi"]).all()
+
+
+def test_predictive_bands_on_new_grid(depth_fit):
+    grid = pd.DataFrame({"depth": [2.0, 48.0, 96.0]})
+    mean = predictive_draws(depth_fit, grid, noise=False)
+    noisy = predictive_draws(depth_fit, grid, noise=True)
+    assert mean.shape == noisy.shape and mean.shape[1] == 3
+    assert np.all(noisy.std(axis=0) > mean.std(axis=0))
+    band = depth_fit.predict(grid, bands=True)
+    assert list(band.columns) == ["loss", "lo", "hi"]
+    assert (band["lo"] < band["hi"]).all()
+
+
+def test_same_seed_same_draws(depth_fit):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = fit_bayes(synthetic_depth_table(1), "depth_power", seed=3, **SHORT)
+    np.testing.assert_array_equal(again.draws, depth_fit.draws)
+
+
+def test_netcdf_round_trip(depth_fit, tmp_path):
+    path = save_netcdf(depth_fit, tmp_path / "post.nc")
+    back = load_netcdf(path)
+    np.testing.assert_allclose(
+        np.asarray(back.posterior["alpha"]),
+        np.asarray(depth_fit.extras["inference_data"].posterior["alpha"]),
+    )
+    assert "log_likelihood" in back.groups() and "posterior_predictive" in back.groups()
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_json_round_trip(depth_fit, tmp_path):
+    depth_fit.save(tmp_path / "r.json")
+    back = FitResult.load(tmp_path / "r.json")
+    assert back.method == "bayes"
+    assert back.params == depth_fit.params
+    assert back.diagnostics["divergences"] == depth_fit.diagnostics["divergences"]
+    np.testing.assert_allclose(back.draws, depth_fit.draws)
+    with pytest.raises(ScaleFitError, match="no posterior"):
+        save_netcdf(back, tmp_path / "x.nc")
+    noisy = predictive_draws(back, pd.DataFrame({"depth": [4.0]}), noise=True)
+    assert np.isfinite(noisy).all()
+
+
+def test_prior_overrides_validated():
+    law = get_law("decomposed")
+    y = np.array([2.0, 2.5, 3.0])
+    specs = resolve_priors(law, y, {"a_depth": {"dist": "normal", "loc": 1, "scale": 0.5}})
+    assert specs["a_depth"] == {"dist": "normal", "loc": 1.0, "scale": 0.5}
+    assert specs["L0"]["dist"] == "below_min"
+    with pytest.raises(ScaleFitError, match="unknown parameter 'a_dept'"):
+        resolve_priors(law, y, {"a_dept": {"dist": "normal", "loc": 1, "scale": 1}})
+    with pytest.raises(ScaleFitError, match="unknown dist 'gaussian'"):
+        resolve_priors(law, y, {"a_depth": {"dist": "gaussian", "loc": 1, "scale": 1}})
+    with pytest.raises(ScaleFitError, match="missing key"):
+        resolve_priors(law, y, {"a_depth": {"dist": "normal", "loc": 1}})
+    with pytest.raises(ScaleFitError, match="'scale' must be positive"):
+        resolve_priors(law, y, {"a_depth": {"dist": "normal", "loc": 1, "scale": -1}})
+    with pytest.raises(ScaleFitError, match="positive support"):
+        resolve_priors(law, y, {"sigma": {"dist": "normal", "loc": 0, "scale": 1}})
+    with pytest.raises(ScaleFitError, match="floor parameters only"):
+        resolve_priors(law, y, {"a_depth": {"dist": "below_min"}})
+
+
+def test_bad_options_raise():
+    tab = synthetic_depth_table(0)
+    with pytest.raises(ScaleFitError, match="'likelihood' parameter"):
+        fit_bayes(tab, "depth_power", likelihood="cauchy")
+    with pytest.raises(ScaleFitError, match="'chains' parameter"):
+        fit_bayes(tab, "depth_power", chains=0)
+    with pytest.raises(ScaleFitError, match="Unknown law"):
+        fit_bayes(tab, "no_such_law")
+
+
+def test_priors_toml(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text('[a_depth]\ndist = "normal"\nloc = 1.0\nscale = 0.5\n')
+    assert read_priors_toml(path) == {"a_depth": {"dist": "normal", "loc": 1.0, "scale": 0.5}}
+    path.write_text("a_depth = 3\n")
+    with pytest.raises(ScaleFitError, match="must be tables"):
+        read_priors_toml(path)
+    path.write_text("[a_depth\n")
+    with pytest.raises(ScaleFitError, match="not valid TOML"):
+        read_priors_toml(path)
+
+
+def _run_cli(argv, capsys):
+    from scalefit.cli import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_bad_input_exit_2(tmp_path, capsys):
+    csv = tmp_path / "t.csv"
+    synthetic_depth_table(0).to_csv(csv, index=False)
+    code, _, err = _run_cli(["bayes", str(csv), "--law", "nope"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[alpha]\ndist = "weird"\n')
+    code, _, err = _run_cli(
+        ["bayes", str(csv), "--law", "depth_power", "--priors", str(bad)], capsys
+    )
+    assert code == 2 and "unknown dist" in err and err.count("\n") == 1
+    code, _, err = _run_cli(["compare", str(csv), "--laws", "depth_power"], capsys)
+    assert code == 2 and "at least two" in err
+    with pytest.raises(SystemExit) as exc:
+        _run_cli(["bayes", str(csv), "--law", "depth_power", "--chains", "0"], capsys)
+    assert exc.value.code == 2
+
+
+def test_cli_bayes_writes_outputs(tmp_path, capsys):
+    csv = tmp_path / "t.csv"
+    synthetic_depth_table(2).to_csv(csv, index=False)
+    args = [
+        "bayes",
+        str(csv),
+        "--law",
+        "depth_power",
+        "--chains",
+        "2",
+        "--draws",
+        "200",
+        "--warmup",
+        "200",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "r.json"),
+        "--netcdf",
+        str(tmp_path / "p.nc"),
+        "--plots",
+        str(tmp_path / "figs"),
+    ]
+    code, out, _ = _run_cli(args, capsys)
+    assert code in (0, 3)
+    assert "R-hat max" in out and "elpd_loo" in out
+    assert FitResult.load(tmp_path / "r.json").diagnostics["ess_bulk_min"] > 0
+    assert (tmp_path / "p.nc").stat().st_size > 0
+    assert len(list((tmp_path / "figs").glob("*.png"))) == 3
+
+
+def test_compare_columns_and_ranking(tmp_path):
+    from scalefit.fit.compare import COLUMNS, compare_laws
+    from scalefit.laws import Law, Param
+
+    # A wrong functional form for the same data: exponential decay in depth.
+    wrong = Law(
+        name="depth_exp_test",
+        inputs=("depth",),
+        params=(
+            Param("c", "positive", start=(0.1, 10.0)),
+            Param("s", "positive", start=(1.0, 30.0)),
+            Param("L0", "floor"),
+        ),
+        expr=lambda xp, p, x: p["c"] * xp.exp(-x["depth"] / p["s"]) + p["L0"],
+        formula="L = c exp(-depth / s) + L0",
+    )
+    tab = synthetic_depth_table(5, sigma=0.005)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame = compare_laws(tab, ["depth_power", wrong], seed=1, **SHORT)
+    assert list(frame.reset_index().columns) == COLUMNS
+    assert frame.index[0] == "depth_power"
+    assert frame.loc["depth_exp_test", "elpd_diff"] > 2 * frame.loc["depth_exp_test", "dse"]
+    assert np.isclose(frame["weight"].sum(), 1.0)
