@@ -136,7 +136,8 @@ def _uncertainty(problem: Problem, z: np.ndarray, law: Law, loss: str, delta: fl
                     f"{names[i]} and {names[j]} are correlated at {corr[i, j]:+.4f} even in "
                     f"reference-pinned coordinates: the data barely separate them."
                 )
-    scaled = h / np.sqrt(np.outer(np.diag(h), np.diag(h)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scaled = h / np.sqrt(np.outer(np.diag(h), np.diag(h)))
     cond = float(np.linalg.cond(scaled)) if np.all(np.isfinite(scaled)) else float("inf")
     if cond > COND_WARN:
         out_warn.append(
@@ -243,8 +244,19 @@ def fit(
             f"The 'bootstrap' parameter of fit must be a non-negative integer. "
             f"Got {bootstrap!r} instead."
         )
+    if holdout is not None and not (isinstance(holdout, float) and 0.0 < holdout < 1.0):
+        raise ScaleFitError(
+            f"The 'holdout' parameter of fit must be a float in (0, 1). Got {holdout!r} instead."
+        )
     tab = _as_table(table, drop_highest)
     law_obj = get_law(law, **dict(law_options or {}))
+    if holdout is not None:
+        n_train = len(tab) - max(1, int(np.ceil(holdout * len(tab))))
+        if n_train <= len(law_obj.params):
+            raise ScaleFitError(
+                f"The 'holdout' parameter of fit leaves {n_train} training rows, not more than "
+                f"the law's {len(law_obj.params)} parameters. Got {holdout} instead."
+            )
     require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
     if len(tab) <= len(law_obj.params):
         raise ScaleFitError(
