@@ -474,3 +474,66 @@ def test_cli_plots(tmp_path, capsys):
         "frontier_decomposed.png",
         "isoflop_decomposed.png",
     ]
+
+
+def test_user_law_is_solved_by_the_same_generic_machinery():
+    from scalefit.laws import Law, Param
+
+    # Kaplan et al.'s joint form L = ((Nc/N)^(aN/aD) + Dc/T)^aD, with no closed-form allocation here
+    law = Law(
+        name="kaplan_joint_test",
+        inputs=("params", "tokens"),
+        params=(
+            Param("Nc", "positive", start=(1e12, 1e14)),
+            Param("Dc", "positive", start=(1e12, 1e14)),
+            Param("aN", "exponent", start=(0.05, 0.1)),
+            Param("aD", "exponent", start=(0.05, 0.1)),
+        ),
+        expr=lambda xp, p, x: (
+            ((p["Nc"] / x["params"]) ** (p["aN"] / p["aD"]) + p["Dc"] / x["tokens"]) ** p["aD"]
+        ),
+        formula="L = ((Nc/N)^(aN/aD) + Dc/T)^aD",
+    )
+    p = {"Nc": 8.8e13, "Dc": 5.4e13, "aN": 0.076, "aD": 0.095}
+    budget = 1e21
+    got = solve(Space.of(law), _one(p), [budget]).iloc[0]
+    n = np.geomspace(1e6, 1e14, 200_001)
+    loss = law.evaluate(p, {"params": n, "tokens": budget / 6 / n})
+    assert got["loss"] <= loss.min() + 1e-12
+    assert got["params"] == pytest.approx(n[np.argmin(loss)], rel=1e-3)
+
+
+def test_critical_depth_with_params_column_uses_the_accounted_count():
+    a = allocate("critical_depth", [1e21], params=CRITICAL, law_options={"params_from": "column"})
+    b = allocate("critical_depth", [1e21], params=CRITICAL)
+    assert a.summary["params_star"].iloc[0] == pytest.approx(b.summary["params_star"].iloc[0])
+    assert a.summary["depth_max_opt"].iloc[0] == pytest.approx(
+        b.summary["depth_max_opt"].iloc[0], rel=1e-6
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_random_shape_beats_the_solver(seed):
+    rng = np.random.default_rng(seed)
+    p = {
+        "c_width": float(np.exp(rng.uniform(3, 7))),
+        "a_width": float(rng.uniform(0.5, 1.5)),
+        "c_depth": float(np.exp(rng.uniform(0, 4))),
+        "a_depth": float(rng.uniform(0.5, 1.8)),
+        "c_tokens": float(np.exp(rng.uniform(4, 8))),
+        "a_tokens": float(rng.uniform(0.2, 0.4)),
+        "L0": float(rng.uniform(1.5, 2.0)),
+    }
+    budgets = 10 ** rng.uniform(18, 25, 3)
+    law = get_law("decomposed")
+    space = Space.of(law)
+    got = solve(space, _one(p), budgets)
+    assert got["converged"].all()
+    for (_, row), c in zip(got.iterrows(), budgets, strict=True):
+        depth = np.exp(rng.uniform(0, np.log(1e4), 4000))
+        params = np.exp(
+            rng.uniform(*np.log([space.accounting.params(depth, 8.0).max(), c / 60]), 4000)
+        )
+        width = space.accounting.width(depth, params)
+        loss = law.evaluate(p, {"depth": depth, "width": width, "tokens": c / 6 / params})
+        assert row["loss"] <= loss.min() + 1e-12
