@@ -6,6 +6,7 @@ draws, near-optimal sets), :func:`scaling_exponents`, :func:`critical_depth_tabl
 :mod:`scalefit.allocate.closed_form`.
 """
 
+from .analysis import audit, critical_depth_table, isoflop_curve, scaling_exponents
 from .api import Allocation, allocate
 from .closed_form import chinchilla_optimum, decomposed_exponents, decomposed_optimum
 from .practical import Constraints
@@ -18,9 +19,13 @@ __all__ = [
     "Constraints",
     "Space",
     "allocate",
+    "audit",
     "chinchilla_optimum",
+    "critical_depth_table",
     "decomposed_exponents",
     "decomposed_optimum",
     "default_accounting",
+    "isoflop_curve",
+    "scaling_exponents",
     "solve",
 ]
