@@ -151,8 +151,9 @@ def bootstrap(
     res.ci = {
         name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(law.param_names)
     }
-    zc = np.corrcoef(zb[ok].T)
-    raw = np.corrcoef(good.T)
+    with np.errstate(all="ignore"):
+        zc = np.corrcoef(zb[ok].T)
+        raw = np.corrcoef(good.T)
     iu = np.triu_indices(len(law.params), 1)
     res.diagnostics.update(
         {

@@ -307,6 +307,26 @@ def fit(
     return res
 
 
+def _range_warnings(law: Law, z: np.ndarray, pub: dict[str, float], y: np.ndarray) -> list[str]:
+    """Warn when a positive parameter ran to zero or a value left its declared bounds."""
+    out = []
+    scale = float(np.log(np.min(y)))
+    for i, p in enumerate(law.params):
+        value = pub[p.name]
+        if p.kind in ("floor", "positive", "coef") and z[i] < scale - 25.0:
+            out.append(
+                f"{p.name} = {value:.3g} ran to its lower bound 0: the data do not "
+                f"support this term (a boundary optimum; its standard error is "
+                f"meaningless)."
+            )
+        elif not (p.bounds[0] <= value <= p.bounds[1]):
+            out.append(
+                f"{p.name} = {value:.4g} is outside its declared range "
+                f"[{p.bounds[0]:g}, {p.bounds[1]:g}]."
+            )
+    return out
+
+
 def _starts_for(law: Law, y: np.ndarray, refs, n: int, seed: int, x0) -> np.ndarray:
     include = [law.to_internal(sp, refs) for sp in law.start_points]
     if x0 is not None:
@@ -338,6 +358,7 @@ def _fit_jax(
     pred = np.asarray(law.evaluate(pub, tab), dtype=float)
     stderr, corr, cond, warns, gmax = _uncertainty(problem, zb, law, loss, delta)
     converged = bool(conv[best])
+    warns.extend(_range_warnings(law, zb, pub, y))
     if not converged:
         warns.insert(0, "the best start did not pass the convergence test.")
     if n_best < 2 and len(z0) > 1:
