@@ -206,7 +206,7 @@ import json; print(json.dumps(run.rows)); print(run.start_step)
 def test_toy_run_killed_mid_training_resumes_to_identical_numbers(tmp_path):
     script = tmp_path / "resume.py"
     script.write_text(_RESUME)
-    steps = "4000"
+    steps = "1500"
     ref = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "ref"), steps], capture_output=True, text=True,
         check=True,

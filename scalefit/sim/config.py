@@ -183,11 +183,12 @@ PRESETS: dict[str, dict] = {
     # Measured on 2 shared cores; see toy/README.md and docs/toy.md for what it changes.
     "cpu": {
         "batch": 256,
-        "steps": 20_000,
-        "decay_frac": 0.2,
+        "steps": 12_000,
+        "lr": 1.2e-3,
+        "decay_frac": 0.25,
         "decay_to": 0.1,
         "test_size": 32_768,
-        "eval_steps": [500, 1000, 2000, 3000, 5000, 7500, 10_000, 12_500, 16_000, 20_000],
+        "eval_steps": [500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 9000, 10_000, 11_000],
         "checkpoint_every": 1000,
     },
 }
