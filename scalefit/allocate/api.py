@@ -215,6 +215,13 @@ def allocate(
             if draws is not None and np.isfinite(row["params"]):
                 _loss_band(space, src, row, c)
         row.update(_star(cont.iloc[i], draws, i, len(budgets), src.prob))
+        if row.get("flat"):  # the row describes the optimal set: N*, T*, L* (depth/width empty)
+            row.update({q: row[f"{q}_star"] for q in ("tokens", "params", "loss")})
+            row.update(
+                loss_lo=row.get("loss_star_lo", np.nan),
+                loss_hi=row.get("loss_star_hi", np.nan),
+                p_best=np.nan,
+            )
         rows.append(row)
     alloc.summary = pd.DataFrame(rows)
     _warn(alloc)
@@ -286,11 +293,10 @@ def _loss_band(space, src, row, budget) -> None:
 def _star(cont_row, draws, i, n_bud, prob) -> dict:
     """Continuous optimum of the point estimate, with medians and intervals from draws."""
     out = {}
-    cols = [q for q in QUANTITIES if q in cont_row] + (
-        ["flat_depth_hi"] if "flat_depth_hi" in cont_row else []
-    )
+    flat_names = {"flat_depth_hi": "depth_max_opt", "flat_width_lo": "width_at_depth_max_opt"}
+    cols = [q for q in QUANTITIES if q in cont_row] + [q for q in flat_names if q in cont_row]
     for q in cols:
-        name = "depth_max_opt" if q == "flat_depth_hi" else f"{q}_star"
+        name = flat_names.get(q, f"{q}_star")
         out[name] = cont_row[q]
         if draws is not None and q in draws:
             v = draws[q].to_numpy(dtype=float)[i::n_bud]

@@ -70,7 +70,7 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
         lines.append(
             f"  FLAT in depth: every depth from {_g(s['depth_min_opt'])} to "
             f"{_g(s['depth_max_opt'])} (deepest: {_iv(s, 'depth_max_opt')}) reaches the "
-            f"same loss {_g(s['loss_star'], 5)}; the law does not choose a depth."
+            f"same loss {_iv(s, 'loss_star', 5)}; the law does not choose a depth."
         )
         lines.append(
             f"  optimum      params {_iv(s, 'params_star')}  tokens {_iv(s, 'tokens_star')}"
@@ -78,8 +78,7 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
         lines.append(
             f"  practical    {int(s['n_within_eps'])} shapes within {alloc.eps:g} nats: "
             f"depth {int(s['set_depth_lo'])}–{int(s['set_depth_hi'])}, width "
-            f"{int(s['set_width_lo'])}–{int(s['set_width_hi'])}; loss "
-            f"{_g(s['loss'], 5)}" + _band(s)
+            f"{int(s['set_width_lo'])}–{int(s['set_width_hi'])}"
         )
         lines.append(_shapes(_spread(alloc.alternatives(budget, within="eps"), show)))
         return "\n".join(lines)

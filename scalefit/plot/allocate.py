@@ -75,9 +75,9 @@ def plot_frontier(summary: pd.DataFrame, *, ax=None):
     c = summary["budget"].to_numpy(float)
     flat = bool(summary.get("flat", pd.Series([False])).any())
     for a, q in zip(axs, panels, strict=False):
-        name = "depth_max_opt" if (q == "depth" and flat) else f"{q}_star"
-        if q == "width" and flat:
-            name = None
+        name = f"{q}_star"
+        if flat and q in ("depth", "width"):
+            name = "depth_max_opt" if q == "depth" else "width_at_depth_max_opt"
         if name is not None:
             a.plot(c, summary[name], color="C0", label=name)
             if f"{name}_lo" in summary:
@@ -132,7 +132,7 @@ def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list
     cons = alloc.constraints
     wide = allocate(
         source,
-        np.logspace(lo, hi, 13),
+        np.logspace(lo, hi, 9),
         head_dim=cons.head_dim,
         min_depth=cons.min_depth,
         max_depth=cons.max_depth,
