@@ -363,6 +363,8 @@ def test_cli_writes_csv_with_the_agreed_columns(tmp_path, capsys):
             str(csv),
             "--head-dim",
             "128",
+            "--shapes-out",
+            str(tmp_path / "s.csv"),
         ],
         capsys,
     )
@@ -372,6 +374,9 @@ def test_cli_writes_csv_with_the_agreed_columns(tmp_path, capsys):
     assert list(frame.columns[:2]) == ["budget", "law"]
     assert {"budget", "depth", "width", "tokens", "params", "loss"} <= set(frame.columns)
     assert len(frame) == 2 and (frame["width"] % 128 == 0).all()
+    shapes = pd.read_csv(tmp_path / "s.csv")
+    assert {"budget", "depth", "width", "loss", "loss_lo", "loss_hi", "p_best"} <= set(shapes)
+    assert set(shapes["budget"]) == {1e20, 1e22}
 
 
 def test_cli_law_params_and_chinchilla_has_empty_shape_columns(tmp_path, capsys):
