@@ -115,7 +115,7 @@ def plain_train(cfg, data) -> tuple[float, float]:
         opt.step()
         opt.zero_grad(set_to_none=True)
     wall = time.perf_counter() - t0
-    return cfg.steps * cfg.batch_size * cfg.model.seq_len / wall, float(loss)
+    return cfg.steps * cfg.batch_size * cfg.model.seq_len / wall, float(loss.detach())
 
 
 def corpus(folder: Path) -> Path:

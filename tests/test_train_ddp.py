@@ -13,6 +13,15 @@ from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    # tiny models: one thread is faster and steadier on a shared 2-core machine
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def make_corpus(folder, n_docs=4, words=3000, seed=1):
     rng = np.random.default_rng(seed)
     vocab = ["to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis"]

@@ -11,6 +11,15 @@ from scalefit.train.loop import config_from_dict, load_checkpoint, lr_at, train 
 from scalefit.train.model import VARIANTS  # noqa: E402
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    # tiny models: one thread is faster and steadier on a shared 2-core machine
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def make_corpus(folder, n_docs=5, words=4000, seed=0):
     rng = np.random.default_rng(seed)
     vocab = ["the", "cat", "dog", "sat", "on", "mat", "and", "ran", "to", "a", "big", "red"]

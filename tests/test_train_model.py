@@ -8,6 +8,15 @@ from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.train.model import VARIANTS, ModelConfig, Transformer, tree_parents  # noqa: E402
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    # tiny models: one thread is faster and steadier on a shared 2-core machine
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("block", ["standard", "swiglu"])
 @pytest.mark.parametrize("embeddings", ["tied", "untied"])
