@@ -1,9 +1,9 @@
 """Loss tables: read, validate and normalise a CSV or DataFrame of training runs.
 
 Every table handed to a fitter goes through :func:`read_table`, which maps column names onto
-the canonical vocabulary (``params, tokens, flops, width, depth, loss``), checks every value and records
-what it derived. Bad input raises :class:`~scalefit.errors.ScaleFitError` naming the file, column and
-row; nothing is repaired silently.
+the canonical vocabulary (``params, tokens, flops, width, depth, loss``), checks every value
+and records what it derived. Bad input raises :class:`~scalefit.errors.ScaleFitError` naming
+the file, column and row; nothing is repaired silently.
 """
 
 from __future__ import annotations

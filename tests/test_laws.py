@@ -125,3 +125,10 @@ def test_bad_law_definitions_rejected():
                 formula="",
             )
         )
+
+
+def test_every_law_rebuilds_from_its_recorded_options():
+    for name in list_laws():
+        law = get_law(name)
+        again = get_law(name, **law.options)
+        assert again.param_names == law.param_names

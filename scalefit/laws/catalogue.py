@@ -233,6 +233,9 @@ def critical_depth(
 
 def critical_depth_power(**options: Any) -> Law:
     """:func:`critical_depth` with the persistence form ``lc = c_crit * width**a_crit``."""
+    form = options.pop("form", "power")
+    if form != "power":
+        raise ValueError(f"critical_depth_power has form 'power'; got {form!r}.")
     return critical_depth(form="power", **options)
 
 

@@ -1,0 +1,136 @@
+"""Reproduction-report section: least-squares fits beside Liu et al., Hoffmann et al., Epoch AI
+and Fahim & Karim. Everything is computed when called (seeded); nothing here is a stored result.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+BOOT = 1000
+
+# Published values (papers' own numbers; sources in the table).
+LIU = {"a_width": (0.98, 0.08), "a_depth": (1.2, 0.3), "a_tokens": (0.30, 0.01)}
+HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+EPOCH = {"E": 1.82, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658}
+FAHIM = {
+    "kappa": (2.43, 2.09, 2.77),
+    "alpha": (0.22, -0.21, 0.65),
+    "gamma": (0.18, 0.05, 0.31),
+    "mu": (0.35, 0.12, 0.58),
+}
+
+
+def _fit(*args, **kw):
+    from scalefit import fit
+    from scalefit.errors import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fit(*args, progress=False, **kw)
+
+
+def _ci(res, k, digits=4):
+    lo, hi = res.ci[k]
+    return f"{res.params[k]:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def liu_rows(data_dir: str) -> list[str]:
+    """Liu et al.'s decomposed fit on the 203-row Chinchilla table."""
+    from scalefit.datasets import load
+
+    tab = load("chinchilla", data_dir, drop_highest=40)
+    res = _fit(tab, "decomposed", bootstrap=BOOT, seed=0)
+    cmd = "`scalefit fit chinchilla --drop-highest 40 --law decomposed --bootstrap 1000 --seed 0`"
+    rows = []
+    for k, label in (("a_width", "a_W"), ("a_depth", "a_ℓ"), ("a_tokens", "a_T")):
+        v, e = LIU[k]
+        rows.append(
+            f"| Liu et al. {label} (decomposed, 203 rows) | {v} ± {e} | "
+            f"{_ci(res, k)} (95% bootstrap) | {cmd} | see note 1 |"
+        )
+    rows.append(
+        f"| Liu et al. mean relative error | 0.4% | {res.metrics['mean_rel_err']:.3%} "
+        f"| {cmd} | converged optimum (log-MSE {res.objective:.6g}); "
+        f"{res.diagnostics['n_best']}/{res.diagnostics['n_starts']} starts reach it |"
+    )
+    lo, hi = res.ci["a_depth"]
+    rows.append(
+        f"| bootstrap interval of a_ℓ | ±0.3 (≈ [0.9, 1.5]) | [{lo:.3f}, {hi:.3f}] "
+        f"({res.n_boot} resamples, {res.diagnostics['boot_failed']} not converged) | "
+        f"{cmd} | see note 2 |"
+    )
+    return rows
+
+
+def chinchilla_rows(data_dir: str) -> list[str]:
+    """Hoffmann et al.'s law on Epoch AI's data with Epoch's procedure."""
+    from scalefit.datasets import load
+
+    tab = load("chinchilla_epoch", data_dir, drop_highest=5)
+    res = _fit(tab, "chinchilla", loss="huber", delta=1e-3, bootstrap=BOOT, seed=0)
+    cmd = (
+        "`scalefit fit chinchilla_epoch --drop-highest 5 --law chinchilla --loss huber "
+        "--delta 1e-3 --bootstrap 1000 --seed 0`"
+    )
+    rows = []
+    for k in ("E", "A", "B", "alpha", "beta"):
+        rows.append(
+            f"| Chinchilla {k} (Huber δ=1e-3, 240 rows) | Hoffmann {HOFFMANN[k]}; "
+            f"Epoch {EPOCH[k]} | {_ci(res, k)} | {cmd} | see note 3 |"
+        )
+    return rows
+
+
+def fahim_rows(data_dir: str) -> list[str]:
+    """Fahim & Karim's critical-depth ansatz on their own Table 6."""
+    from scalefit.datasets import load
+
+    tab = load("depth_delusion", data_dir)
+    res = _fit(tab, "critical_depth", bootstrap=BOOT, seed=0)
+    cmd = "`scalefit fit depth_delusion --law critical_depth --bootstrap 1000 --seed 0`"
+    rows = []
+    for k, (v, lo, hi) in FAHIM.items():
+        rows.append(
+            f"| Depth Delusion {k} | {v} [{lo}, {hi}] | {_ci(res, k)} | {cmd} | see note 4 |"
+        )
+    rows.append(f"| Depth Delusion R² | 0.922 | {res.metrics['r2']:.3f} | {cmd} | note 4 |")
+    rows.append(
+        f"| Depth Delusion RMSE (nats) | 0.113 | {res.metrics['rmse']:.3f} | {cmd} | note 4 |"
+    )
+    pw = _fit(tab, "critical_depth_power", bootstrap=200, seed=0)
+    rows.append(
+        f"| Depth Delusion a (ℓc = c·W^a) | 0.44 [0.38, 0.50] | {_ci(pw, 'a_crit')} "
+        f"(200 resamples) | `scalefit fit depth_delusion --law critical_depth_power "
+        f"--bootstrap 200` | note 4 |"
+    )
+    return rows
+
+
+NOTES = """
+1. Liu et al. fit with Adam for a fixed number of steps, which stops before the minimum; we run
+   every fit (and every bootstrap resample, warm-started from the optimum plus 7 random starts)
+   to a Newton-decrement convergence test. Our point values are the converged least-squares
+   optimum of the same objective (mean squared error of log loss on the same 203 rows).
+2. Their ± comes from 200 bootstrap resamples of a short Adam run that barely leaves its starting
+   point, so it reflects the optimiser more than the data. Our resamples each converge; the
+   interval is a percentile interval over converged resamples.
+3. Hoffmann et al. fitted their own (unreleased) data; Epoch AI's values (Besiroglu et al. 2024)
+   come from the same digitised points and the same procedure we follow (5 highest losses
+   dropped, Huber δ = 1e-3 summed over log-loss residuals, LSE form). We reach an objective at
+   least as low as a reimplementation of their 4,500-start L-BFGS-B grid
+   (`tests/test_epoch_grid.py`, opt-in).
+4. The paper reports neither its fitting objective nor its starting points, nor per-row token
+   counts for the 12 large-scale models (we assume tokens = 20 · params; see data/README.md), and
+   one row's parameter count is inconsistent with its shape (data/README.md). With tokens nearly
+   collinear with params in this table, the A/B/α/δ terms trade off (our fit warns about it), so
+   the intervals are wide; κ, γ and μ depend on the handful of rows past the critical depth.
+"""
+
+
+def section(data_dir: str) -> str:
+    """Markdown for the least-squares part of the reproduction report."""
+    head = (
+        "| quantity | paper | ours (95% interval) | command | explanation |\n|---|---|---|---|---|"
+    )
+    rows = liu_rows(data_dir) + chinchilla_rows(data_dir) + fahim_rows(data_dir)
+    return "## Least-squares fits\n\n" + head + "\n" + "\n".join(rows) + "\n\nNotes:\n" + NOTES
