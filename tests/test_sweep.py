@@ -135,7 +135,7 @@ def test_same_seed_same_numbers(tmp_path):
 def test_failures_are_reported_and_others_kept(tmp_path):
     spec = SweepSpec("f", DEMO, {}, {"seed": [0, 1], "fail": [False, True]})
     with pytest.raises(SweepError, match="2 of 4 runs failed"):
-        run_sweep(spec, tmp_path / "out", workers=2, progress=False)
+        run_sweep(spec, tmp_path / "out", workers=0, progress=False)
     errors = list((tmp_path / "out").glob("runs/*/error.txt"))
     assert len(errors) == 2 and "asked to fail" in errors[0].read_text()
     assert len(pd.read_csv(tmp_path / "out" / "results.csv")) == 2
@@ -159,15 +159,16 @@ def test_rows_expand_into_tidy_lines(tmp_path):
 def test_submitit_local_executor(tmp_path):
     pytest.importorskip("submitit")
     out = tmp_path / "out"
+    spec = SweepSpec("demo", DEMO, {}, {"seed": [0]})
     table = run_sweep(
-        _spec([0]),
+        spec,
         out,
         executor="slurm",
         slurm={"cluster": "local", "timeout_min": 5},
         progress=False,
     )
-    assert len(table) == 2
-    assert abs(table["slope_hat"] - table["slope"]).max() < 0.05
+    assert len(table) == 1
+    assert table["slope_hat"].iloc[0] == pytest.approx(2.0, abs=0.05)
     assert os.getpid() not in set(table["pid"])
     assert (out / "submitit").is_dir()
 
@@ -183,7 +184,7 @@ _DRIVER = """
 import sys
 from scalefit.sweep import SweepSpec, run_sweep
 if __name__ == "__main__":  # required by the spawn start method
-    spec = SweepSpec("kill", "{demo}", {{"sleep_s": 0.4}}, {{"seed": list(range(10))}})
+    spec = SweepSpec("kill", "{demo}", {{"sleep_s": 0.4}}, {{"seed": list(range(8))}})
     run_sweep(spec, sys.argv[1], workers=2, progress=False)
 """
 
@@ -201,14 +202,16 @@ def test_sigkill_mid_sweep_then_restart(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and its workers, mid-run
     proc.wait()
     before = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")}
-    assert 2 <= len(before) < 10
+    assert 2 <= len(before) < 8
     assert not (out / "results.csv").exists()
-    rerun = subprocess.run([sys.executable, str(script), str(out)], check=True)
-    assert rerun.returncode == 0
+    # restart (in this process, to keep the test fast): only the missing runs execute
+    spec = SweepSpec("kill", DEMO, {"sleep_s": 0.4}, {"seed": list(range(8))})
+    table = run_sweep(spec, out, workers=0, progress=False)
+    assert (table["pid"] == os.getpid()).sum() == 8 - len(before)
     table = pd.read_csv(out / "results.csv")
-    assert sorted(table["seed"]) == list(range(10))
+    assert sorted(table["seed"]) == list(range(8))
     assert table["run_id"].is_unique
-    assert len(list(out.glob("runs/*/result.json"))) == 10
+    assert len(list(out.glob("runs/*/result.json"))) == 8
     after = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")}
     assert all(after[k] == v for k, v in before.items())
     assert not list(out.glob("runs/*/.*.tmp"))
