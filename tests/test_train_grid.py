@@ -117,3 +117,22 @@ def test_cli_grid_and_data_prepare(token_dir, tmp_path, capsys, monkeypatch):
     assert set(pd.read_csv(tmp_path / "d.csv").columns) == {"layer", "metric", "value"}
     assert main(["train", "diagnose", str(tmp_path / "missing.pt")]) == 2
     assert math.isfinite(written["loss"].iloc[0])
+
+
+def test_report_writes_table_and_preln_vs_lns_figures(token_dir, tmp_path):
+    pytest.importorskip("matplotlib")
+    from scalefit.train.report import fit_decomposed, grid_report
+
+    grid = {"variant": ["pre_ln", "lns"], "depth": [2], "width": [16, 32]}
+    run_sweep(spec(token_dir, grid), tmp_path / "s", workers=0, progress=False)
+    out = grid_report(
+        tmp_path / "s", table_path=tmp_path / "t.csv", img_dir=tmp_path / "img", points=[(2, 16)]
+    )
+    table = pd.read_csv(tmp_path / "t.csv")
+    assert list(table.columns[: len(TABLE_COLUMNS)]) == TABLE_COLUMNS and len(table) == 4
+    assert out["fit"] is None  # 2 Pre-LN rows cannot identify 7 parameters
+    names = sorted(p.name for p in out["figures"])
+    assert names == ["lm_loss_grid.png", "lm_preln_vs_lns_d2_w16.png"]
+    assert all(p.stat().st_size > 1000 for p in out["figures"])
+    with pytest.raises(ScaleFitError, match="only 2 pre_ln rows"):
+        fit_decomposed(table)

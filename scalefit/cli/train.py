@@ -61,6 +61,11 @@ def register(sub) -> None:
     )
     diag.add_argument("--eval-tokens", type=int, default=16_384, metavar="N")
     diag.set_defaults(func=_cmd_diagnose)
+    rep = tsub.add_parser("report", help="loss table, decomposed fit and figures of a grid")
+    rep.add_argument("out_dir", metavar="DIR", help="a sweep folder written by `train grid`")
+    rep.add_argument("--table", default=None, metavar="CSV", help="write the loss table here")
+    rep.add_argument("--img", default=None, metavar="DIR", help="write PNG figures here")
+    rep.set_defaults(func=_cmd_report)
     p.set_defaults(func=lambda a: _usage(p))
 
     d = sub.add_parser("data", help="offline corpora for the trainer")
@@ -167,6 +172,20 @@ def _cmd_grid(args) -> int:
         f"{out}/results.csv: {len(table)} finished runs of {len(runs)} "
         f"({done} with a loss, {diverged} diverged)"
     )
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from ..train.report import grid_report
+
+    out = grid_report(args.out_dir, table_path=args.table, img_dir=args.img)
+    table = out["table"]
+    cols = ["variant", "tokens", "depth", "width", "params", "loss", "bpb", "wall_s"]
+    print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    if out["fit"] is not None:
+        print(out["fit"].report())
+    for path in out["figures"]:
+        print(f"written {path}")
     return 0
 
 

@@ -1,0 +1,108 @@
+"""Turn a finished trainer grid into its loss table, a decomposed-law fit and comparison figures.
+
+``scalefit train report DIR`` calls :func:`grid_report`; the Shakespeare mini-grid's
+``data/lm_grid_shakespeare.csv`` and ``docs/img/lm_*.png`` are written this way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .._io import atomic_savefig, atomic_write_csv
+from ..errors import ScaleFitError
+from .grid import TABLE_COLUMNS, collect_diagnostics
+
+EXTRA_COLUMNS = [
+    "train_loss",
+    "steps",
+    "tokens_per_s",
+    "grad_decay_rate",
+    "probe_theta_mid",
+    "probe_dtheta_mid",
+    "seq_len",
+    "batch_size",
+    "lr",
+    "block",
+    "embeddings",
+    "vocab",
+]
+
+
+def loss_table(out_dir: str | Path) -> pd.DataFrame:
+    """Every finished run of a sweep folder as a loss table (canonical columns first, sorted)."""
+    from ..sweep import collect_results
+
+    table = collect_results(out_dir)
+    if table.empty:
+        raise ScaleFitError(f"No finished runs under {out_dir}/runs.")
+    missing = [c for c in TABLE_COLUMNS if c not in table.columns]
+    if missing:
+        raise ScaleFitError(f"{out_dir}: runs lack the loss-table columns {missing}.")
+    cols = TABLE_COLUMNS + [c for c in EXTRA_COLUMNS if c in table.columns]
+    return table[cols].sort_values(["variant", "tokens", "depth", "width"]).reset_index(drop=True)
+
+
+def fit_decomposed(table: pd.DataFrame, *, variant: str = "pre_ln", **kwargs):
+    """Fit the ``decomposed`` law to one variant's finite-loss rows with :func:`scalefit.fit`."""
+    import scalefit
+
+    rows = table[(table["variant"] == variant) & ~table["diverged"].astype(bool)]
+    rows = rows.dropna(subset=["loss"])
+    if len(rows) < 8:
+        raise ScaleFitError(f"decomposed has 7 parameters; only {len(rows)} {variant} rows.")
+    return scalefit.fit(scalefit.read_table(rows.reset_index(drop=True)), "decomposed", **kwargs)
+
+
+def comparison_figures(out_dir: str | Path, img_dir: str | Path, *, tokens: int, points) -> list:
+    """Draw Pre-LN vs LNS per-layer panels at (depth, width) points; return the PNG paths."""
+    from ..plot.train import plot_variant_comparison
+
+    diag = collect_diagnostics(out_dir)
+    diag = diag[diag["tokens"] == tokens]
+    paths = []
+    for depth, width in points:
+        sel = diag[(diag["depth"] == depth) & (diag["width"] == width)]
+        if set(sel["variant"]) < {"pre_ln", "lns"}:
+            continue
+        fig = plot_variant_comparison(
+            sel[sel["variant"].isin(["pre_ln", "lns"])],
+            metrics=("output_variance", "angular_distance", "prune_drop"),
+            depth=depth,
+            width=width,
+        )
+        path = Path(img_dir) / f"lm_preln_vs_lns_d{depth}_w{width}.png"
+        atomic_savefig(fig, path, dpi=110)
+        paths.append(path)
+    return paths
+
+
+def grid_report(out_dir, *, table_path=None, img_dir=None, points=((8, 64), (8, 32), (4, 64))):
+    """Write the loss table, fit ``decomposed`` to the Pre-LN rows and draw the figures.
+
+    Returns
+    -------
+    dict
+        ``table`` (DataFrame), ``fit`` (FitResult or None when too few rows) and ``figures``.
+    """
+    table = loss_table(out_dir)
+    if table_path is not None:
+        atomic_write_csv(table_path, table)
+    try:
+        fit = fit_decomposed(table)
+    except ScaleFitError:
+        fit = None
+    figures = []
+    if img_dir is not None:
+        from ..plot.train import plot_loss_grid
+
+        path = Path(img_dir) / "lm_loss_grid.png"
+        atomic_savefig(plot_loss_grid(table, variant="pre_ln"), path, dpi=110)
+        figures.append(path)
+        lns = table[table["variant"] == "lns"]
+        if not lns.empty:
+            figures += comparison_figures(
+                out_dir, img_dir, tokens=int(lns["tokens"].max()), points=points
+            )
+    return {"table": table, "fit": fit, "figures": figures}
