@@ -68,6 +68,10 @@ def main() -> None:
     from scalefit._io import atomic_write_text
 
     atomic_write_text(args.out, "\n".join(parts))
+    if not args.only or "figures" in names:
+        from repro import figures
+
+        atomic_write_text(HERE / "gallery.md", figures.gallery(figures.make(data_dir)))
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -15,15 +15,35 @@ from .table import read_table
 
 __version__ = "0.1.0"
 
+_LAZY = {
+    "fit_bayes": ("scalefit.fit.bayes", "fit_bayes"),
+    "compare_laws": ("scalefit.fit.compare", "compare_laws"),
+    "allocate": ("scalefit.allocate", "allocate"),
+}
+
+
+def __getattr__(name: str):
+    """Import the optional or heavier entry points on first use."""
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'scalefit' has no attribute {name!r}")
+
+
 __all__ = [
     "ConvergenceWarning",
     "FitResult",
     "Law",
     "Param",
     "ScaleFitError",
+    "allocate",
     "bootstrap",
+    "compare_laws",
     "datasets",
     "fit",
+    "fit_bayes",
     "get_law",
     "list_laws",
     "read_table",

@@ -1,0 +1,143 @@
+"""End-to-end workflows as a new user runs them: a fresh folder, the CLI only, bundled data."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+
+def scalefit(cwd, *args, ok=(0,)):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "scalefit", *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode in ok, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc
+
+
+def test_fit_allocate_plots(tmp_path):
+    scalefit(
+        tmp_path,
+        "fit",
+        "depth_delusion",
+        "--law",
+        "decomposed",
+        "--bootstrap",
+        "50",
+        "--starts",
+        "64",
+        "--out",
+        "fit.json",
+        "--plots",
+        "plots",
+        "--no-progress",
+    )
+    assert json.loads((tmp_path / "fit.json").read_text())["n_boot"] == 50
+    out = scalefit(
+        tmp_path,
+        "allocate",
+        "fit.json",
+        "--budget",
+        "1e20",
+        "--budget",
+        "1e21",
+        "--vocab",
+        "50257",
+        "--embeddings",
+        "untied",
+        "--out",
+        "alloc.csv",
+        "--plots",
+        "plots",
+    )
+    assert "budget 1e+20" in out.stdout
+    table = pd.read_csv(tmp_path / "alloc.csv")
+    assert {"budget", "depth", "width", "tokens", "params", "loss"} <= set(table.columns)
+    assert len(table) == 2
+    pngs = {p.name for p in (tmp_path / "plots").glob("*.png")}
+    assert {"fit_decomposed.png", "isoflop_decomposed.png", "frontier_decomposed.png"} <= pngs
+
+
+def test_demo_command(tmp_path):
+    out = scalefit(tmp_path, "demo", "--out", "demo", "--bootstrap", "30")
+    assert "$ scalefit fit depth_delusion" in out.stdout
+    assert "$ scalefit allocate" in out.stdout
+    assert (tmp_path / "demo" / "allocation.csv").exists()
+
+
+def test_bayes_then_compare(tmp_path):
+    pytest.importorskip("numpyro")
+    scalefit(
+        tmp_path,
+        "bayes",
+        "depth_delusion",
+        "--law",
+        "decomposed",
+        "--chains",
+        "2",
+        "--draws",
+        "200",
+        "--warmup",
+        "200",
+        "--out",
+        "post.json",
+        "--netcdf",
+        "post.nc",
+        "--no-progress",
+        ok=(0, 3),
+    )
+    data = json.loads((tmp_path / "post.json").read_text())
+    assert data["method"] == "bayes" and "r_hat_max" in data["diagnostics"]
+    assert (tmp_path / "post.nc").stat().st_size > 0
+    scalefit(
+        tmp_path,
+        "compare",
+        "depth_delusion",
+        "--laws",
+        "critical_depth,decomposed",
+        "--chains",
+        "2",
+        "--draws",
+        "200",
+        "--warmup",
+        "200",
+        "--out",
+        "loo.csv",
+        "--no-progress",
+        ok=(0, 3),
+    )
+    loo = pd.read_csv(tmp_path / "loo.csv")
+    assert set(loo.iloc[:, 0]) >= {"critical_depth", "decomposed"} or len(loo) == 2
+
+
+def test_toy_run_then_fit(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "tiny.toml").write_text(
+        textwrap.dedent("""
+        [sweep]
+        name = "tiny"
+        task = "toy"
+
+        [fixed]
+        preset = "cpu"
+        teacher_depth = 16
+        depths = [2, 3, 4, 6]
+        batch = 64
+        steps = 40
+        eval_steps = [20, 40]
+        test_size = 256
+        checkpoint_every = 0
+
+        [grid]
+        teacher_mode = ["independent", "tied"]
+    """)
+    )
+    scalefit(tmp_path, "toy", "run", "tiny.toml", "--out", "runs", "--quiet")
+    assert (tmp_path / "runs" / "results.csv").exists()
+    scalefit(tmp_path, "toy", "fit", "runs", "--no-plots")
+    alpha = pd.read_csv(tmp_path / "runs" / "alpha.csv")
+    assert {"teacher_mode", "alpha"} <= set(alpha.columns)
