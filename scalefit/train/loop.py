@@ -129,11 +129,10 @@ def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
     return TokenData(out, cfg.model.seq_len, seed=cfg.seed)
 
 
-def _dist_info() -> tuple[int, int]:
+def _dist_info(device: torch.device) -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not torch.distributed.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        torch.distributed.init_process_group(backend)
+        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank = torch.distributed.get_rank() if world > 1 else 0
     return rank, world
 
@@ -184,11 +183,11 @@ def evaluate(
 def _setup(cfg: TrainConfig, run_dir: Path | None):
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    rank, world = _dist_info()
     device = pick_device(cfg.device)
-    if world > 1 and device.type == "cuda":
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
+    rank, world = _dist_info(device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -266,6 +265,8 @@ def train(
         for group in opt.param_groups:
             group["lr"] = lr
         x, y = data.batch(step, cfg.batch_size, rank=rank, world=world)
+        if device.type == "cuda":
+            x, y = x.pin_memory(), y.pin_memory()
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         with autocast:
             out = net(x, y, return_attn_io=cfg.cr_loss or cfg.ortho_loss)
