@@ -256,7 +256,7 @@ def train(
     end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
     diverged = any(h.get("diverged") for h in history)
     bar = _progress_bar(progress and rank == 0, start, cfg)
-    t0, t_start = time.perf_counter(), time.perf_counter()
+    t0, t_start, c_start = time.perf_counter(), time.perf_counter(), time.process_time()
     step = start
     for step in range(start, end):
         if diverged:
@@ -312,11 +312,13 @@ def train(
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - t_start
+    cpu = time.process_time() - c_start
     done = len(history)
     if ckpt is not None and rank == 0:
         _save_checkpoint(ckpt, model, opt, done, history, cfg)
         atomic_write_csv(run_dir / "history.csv", _frame(history))
     row = _result_row(cfg, model, data, history, diverged, wall, done - start, world)
+    row["cpu_s"] = cpu  # CPU seconds of this process in the training loop
     return TrainResult(row=row, history=history, model=model, data=data)
 
 
