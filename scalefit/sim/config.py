@@ -65,7 +65,8 @@ class ToyConfig:
         Save a resumable state every this many steps (0: only at evaluation steps).
     micro_batch : int
         Run each batch through the students in chunks of this size and sum the gradients (same
-        numbers up to rounding, faster on CPUs because the activations stay in cache; 0: off).
+        numbers up to rounding, faster on CPUs because the activations stay in cache; 0: off;
+        ignored on GPUs).
     """
 
     teacher_mode: str = "independent"
