@@ -175,25 +175,10 @@ def test_cli_bad_input_exit_2(tmp_path, capsys):
 def test_cli_bayes_writes_outputs(tmp_path, capsys):
     csv = tmp_path / "t.csv"
     synthetic_depth_table(2).to_csv(csv, index=False)
-    args = [
-        "bayes",
-        str(csv),
-        "--law",
-        "depth_power",
-        "--chains",
-        "2",
-        "--draws",
-        "200",
-        "--warmup",
-        "200",
-        "--no-progress",
-        "--out",
-        str(tmp_path / "r.json"),
-        "--netcdf",
-        str(tmp_path / "p.nc"),
-        "--plots",
-        str(tmp_path / "figs"),
-    ]
+    args = ["bayes", str(csv), "--law", "depth_power", "--no-progress"]
+    args += [f"--{k}={v}" for k, v in SHORT.items()]
+    args += ["--out", str(tmp_path / "r.json"), "--netcdf", str(tmp_path / "p.nc")]
+    args += ["--plots", str(tmp_path / "figs")]
     code, out, _ = _run_cli(args, capsys)
     assert code in (0, 3)
     assert "R-hat max" in out and "elpd_loo" in out
@@ -202,8 +187,8 @@ def test_cli_bayes_writes_outputs(tmp_path, capsys):
     assert len(list((tmp_path / "figs").glob("*.png"))) == 3
 
 
-def test_compare_columns_and_ranking(tmp_path):
-    from scalefit.fit.compare import COLUMNS, compare_laws
+def test_compare_columns_and_ranking(depth_fit):
+    from scalefit.fit.compare import COLUMNS, compare_fits
     from scalefit.laws import Law, Param
 
     # A wrong functional form for the same data: exponential decay in depth.
@@ -218,11 +203,13 @@ def test_compare_columns_and_ranking(tmp_path):
         expr=lambda xp, p, x: p["c"] * xp.exp(-x["depth"] / p["s"]) + p["L0"],
         formula="L = c exp(-depth / s) + L0",
     )
-    tab = synthetic_depth_table(5, sigma=0.005)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        frame = compare_laws(tab, ["depth_power", wrong], seed=1, **SHORT)
+        other = fit_bayes(synthetic_depth_table(1), wrong, seed=3, **SHORT)
+    frame = compare_fits({"depth_power": depth_fit, "depth_exp_test": other})
     assert list(frame.reset_index().columns) == COLUMNS
     assert frame.index[0] == "depth_power"
     assert frame.loc["depth_exp_test", "elpd_diff"] > 2 * frame.loc["depth_exp_test", "dse"]
     assert np.isclose(frame["weight"].sum(), 1.0)
+    with pytest.raises(ScaleFitError, match="at least two"):
+        compare_fits({"depth_power": depth_fit})

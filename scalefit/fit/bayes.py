@@ -147,7 +147,7 @@ def _ppc(idata, logy: np.ndarray) -> dict[str, float]:
             continue
         sims = np.asarray(idata[group]["log_loss"]).reshape(-1, len(logy))
         for prob in (0.5, 0.9):
-            lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+            lo, hi = np.nanquantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
             out[f"{label}_coverage_{int(prob * 100)}"] = float(np.mean((logy >= lo) & (logy <= hi)))
     return out
 
@@ -237,14 +237,52 @@ def fit_bayes(
         )
     for mod in ("numpyro", "arviz"):
         require(mod, "bayes")
-    from .engine import _jax
-    from .lsq import _as_table, _metrics
-    from .priors import resolve_priors
+    from . import bayes_model as bm
 
-    _jax()  # float64 and the persistent compile cache, before numpyro touches JAX
+    with bm.cache_small_compiles():
+        return _fit_bayes(
+            table,
+            law,
+            likelihood=likelihood,
+            priors=priors,
+            chains=chains,
+            draws=draws,
+            warmup=warmup,
+            seed=seed,
+            drop_highest=drop_highest,
+            law_options=law_options,
+            chain_method=chain_method,
+            ci_prob=ci_prob,
+            holdout=holdout,
+            target_accept=target_accept,
+            progress=progress,
+        )
+
+
+def _fit_bayes(
+    table,
+    law,
+    *,
+    likelihood,
+    priors,
+    chains,
+    draws,
+    warmup,
+    seed,
+    drop_highest,
+    law_options,
+    chain_method,
+    ci_prob,
+    holdout,
+    target_accept,
+    progress,
+) -> FitResult:
+    """The body of :func:`fit_bayes` (options already validated)."""
     import jax.numpy as jnp
 
     from . import bayes_model as bm
+    from .lsq import _as_table, _metrics
+    from .priors import resolve_priors
 
     t_start = time.perf_counter()
     tab = _as_table(table, drop_highest)
@@ -280,7 +318,9 @@ def fit_bayes(
         progress=bool(progress),
         target_accept=target_accept,
     )
-    idata = bm.inference_data(mcmc, model, x, logy, seed=seed)
+    idata = bm.inference_data(
+        mcmc, specs, refs, lmin, law_obj, raw, np.log(y), likelihood, seed=seed
+    )
     names = [p.name for p in law_obj.params if specs[p.name]["dist"] != "fixed"]
     noise = [n for n in ("sigma", "nu") if n in specs and specs[n]["dist"] != "fixed"]
     diag, warns = _diagnose(idata, names + noise, chains)

@@ -86,8 +86,6 @@ def compare_laws(
     >>> from scalefit.fit.compare import compare_laws
     >>> compare_laws("depth_delusion", ["critical_depth", "decomposed"])  # doctest: +SKIP
     """
-    import arviz as az
-
     from .bayes import fit_bayes
     from .lsq import _as_table
 
@@ -112,6 +110,33 @@ def compare_laws(
             priors=(priors or {}).get(name),
             progress=progress,
         )
+    frame = compare_fits(results)
+    return (frame, results) if return_results else frame
+
+
+def compare_fits(results: Mapping[str, Any]) -> pd.DataFrame:
+    """Rank Bayesian fits of one table by PSIS-LOO (see :func:`compare_laws` for the columns).
+
+    Parameters
+    ----------
+    results : mapping
+        ``name -> FitResult`` from :func:`~scalefit.fit.bayes.fit_bayes` in this session (with
+        ``extras["inference_data"]``), all fitted to the same rows.
+
+    Returns
+    -------
+    DataFrame
+    """
+    import arviz as az
+
+    if len(results) < 2:
+        raise ScaleFitError("compare_fits needs at least two fits.")
+    missing = [n for n, r in results.items() if "inference_data" not in r.extras]
+    if missing:
+        raise ScaleFitError(f"fits {missing} carry no posterior (fit them with fit_bayes).")
+    n_rows = {r.n_rows for r in results.values()}
+    if len(n_rows) != 1:
+        raise ScaleFitError(f"the fits have different numbers of rows {sorted(n_rows)}.")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cmp = az.compare(
@@ -143,8 +168,7 @@ def compare_laws(
                 "n_rows": r.n_rows,
             }
         )
-    frame = pd.DataFrame(rows, columns=COLUMNS).set_index("law")
-    return (frame, results) if return_results else frame
+    return pd.DataFrame(rows, columns=COLUMNS).set_index("law")
 
 
 def holdout_bayes(
