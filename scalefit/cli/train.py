@@ -68,6 +68,10 @@ def register(sub) -> None:
     rep.set_defaults(func=_cmd_report)
     p.set_defaults(func=lambda a: _usage(p))
 
+    _register_data(sub)
+
+
+def _register_data(sub) -> None:
     d = sub.add_parser("data", help="offline corpora for the trainer")
     dsub = d.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     prep = dsub.add_parser("prepare", help="fetch a corpus into the cache and tokenise it")

@@ -251,7 +251,6 @@ def train(
     run_dir = Path(run_dir) if run_dir is not None else None
     rank, world, device, data, model, opt, start, history, ckpt = _setup(cfg, run_dir)
     net = _wrap(model, cfg, device, world)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     per_rank = cfg.batch_size // world
     end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
     diverged = any(h.get("diverged") for h in history)
@@ -262,28 +261,8 @@ def train(
         if diverged:
             break
         lr = lr_at(step, cfg)
-        for group in opt.param_groups:
-            group["lr"] = lr
         x, y = data.batch(step, cfg.batch_size, rank=rank, world=world)
-        if device.type == "cuda":
-            x, y = x.pin_memory(), y.pin_memory()
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with autocast:
-            out = net(x, y, return_attn_io=cfg.cr_loss or cfg.ortho_loss)
-            loss = out.loss
-            if cfg.cr_loss or cfg.ortho_loss:
-                loss = loss + regulariser(
-                    out.attn_io, step, use_cr=cfg.cr_loss, use_ortho=cfg.ortho_loss
-                )
-        loss.backward()
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        ce = out.loss.detach().float()
-        if world > 1:
-            torch.distributed.all_reduce(ce)
-            ce /= world
-        ce_val = float(ce)
+        ce_val, gnorm = _step(net, model, opt, x, y, cfg, step, lr, device, world)
         diverged = not math.isfinite(ce_val) or (
             bool(history) and ce_val > cfg.diverge_ratio * history[0]["loss"]
         )
@@ -292,7 +271,7 @@ def train(
                 "step": step,
                 "lr": lr,
                 "loss": ce_val,
-                "grad_norm": float(gnorm),
+                "grad_norm": gnorm,
                 "diverged": diverged,
                 "time_s": time.perf_counter() - t0,
             }
@@ -302,12 +281,7 @@ def train(
             bar.set_postfix(
                 loss=f"{ce_val:.3f}", tok_s=f"{_tok_s(step, start, per_rank * world, cfg, t0):.0f}"
             )
-        if (
-            ckpt is not None
-            and rank == 0
-            and cfg.checkpoint_every
-            and (step + 1) % cfg.checkpoint_every == 0
-        ):
+        if ckpt is not None and rank == 0 and _due(step, cfg.checkpoint_every):
             _save_checkpoint(ckpt, model, opt, step + 1, history, cfg)
     if bar is not None:
         bar.close()
@@ -320,6 +294,36 @@ def train(
     row = _result_row(cfg, model, data, history, diverged, wall, done - start, world)
     row["cpu_s"] = cpu  # CPU seconds of this process in the training loop
     return TrainResult(row=row, history=history, model=model, data=data)
+
+
+def _step(net, model, opt, x, y, cfg: TrainConfig, step: int, lr: float, device, world: int):
+    """One optimiser step; returns the (all-reduced) cross-entropy and the gradient norm."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    if device.type == "cuda":
+        x, y = x.pin_memory(), y.pin_memory()
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    aux = cfg.cr_loss or cfg.ortho_loss
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        out = net(x, y, return_attn_io=aux)
+        loss = out.loss
+        if aux:
+            loss = loss + regulariser(
+                out.attn_io, step, use_cr=cfg.cr_loss, use_ortho=cfg.ortho_loss
+            )
+    loss.backward()
+    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    ce = out.loss.detach().float()
+    if world > 1:
+        torch.distributed.all_reduce(ce)
+        ce /= world
+    return float(ce), float(gnorm)
+
+
+def _due(step: int, every: int) -> bool:
+    return bool(every) and (step + 1) % every == 0
 
 
 def _tok_s(step: int, start: int, batch: int, cfg: TrainConfig, t0: float) -> float:
