@@ -114,3 +114,31 @@ def test_weight_decay_only_on_matrices(token_dir):
 def test_unknown_config_key_is_named():
     with pytest.raises(ScaleFitError, match="learning_rate"):
         config_from_dict({"learning_rate": 1e-3})
+
+
+def test_bpe_tokens_train_and_report_bits_per_byte(tmp_path):
+    pytest.importorskip("tokenizers")
+    tok = build_tokens(
+        make_corpus(tmp_path / "c"),
+        tmp_path / "bpe",
+        tokenizer="bpe",
+        vocab_size=300,
+        val_fraction=0.2,
+    )
+    res = train(
+        config_from_dict(
+            dict(
+                data=str(tok),
+                depth=1,
+                width=32,
+                seq_len=16,
+                batch_size=4,
+                tokens=4 * 16 * 10,
+                eval_tokens=256,
+            )
+        )
+    )
+    assert res.model.cfg.vocab == res.data.vocab > 256  # the model follows the tokenizer
+    assert res.row["vocab"] == res.data.vocab
+    expected = res.row["loss"] / math.log(2) / res.data.bytes_per_token
+    assert res.row["bpb"] == pytest.approx(expected) and res.row["bpb"] < res.row["loss"]
