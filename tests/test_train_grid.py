@@ -131,6 +131,9 @@ def test_report_writes_table_and_preln_vs_lns_figures(token_dir, tmp_path):
     table = pd.read_csv(tmp_path / "t.csv")
     assert list(table.columns[: len(TABLE_COLUMNS)]) == TABLE_COLUMNS and len(table) == 4
     assert out["fit"] is None  # 2 Pre-LN rows cannot identify 7 parameters
+    summary = out["variants"]
+    assert len(summary) == 4 and set(summary["variant"]) == {"pre_ln", "lns"}
+    assert np.isfinite(summary[["loss", "var_growth", "ad_deep", "prune_deep"]]).all().all()
     names = sorted(p.name for p in out["figures"])
     assert names == ["lm_loss_grid.png", "lm_preln_vs_lns_d2_w16.png"]
     assert all(p.stat().st_size > 1000 for p in out["figures"])

@@ -186,6 +186,8 @@ def _cmd_report(args) -> int:
     table = out["table"]
     cols = ["variant", "tokens", "depth", "width", "params", "loss", "bpb", "wall_s"]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    if out["variants"] is not None:
+        print(out["variants"].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     if out["fit"] is not None:
         print(out["fit"].report())
     for path in out["figures"]:

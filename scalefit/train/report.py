@@ -78,13 +78,41 @@ def comparison_figures(out_dir: str | Path, img_dir: str | Path, *, tokens: int,
     return paths
 
 
-def grid_report(out_dir, *, table_path=None, img_dir=None, points=((8, 64), (8, 32), (4, 64))):
+def variant_summary(out_dir: str | Path, *, tokens: int) -> pd.DataFrame:
+    """Per-run depth summaries at one budget, for comparing variants on the same points.
+
+    Columns: ``variant, depth, width, loss``, ``var_growth`` (output variance of the last block
+    over the first), ``ad_deep`` and ``prune_deep`` (mean angular distance and pruning drop over
+    the deeper half of the blocks), ``ad_first`` (block 1's angular distance).
+    """
+    diag = collect_diagnostics(out_dir)
+    diag = diag[(diag["tokens"] == tokens) & (diag["depth"] >= 2)]
+    table = loss_table(out_dir).set_index(["variant", "depth", "width", "tokens"])["loss"]
+    rows = []
+    for (variant, depth, width), d in diag.groupby(["variant", "depth", "width"]):
+        m = d.pivot_table(index="layer", columns="metric", values="value")
+        deep = m.index > depth / 2
+        rows.append({
+            "variant": variant, "depth": depth, "width": width,
+            "loss": table.get((variant, depth, width, tokens), float("nan")),
+            "var_growth": m["output_variance"].iloc[-1] / m["output_variance"].iloc[0],
+            "ad_first": m["angular_distance"].iloc[0],
+            "ad_deep": m.loc[deep, "angular_distance"].mean(),
+            "prune_deep": m.loc[deep, "prune_drop"].mean(),
+        })  # fmt: skip
+    return pd.DataFrame(rows).sort_values(["depth", "width", "variant"]).reset_index(drop=True)
+
+
+def grid_report(
+    out_dir, *, table_path=None, img_dir=None, points=((8, 128), (8, 64), (8, 32), (4, 64))
+):
     """Write the loss table, fit ``decomposed`` to the Pre-LN rows and draw the figures.
 
     Returns
     -------
     dict
-        ``table`` (DataFrame), ``fit`` (FitResult or None when too few rows) and ``figures``.
+        ``table`` (DataFrame), ``fit`` (FitResult or None when too few rows), ``figures`` and
+        ``variants`` (:func:`variant_summary` at the LNS budget, or None without LNS runs).
     """
     table = loss_table(out_dir)
     if table_path is not None:
@@ -93,6 +121,8 @@ def grid_report(out_dir, *, table_path=None, img_dir=None, points=((8, 64), (8, 
         fit = fit_decomposed(table)
     except ScaleFitError:
         fit = None
+    lns = table[table["variant"] == "lns"]
+    budget = int(lns["tokens"].max()) if not lns.empty else None
     figures = []
     if img_dir is not None:
         from ..plot.train import plot_loss_grid
@@ -100,9 +130,7 @@ def grid_report(out_dir, *, table_path=None, img_dir=None, points=((8, 64), (8, 
         path = Path(img_dir) / "lm_loss_grid.png"
         atomic_savefig(plot_loss_grid(table, variant="pre_ln"), path, dpi=110)
         figures.append(path)
-        lns = table[table["variant"] == "lns"]
-        if not lns.empty:
-            figures += comparison_figures(
-                out_dir, img_dir, tokens=int(lns["tokens"].max()), points=points
-            )
-    return {"table": table, "fit": fit, "figures": figures}
+        if budget is not None:
+            figures += comparison_figures(out_dir, img_dir, tokens=budget, points=points)
+    summary = None if budget is None else variant_summary(out_dir, tokens=budget)
+    return {"table": table, "fit": fit, "figures": figures, "variants": summary}
