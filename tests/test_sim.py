@@ -224,3 +224,19 @@ def test_toy_run_killed_mid_training_resumes_to_identical_numbers(tmp_path):
     assert 0 < resumed.start_step < RESUME_CFG["steps"]  # it really resumed mid-run
     assert resumed.rows == reference.rows
     assert resumed.curve == reference.curve
+
+
+def test_micro_batches_give_the_same_gradients():
+    cfg = ToyConfig(depths=[2, 4], teacher_depth=8, dtype="float64")
+    teacher, stack = Teacher(cfg), StudentStack(cfg)
+    gen = torch.Generator().manual_seed(3)
+    for p in stack.params:
+        p.copy_(0.2 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    x = torch.randn(100, 32, generator=gen, dtype=torch.float64)
+    target = teacher.target(x, "kl")
+    whole = stack.loss_and_grad(x, target)
+    grads = [p.grad.clone() for p in stack.params]
+    chunked = stack.loss_and_grad(x, target, micro_batch=32)  # 32 + 32 + 32 + 4
+    assert torch.allclose(whole, chunked, rtol=1e-12)
+    for g, p in zip(grads, stack.params, strict=True):
+        assert torch.allclose(g, p.grad, rtol=1e-10, atol=1e-14)
