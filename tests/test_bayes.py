@@ -213,3 +213,64 @@ def test_compare_columns_and_ranking(depth_fit):
     assert np.isclose(frame["weight"].sum(), 1.0)
     with pytest.raises(ScaleFitError, match="at least two"):
         compare_fits({"depth_power": depth_fit})
+
+
+# ---------------------------------------------------------------------------- calibration (slow)
+CALIBRATION = {
+    "depth_power": (TRUTH, {"depth": np.repeat([2.0, 3, 4, 6, 8, 12, 16, 24], 4)}),
+    "decomposed": (
+        {
+            "c_width": 275.0,
+            "a_width": 0.95,
+            "c_depth": 6.7,
+            "a_depth": 1.3,
+            "c_tokens": 530.0,
+            "a_tokens": 0.3,
+            "L0": 1.75,
+        },
+        {
+            k: v.ravel()
+            for k, v in zip(
+                ("width", "depth", "tokens"),
+                np.meshgrid([512.0, 1024, 2048, 4096], [8.0, 16, 32, 64], [1e9, 1e10, 1e11]),
+                strict=True,
+            )
+        },
+    ),
+}
+
+
+def calibration_coverage(law: str, n_rep: int, *, sigma: float = 0.01) -> dict[str, float]:
+    """Share of ``n_rep`` seeded replicates whose 90% interval covers the truth, per parameter
+    and pooled (``"all"``); data simulated from the law with log-normal noise ``sigma``."""
+    truth, x = CALIBRATION[law]
+    mean = get_law(law).evaluate(truth, x)
+    hits = {k: 0 for k in truth}
+    for rep in range(n_rep):
+        rng = np.random.default_rng(1000 + rep)
+        tab = pd.DataFrame({**x, "loss": mean * np.exp(rng.normal(0.0, sigma, mean.shape))})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = fit_bayes(
+                tab,
+                law,
+                likelihood="normal",
+                ci_prob=0.9,
+                seed=rep,
+                chains=4,
+                draws=500,
+                warmup=500,
+            )
+        for k, v in truth.items():
+            hits[k] += res.ci[k][0] <= v <= res.ci[k][1]
+    out = {k: h / n_rep for k, h in hits.items()}
+    out["all"] = sum(hits.values()) / (n_rep * len(truth))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("law", sorted(CALIBRATION))
+def test_calibration_90pct_intervals(law):
+    cov = calibration_coverage(law, 40)
+    print(f"\ncalibration {law}: {cov}")
+    assert 0.80 <= cov["all"] <= 0.97, cov

@@ -121,8 +121,9 @@ def report_bayes(res, hdi_frame) -> str:
         f"converged  {'yes' if res.converged else 'NO'}: R-hat max {d['r_hat_max']:.4f}, "
         f"bulk ESS min {d['ess_bulk_min']:.0f}, tail ESS min {d['ess_tail_min']:.0f}, "
         f"{d['divergences']} divergences, BFMI min {d['bfmi_min']:.2f}",
-        f"timing     sampling {d['mcmc_seconds']:.1f} s (incl. compilation), "
-        f"{d['ess_bulk_per_s_min']:.0f} bulk-ESS/s for the slowest parameter",
+        f"timing     sampling {d['mcmc_seconds']:.1f} s wall, "
+        f"{d.get('mcmc_cpu_seconds', float('nan')):.1f} s CPU (incl. compilation); "
+        f"{d['ess_bulk_per_s_min']:.0f} bulk-ESS per wall second for the slowest parameter",
         "metrics    " + ", ".join(f"{k} {v:.4g}" for k, v in res.metrics.items()),
         f"loo        elpd_loo {d['loo']['elpd_loo']:.2f} (se {d['loo']['se']:.2f}), p_loo "
         f"{d['loo']['p_loo']:.1f}, Pareto k max {d['loo']['pareto_k_max']:.2f}; elpd_waic "

@@ -305,7 +305,7 @@ def _fit_bayes(
     logy = jnp.asarray(np.log(y))
     z_lsq, rmse = bm.least_squares_start(tab, law_obj, seed)
     init = bm.init_values(law_obj, specs, z_lsq, rmse, lmin)
-    mcmc, seconds = bm.run_nuts(
+    mcmc, seconds, cpu = bm.run_nuts(
         model,
         x,
         logy,
@@ -335,6 +335,7 @@ def _fit_bayes(
             "draws": draws,
             "warmup": warmup,
             "mcmc_seconds": seconds,
+            "mcmc_cpu_seconds": cpu,
             "ess_bulk_per_s_min": diag["ess_bulk_min"] / seconds,
         }
     )
