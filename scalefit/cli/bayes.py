@@ -180,6 +180,11 @@ def run_compare(args: argparse.Namespace) -> int:
             f"{best} beats {name} by {row['elpd_diff']:.1f} elpd (dse {row['dse']:.1f}); "
             + ("decisive (> 2 dse)" if row["elpd_diff"] > 2 * row["dse"] else "not decisive")
         )
+    for name, row in frame[~frame["converged"].astype(bool)].iterrows():
+        print(
+            f"warning: {name} did not converge (R-hat max {row['r_hat_max']:.3f}, "
+            f"{row['divergences']} divergences): its elpd is unreliable"
+        )
     if (frame["n_pareto_k_bad"] > 0).any():
         print("warning: some rows have Pareto k > 0.7; their LOO terms are unreliable")
     if args.out:
