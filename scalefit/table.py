@@ -218,12 +218,11 @@ def read_table(
     if "flops" not in frame.columns and {"tokens", "params"} <= set(frame.columns):
         frame["flops"] = 6.0 * frame["params"] * frame["tokens"]
         derived.append("flops = 6 params tokens")
-    canon = [c for c in CANONICAL if c in frame.columns]
-    dup = frame.duplicated(subset=canon)
+    dup = frame.duplicated()
     if dup.any():
         warnings.warn(
-            f"{where}: {int(dup.sum())} duplicate row(s) (same {', '.join(canon)}), "
-            f"first at row {int(np.flatnonzero(dup.to_numpy())[0]) + 1}; they are kept.",
+            f"{where}: {int(dup.sum())} duplicate row(s) (identical in every column), first at "
+            f"row {int(np.flatnonzero(dup.to_numpy())[0]) + 1}; they are kept.",
             UserWarning,
             stacklevel=2,
         )

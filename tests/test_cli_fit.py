@@ -77,3 +77,35 @@ def test_laws_command_lists_formulas(capsys):
     assert main(["laws"]) == 0
     text = capsys.readouterr().out
     assert "decomposed: L = c_width/width^a_width" in text
+
+
+def test_where_filters_rows_before_the_outlier_rule(tmp_path, capsys):
+    csv = tmp_path / "t.csv"
+    rows = ["depth,loss,variant"]
+    for d, loss in [(2, 3.0), (4, 2.5), (8, 2.3), (16, 2.2), (32, 2.15), (64, 2.12)]:
+        rows += [f"{d},{loss},a", f"{d},{loss + 1},b"]
+    csv.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "r.json"
+    code = main(
+        [
+            "fit",
+            str(csv),
+            "--law",
+            "depth_power",
+            "--where",
+            "variant == 'a'",
+            "--drop-highest",
+            "1",
+            "--starts",
+            "16",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["n_rows"] == 5
+    assert data["conventions"]["outlier_rule"] != "none"
+    proc = run("fit", str(csv), "--law", "depth_power", "--where", "variant ==")
+    assert proc.returncode == 2 and "not a valid row filter" in proc.stderr

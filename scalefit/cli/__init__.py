@@ -11,6 +11,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import warnings
 from collections.abc import Sequence
 
 from ..errors import MissingExtraError, ScaleFitError
@@ -40,10 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Print warnings as one line (``scalefit: warning: ...``), not with source context."""
+    print(f"scalefit: warning: {message}", file=file or sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (also used by the console script)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    warnings.showwarning = _show_warning
     if getattr(args, "func", None) is None:
         parser.print_help()
         return EXIT_BAD_INPUT

@@ -36,6 +36,13 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
         metavar="SRC=CANON,...",
         help="explicit column mapping, e.g. 'D=tokens,N=params'",
     )
+    p.add_argument(
+        "--where",
+        default=None,
+        metavar="EXPR",
+        help="keep only the rows matching a pandas query, e.g. \"variant == 'pre_ln'\" "
+        "(applied before --drop-highest)",
+    )
 
 
 def parse_mapping(text: str | None, what: str) -> dict[str, str]:
@@ -54,23 +61,38 @@ def parse_mapping(text: str | None, what: str) -> dict[str, str]:
 
 
 def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
-    """Read the TABLE argument as a dataset name or a CSV path."""
+    """Read the TABLE argument as a dataset name or a CSV path, then apply ``--where``."""
     from ..datasets import is_dataset_name, load
     from ..table import read_table
 
+    where = getattr(args, "where", None)
+    drop = 0 if where else args.drop_highest
     if is_dataset_name(args.table):
         if args.columns:
             raise ScaleFitError("--columns applies to CSV files, not to named datasets.")
-        return load(args.table, args.data_dir, drop_highest=args.drop_highest)
-    path = Path(args.table)
-    if not path.exists():
-        raise ScaleFitError(
-            f"{path}: no such file, and not a dataset name (chinchilla, "
-            f"chinchilla_epoch, depth_delusion)."
-        )
-    return read_table(
-        path, parse_mapping(args.columns, "--columns"), drop_highest=args.drop_highest
-    )
+        table = load(args.table, args.data_dir, drop_highest=drop)
+    else:
+        path = Path(args.table)
+        if not path.exists():
+            raise ScaleFitError(
+                f"{path}: no such file, and not a dataset name (chinchilla, "
+                f"chinchilla_epoch, depth_delusion)."
+            )
+        table = read_table(path, parse_mapping(args.columns, "--columns"), drop_highest=drop)
+    if not where:
+        return table
+    try:
+        kept = table.query(where)
+    except Exception as exc:  # pandas raises many exception types for a bad expression
+        raise ScaleFitError(f"--where {where!r} is not a valid row filter: {exc}") from exc
+    if kept.empty:
+        raise ScaleFitError(f"--where {where!r} keeps no rows.")
+    meta = dict(table.attrs.get("scalefit", {}))
+    out = read_table(kept.reset_index(drop=True), drop_highest=args.drop_highest)
+    meta.update({k: out.attrs["scalefit"][k] for k in ("drop_highest", "outlier_rule")})
+    meta["where"] = where
+    out.attrs["scalefit"] = meta
+    return out
 
 
 def law_options_arg(text: str | None) -> dict:
