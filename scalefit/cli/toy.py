@@ -110,7 +110,7 @@ def _plots(table, alphas, folder: Path, loss_column: str) -> list[Path]:
     written = []
     final = table[table["steps"] == table.groupby("run_id")["steps"].transform("max")]
     for tau in sorted(final["temperature"].unique()):
-        fig = toyplot.loss_vs_depth(final, temperature=tau, loss_column=loss_column)
+        fig = toyplot.loss_vs_depth(final, temperature=tau, loss_column=loss_column, alphas=alphas)
         written.append(atomic_savefig(fig, folder / f"loss_vs_depth_tau{tau:g}.png", dpi=120))
     fig = toyplot.alpha_vs_steps(alphas)
     written.append(atomic_savefig(fig, folder / "alpha_vs_steps.png", dpi=120))

@@ -43,24 +43,46 @@ def loss_vs_depth(
     for (mode, rho), group in table.groupby(["teacher_mode", "rho"]):
         stats = group.groupby("depth")[loss_column].agg(["mean", "min", "max"])
         label = _label(mode, rho)
-        if alphas is not None:
-            match = alphas[(alphas["teacher_mode"] == mode) & np.isclose(alphas["rho"], rho)]
-            if temperature is not None:
-                match = match[np.isclose(match["temperature"], temperature)]
-            if len(match):
-                label += f" (α={match.sort_values('steps')['alpha'].iloc[-1]:.2f})"
+        fit = _matching_fit(alphas, mode, rho, temperature, group["steps"].max())
+        if fit is not None:
+            label += f" (α = {fit['alpha']:.2f})"
         line = ax.loglog(stats.index, stats["mean"], "o-", label=label)[0]
         ax.fill_between(stats.index, stats["min"], stats["max"], color=line.get_color(), alpha=0.2)
+        if fit is not None:
+            grid = np.geomspace(stats.index.min(), stats.index.max(), 50)
+            curve = fit["c"] / grid ** fit["alpha"] + fit["L0"]
+            ax.loglog(grid, curve, "--", color=line.get_color(), lw=1)
+    depths = sorted(table["depth"].unique())
+    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.minorticks_off()
     ax.set_xlabel("student depth ℓ")
     ax.set_ylabel(loss_column.replace("_", " "))
     title = "loss vs depth" + (f", τ = {temperature:g}" if temperature is not None else "")
-    ax.set_title(title)
+    ax.set_title(title + (" (dashed: c/ℓ^α + L0)" if alphas is not None else ""))
     ax.legend()
     return fig
 
 
-def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None):
-    """α_ℓ (with its interval) against training steps, one line per teacher and temperature."""
+def _matching_fit(alphas, mode, rho, temperature, steps):
+    if alphas is None or "alpha" not in alphas.columns:
+        return None
+    match = alphas[
+        (alphas["teacher_mode"] == mode)
+        & np.isclose(alphas["rho"], rho)
+        & (alphas["steps"] == steps)
+        & alphas["alpha"].notna()
+    ]
+    if temperature is not None:
+        match = match[np.isclose(match["temperature"], temperature)]
+    return None if match.empty else match.iloc[0]
+
+
+def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None, ylim=(0.0, 5.0)):
+    """α_ℓ (with its interval) against training steps, one line per teacher and temperature.
+
+    Fits flagged by the fitter (a warning, or α outside ``ylim``) are drawn as open markers; the
+    axis is limited to ``ylim`` so that one unidentified fit does not hide the others.
+    """
     fig, ax = axes(ax)
     for (mode, rho, tau), group in alphas.groupby(["teacher_mode", "rho", "temperature"]):
         group = group.sort_values("steps")
@@ -70,15 +92,23 @@ def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None):
                 [group["alpha"] - group["alpha_lo"], group["alpha_hi"] - group["alpha"]]
             )
             err = np.clip(err, 0, None)
-        ax.errorbar(
+        bars = ax.errorbar(
             group["steps"], group["alpha"], yerr=err, marker="o", capsize=3,
             label=f"{_label(mode, rho)}, τ={tau:g}",
+        )  # fmt: skip
+        flagged = group["alpha"].gt(ylim[1]) | group["alpha"].lt(ylim[0])
+        if "warnings" in group.columns:
+            flagged |= group["warnings"].fillna("").astype(str).str.len() > 0
+        ax.plot(
+            group.loc[flagged, "steps"], group.loc[flagged, "alpha"].clip(*ylim), "o",
+            mfc="white", color=bars.lines[0].get_color(),
         )  # fmt: skip
     ax.axhline(1.0, color="grey", lw=0.8, ls=":")
     ax.axhline(3.0, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
+    ax.set_ylim(*ylim)
     ax.set_xlabel("training steps")
-    ax.set_ylabel("fitted α_ℓ")
+    ax.set_ylabel("fitted α_ℓ (open: fit flagged by the fitter)")
     ax.set_title("depth exponent vs training")
     ax.legend()
     return fig
@@ -116,6 +146,10 @@ def probe_summary(final: pd.DataFrame, *, ax=None):
         left.loglog(stats.index, stats["theta_mid"], "o-", label=label)
         right.semilogx(stats.index, stats["dtheta_mid"], "o-", label=label)
     right.axhline(np.pi / 2, color="grey", lw=0.8, ls=":")
+    depths = sorted(final["depth"].unique())
+    for axis in (left, right):
+        axis.set_xticks(depths, [str(d) for d in depths])
+        axis.minorticks_off()
     left.set_xlabel("student depth ℓ")
     left.set_ylabel("θ(h_l, h_l+1), middle layers [rad]")
     right.set_xlabel("student depth ℓ")
