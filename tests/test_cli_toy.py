@@ -88,3 +88,39 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys):
     assert "no results.csv" in capsys.readouterr().err
     assert main(["probe", str(tmp_path)]) == 2
     assert "model.pt" in capsys.readouterr().err
+
+
+def test_plot_functions_return_figures_for_several_temperatures():
+    import numpy as np
+
+    from scalefit.plot import toy as toyplot
+
+    rows = []
+    for mode, alpha in (("independent", 1.0), ("tied", 3.0)):
+        for tau in (0.1, 1.0):
+            for steps in (100, 200):
+                rows.append(
+                    {"teacher_mode": mode, "rho": float(mode == "tied"), "temperature": tau,
+                     "steps": steps, "alpha": alpha, "alpha_lo": alpha - 0.1,
+                     "alpha_hi": alpha + 0.1, "c": 1.0, "L0": 0.0, "warnings": ""}
+                )  # fmt: skip
+    alphas = pd.DataFrame(rows)
+    depths = np.array([6, 12, 24, 48])
+    table = pd.DataFrame(
+        [
+            {**r, "depth": d, "test_loss": r["c"] / d ** r["alpha"], "theta_mid": 1 / d,
+             "dtheta_mid": 1.5}
+            for r in rows
+            for d in depths
+        ]
+    )  # fmt: skip
+    figs = [
+        toyplot.loss_vs_depth(table[table["steps"] == 200], temperature=1.0, alphas=alphas),
+        toyplot.alpha_vs_steps(alphas),
+        toyplot.alpha_vs_temperature(alphas),
+        toyplot.probe_summary(table[table["steps"] == 200]),
+    ]
+    for fig in figs:
+        assert fig.axes and all(ax.has_data() for ax in fig.axes)
+    legend = [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
+    assert legend == ["independent (α = 1.00)", "tied (α = 3.00)"]
