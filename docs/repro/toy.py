@@ -78,8 +78,8 @@ def section(data_dir: str) -> str:  # noqa: ARG001 - same signature as the other
         steps_table.append(f"| {step} | " + " | ".join(cells) + " |")
     note = (
         "\nThe `cpu` preset trains far shorter than the paper's 40k steps at batch 1024 (see "
-        "toy/README.md for exactly what it changes), so the tied teacher's α_ℓ is still "
-        "rising when the run ends; the comparison to read is the trend with steps and the "
-        "gap between the teachers.\n"
+        "toy/README.md for exactly what it changes), so the tied teacher's α_ℓ has not "
+        "settled (its mid-run intervals are wide: six depths, three parameters); read the "
+        "trend with steps and the gap between the teachers.\n"
     )
     return "\n".join(out + steps_table) + "\n" + note
