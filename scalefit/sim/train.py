@@ -148,8 +148,8 @@ def train_toy(config: ToyConfig, run_dir: str | Path | None = None) -> ToyRun:
     data = torch.Generator().manual_seed(_stream(config.seed, 3))
     n = len(students.students)
     acc = {
-        "eval": torch.zeros(n, dtype=torch.float64),
-        "curve": torch.zeros(n, dtype=torch.float64),
+        "eval": torch.zeros(n, dtype=torch.float64, device=device),
+        "curve": torch.zeros(n, dtype=torch.float64, device=device),
     }
     start = _resume(run_dir, config, students, adam, data, run, acc)
     run.start_step = start
@@ -162,7 +162,7 @@ def train_toy(config: ToyConfig, run_dir: str | Path | None = None) -> ToyRun:
         target = teacher.target(x, config.loss)
         losses = students.loss_and_grad(x, target, micro_batch=micro)
         adam.step(lr_factor(config, step))
-        detached = losses.detach().double().cpu()
+        detached = losses.detach().double()  # stays on the device: no sync per step
         acc["eval"] += detached
         acc["curve"] += detached
         if step % CURVE_EVERY == 0 or step == config.steps:
@@ -184,6 +184,7 @@ def train_toy(config: ToyConfig, run_dir: str | Path | None = None) -> ToyRun:
 
 
 def _records(students: StudentStack, step: int, *, train, test=None) -> list[dict]:
+    train = train.cpu()
     out = []
     for i, (depth, replica) in enumerate(students.students):
         row = {"depth": depth, "replica": replica, "steps": step, "train_loss": float(train[i])}
