@@ -108,7 +108,8 @@ def _plots(table, alphas, folder: Path, loss_column: str) -> list[Path]:
     from ..plot import toy as toyplot
 
     written = []
-    final = table[table["steps"] == table.groupby("run_id")["steps"].transform("max")]
+    by = "run_id" if "run_id" in table.columns else ["teacher_mode", "rho", "temperature"]
+    final = table[table["steps"] == table.groupby(by)["steps"].transform("max")]
     for tau in sorted(final["temperature"].unique()):
         fig = toyplot.loss_vs_depth(final, temperature=tau, loss_column=loss_column, alphas=alphas)
         written.append(atomic_savefig(fig, folder / f"loss_vs_depth_tau{tau:g}.png", dpi=120))
