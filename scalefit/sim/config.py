@@ -198,11 +198,25 @@ PRESETS: dict[str, dict] = {
 def preset(name: str, **overrides) -> ToyConfig:
     """Return the ``paper`` or ``cpu`` preset, with optional overrides.
 
+    When ``steps`` is overridden but ``eval_steps`` is not, the preset's evaluation steps beyond
+    the new ``steps`` are dropped (the last step is always evaluated).
+
     Examples
     --------
     >>> preset("cpu", teacher_mode="tied").batch
     256
+    >>> preset("cpu", steps=2000).evaluation_steps()
+    [500, 1000, 1500, 2000]
     """
+    return ToyConfig.from_dict(merge_preset(name, overrides), where=f"preset {name!r}")
+
+
+def merge_preset(name: str, overrides: dict) -> dict:
+    """Return the settings of preset ``name`` updated with ``overrides`` (see :func:`preset`)."""
     if name not in PRESETS:
         raise ScaleFitError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}.")
-    return ToyConfig.from_dict({**PRESETS[name], **overrides}, where=f"preset {name!r}")
+    base = dict(PRESETS[name])
+    steps = overrides.get("steps")
+    if isinstance(steps, int) and "eval_steps" not in overrides and "eval_steps" in base:
+        base["eval_steps"] = [s for s in base["eval_steps"] if s < steps]
+    return {**base, **overrides}

@@ -6,8 +6,7 @@ import io
 from pathlib import Path
 
 from .._io import atomic_write_bytes, atomic_write_csv
-from ..errors import ScaleFitError
-from .config import PRESETS, ToyConfig
+from .config import ToyConfig, merge_preset
 
 MODEL_FILE = "model.pt"
 CURVE_FILE = "curves.csv"
@@ -26,9 +25,8 @@ def build_config(config: dict) -> ToyConfig:
     """
     config = dict(config)
     name = config.pop("preset", "paper")
-    if name not in PRESETS:
-        raise ScaleFitError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}.")
-    return ToyConfig.from_dict({**PRESETS[name], **config}, where=f"toy config (preset {name!r})")
+    settings = merge_preset(name, config)
+    return ToyConfig.from_dict(settings, where=f"toy config (preset {name!r})")
 
 
 def run_toy(config: dict, run_dir: Path) -> dict:
