@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..errors import ScaleFitError
 from ..laws import sample_starts
@@ -50,6 +49,8 @@ def resample_weights(
 
 def _bca(draws: np.ndarray, theta: np.ndarray, jack: np.ndarray, prob: float) -> np.ndarray:
     """BCa interval per column given draws (B, P), estimate (P,) and jackknife values (n, P)."""
+    from scipy import stats
+
     out = np.empty((draws.shape[1], 2))
     zq = stats.norm.ppf([(1 - prob) / 2, (1 + prob) / 2])
     for j in range(draws.shape[1]):
@@ -130,6 +131,12 @@ def bootstrap(
     )
     z, obj, conv = z.reshape(n_boot, k, -1), obj.reshape(n_boot, k), conv.reshape(n_boot, k)
     obj_ok = np.where(conv & np.isfinite(obj), obj, np.inf)
+    # A resample with no more distinct design points than parameters cannot identify the law:
+    # it counts as failed rather than contributing an arbitrary point of a flat valley.
+    design = pd.factorize(pd.MultiIndex.from_frame(tab[list(law.inputs)]))[0]
+    distinct = np.array([len(np.unique(design[row > 0])) for row in w])
+    degenerate = distinct <= len(law.params)
+    obj_ok[degenerate] = np.inf
     best = np.argmin(obj_ok, axis=1)
     rows = np.arange(n_boot)
     ok = np.isfinite(obj_ok[rows, best])
@@ -174,10 +181,12 @@ def bootstrap(
             "ci_method": ci_method,
         }
     )
+    res.diagnostics["boot_degenerate"] = int(degenerate.sum())
     if (~ok).any():
         res.warnings.append(
-            f"{int((~ok).sum())} of {n_boot} bootstrap resamples did not "
-            f"converge; intervals use the {int(ok.sum())} that did."
+            f"{int((~ok).sum())} of {n_boot} bootstrap resamples failed "
+            f"({int(degenerate.sum())} with no more distinct design points than parameters, "
+            f"the rest not converged); intervals use the {int(ok.sum())} others."
         )
     for i, j in zip(*iu, strict=True):
         if abs(zc[i, j]) > 0.99:
