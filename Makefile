@@ -7,6 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= results/demo
 export SCALEFIT_DATA_DIR ?= $(abspath ../shared/data)
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: setup test test-slow lint docs demo bench clean
 
