@@ -288,7 +288,7 @@ def _fit_bayes(
         )
     res.diagnostics["total_seconds"] = time.perf_counter() - t_start
     for w in res.warnings:
-        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+        warnings.warn(w, ConvergenceWarning, stacklevel=3)
     return res
 
 
