@@ -145,10 +145,15 @@ def bootstrap(
     draws = np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])
     draws[~ok] = np.nan
     good = draws[ok]
-    if len(good) < 2:
-        raise ScaleFitError("bootstrap: fewer than two resamples converged.")
     lo_q, hi_q = (1 - ci_prob) / 2, (1 + ci_prob) / 2
-    if ci_method == "bca":
+    if len(good) < 2:
+        # Too few usable resamples (e.g. a 4-row table and a 3-parameter law): no interval.
+        bounds = np.full((len(law.params), 2), np.nan)
+        res.warnings.append(
+            f"bootstrap gave no interval: only {len(good)} of {n_boot} resamples were usable "
+            f"({int(degenerate.sum())} had no more distinct design points than parameters)."
+        )
+    elif ci_method == "bca":
         jack = _jackknife(problem, res, tab, cluster)
         theta = np.array([res.params[n] for n in law.param_names])
         bounds = _bca(good, theta, jack, ci_prob)
@@ -159,8 +164,8 @@ def bootstrap(
         name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(law.param_names)
     }
     with np.errstate(all="ignore"):
-        zc = np.corrcoef(zb[ok].T)
-        raw = np.corrcoef(good.T)
+        zc = np.corrcoef(zb[ok].T) if len(good) >= 2 else np.zeros((len(law.params),) * 2)
+        raw = np.corrcoef(good.T) if len(good) >= 2 else zc
     iu = np.triu_indices(len(law.params), 1)
     res.diagnostics.update(
         {
@@ -169,8 +174,12 @@ def bootstrap(
             "resample": f"clusters of {cluster!r}" if cluster else "rows",
             "boot_starts": int(boot_starts),
             "boot_warm_start_best": float(np.mean(best == 0)),
-            "boot_corr_max_internal": float(np.nanmax(np.abs(zc[iu]))) if len(iu[0]) else 0.0,
-            "boot_corr_max_raw": float(np.nanmax(np.abs(raw[iu]))) if len(iu[0]) else 0.0,
+            "boot_corr_max_internal": float(np.max(np.abs(np.nan_to_num(zc[iu]))))
+            if len(iu[0])
+            else 0.0,
+            "boot_corr_max_raw": float(np.max(np.abs(np.nan_to_num(raw[iu]))))
+            if len(iu[0])
+            else 0.0,
         }
     )
     res.conventions.update(
