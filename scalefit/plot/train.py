@@ -80,7 +80,7 @@ def plot_variant_comparison(
 
 def plot_loss_grid(table, *, ax=None, variant: str | None = None):
     """Validation loss against depth: one line per (width, tokens), log-scaled depth axis."""
-    fig, ax = axes(ax)
+    fig, ax = axes(ax, figsize=(6.5, 4.0))
     sel = table if variant is None else table[table["variant"] == variant]
     sel = sel[~sel["diverged"].astype(bool)]
     styles = dict(zip(sorted(sel["tokens"].unique()), ["--", "-", ":", "-."], strict=False))
@@ -99,5 +99,5 @@ def plot_loss_grid(table, *, ax=None, variant: str | None = None):
     ax.set_xlabel("depth ℓ")
     ax.set_ylabel("validation loss (nats/token)")
     ax.set_title(f"variant {variant}" if variant else "all variants", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
