@@ -6,7 +6,6 @@ likelihood family, so the expected log predictive densities are comparable acros
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -205,24 +204,9 @@ def holdout_bayes(
         training fit's parameters and convergence.
     """
     from .bayes import fit_bayes, predictive_draws
-    from .validate import compute_key
+    from .validate import split_by_compute
 
-    if not (isinstance(fraction, float) and 0.0 < fraction < 1.0):
-        raise ScaleFitError(
-            f"The 'holdout' parameter of fit_bayes must be a float in (0, 1). "
-            f"Got {fraction!r} instead."
-        )
-    key, values = compute_key(tab, law)
-    n_test = max(1, math.ceil(fraction * len(tab)))
-    order = np.argsort(values, kind="stable")
-    train = tab.iloc[order[:-n_test]].reset_index(drop=True)
-    test = tab.iloc[order[-n_test:]].reset_index(drop=True)
-    if len(train) <= len(law.params):
-        raise ScaleFitError(
-            f"holdout {fraction} leaves {len(train)} training rows, fewer than the law's "
-            f"{len(law.params)} parameters + 1."
-        )
-    train.attrs = dict(tab.attrs)
+    train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit_bayes")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = fit_bayes(train, law, seed=seed, ci_prob=ci_prob, **kwargs)
@@ -231,9 +215,9 @@ def holdout_bayes(
     out: dict[str, Any] = {
         "fraction": float(fraction),
         "split_by": key,
-        "threshold": float(values[order[-n_test]]),
+        "threshold": threshold,
         "n_train": int(len(train)),
-        "n_test": int(n_test),
+        "n_test": int(len(test)),
     }
     pred = np.median(predictive_draws(res, test, noise=False), axis=0)
     out["mae_log"] = float(np.mean(np.abs(np.log(y) - np.log(pred))))

@@ -22,6 +22,33 @@ def compute_key(tab: pd.DataFrame, law: Law) -> tuple[str, np.ndarray]:
     return "*".join(law.inputs), prod
 
 
+def split_by_compute(tab: pd.DataFrame, law: Law, fraction: float, *, who: str = "fit"):
+    """Split rows into the lowest-compute ``1 - fraction`` (train) and the rest (test).
+
+    Returns
+    -------
+    tuple
+        ``(train, test, split_by, threshold)``: two DataFrames (train keeps ``tab.attrs``), the
+        ordering column and the compute value of the first test row.
+    """
+    if not (isinstance(fraction, float) and 0.0 < fraction < 1.0):
+        raise ScaleFitError(
+            f"The 'holdout' parameter of {who} must be a float in (0, 1). Got {fraction!r} instead."
+        )
+    key, values = compute_key(tab, law)
+    n_test = max(1, math.ceil(fraction * len(tab)))
+    order = np.argsort(values, kind="stable")
+    train = tab.iloc[order[:-n_test]].reset_index(drop=True)
+    test = tab.iloc[order[-n_test:]].reset_index(drop=True)
+    if len(train) <= len(law.params):
+        raise ScaleFitError(
+            f"holdout {fraction} leaves {len(train)} training rows, fewer than "
+            f"the law's {len(law.params)} parameters + 1."
+        )
+    train.attrs = dict(tab.attrs)
+    return train, test, key, float(values[order[-n_test]])
+
+
 def holdout_check(
     tab: pd.DataFrame,
     law: Law,
@@ -62,21 +89,7 @@ def holdout_check(
     """
     from .lsq import fit
 
-    if not (isinstance(fraction, float) and 0.0 < fraction < 1.0):
-        raise ScaleFitError(
-            f"The 'holdout' parameter of fit must be a float in (0, 1). Got {fraction!r} instead."
-        )
-    key, values = compute_key(tab, law)
-    n_test = max(1, math.ceil(fraction * len(tab)))
-    order = np.argsort(values, kind="stable")
-    train, test = tab.iloc[order[:-n_test]], tab.iloc[order[-n_test:]]
-    if len(train) <= len(law.params):
-        raise ScaleFitError(
-            f"holdout {fraction} leaves {len(train)} training rows, fewer than "
-            f"the law's {len(law.params)} parameters + 1."
-        )
-    train = train.reset_index(drop=True)
-    train.attrs = dict(tab.attrs)
+    train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit")
     res = fit(
         train,
         law,
@@ -95,9 +108,9 @@ def holdout_check(
     return {
         "fraction": float(fraction),
         "split_by": key,
-        "threshold": float(values[order[-n_test]]),
+        "threshold": threshold,
         "n_train": int(len(train)),
-        "n_test": int(n_test),
+        "n_test": int(len(test)),
         "mae_log": float(np.mean(np.abs(np.log(y) - np.log(pred)))),
         "max_rel_err": float(np.max(np.abs(pred - y) / y)),
         "coverage": float(np.mean(inside)),
