@@ -72,6 +72,16 @@ DATASETS: dict[str, Dataset] = {
         "svg_extracted_data.csv",
         drop_columns=("x", "y", "color", "hex_color"),
     ),
+    "lm_grid_shakespeare": Dataset(
+        name="lm_grid_shakespeare",
+        filename="lm_grid_shakespeare.csv",
+        description=(
+            "48 runs of scalefit's reference trainer on Shakespeare bytes (CPU): depth "
+            "{1,2,4,8} x width {32,64,128}, Pre-LN at 3 token budgets and LNS at one; see "
+            "data/README.md. Filter by the 'variant' column before fitting."
+        ),
+        bundled=True,
+    ),
     "depth_delusion": Dataset(
         name="depth_delusion",
         filename="depth_delusion.csv",

@@ -46,3 +46,9 @@ def test_checksum_mismatch_is_rejected(tmp_path):
     (tmp_path / DATASETS["chinchilla"].filename).write_text("model_size,loss\n1,2\n")
     with pytest.raises(ScaleFitError, match="sha256"):
         resolve("chinchilla", tmp_path)
+
+
+def test_lm_grid_bundled():
+    t = load("lm_grid_shakespeare")
+    assert {"depth", "width", "tokens", "params", "loss", "variant"} <= set(t.columns)
+    assert set(t["variant"]) >= {"pre_ln", "lns"}

@@ -15,7 +15,8 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "table",
         metavar="TABLE",
-        help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion)",
+        help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion, "
+        "lm_grid_shakespeare)",
     )
     p.add_argument(
         "--drop-highest",
@@ -76,7 +77,7 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
         if not path.exists():
             raise ScaleFitError(
                 f"{path}: no such file, and not a dataset name (chinchilla, "
-                f"chinchilla_epoch, depth_delusion)."
+                f"chinchilla_epoch, depth_delusion, lm_grid_shakespeare)."
             )
         table = read_table(path, parse_mapping(args.columns, "--columns"), drop_highest=drop)
     if not where:

@@ -197,6 +197,14 @@ def bootstrap(
             f"({int(degenerate.sum())} with no more distinct design points than parameters, "
             f"the rest not converged); intervals use the {int(ok.sum())} others."
         )
+    for p in law.params:
+        lo, hi = res.ci[p.name]
+        if np.isfinite(lo) and (lo < p.bounds[0] or hi > p.bounds[1]):
+            res.warnings.append(
+                f"the bootstrap interval of {p.name} [{lo:.3g}, {hi:.3g}] leaves its declared "
+                f"range [{p.bounds[0]:g}, {p.bounds[1]:g}]: some resamples fit a different "
+                f"regime; the data do not pin {p.name} down."
+            )
     for i, j in zip(*iu, strict=True):
         if abs(zc[i, j]) > 0.99:
             a, b = law.param_names[i], law.param_names[j]
