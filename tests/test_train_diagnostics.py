@@ -6,6 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
+from train_support import make_corpus as _make_corpus  # noqa: E402
+
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.diagnostics import (  # noqa: E402
     COLUMNS,
@@ -20,22 +23,14 @@ from scalefit.train.diagnostics import (  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # tiny models: one thread is faster and steadier on a shared 2-core machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def make_corpus(folder, n_docs=4, words=3000, seed=2):
-    rng = np.random.default_rng(seed)
-    vocab = ["now", "is", "the", "winter", "of", "our", "discontent", "made", "glorious"]
-    folder.mkdir(parents=True, exist_ok=True)
-    for d in range(n_docs):
-        (folder / f"doc{d}.txt").write_text(" ".join(rng.choice(vocab, size=words)) + "\n")
-    return folder
+def make_corpus(folder):
+    return _make_corpus(
+        folder,
+        vocab=["now", "is", "the", "winter", "of", "our", "discontent", "made", "glorious"],
+        n_docs=4,
+        words=3000,
+        seed=2,
+    )
 
 
 @pytest.fixture(scope="module")

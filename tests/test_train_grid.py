@@ -6,6 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
+from train_support import make_corpus as _make_corpus  # noqa: E402
+
 from scalefit.cli import main  # noqa: E402
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.sweep import run_sweep, spec_from_dict  # noqa: E402
@@ -13,22 +16,14 @@ from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.grid import TABLE_COLUMNS, collect_diagnostics, validate_config  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # tiny models: one thread is faster and steadier on a shared 2-core machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def make_corpus(folder, n_docs=4, words=2500, seed=4):
-    rng = np.random.default_rng(seed)
-    vocab = ["all", "the", "world", "is", "a", "stage", "and", "men", "players"]
-    folder.mkdir(parents=True, exist_ok=True)
-    for d in range(n_docs):
-        (folder / f"doc{d}.txt").write_text(" ".join(rng.choice(vocab, size=words)) + "\n")
-    return folder
+def make_corpus(folder):
+    return _make_corpus(
+        folder,
+        vocab=["all", "the", "world", "is", "a", "stage", "and", "men", "players"],
+        n_docs=4,
+        words=2500,
+        seed=4,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -5,28 +5,23 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
+from train_support import make_corpus as _make_corpus  # noqa: E402
+
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.loop import config_from_dict, load_checkpoint, lr_at, train  # noqa: E402
 from scalefit.train.model import VARIANTS  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # tiny models: one thread is faster and steadier on a shared 2-core machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def make_corpus(folder, n_docs=5, words=4000, seed=0):
-    rng = np.random.default_rng(seed)
-    vocab = ["the", "cat", "dog", "sat", "on", "mat", "and", "ran", "to", "a", "big", "red"]
-    folder.mkdir(parents=True, exist_ok=True)
-    for d in range(n_docs):
-        (folder / f"doc{d}.txt").write_text(" ".join(rng.choice(vocab, size=words)) + "\n")
-    return folder
+def make_corpus(folder):
+    return _make_corpus(
+        folder,
+        vocab=["the", "cat", "dog", "sat", "on", "mat", "and", "ran", "to", "a", "big", "red"],
+        n_docs=5,
+        words=4000,
+        seed=0,
+    )
 
 
 @pytest.fixture(scope="module")
