@@ -45,8 +45,10 @@ def section(data_dir: str) -> str:  # noqa: ARG001 - same signature as the other
             f"{diff['lns_minus_pre'].mean():+.4f} nats/token; at the largest depth "
             f"({int(diff['depth'].max())}): {deep.mean():+.4f}. Sun et al. report LNS "
             f"helping most in deep models (their LLaMA-130M and up, 12+ layers); our "
-            f"models are 1–8 layers and trained for minutes, where the Pre-LN variance "
-            f"growth LNS corrects is small.\n"
+            f"models are 1–8 layers trained for minutes on bytes. At this scale LNS does "
+            f"damp the growth of residual-stream variance with depth (docs/trainer.md) but "
+            f"that does not turn into a lower loss: Sun et al.'s claim is not reproduced "
+            f"here, and our scale is far from theirs.\n"
         )
     pl = tab[tab["variant"] == "pre_ln"].reset_index(drop=True)
     pl.attrs = dict(tab.attrs)
