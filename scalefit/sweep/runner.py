@@ -161,14 +161,19 @@ def run_sweep(
 def execute_run(ref: str, config: dict, run_id: str, run_dir: str, threads: int = 1) -> str | None:
     """Run one task in this process and write its ``result.json``; return an error text or None.
 
-    Skips the run when ``result.json`` already exists. Writes ``config.json`` first,
-    ``result.json`` last (atomically), and ``error.txt`` (a traceback) when the task raises.
+    Skips the run when ``result.json`` already exists. Removes temporary files a killed
+    attempt left behind, writes ``config.json`` first, ``result.json`` last (atomically), and
+    ``error.txt`` (a traceback) when the task raises.
     """
     path = Path(run_dir)
     if (path / RESULT_FILE).is_file():
         return None
     _set_threads(threads)
     path.mkdir(parents=True, exist_ok=True)
+    # A run killed in the middle of an atomic write leaves its temporary file behind; the run is
+    # unfinished (no result.json), so nothing else writes here now: clear the leftovers.
+    for stale in path.glob(".*.tmp"):
+        stale.unlink(missing_ok=True)
     atomic_write_json(path / CONFIG_FILE, {"run_id": run_id, "task": ref, "config": config})
     start = time.perf_counter()
     try:
