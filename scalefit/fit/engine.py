@@ -82,16 +82,6 @@ class Solution:
     converged: np.ndarray
 
 
-def rho_np(r: np.ndarray, loss: str, delta: float) -> np.ndarray:
-    """Per-row robust loss (numpy): ``r**2`` (mse), Huber, or ``|r|`` (lad)."""
-    if loss == "mse":
-        return r**2
-    d = LAD_DELTA if loss == "lad" else delta
-    a = np.abs(r)
-    out = np.where(a <= d, 0.5 * r**2, d * (a - 0.5 * d))
-    return out / d if loss == "lad" else out
-
-
 def _law_key(law: Law) -> str:
     try:
         opts = json.dumps(law.options, sort_keys=True)
@@ -297,10 +287,6 @@ class Problem:
         """
         out = self.solve_raw(np.asarray(z)[None, :], max_iter=0)
         return {k: v[0] for k, v in out.items()}
-
-    def residuals(self, z: np.ndarray) -> np.ndarray:
-        """Log-loss residuals ``log y - log f`` at internal point ``z``."""
-        return self.local(z)["resid"]
 
     def objective(self, z: np.ndarray, weights: np.ndarray | None = None) -> float:
         """Summed robust objective at ``z``."""
