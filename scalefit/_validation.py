@@ -1,0 +1,294 @@
+"""Declared-constraints validation: one helper, one message shape, for every public argument.
+
+Modelled on scikit-learn's ``validate_params``: each argument is checked against a list of
+constraints, and any failure raises :class:`~scalefit.errors.ScaleFitError` with one message shape::
+
+    The 'ci_prob' parameter of bootstrap must be a float in the range (0, 1). Got 1.7 instead.
+
+The same helper validates configuration files (trainer, toy specs, priors, result files): pass
+``where="config.toml"`` and the message names the file and key instead of a function.
+
+Constraints
+-----------
+- :class:`Interval` — a real or integer range, open or closed at either end;
+- :class:`Options` — one of a fixed set of values (with a "did you mean" for strings);
+- :class:`IsType` — an instance of a type (e.g. ``str``, ``Mapping``);
+- ``None`` — the value may be ``None``;
+- ``"boolean"`` — ``True`` or ``False`` (not 0/1);
+- ``"finite"`` — any finite real number;
+- ``"array-like"`` — a list, tuple or numpy array.
+
+Examples
+--------
+>>> from scalefit._validation import Interval, Options, validate
+>>> validate("bootstrap", {"ci_prob": 0.9, "ci_method": "bca"},
+...          {"ci_prob": [Interval(float, 0, 1, closed="neither")],
+...           "ci_method": [Options({"percentile", "bca"})]})
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import ScaleFitError
+
+__all__ = [
+    "Interval",
+    "IsType",
+    "Options",
+    "did_you_mean",
+    "fmt_value",
+    "validate",
+    "validate_mapping",
+]
+
+
+def fmt_value(value: Any) -> str:
+    """Format a value for an error message: plain Python reprs, never ``np.float64(...)``.
+
+    Parameters
+    ----------
+    value : any
+        The offending value.
+
+    Returns
+    -------
+    str
+        ``repr`` of the value after converting numpy scalars and arrays to Python objects, cut to
+        80 characters.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    elif isinstance(value, np.ndarray):
+        value = value.tolist()
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ``" Did you mean 'x'?"`` for the closest choice, or an empty string.
+
+    Parameters
+    ----------
+    word : str
+        What the user typed.
+    choices : iterable of str
+        The valid names.
+
+    Returns
+    -------
+    str
+        A sentence to append to an error message (with a leading space), or ``""``.
+    """
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A numeric range constraint.
+
+    Parameters
+    ----------
+    kind : {int, float}
+        ``int`` accepts integers only (not bools, not floats); ``float`` accepts any real number
+        (ints included) that is not NaN.
+    left, right : float or None
+        Bounds; ``None`` means unbounded on that side.
+    closed : {"both", "left", "right", "neither"}, default "both"
+        Which bounds are included.
+    """
+
+    kind: type
+    left: float | None = None
+    right: float | None = None
+    closed: str = "both"
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` satisfies the constraint."""
+        if isinstance(value, bool | np.bool_):
+            return False
+        if self.kind is int:
+            if not isinstance(value, numbers.Integral):
+                return False
+        elif not isinstance(value, numbers.Real) or math.isnan(float(value)):
+            return False
+        v = float(value)
+        if self.left is not None:
+            if v < self.left or (v == self.left and self.closed in ("right", "neither")):
+                return False
+        if self.right is not None:
+            if v > self.right or (v == self.right and self.closed in ("left", "neither")):
+                return False
+        return True
+
+    def describe(self) -> str:
+        """Words for the message, e.g. ``"a float in the range (0, 1)"``."""
+        noun = "an int" if self.kind is int else "a float"
+        if self.left is None and self.right is None:
+            return noun if self.kind is int else "a real number (not NaN)"
+        if self.right is None:
+            op = ">=" if self.closed in ("both", "left") else ">"
+            return f"{noun} {op} {_num(self.left)}"
+        if self.left is None:
+            op = "<=" if self.closed in ("both", "right") else "<"
+            return f"{noun} {op} {_num(self.right)}"
+        lo = "[" if self.closed in ("both", "left") else "("
+        hi = "]" if self.closed in ("both", "right") else ")"
+        return f"{noun} in the range {lo}{_num(self.left)}, {_num(self.right)}{hi}"
+
+
+def _num(x: float) -> str:
+    x = float(x)
+    return str(int(x)) if x.is_integer() and abs(x) < 1e15 else repr(x)
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of a fixed set of values."""
+
+    values: frozenset | set | tuple
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is one of the options."""
+        try:
+            return value in self.values
+        except TypeError:  # unhashable
+            return False
+
+    def describe(self) -> str:
+        """Words for the message."""
+        return "one of " + ", ".join(repr(v) for v in sorted(self.values, key=str))
+
+
+@dataclass(frozen=True)
+class IsType:
+    """An instance of one or more types."""
+
+    types: type | tuple[type, ...]
+    name: str = ""
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is an instance."""
+        return isinstance(value, self.types)
+
+    def describe(self) -> str:
+        """Words for the message."""
+        if self.name:
+            return self.name
+        types = self.types if isinstance(self.types, tuple) else (self.types,)
+        return "an instance of " + " or ".join(t.__name__ for t in types)
+
+
+def _named(constraint: Any) -> tuple[Callable[[Any], bool], str]:
+    if constraint is None:
+        return (lambda v: v is None), "None"
+    if constraint == "boolean":
+        return (lambda v: isinstance(v, bool | np.bool_)), "a bool"
+    if constraint == "finite":
+        return (
+            lambda v: (
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+            )
+        ), "a finite number"
+    if constraint == "array-like":
+        return (lambda v: isinstance(v, list | tuple | np.ndarray)), "an array-like"
+    if hasattr(constraint, "accepts"):
+        return constraint.accepts, constraint.describe()
+    raise TypeError(f"unknown constraint {constraint!r}")  # programming error
+
+
+def _message(
+    name: str, owner: str, value: Any, constraints: Sequence[Any], noun: str = "parameter"
+) -> str:
+    words = [_named(c)[1] for c in constraints]
+    allowed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+    hint = ""
+    if isinstance(value, str):
+        for c in constraints:
+            if isinstance(c, Options):
+                hint = did_you_mean(value, [str(v) for v in c.values])
+    got = fmt_value(value)
+    return f"The {name!r} {noun} of {owner} must be {allowed}. Got {got} instead.{hint}"
+
+
+def validate(
+    owner: str,
+    values: Mapping[str, Any],
+    constraints: Mapping[str, Sequence[Any]],
+    *,
+    noun: str = "parameter",
+) -> None:
+    """Check arguments against declared constraints; raise one clear error on the first failure.
+
+    Parameters
+    ----------
+    owner : str
+        The function (``"bootstrap"``) or the place (``"config train.toml"``) the values belong to.
+    values : mapping
+        Argument name to value.
+    constraints : mapping
+        Argument name to a list of constraints; the value must satisfy at least one. Names missing
+        from ``constraints`` are not checked.
+
+    Raises
+    ------
+    ScaleFitError
+        ``The 'x' parameter of owner must be <allowed>. Got <value> instead.``
+    """
+    for name, value in values.items():
+        cons = constraints.get(name)
+        if cons is None:
+            continue
+        if not any(_named(c)[0](value) for c in cons):
+            raise ScaleFitError(_message(name, owner, value, cons, noun))
+
+
+def validate_mapping(
+    where: str,
+    data: Mapping[str, Any],
+    constraints: Mapping[str, Sequence[Any]],
+    *,
+    required: Iterable[str] = (),
+    allow_unknown: bool = False,
+) -> None:
+    """Validate a configuration mapping (a TOML table, a JSON object): keys, then values.
+
+    Parameters
+    ----------
+    where : str
+        What the mapping is, for messages (e.g. ``"trainer config 'run.toml'"``).
+    data : mapping
+        The parsed configuration.
+    constraints : mapping
+        Key to a list of constraints (see :func:`validate`).
+    required : iterable of str
+        Keys that must be present.
+    allow_unknown : bool, default False
+        Accept keys that have no constraint.
+
+    Raises
+    ------
+    ScaleFitError
+        On a missing or unknown key (with a "did you mean") or a value that breaks its constraint.
+    """
+    if not isinstance(data, Mapping):
+        raise ScaleFitError(f"{where} must be a table of key = value pairs. Got {fmt_value(data)}.")
+    for key in required:
+        if key not in data:
+            raise ScaleFitError(f"{where} is missing the required key {key!r}.")
+    if not allow_unknown:
+        for key in data:
+            if key not in constraints:
+                raise ScaleFitError(
+                    f"{where} has an unknown key {key!r}.{did_you_mean(key, constraints)} "
+                    f"Known keys: {', '.join(sorted(constraints))}."
+                )
+    validate(where, data, constraints, noun="key")
