@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._validation import fmt_value
 from .errors import ScaleFitError
 
 CANONICAL = ("params", "tokens", "flops", "width", "depth", "loss")
@@ -56,17 +58,35 @@ def _source_name(source) -> str:
     return str(source) if isinstance(source, str | os.PathLike) else "<DataFrame>"
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    """Read a CSV with strict checks on emptiness, delimiter and duplicate headers."""
-    if not path.exists():
-        raise ScaleFitError(f"{path}: no such file.")
-    if path.is_dir():
-        raise ScaleFitError(f"{path}: is a folder, expected a CSV file.")
-    text = path.read_text(encoding="utf-8-sig")
-    if not text.strip():
-        raise ScaleFitError(f"{path}: the file is empty; expected a CSV with a header row.")
-    header = next(csv.reader(io.StringIO(text)))
-    header = [h.strip() for h in header]
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}([,_ ]\d{3})+(\.\d*)?$")
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    """Decode a table's bytes as UTF-8, naming gzip, UTF-16, binary and Latin-1 files."""
+    if raw[:2] == b"\x1f\x8b":
+        raise ScaleFitError(
+            f"{path}: the file is gzip-compressed; expected a plain-text UTF-8 CSV "
+            f"(decompress it first, e.g. `gunzip -k`)."
+        )
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ScaleFitError(
+            f"{path}: the file is UTF-16 encoded; expected a UTF-8 CSV (re-save it as UTF-8)."
+        )
+    if b"\x00" in raw[:4096]:
+        raise ScaleFitError(
+            f"{path}: the file contains NUL bytes (binary or UTF-16 data); expected a UTF-8 CSV."
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ScaleFitError(
+            f"{path}: line {line}: byte 0x{raw[exc.start]:02x} is not valid UTF-8 (a Latin-1 or "
+            f"binary file?); expected a UTF-8 CSV (re-save it as UTF-8)."
+        ) from None
+
+
+def _check_header(path: Path, header: list[str]) -> None:
     if len(header) == 1:
         for delim, label in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
             if delim in header[0]:
@@ -76,13 +96,76 @@ def _read_csv(path: Path) -> pd.DataFrame:
                 )
     seen: set[str] = set()
     for h in header:
+        if not h:
+            raise ScaleFitError(
+                f"{path}: the header has an empty column name (column {header.index(h) + 1}); "
+                f"expected a name for every column."
+            )
         if h.lower() in seen:
             raise ScaleFitError(f"{path}: duplicate column {h!r} in the header.")
         seen.add(h.lower())
+
+
+def _split_thousands(row: list[str], n: int) -> bool:
+    """Whether ``row`` (with more than ``n`` fields) looks like unquoted ``1,000`` numbers."""
+    return any(
+        re.fullmatch(r"[+-]?\d{1,3}", a.strip()) and re.fullmatch(r"\d{3}(\.\d*)?", b.strip())
+        for a, b in zip(row, row[1:], strict=False)
+    )
+
+
+def _check_shape(path: Path, header: list[str], rows: list[tuple[int, list[str]]]) -> None:
+    """Name index shifts (every row one field more), ragged rows and split ``1,000`` numbers."""
+    n = len(header)
+    counts = {len(r) for _, r in rows}
+    if counts == {n + 1} and not any(_split_thousands(r, n) for _, r in rows):
+        raise ScaleFitError(
+            f"{path}: every data row has {n + 1} fields but the header names {n} columns "
+            f"({', '.join(header)}); expected one field per header column (an unnamed "
+            f"index column? add its name to the header or remove it)."
+        )
+    for line, row in rows:
+        if len(row) == n:
+            continue
+        if len(row) > n and _split_thousands(row, n):
+            raise ScaleFitError(
+                f"{path}: line {line}: {len(row)} fields for {n} columns; a number like "
+                f"'1,000' seems to use a comma as thousands separator. Expected plain numbers "
+                f"(1000 or 1e3) or quoted fields."
+            )
+        raise ScaleFitError(
+            f"{path}: line {line}: {len(row)} field(s), but the header names {n} columns "
+            f"({', '.join(header)}); expected {n} fields on every row."
+        )
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """Read a CSV with strict checks on encoding, emptiness, delimiter, header and row shape."""
+    if not path.exists():
+        raise ScaleFitError(f"{path}: no such file.")
+    if path.is_dir():
+        raise ScaleFitError(f"{path}: is a folder, expected a CSV file.")
     try:
-        frame = pd.read_csv(io.StringIO(text), skipinitialspace=True)
-    except pd.errors.ParserError as exc:
-        raise ScaleFitError(f"{path}: not a well-formed CSV ({exc}).".replace("\n", " ")) from exc
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    text = _decode(path, raw)
+    if not text.strip():
+        raise ScaleFitError(f"{path}: the file is empty; expected a CSV with a header row.")
+    try:
+        reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+        lines = [(reader.line_num, row) for row in reader]
+    except csv.Error as exc:
+        raise ScaleFitError(f"{path}: not a well-formed CSV ({exc}).") from None
+    lines = [(n, r) for n, r in lines if any(f.strip() for f in r)]
+    header = [h.strip() for h in lines[0][1]]
+    _check_header(path, header)
+    _check_shape(path, header, lines[1:])
+    try:
+        frame = pd.read_csv(io.StringIO(text), skipinitialspace=True, index_col=False)
+    except (pd.errors.ParserError, ValueError) as exc:
+        msg = str(exc).replace("\n", " ")
+        raise ScaleFitError(f"{path}: not a well-formed CSV ({msg}).") from None
     frame.columns = [str(c).strip() for c in frame.columns]
     if frame.empty:
         raise ScaleFitError(f"{path}: the table has a header but no rows.")
@@ -131,8 +214,13 @@ def _check_values(frame: pd.DataFrame, where: str) -> pd.DataFrame:
         bad = values.isna() & raw.notna()
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
+            cell = raw.iloc[i]
+            hint = ""
+            if isinstance(cell, str) and _THOUSANDS.match(cell.strip()):
+                hint = " (a thousands separator? write plain numbers such as 1000 or 1e3)"
             raise ScaleFitError(
-                f"{where}: column {col!r}, row {i + 1}: expected a number, got {raw.iloc[i]!r}."
+                f"{where}: column {col!r}, row {i + 1}: expected a number, got "
+                f"{fmt_value(cell)}{hint}."
             )
         arr = values.to_numpy(dtype=float)
         for test, what in (
@@ -143,7 +231,7 @@ def _check_values(frame: pd.DataFrame, where: str) -> pd.DataFrame:
             if test.any():
                 i = int(np.flatnonzero(test)[0])
                 raise ScaleFitError(
-                    f"{where}: column {col!r}, row {i + 1}: {what} ({arr[i]!r}); "
+                    f"{where}: column {col!r}, row {i + 1}: {what} ({fmt_value(arr[i])}); "
                     f"expected a finite positive number."
                 )
         frame[col] = arr

@@ -1,3 +1,4 @@
+import gzip
 import string
 import subprocess
 import sys
@@ -109,3 +110,60 @@ def test_cli_bad_table_exits_2_with_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "row 1" in proc.stderr
+
+
+def write_bytes(tmp_path, data, name="b.csv"):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (gzip.compress(GOOD.encode()), "gzip-compressed"),
+        (GOOD.encode("utf-16"), "UTF-16"),
+        (GOOD.encode("utf-16-le"), "NUL bytes"),
+        ("width,loss,note\n32,3.1,café\n".encode("latin-1"), r"line 2: byte 0xe9 .*UTF-8"),
+        (bytes(range(256)) * 4, "NUL bytes"),
+    ],
+)
+def test_undecodable_files_are_named(tmp_path, data, match):
+    with pytest.raises(ScaleFitError, match=match) as info:
+        read_table(write_bytes(tmp_path, data))
+    assert "b.csv" in str(info.value)
+
+
+def test_index_shift_is_named(tmp_path):
+    text = "params,tokens,loss\n0,1e8,1e9,3.1\n1,1e9,1e10,2.8\n"
+    with pytest.raises(ScaleFitError, match="every data row has 4 fields.*3 columns"):
+        read_table(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("params,tokens,loss\n1e8,1e9,3.1\n1e9,1e10\n", "line 3: 2 field"),
+        ("params,tokens,loss\n1e8,1e9,3.1\n1e9,1e10,2.8,7\n", "line 3: 4 field"),
+        ("width,depth,loss\n1,024,4,3.1\n2,048,8,2.9\n", "line 2: .*thousands separator"),
+        ('width,depth,loss\n"1,024",4,3.1\n', r"column 'width', row 1: .*'1,024' \(a thousands"),
+        ("params,,loss\n1,2,3\n", "empty column name"),
+    ],
+)
+def test_ragged_rows_and_thousands_separators(tmp_path, text, match):
+    with pytest.raises(ScaleFitError, match=match) as info:
+        read_table(write(tmp_path, text))
+    assert "np.float64" not in str(info.value)
+
+
+def test_extra_numeric_columns_are_kept_without_positivity(tmp_path):
+    text = "params,tokens,loss,steps,lr,x\n1e8,1e9,3.1,100,6e-4,-2\n1e9,1e10,2.8,200,3e-4,0\n"
+    t = read_table(write(tmp_path, text))
+    assert list(t["steps"]) == [100, 200] and list(t["x"]) == [-2, 0]
+    assert t["lr"].dtype == float
+
+
+def test_value_messages_use_plain_reprs(tmp_path):
+    with pytest.raises(ScaleFitError, match=r"\(0\.0\)") as info:
+        read_table(write(tmp_path, "params,tokens,loss\n0.0,1e9,3\n"))
+    assert "np.float64" not in str(info.value)
