@@ -22,7 +22,10 @@ from ._io import atomic_write_bytes
 from .errors import ScaleFitError
 from .table import read_table
 
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data"
+# An installed wheel ships the tables as the package ``scalefit._bundled`` (see setup.py); a source
+# checkout (editable install) reads them from the repository's top-level ``data/`` folder.
+_WHEEL_DIR = Path(__file__).resolve().parent / "_bundled"
+BUNDLED_DIR = _WHEEL_DIR if _WHEEL_DIR.is_dir() else Path(__file__).resolve().parent.parent / "data"
 
 
 @dataclass(frozen=True)
