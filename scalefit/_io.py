@@ -93,3 +93,53 @@ def _json_safe(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
+
+
+def load_torch(path: str | os.PathLike, *, what: str, map_location: Any = "cpu") -> Any:
+    """Load a ``torch.save`` file as tensors and plain data only; never run code from it.
+
+    ``torch.load(weights_only=True)`` refuses any pickled object that is not a tensor, a plain
+    container or a number/string, so a crafted file cannot execute anything.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages (e.g. ``"toy model"``).
+    map_location : optional
+        Passed to :func:`torch.load`.
+
+    Returns
+    -------
+    object
+        The loaded payload.
+
+    Raises
+    ------
+    ScaleFitError
+        If the file is missing, unreadable, not a torch file, or holds anything but tensors and
+        plain data.
+    """
+    import pickle
+    import zipfile
+
+    import torch
+
+    from .errors import ScaleFitError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ScaleFitError(f"{path}: no such file; expected a {what} file.")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()
+        detail = next((ln for ln in first if "Unsupported" in ln or "global" in ln), "")
+        raise ScaleFitError(
+            f"{path}: refused to load: a {what} file may hold only tensors and plain data "
+            f"(numbers, strings, lists, dicts){'; ' + detail.strip() if detail else ''}."
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScaleFitError(f"{path}: not a readable {what} file ({msg}).") from None

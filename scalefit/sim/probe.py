@@ -18,8 +18,7 @@ def load_model(path: str | os.PathLike) -> dict:
         (:class:`~scalefit.sim.model.Teacher` with the saved weights) and ``students``
         (``{(depth, replica): weights}``).
     """
-    import torch
-
+    from .._io import load_torch
     from .config import ToyConfig
     from .model import Teacher
     from .sweep_task import MODEL_FILE
@@ -31,18 +30,28 @@ def load_model(path: str | os.PathLike) -> dict:
         raise ScaleFitError(
             f"{path}: no saved toy model (expected a run folder with {MODEL_FILE})."
         )
+    payload = load_torch(path, what="toy model")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
         config = ToyConfig.from_dict({**payload["config"], "device": "cpu"}, where=str(path))
-    except (KeyError, RuntimeError, OSError) as exc:
-        raise ScaleFitError(f"{path}: not a toy model file ({exc}).") from exc
+        teacher_state = payload["teacher"]
+        students_state = dict(payload["students"])
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ScaleFitError(
+            f"{path}: not a toy model file (expected the keys config, teacher, students; "
+            f"{type(exc).__name__}: {exc})."
+        ) from None
     teacher = Teacher(config)
-    teacher.layers = payload["teacher"]["layers"]
-    teacher.head = payload["teacher"]["head"]
-    students = {}
-    for key, weights in payload["students"].items():
-        depth, replica = (int(v) for v in key.split("_"))
-        students[(depth, replica)] = weights
+    try:
+        teacher.layers = teacher_state["layers"]
+        teacher.head = teacher_state["head"]
+        students = {}
+        for key, weights in students_state.items():
+            depth, replica = (int(v) for v in key.split("_"))
+            students[(depth, replica)] = weights
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ScaleFitError(
+            f"{path}: not a toy model file (bad teacher or student entry: {exc})."
+        ) from None
     return {"config": config, "teacher": teacher, "students": students}
 
 

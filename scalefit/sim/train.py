@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_bytes
+from .._io import atomic_write_bytes, load_torch
 from .._torch import pick_device, seed_all
 from .config import ToyConfig
 from .model import StudentStack, Teacher, _stream
@@ -214,8 +214,8 @@ def _resume(run_dir, config, students, adam, data, run, acc) -> int:
     path = None if run_dir is None else Path(run_dir) / STATE_FILE
     if path is None or not path.is_file():
         return 0
-    state = torch.load(path, map_location=students.params[0].device, weights_only=False)
-    if state.get("config") != config.to_dict():
+    state = load_torch(path, what="toy training state", map_location=students.params[0].device)
+    if not isinstance(state, dict) or state.get("config") != config.to_dict():
         return 0
     students.load_state_dict(state["students"])
     adam.load(state["adam"])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_bytes, atomic_write_csv
+from .._io import atomic_write_bytes, atomic_write_csv, load_torch
 from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
@@ -154,8 +154,8 @@ def _save_checkpoint(path: Path, model, opt, step: int, history: list, cfg: Trai
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
-    """Load a checkpoint written by :func:`train` (CPU tensors)."""
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """Load a checkpoint written by :func:`train` (CPU tensors; tensors and plain data only)."""
+    return load_torch(path, what="trainer checkpoint")
 
 
 @torch.no_grad()
