@@ -232,6 +232,32 @@ def flops_per_token(
     return flops
 
 
+def training_flops(params, tokens):
+    """Training compute ``C = 6·N·T`` (vectorised; the one place this rule is written).
+
+    Examples
+    --------
+    >>> float(training_flops(1e9, 2e10))
+    1.2e+20
+    """
+    import numpy as np
+
+    return 6.0 * np.asarray(params, dtype=float) * np.asarray(tokens, dtype=float)
+
+
+def tokens_for_budget(budget, params):
+    """Tokens ``T = C / (6·N)`` that spend a budget ``C`` on a model of ``N`` parameters.
+
+    Examples
+    --------
+    >>> float(tokens_for_budget(1.2e20, 1e9))
+    20000000000.0
+    """
+    import numpy as np
+
+    return np.asarray(budget, dtype=float) / (6.0 * np.asarray(params, dtype=float))
+
+
 def _positive_int(value, name: str) -> int:
     if isinstance(value, bool) or int(value) != value or int(value) <= 0:
         raise ScaleFitError(f"The {name!r} option must be a positive integer. Got {value!r}.")
