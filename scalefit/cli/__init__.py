@@ -10,22 +10,116 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
 import warnings
 from collections.abc import Sequence
 
+from .._validation import did_you_mean
 from ..errors import MissingExtraError, ScaleFitError
+from ..sweep.runner import SweepError
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_NOT_CONVERGED = 3
 
 
+# A token such as -1e21 or -.5 is a (negative) number, not an option; argparse's own pattern only
+# knows -5 and -0.5, so `--budget -1e21` used to fail with "expected one argument".
+_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|nan)$", re.IGNORECASE)
+_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show every option's default, also for options declared without a help text."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default is argparse.SUPPRESS
+            or "default" in text.lower()
+            or action.nargs == 0  # flags: --no-draws and the like
+        ):
+            return text
+        shown = "not set" if default is None else "%(default)s"
+        return f"{text} (default: {shown})".strip()
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose usage errors are ONE line on stderr and exit code 2.
+
+    Sub-command parsers inherit the class (``add_subparsers`` uses the parent's class) and the
+    :class:`HelpFormatter`, so a command module needs nothing special. Misspelt options and
+    choices get a "did you mean" suggestion.
+    """
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs) -> None:
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+        self._negative_number_matcher = _NUMBER
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse's own
+        _ACTIVE.append(self)  # the deepest sub-command parser is the last one entered
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):
+        """Print ``PROG: error: MESSAGE[ Did you mean ...?]`` as one line and exit with 2."""
+        parser = _ACTIVE[-1] if _ACTIVE and message.startswith("unrecognized") else self
+        if message.startswith("the following arguments are required"):
+            # a misspelt option is the likelier mistake: `--budgt 1e21` leaves --budget missing
+            unknown = _unknown_options(self)
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
+        text = " ".join(message.split())
+        hint = _suggestion(parser, message)
+        if hint:
+            text = text.rstrip(".") + "." + hint
+        print(f"{parser.prog}: error: {text} (see '{parser.prog} --help')", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+_ACTIVE: list[Parser] = []
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for a in parser._actions for s in a.option_strings]
+
+
+def _unknown_options(parser: argparse.ArgumentParser) -> list[str]:
+    """The ``--options`` the user gave that are neither an option of PARSER nor a prefix of one."""
+    known = _options(parser)
+    unknown = []
+    for token in getattr(parser, "_given", []):
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if token.startswith("--") and not any(k.startswith(name) for k in known):
+            unknown.append(name)
+    return unknown
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """A "did you mean" for an unknown option or an invalid choice, else ``""``."""
+    if message.startswith("unrecognized arguments:"):
+        for token in message.split(":", 1)[1].split():
+            if token.startswith("--"):
+                hint = did_you_mean(token.split("=", 1)[0], _options(parser))
+                if hint:
+                    return hint
+        return ""
+    match = _CHOICE.search(message)
+    if match:
+        return did_you_mean(match.group(1), re.findall(r"'([^']*)'", match.group(2)))
+    return ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every discovered sub-command."""
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="scalefit",
         description="Fit, understand and act on neural scaling laws (width, depth and data).",
     )
@@ -49,6 +143,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (also used by the console script)."""
     parser = build_parser()
+    _ACTIVE.clear()
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
     if getattr(args, "func", None) is None:
@@ -56,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     try:
         code = args.func(args)
-    except (ScaleFitError, MissingExtraError, FileNotFoundError) as exc:
+    except (ScaleFitError, MissingExtraError, FileNotFoundError, SweepError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"scalefit: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
