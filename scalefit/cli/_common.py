@@ -41,7 +41,8 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
         "--where",
         default=None,
         metavar="EXPR",
-        help="keep only the rows matching a pandas query, e.g. \"variant == 'pre_ln'\" "
+        help="keep only the rows matching a filter over column names (comparisons, and/or/not, "
+        "in [...]; no calls or attributes), e.g. \"variant == 'pre_ln' and depth >= 4\" "
         "(applied before --drop-highest)",
     )
 
@@ -82,10 +83,12 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
         table = read_table(path, parse_mapping(args.columns, "--columns"), drop_highest=drop)
     if not where:
         return table
+    from ..expr import filter_rows
+
     try:
-        kept = table.query(where)
-    except Exception as exc:  # pandas raises many exception types for a bad expression
-        raise ScaleFitError(f"--where {where!r} is not a valid row filter: {exc}") from exc
+        kept = filter_rows(table, where)
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"--where: {exc}") from None
     if kept.empty:
         raise ScaleFitError(f"--where {where!r} keeps no rows.")
     meta = dict(table.attrs.get("scalefit", {}))

@@ -153,9 +153,19 @@ def run_sweep(
         raise SweepError(
             f"{len(failures)} of {len(runs)} runs failed ({names}); "
             f"see runs/<run_id>/{ERROR_FILE}. "
-            f"First error: {failures[0][1].strip().splitlines()[-1]}"
+            f"First error: {_last_line(failures[0][1])}"
         )
     return table
+
+
+def _last_line(text: str) -> str:
+    """The exception line of a traceback, without the module path of scalefit's own errors."""
+    lines = text.strip().splitlines()
+    last = lines[-1] if lines else "unknown error"
+    for prefix in ("scalefit.errors.ScaleFitError: ", "scalefit.errors.MissingExtraError: "):
+        if last.startswith(prefix):
+            return last[len(prefix) :]
+    return last
 
 
 def execute_run(ref: str, config: dict, run_id: str, run_dir: str, threads: int = 1) -> str | None:
