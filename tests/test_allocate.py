@@ -265,15 +265,33 @@ def test_draws_give_intervals_that_contain_the_point_estimate():
     assert (s["loss_lo"] < s["loss"]).all() and (s["loss"] < s["loss_hi"]).all()
     assert (s["n_draws"] == 60).all()
     assert a.draws is not None and len(a.draws) == 120
-    # p_best is a distribution over candidates per budget
+    # decision rule: rank 1 minimises the expected loss; regrets are non-negative and the
+    # recommended shape has the smallest mean regret (same ordering as the expected loss)
     for frame in a.shapes.values():
-        assert frame["p_best"].sum() == pytest.approx(1.0)
+        assert frame["expected_loss"].is_monotonic_increasing
+        assert (frame["regret_mean"] >= 0).all() and (frame["regret_p95"] >= 0).all()
+        assert frame["regret_mean"].iloc[0] == pytest.approx(frame["regret_mean"].min())
     # wider draws give wider intervals
     wide = allocate(_fake_result(scale=0.06), [1e22]).summary.iloc[0]
     narrow = s.iloc[1]
     assert (wide["depth_star_hi"] - wide["depth_star_lo"]) > (
         narrow["depth_star_hi"] - narrow["depth_star_lo"]
     )
+
+
+def test_decision_rule_with_draws_equal_to_the_point_estimate():
+    """Every draw equal to the point: expected loss is the point loss, regret its excess over
+    the continuous optimum (the discretisation gap), identical in every draw."""
+    res = _fake_result(n=4, scale=0.0)
+    a = allocate(res, [1e21])
+    frame = a.shapes[1e21]
+    np.testing.assert_allclose(frame["expected_loss"], frame["loss"], rtol=1e-12)
+    gap = frame["loss"] - a.continuous["loss"].iloc[0]
+    np.testing.assert_allclose(frame["regret_mean"], gap.clip(lower=0), atol=1e-12)
+    np.testing.assert_allclose(frame["regret_p95"], frame["regret_mean"], atol=1e-12)
+    s = a.summary.iloc[0]
+    assert (s["depth"], s["width"]) == (frame["depth"].iloc[0], frame["width"].iloc[0])
+    assert s["regret_mean"] == pytest.approx(frame["regret_mean"].min())
 
 
 def test_draw_solutions_match_solving_each_draw_alone():
@@ -375,7 +393,7 @@ def test_cli_writes_csv_with_the_agreed_columns(tmp_path, capsys):
     assert {"budget", "depth", "width", "tokens", "params", "loss"} <= set(frame.columns)
     assert len(frame) == 2 and (frame["width"] % 128 == 0).all()
     shapes = pd.read_csv(tmp_path / "s.csv")
-    assert {"budget", "depth", "width", "loss", "loss_lo", "loss_hi", "p_best"} <= set(shapes)
+    assert {"budget", "depth", "width", "loss", "loss_lo", "loss_hi", "regret_mean"} <= set(shapes)
     assert set(shapes["budget"]) == {1e20, 1e22}
 
 

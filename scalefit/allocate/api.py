@@ -89,7 +89,9 @@ class Allocation:
     ----------
     summary : DataFrame
         One row per budget: the recommended practical shape (``depth, width, tokens, params,
-        loss`` with ``loss_lo/loss_hi`` under the draws and ``p_best``), the set of practical shapes
+        loss`` with ``loss_lo/loss_hi`` under the draws; with draws the shape minimising the
+        expected loss, with ``expected_loss``, ``regret_mean``, ``regret_p95``; see
+        :func:`scalefit.allocate.practical.rank`), the set of practical shapes
         within ``eps`` (``set_*``), ``flat``, the continuous optimum (``*_star``) with intervals
         from the draws (``*_star_lo``, ``*_star_hi``, ``*_star_median``).
     continuous : DataFrame
@@ -201,7 +203,7 @@ def allocate(
         cont,
         draws,
     )
-    frames = _practical(space, src, cont, budgets, cons, eps, depth_range)
+    frames = _practical(space, src, cont, draws, budgets, cons, eps, depth_range)
     rows = []
     for i, c in enumerate(budgets):
         row = {"budget": c}
@@ -220,7 +222,9 @@ def allocate(
             row.update(
                 loss_lo=row.get("loss_star_lo", np.nan),
                 loss_hi=row.get("loss_star_hi", np.nan),
-                p_best=np.nan,
+                expected_loss=np.nan,
+                regret_mean=np.nan,
+                regret_p95=np.nan,
             )
         rows.append(row)
     alloc.summary = pd.DataFrame(rows)
@@ -240,7 +244,7 @@ def _finite_or(cont: pd.DataFrame, col: str) -> np.ndarray:
     return np.where(np.isfinite(v) & (v > 0), v, 1.0)
 
 
-def _practical(space, src, cont, budgets, cons, eps, depth_range) -> list[pd.DataFrame]:
+def _practical(space, src, cont, draws, budgets, cons, eps, depth_range) -> list[pd.DataFrame]:
     """Ranked practical candidates per budget (shape laws; empty list otherwise)."""
     if space.kind != "shape":
         return []
@@ -254,9 +258,13 @@ def _practical(space, src, cont, budgets, cons, eps, depth_range) -> list[pd.Dat
     lo, hi = space.box(budgets, depth_range)
     depths = [depth_grid(cap, cons) for cap in caps]
     widths = best_widths(space, src.point, budgets, depths, y_hint, (lo[:, 1], hi[:, 1]))
+    floors = [None] * len(budgets)
+    if draws is not None:  # each draw's own continuous optimum (rows: draw-major, then budget)
+        loss = draws["loss"].to_numpy(dtype=float)
+        floors = [loss[i :: len(budgets)] for i in range(len(budgets))]
     return [
-        rank(space, candidates(space, src.point, c, d, w, cons), src.draws, src.prob, eps)
-        for c, d, w in zip(budgets, depths, widths, strict=True)
+        rank(space, candidates(space, src.point, c, d, w, cons), src.draws, src.prob, eps, f)
+        for c, d, w, f in zip(budgets, depths, widths, floors, strict=True)
     ]
 
 
@@ -267,7 +275,9 @@ def _practical_row(frame: pd.DataFrame, flat: bool) -> dict:
     row.update(
         loss_lo=best["loss_lo"],
         loss_hi=best["loss_hi"],
-        p_best=best["p_best"],
+        expected_loss=best["expected_loss"],
+        regret_mean=best["regret_mean"],
+        regret_p95=best["regret_p95"],
         flat=flat,
         set_depth_lo=near["depth"].min(),
         set_depth_hi=near["depth"].max(),

@@ -4,7 +4,7 @@ Around the continuous optimum every integer depth in range is tried with the few
 head dimension nearest the best continuous width at that depth; parameters are counted exactly
 (:func:`scalefit.accounting.param_count_array` with ``exact=True``) and tokens fill the budget,
 ``tokens = C / (6 params)``. With draws, each candidate's loss is evaluated under every draw:
-that gives its interval and the share of draws in which it is the best candidate (``p_best``).
+that gives its interval, its expected loss and its regret (see :func:`rank`).
 """
 
 from __future__ import annotations
@@ -140,23 +140,70 @@ def evaluate(space: Space, params: dict, frame: pd.DataFrame) -> np.ndarray:
 
 
 def rank(
-    space: Space, frame: pd.DataFrame, draws: dict | None, prob: float, eps: float
+    space: Space,
+    frame: pd.DataFrame,
+    draws: dict | None,
+    prob: float,
+    eps: float,
+    floor: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """Sort candidates by loss; add intervals, ``p_best`` and the within-interval flags."""
-    frame = frame.sort_values(["loss", "params"]).reset_index(drop=True)
-    best = float(frame["loss"].iloc[0])
-    frame["within_eps"] = frame["loss"] <= best + eps
-    if draws is not None:
-        mat = evaluate(space, draws, frame)  # (D, K)
+    """Rank candidates by the decision rule; add loss intervals and regrets under the draws.
+
+    Decision rule: with draws, candidates are sorted by their **expected loss** over the draws
+    (ties: fewer params first), so rank 1 is the shape that minimises the expected loss. Its
+    **regret** under a draw is its loss minus that draw's own optimum (the lower of the draw's
+    continuous compute-optimal loss ``floor`` and its best candidate); ``regret_mean`` and
+    ``regret_p95`` summarise it over the draws. Without draws, candidates are sorted by the point
+    estimate's loss and the draw columns are NaN.
+
+    Parameters
+    ----------
+    space : Space
+        Law and accounting.
+    frame : DataFrame
+        Candidates from :func:`candidates`.
+    draws : dict of name -> array (D,), optional
+        Parameter draws of the fit.
+    prob : float
+        Interval probability of ``loss_lo``/``loss_hi``.
+    eps : float
+        Loss tolerance (nats) of the near-optimal set ``within_eps`` (point estimate).
+    floor : array (D,), optional
+        Each draw's continuous optimum loss at this budget (NaN where it has none).
+
+    Returns
+    -------
+    DataFrame
+        ``rank, depth, width, params, tokens, loss, expected_loss, regret_mean, regret_p95,
+        loss_lo, loss_hi, within_eps, within_interval``.
+    """
+    frame = frame.copy()
+    nan = np.full(len(frame), np.nan)
+    frame["expected_loss"], frame["regret_mean"], frame["regret_p95"] = nan, nan, nan
+    frame["loss_lo"], frame["loss_hi"] = nan, nan
+    mat = evaluate(space, draws, frame) if draws is not None else None  # (D, K)
+    if mat is not None:
         ok = np.all(np.isfinite(mat), axis=1)
+        best = mat.min(axis=1)
+        if floor is not None:
+            f = np.asarray(floor, dtype=float)
+            best = np.where(np.isfinite(f), np.minimum(best, f), best)
+        regret = np.maximum(mat[ok] - best[ok, None], 0.0)
         mat = mat[ok]
-        lo, hi = np.quantile(mat, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        frame["loss_lo"], frame["loss_hi"] = lo, hi
-        wins = np.bincount(np.argmin(mat, axis=1), minlength=len(frame))
-        frame["p_best"] = wins / max(len(mat), 1)
-        frame["within_interval"] = frame["loss"] <= hi[0]
+    if mat is not None and len(mat):
+        frame["loss_lo"], frame["loss_hi"] = np.quantile(
+            mat, [(1 - prob) / 2, (1 + prob) / 2], axis=0
+        )
+        frame["expected_loss"] = mat.mean(axis=0)
+        frame["regret_mean"] = regret.mean(axis=0)
+        frame["regret_p95"] = np.quantile(regret, 0.95, axis=0)
+        frame = frame.sort_values(["expected_loss", "params"]).reset_index(drop=True)
+        frame["within_interval"] = frame["loss"] <= frame["loss_hi"].iloc[0]
     else:
-        frame["loss_lo"] = frame["loss_hi"] = frame["p_best"] = np.nan
+        frame = frame.sort_values(["loss", "params"]).reset_index(drop=True)
+    point_best = float(frame["loss"].min())
+    frame["within_eps"] = frame["loss"] <= point_best + eps
+    if "within_interval" not in frame:
         frame["within_interval"] = frame["within_eps"]
     frame.insert(0, "rank", np.arange(1, len(frame) + 1))
     return frame

@@ -23,6 +23,12 @@ def _iv(row: pd.Series, name: str, digits: int = 3) -> str:
     return text
 
 
+DECISION_RULE = (
+    "decision rule: recommend the practical shape with the lowest expected loss over the draws; "
+    "regret = its loss above each draw's own optimum (nats), shown as mean and 95th percentile"
+)
+
+
 def header_text(alloc: Allocation) -> str:
     """One paragraph: law, accounting, constraints, interval source."""
     acc = alloc.accounting
@@ -40,6 +46,8 @@ def header_text(alloc: Allocation) -> str:
     if alloc.draws is not None:
         n = int(alloc.draws["set"].max()) + 1
         lines.append(f"intervals: {100 * alloc.prob:g}% over {n} draws of the fit")
+        if alloc.kind == "shape":
+            lines.append(DECISION_RULE)
     else:
         lines.append("intervals: none (no draws; fit with --bootstrap B for intervals)")
     return "\n".join(lines)
@@ -84,10 +92,13 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
         return "\n".join(lines)
     lines.append(
         f"  recommended  depth {int(s['depth'])}  width {int(s['width'])}  params "
-        f"{_g(s['params'])}  tokens {_g(s['tokens'])}  loss {_g(s['loss'], 5)}"
-        + _band(s)
-        + (f"  p_best {s['p_best']:.0%}" if np.isfinite(s["p_best"]) else "")
+        f"{_g(s['params'])}  tokens {_g(s['tokens'])}  loss {_g(s['loss'], 5)}" + _band(s)
     )
+    if np.isfinite(s.get("expected_loss", np.nan)):
+        lines.append(
+            f"               expected loss {_g(s['expected_loss'], 5)}  regret mean "
+            f"{_g(s['regret_mean'])}  p95 {_g(s['regret_p95'])} nats"
+        )
     lines.append(f"  continuous   depth {_iv(s, 'depth_star')}  width {_iv(s, 'width_star', 4)}")
     lines.append(
         f"               params {_iv(s, 'params_star')}  tokens {_iv(s, 'tokens_star')}"
@@ -124,14 +135,25 @@ def _spread(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     return best.iloc[idx]
 
 
+SHAPE_COLUMNS = (
+    ("depth", 0),
+    ("width", 0),
+    ("params", 3),
+    ("tokens", 3),
+    ("loss", 5),
+    ("loss_lo", 5),
+    ("loss_hi", 5),
+    ("expected_loss", 5),
+    ("regret_mean", 3),
+    ("regret_p95", 3),
+)
+
+
 def _shapes(frame: pd.DataFrame) -> str:
-    cols = ["depth", "width", "params", "tokens", "loss", "loss_lo", "loss_hi", "p_best"]
-    lines = ["    " + "".join(f"{c:>12}" for c in cols)]
+    cols = [(c, d) for c, d in SHAPE_COLUMNS if c in frame]
+    lines = ["    " + "".join(f"{c:>14}" for c, _ in cols)]
     for _, r in frame.iterrows():
-        cells = [f"{int(r['depth']):>12d}", f"{int(r['width']):>12d}"]
-        cells += [f"{_g(r[c]):>12}" for c in ("params", "tokens")]
-        cells += [f"{_g(r[c], 5):>12}" for c in ("loss", "loss_lo", "loss_hi")]
-        cells.append(f"{r['p_best']:>12.1%}" if np.isfinite(r["p_best"]) else f"{'-':>12}")
+        cells = [f"{int(r[c]):>14d}" if d == 0 else f"{_g(r[c], d):>14}" for c, d in cols]
         lines.append("    " + "".join(cells))
     return "\n".join(lines)
 
