@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import socket
 import tempfile
+import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+#: Temporary files are named ``.<target>.<pid>@<host>.<random>.tmp``: the writer is recorded, so a
+#: cleanup removes only the files of writers that are gone (never another live process's file).
+_TMP_RE = re.compile(r"^\..+\.(?P<pid>\d+)@(?P<host>[A-Za-z0-9-]+)\.[A-Za-z0-9_]+\.tmp$")
+#: A temporary file from another host is only removed once it is this old (seconds).
+_FOREIGN_TMP_AGE_S = 24 * 3600
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -26,7 +42,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    prefix = f".{path.name}.{os.getpid()}@{_host()}."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, "wb") as fh:
@@ -41,6 +58,116 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             pass
         raise
     return path
+
+
+def remove_stale_temps(folder: str | os.PathLike) -> list[Path]:
+    """Remove temporary files that killed writers left in ``folder``; keep those of live ones.
+
+    A file is stale when its writer (recorded in its name) ran on this host and is no longer
+    running, or ran on another host and the file is over a day old. Files not named by
+    :func:`atomic_write_bytes` are left alone.
+
+    Parameters
+    ----------
+    folder : path-like
+        The folder to clean (not recursive).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files removed.
+    """
+    removed = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    host = _host()
+    for path in folder.glob(".*.tmp"):
+        m = _TMP_RE.match(path.name)
+        if m is None:
+            continue
+        if m["host"] == host:
+            stale = not _pid_alive(int(m["pid"]))
+        else:
+            try:
+                stale = time.time() - path.stat().st_mtime > _FOREIGN_TMP_AGE_S
+            except FileNotFoundError:
+                continue
+        if stale:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "folder") -> Iterator:
+    """Hold an exclusive OS lock (``fcntl.flock``) on ``folder/.scalefit.lock``.
+
+    The kernel releases the lock when the holder exits or is killed, so a crash never leaves a
+    folder locked. A second process either waits (with one warning naming the holder) or gets a
+    :class:`~scalefit.errors.ScaleFitError`.
+
+    Parameters
+    ----------
+    folder : path-like
+        The folder to lock (created if missing).
+    wait : bool, default True
+        Wait for the holder to finish instead of raising.
+    what : str
+        Words for the messages (e.g. ``"sweep folder"``).
+
+    Raises
+    ------
+    ScaleFitError
+        If ``wait`` is false and another process holds the lock.
+    """
+    import fcntl
+
+    from .errors import ScaleFitError
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ".scalefit.lock"
+    with open(path, "a+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            if not wait:
+                raise ScaleFitError(
+                    f"{folder}: this {what} is in use by {holder} (lock {path.name}); wait for "
+                    f"it to finish or choose another output folder."
+                ) from None
+            warnings.warn(
+                f"{folder}: this {what} is in use by {holder}; waiting for it to finish.",
+                UserWarning,
+                stacklevel=3,
+            )
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+            fh.flush()
+            yield path
+        finally:
+            with contextlib.suppress(OSError):
+                fh.seek(0)
+                fh.truncate()
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def _umask() -> int:

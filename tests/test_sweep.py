@@ -215,3 +215,138 @@ def test_sigkill_mid_sweep_then_restart(tmp_path):
     after = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("runs/*/result.json")}
     assert all(after[k] == v for k, v in before.items())
     assert not list(out.glob("runs/*/.*.tmp"))
+
+
+def test_sweep_name_cannot_leave_the_output_folder(tmp_path):
+    for name in ("../../x", "a/b", "..", ".hidden", ""):
+        with pytest.raises(ScaleFitError, match="'name' key of \\[sweep\\].*plain folder name"):
+            SweepSpec(name, DEMO, {}, {"seed": [0]})
+    path = _write(tmp_path, '[sweep]\nname = "../../x"\ntask = "toy"\n[grid]\nseed = [0]\n')
+    with pytest.raises(
+        ScaleFitError, match=r"spec.toml must be a plain folder name.*'\.\./\.\./x'"
+    ):
+        load_spec(path)
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ("name = 'é'".encode("latin-1"), r"line 1: byte 0xe9 is not valid UTF-8"),
+        ("[sweep]".encode("utf-16"), "binary, compressed or UTF-16"),
+        (b"\x1f\x8b\x08\x00binary", "binary, compressed or UTF-16"),
+        (b"[sweep\nname=", "not valid TOML"),
+    ],
+)
+def test_undecodable_specs_are_one_clear_error(tmp_path, data, match):
+    path = tmp_path / "spec.toml"
+    path.write_bytes(data)
+    with pytest.raises(ScaleFitError, match=match):
+        load_spec(path)
+
+
+def test_changed_spec_on_a_folder_is_refused_unless_overwrite(tmp_path):
+    out = tmp_path / "out"
+    run_sweep(_spec([0, 1]), out, workers=0, progress=False)
+    assert len(list(out.glob("runs/*/result.json"))) == 4
+    with pytest.raises(ScaleFitError, match=r"other settings \(fixed.n: <unset> -> 20; grid.seed"):
+        run_sweep(_spec([0], n=20), out, workers=0, progress=False)
+    with pytest.raises(ScaleFitError, match=r"grid.seed: \[0, 1\] -> \[1, 2\]\); use --overwrite"):
+        run_sweep(_spec([1, 2]), out, workers=0, progress=False)
+    grown = run_sweep(_spec([0, 1, 2]), out, workers=0, progress=False)  # a grid may grow
+    assert len(grown.attrs["sweep"]["ran"]) == 2 and len(grown) == 6
+    # a partial folder too: the record is written before any run starts
+    table = run_sweep(_spec([0], n=20), out, workers=0, progress=False, overwrite=True)
+    assert sorted(table.attrs["sweep"]["ran"]) == sorted(r.run_id for r in _spec([0], n=20).runs())
+    assert len(list(out.glob("runs/*/result.json"))) == 2  # the old spec's runs were removed
+    # another spec name shares the folder without conflict; the same spec skips everything
+    other = SweepSpec("other", DEMO, {}, {"seed": [5]})
+    run_sweep(other, out, workers=0, progress=False)
+    again = run_sweep(_spec([0], n=20), out, workers=0, progress=False)
+    assert again.attrs["sweep"]["ran"] == [] and len(again) == 2
+
+
+def test_output_path_that_is_a_file_is_named(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("x")
+    with pytest.raises(ScaleFitError, match="is a file; expected an output folder"):
+        run_sweep(_spec([0]), path, workers=0, progress=False)
+
+
+def test_a_locked_folder_waits_or_raises(tmp_path):
+    from scalefit._io import folder_lock
+
+    out = tmp_path / "out"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom scalefit._io import folder_lock\n"
+            "with folder_lock(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(60)\n",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ScaleFitError, match=f"in use by pid {holder.pid}"):
+            run_sweep(_spec([0]), out, workers=0, progress=False, wait=False)
+        holder.kill()  # the kernel releases the lock of a killed process
+        holder.wait()
+        with folder_lock(out, wait=False):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+_CONCURRENT = """
+import sys
+from scalefit.sweep import SweepSpec, run_sweep
+if __name__ == "__main__":
+    spec = SweepSpec("conc", "{demo}", {{"sleep_s": 0.3, "log": sys.argv[2]}},
+                     {{"seed": list(range(6))}})
+    table = run_sweep(spec, sys.argv[1], workers=2, progress=False)
+    print(len(table.attrs["sweep"]["ran"]))
+"""
+
+
+def test_two_concurrent_sweeps_on_one_folder_run_every_run_once(tmp_path):
+    out, log = tmp_path / "out", tmp_path / "executions.log"
+    script = tmp_path / "driver.py"
+    script.write_text(_CONCURRENT.format(demo=DEMO))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(out), str(log)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert sorted(int(o.strip()) for o, _ in outputs) == [0, 6]  # one ran all, one waited
+    seeds = [line.split()[0] for line in log.read_text().splitlines()]
+    assert sorted(seeds) == [str(s) for s in range(6)]  # every run executed exactly once
+    assert len(pd.read_csv(out / "results.csv")) == 6
+    assert not list(out.glob("runs/*/.*.tmp"))
+
+
+def test_stale_temporary_files_of_dead_writers_only_are_removed(tmp_path):
+    from scalefit._io import _host, remove_stale_temps
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead_pid = int(dead.stdout)
+    stale = tmp_path / f".result.json.{dead_pid}@{_host()}.abc123.tmp"
+    live = tmp_path / f".result.json.{os.getpid()}@{_host()}.def456.tmp"
+    other = tmp_path / ".notours.tmp"
+    for p in (stale, live, other):
+        p.write_text("x")
+    assert remove_stale_temps(tmp_path) == [stale]
+    assert live.exists() and other.exists() and not stale.exists()

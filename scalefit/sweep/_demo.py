@@ -16,7 +16,8 @@ def demo_task(config: dict, run_dir: Path) -> dict:
     ----------
     config : dict
         ``seed`` (int), ``n`` (points, default 50), ``slope`` (default 2.0), ``sleep_s``
-        (default 0), ``fail`` (bool, default False: raise to test error handling).
+        (default 0), ``fail`` (bool, default False: raise to test error handling), ``log`` (a
+        file to which every execution appends one line ``<seed> <pid>``, to count executions).
     run_dir : pathlib.Path
         The run's folder; a ``fit.json`` is written there.
 
@@ -29,6 +30,12 @@ def demo_task(config: dict, run_dir: Path) -> dict:
 
     import numpy as np
 
+    if config.get("log"):
+        fd = os.open(config["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{config['seed']} {os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
     time.sleep(float(config.get("sleep_s", 0.0)))
     if config.get("fail", False):
         raise RuntimeError("demo_task asked to fail")
@@ -44,7 +51,7 @@ def demo_task(config: dict, run_dir: Path) -> dict:
 def _validate(config: dict) -> None:
     if "seed" not in config:
         raise ScaleFitError("demo_task needs a 'seed' setting.")
-    unknown = sorted(set(config) - {"seed", "n", "slope", "sleep_s", "fail"})
+    unknown = sorted(set(config) - {"seed", "n", "slope", "sleep_s", "fail", "log"})
     if unknown:
         raise ScaleFitError(f"unknown setting(s) {unknown} for demo_task.")
 

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_write_csv, atomic_write_json
+from .._io import atomic_write_csv, atomic_write_json, folder_lock, remove_stale_temps
+from .._validation import Interval, Options, validate
 from ..errors import ScaleFitError
 from .registry import resolve_task, task_ref
 from .spec import Run, SweepSpec
@@ -24,6 +25,7 @@ from .spec import Run, SweepSpec
 RESULT_FILE = "result.json"
 CONFIG_FILE = "config.json"
 ERROR_FILE = "error.txt"
+SPECS_DIR = "specs"
 _EXECUTORS = ("local", "slurm")
 
 
@@ -75,8 +77,19 @@ def run_sweep(
     progress: bool = True,
     threads_per_worker: int = 1,
     slurm: dict | None = None,
+    overwrite: bool = False,
+    wait: bool = True,
 ):
     """Run every unfinished run of ``spec`` and collect the results.
+
+    The output folder is locked (an OS file lock, released when the process exits or is killed)
+    while the sweep runs, so two processes never train the same run: a second one waits (or, with
+    ``wait=False``, raises). Each spec's settings are recorded in ``out_dir/specs/<name>.json``;
+    running a spec of the same name with other settings on that folder is refused, naming the keys
+    that differ, unless ``overwrite=True`` (which deletes that spec's runs that the new settings no
+    longer contain and no other spec in the folder uses). Growing a grid (adding values to a grid
+    key) is not a change: the finished runs are kept and only the new ones run. Several specs of
+    different names may share one folder.
 
     Parameters
     ----------
@@ -98,36 +111,71 @@ def run_sweep(
         Parameters for ``AutoExecutor.update_parameters`` (e.g. ``timeout_min``,
         ``slurm_partition``, ``cpus_per_task``); the special key ``cluster`` is passed to the
         constructor.
+    overwrite : bool, default False
+        Replace a differently configured spec of the same name in ``out_dir``.
+    wait : bool, default True
+        Wait for another process that holds the folder's lock instead of raising.
 
     Returns
     -------
     pandas.DataFrame
         One row per finished run (config columns, then result columns, then ``run_id``); also
-        written atomically to ``out_dir/results.csv``.
+        written atomically to ``out_dir/results.csv``. ``table.attrs["sweep"]`` lists the runs
+        this call ran (``"ran"``) and those it found finished (``"skipped"``).
 
     Raises
     ------
     ScaleFitError
-        Bad options or a configuration rejected by the task.
+        Bad options, a configuration rejected by the task, a changed spec on an existing folder
+        (without ``overwrite``) or a locked folder (with ``wait=False``).
     SweepError
         If some runs raised (after the others finished and ``results.csv`` was written).
     """
-    if executor not in _EXECUTORS:
-        raise ScaleFitError(f"executor must be one of {list(_EXECUTORS)}, got {executor!r}.")
-    if not isinstance(workers, int) or workers < 0:
-        raise ScaleFitError(f"workers must be an integer ≥ 0, got {workers!r}.")
-    if not isinstance(threads_per_worker, int) or threads_per_worker < 1:
-        raise ScaleFitError(
-            f"threads_per_worker must be an integer ≥ 1, got {threads_per_worker!r}."
-        )
+    validate(
+        "run_sweep",
+        {
+            "executor": executor,
+            "workers": workers,
+            "threads_per_worker": threads_per_worker,
+            "overwrite": overwrite,
+            "wait": wait,
+        },
+        {
+            "executor": [Options(frozenset(_EXECUTORS))],
+            "workers": [Interval(int, 0, None)],
+            "threads_per_worker": [Interval(int, 1, None)],
+            "overwrite": ["boolean"],
+            "wait": ["boolean"],
+        },
+    )
     runs = validate_runs(spec)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "sweep.json", {**spec.to_dict(), "task_ref": task_ref(spec.task)})
-    todo = [r for r in runs if not is_finished(out, r)]
+    if out.exists() and not out.is_dir():
+        raise ScaleFitError(f"{out}: is a file; expected an output folder for the sweep.")
+    with folder_lock(out, wait=wait, what="sweep folder"):
+        _claim_spec(spec, out, runs, overwrite=overwrite)
+        atomic_write_json(out / "sweep.json", {**spec.to_dict(), "task_ref": task_ref(spec.task)})
+        todo = [r for r in runs if not is_finished(out, r)]
+        failures = _execute(
+            spec, out, todo, len(runs), workers, executor, progress, threads_per_worker, slurm
+        )
+        table = collect_results(out, runs)
+    ran = [r.run_id for r in todo]
+    table.attrs["sweep"] = {"ran": ran, "skipped": [r.run_id for r in runs if r not in todo]}
+    if failures:
+        names = ", ".join(run_id for run_id, _ in failures[:5])
+        raise SweepError(
+            f"{len(failures)} of {len(runs)} runs failed ({names}); "
+            f"see runs/<run_id>/{ERROR_FILE}. "
+            f"First error: {_last_line(failures[0][1])}"
+        )
+    return table
+
+
+def _execute(spec, out, todo, total, workers, executor, progress, threads, slurm) -> list:
     ref = task_ref(spec.task)
-    jobs = [(ref, r.config, r.run_id, str(run_dir_of(out, r)), threads_per_worker) for r in todo]
-    bar = _progress_bar(len(runs), len(runs) - len(todo), spec.name, progress)
+    jobs = [(ref, r.config, r.run_id, str(run_dir_of(out, r)), threads) for r in todo]
+    bar = _progress_bar(total, total - len(todo), spec.name, progress)
     failures: list[tuple[str, str]] = []
 
     def done(run_id: str, error: str | None) -> None:
@@ -144,18 +192,99 @@ def run_sweep(
             for job in jobs:
                 done(job[2], execute_run(*job))
         else:
-            _run_pool(jobs, workers, threads_per_worker, done)
+            _run_pool(jobs, workers, threads, done)
     finally:
         bar.close()
-    table = collect_results(out, runs)
-    if failures:
-        names = ", ".join(run_id for run_id, _ in failures[:5])
-        raise SweepError(
-            f"{len(failures)} of {len(runs)} runs failed ({names}); "
-            f"see runs/<run_id>/{ERROR_FILE}. "
-            f"First error: {_last_line(failures[0][1])}"
-        )
-    return table
+    return failures
+
+
+def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool) -> None:
+    """Refuse a changed spec of the same name on ``out`` (or replace it); record this one."""
+    record = out / SPECS_DIR / f"{spec.name}.json"
+    mine = {**spec.to_dict(), "task_ref": task_ref(spec.task)}
+    old = _read_record(record)
+    if old is None:
+        legacy = _read_record(out / "sweep.json")  # folders written before specs/ existed
+        if legacy is not None and legacy.get("sweep", {}).get("name") == spec.name:
+            old = legacy
+    if old is not None:
+        diff = _differences(old, mine)
+        if diff and not overwrite:
+            raise ScaleFitError(
+                f"{out}: sweep {spec.name!r} was started here with other settings "
+                f"({'; '.join(diff[:8])}{'; ...' if len(diff) > 8 else ''}); use --overwrite "
+                f"to replace its runs, or another output folder."
+            )
+        if diff:
+            _drop_old_runs(out, old, {r.run_id for r in runs})
+    atomic_write_json(record, mine)
+
+
+def _read_record(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ScaleFitError(
+            f"{path}: unreadable sweep record ({exc}); delete it or use another output folder."
+        ) from None
+    if not isinstance(data, dict):
+        raise ScaleFitError(f"{path}: a sweep record must be a JSON object.")
+    return data
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    """``section.key: old -> new`` for every setting that changed (a grid may only grow)."""
+    out = []
+    for section in ("sweep", "fixed", "grid"):
+        a, b = old.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(a) | set(b), key=str):
+            if section == "sweep" and key == "description":
+                continue
+            va, vb = a.get(key, "<unset>"), b.get(key, "<unset>")
+            if section == "grid" and isinstance(va, list) and isinstance(vb, list):
+                grown = {_canon(v) for v in va} <= {_canon(v) for v in vb}
+                if grown:
+                    continue
+            if va != vb:
+                out.append(f"{section}.{key}: {_short(va)} -> {_short(vb)}")
+    return out
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _short(value: Any) -> str:
+    text = value if value == "<unset>" else json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _drop_old_runs(out: Path, old: dict, keep: set[str]) -> None:
+    """Delete the runs of the replaced spec that neither the new spec nor another spec uses."""
+    import shutil
+
+    for path in sorted((out / SPECS_DIR).glob("*.json")):
+        other = _runs_of(_read_record(path))
+        if other is not None and path.stem != old.get("sweep", {}).get("name"):
+            keep = keep | {r.run_id for r in other}
+    for run in _runs_of(old) or []:
+        folder = run_dir_of(out, run)
+        if run.run_id not in keep and folder.is_dir():
+            shutil.rmtree(folder)
+
+
+def _runs_of(record: dict | None) -> list[Run] | None:
+    from .spec import spec_from_dict
+
+    if record is None:
+        return None
+    try:
+        data = {k: record[k] for k in ("sweep", "fixed", "grid") if k in record}
+        return spec_from_dict(data, source="sweep record").runs()
+    except ScaleFitError:
+        return None
 
 
 def _last_line(text: str) -> str:
@@ -180,10 +309,9 @@ def execute_run(ref: str, config: dict, run_id: str, run_dir: str, threads: int 
         return None
     _set_threads(threads)
     path.mkdir(parents=True, exist_ok=True)
-    # A run killed in the middle of an atomic write leaves its temporary file behind; the run is
-    # unfinished (no result.json), so nothing else writes here now: clear the leftovers.
-    for stale in path.glob(".*.tmp"):
-        stale.unlink(missing_ok=True)
+    # A run killed in the middle of an atomic write leaves its temporary file behind: clear the
+    # files of writers that are gone (a live writer's file is never touched).
+    remove_stale_temps(path)
     atomic_write_json(path / CONFIG_FILE, {"run_id": run_id, "task": ref, "config": config})
     start = time.perf_counter()
     try:
@@ -239,10 +367,26 @@ def collect_results(out_dir: str | os.PathLike, runs: Iterable[Run] | None = Non
     records: list[dict] = []
     for p in paths:
         if p.is_file():
-            records.extend(_result_rows(json.loads(p.read_text(encoding="utf-8"))))
+            records.extend(_read_result(p))
     table = pd.DataFrame.from_records(records)
     atomic_write_csv(out / "results.csv", table)
     return table
+
+
+def _read_result(path: Path) -> list[dict]:
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(payload.get("config"), dict) or not isinstance(
+            payload.get("result"), dict
+        ):
+            raise ValueError("expected an object with 'config' and 'result' objects")
+        rows = _result_rows(payload)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ScaleFitError(
+            f"{path}: not a readable run result ({type(exc).__name__}: {exc}); delete the run "
+            f"folder to run it again."
+        ) from None
+    return rows
 
 
 def _result_rows(payload: dict) -> list[dict]:
