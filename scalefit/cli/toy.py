@@ -23,6 +23,16 @@ def register(subparsers) -> None:
     run.add_argument("--timeout-min", type=int, default=None, help="per-job limit (slurm)")
     run.add_argument("--cluster", default=None, help="submitit cluster (e.g. 'local' to test)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a sweep of the same name that ran in --out with other settings",
+    )
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="exit (code 2) instead of waiting when another process is using --out",
+    )
     run.set_defaults(func=_run)
 
     fit = sub.add_parser("fit", help="fit α_ℓ per group of a toy sweep")
@@ -67,10 +77,16 @@ def _run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         threads_per_worker=args.threads,
         slurm=slurm,
+        overwrite=args.overwrite,
+        wait=not args.no_wait,
     )
+    ran = len(table.attrs.get("sweep", {}).get("ran", []))
     if table.empty:
         table = collect_results(out, runs)
-    print(f"{len(runs)} runs finished; {len(table)} rows in {out / 'results.csv'}")
+    print(
+        f"{len(runs)} runs finished ({ran} run by this process); {len(table)} rows in "
+        f"{out / 'results.csv'}"
+    )
     return 0
 
 
