@@ -9,108 +9,204 @@ import numpy as np
 import pandas as pd
 
 from ._base import axes, pyplot
+from .style import TITLE_SIZE, flops_text, log_ticks
+
+
+def _bowl(c: pd.DataFrame, rise: float) -> pd.DataFrame:
+    """The part of one iso-FLOP curve within ``rise`` nats of its minimum (band included)."""
+    lowest = float(np.nanmin(c["loss"]))
+    keep = c["loss"] <= lowest + rise
+    idx = np.flatnonzero(keep.to_numpy())
+    if len(idx) == 0:
+        return c
+    return c.iloc[max(idx[0] - 1, 0) : idx[-1] + 2]
 
 
 def plot_isoflop(
-    curves: dict[float, pd.DataFrame], *, summary: pd.DataFrame | None = None, ax=None
+    curves: dict[float, pd.DataFrame],
+    *,
+    summary: pd.DataFrame | None = None,
+    eps: float | None = None,
+    source: Any = None,
+    ax=None,
 ):
     """Best predicted loss against depth at fixed budgets, with bands from the draws.
+
+    Each curve is drawn over the depths where it lies within a few tenths of a nat of its
+    minimum, so the axis limits come from the curves and bands (nothing is clipped). With
+    ``summary`` it marks the continuous optimum (circle), the recommended practical shape
+    (cross) and the near-optimal depths (thick bar: practical shapes within ``eps`` nats; for a
+    flat optimum the whole plateau).
 
     Parameters
     ----------
     curves : dict
         Budget -> :func:`scalefit.allocate.analysis.isoflop_curve` frame.
     summary : DataFrame, optional
-        :attr:`Allocation.summary`; marks the optimum (a point, or the plateau of a flat optimum).
+        :attr:`Allocation.summary`.
+    eps : float, optional
+        The near-optimal tolerance, for the legend.
+    source : FitResult, optional
+        For the title (data, law, method).
     ax : matplotlib Axes, optional
 
     Returns
     -------
     matplotlib Figure
     """
-    fig, ax = axes(ax, figsize=(6.0, 4.5))
-    colors = pyplot().cm.viridis(np.linspace(0.0, 0.85, max(len(curves), 1)))
-    for color, (budget, c) in zip(colors, sorted(curves.items()), strict=False):
-        ax.plot(c["depth"], c["loss"], color=color, label=f"C = {budget:.1e}")
+    from .style import label, ordered_colours, title
+
+    fig, ax = axes(ax, figsize=(8.0, 4.6))
+    colours = ordered_colours(len(curves))
+    minima = [float(np.nanmin(c["loss"])) for c in curves.values()]
+    rise = max(0.1, 0.6 * (max(minima) - min(minima)) / max(len(curves) - 1, 1))
+    marks = {}
+    for colour, (budget, c) in zip(colours, sorted(curves.items()), strict=False):
+        c = _bowl(c, rise)
+        ax.plot(c["depth"], c["loss"], color=colour, lw=1.8, label=f"C = {flops_text(budget)} FLOP")
         if "loss_lo" in c:
-            ax.fill_between(c["depth"], c["loss_lo"], c["loss_hi"], color=color, alpha=0.15, lw=0)
-        if summary is None:
-            continue
-        s = summary.loc[np.isclose(summary["budget"], budget)]
-        if s.empty:
+            ax.fill_between(c["depth"], c["loss_lo"], c["loss_hi"], color=colour, alpha=0.18, lw=0)
+        s = None if summary is None else summary.loc[np.isclose(summary["budget"], budget)]
+        if s is None or s.empty:
             continue
         s = s.iloc[0]
-        if bool(s.get("flat", False)):
-            ax.plot(
-                [s["depth_min_opt"], s["depth_max_opt"]],
+        flat = bool(s.get("flat", False))
+        lo, hi = (
+            (s["depth_min_opt"], s["depth_max_opt"])
+            if flat
+            else (s.get("set_depth_lo", np.nan), s.get("set_depth_hi", np.nan))
+        )
+        if np.isfinite(lo) and np.isfinite(hi):
+            bar = "flat optimum: every depth as good" if flat else "near-optimal depths"
+            if not flat and eps:
+                bar += f" (within {eps:g} nats)"
+            marks["bar"] = ax.plot(
+                [lo, max(hi, lo * 1.02)],
                 [s["loss_star"]] * 2,
-                color=color,
-                lw=4,
-                alpha=0.6,
-            )
-        elif np.isfinite(s.get("depth_star", np.nan)):
-            ax.plot(s["depth_star"], s["loss_star"], "o", color=color)
-            if np.isfinite(s.get("depth", np.nan)):
-                ax.plot(s["depth"], s["loss"], "x", color="k", ms=6)
+                color=colour,
+                lw=6,
+                alpha=0.45,
+                solid_capstyle="butt",
+                label=bar,
+            )[0]
+        if not flat and np.isfinite(s.get("depth_star", np.nan)):
+            marks["opt"] = ax.plot(
+                s["depth_star"],
+                s["loss_star"],
+                "o",
+                mfc="white",
+                mec=colour,
+                mew=1.8,
+                ms=7,
+                label="continuous optimum",
+                zorder=5,
+            )[0]
+        if np.isfinite(s.get("depth", np.nan)):
+            marks["rec"] = ax.plot(
+                s["depth"],
+                s["loss"],
+                "x",
+                color="black",
+                ms=7,
+                mew=1.6,
+                label="recommended practical shape",
+                zorder=6,
+            )[0]
     ax.set_xscale("log")
-    ax.set_xlabel("depth (width and tokens optimal at each depth)")
-    ax.set_ylabel("predicted loss")
-    mins = [float(np.nanmin(c["loss"])) for c in curves.values()]
-    span = max(mins) - min(mins)
-    ax.set_ylim(min(mins) - 0.05 * span - 0.02, max(mins) + 0.5 * span + 0.1)
-    ax.legend(fontsize=8)
-    ax.set_title("iso-FLOP curves (o continuous optimum, x practical; bar = flat set)", fontsize=9)
+    ax.set_xlabel(f"{label('depth')}; width and tokens optimal at each depth")
+    ax.set_ylabel(f"predicted {label('loss')}")
+    log_ticks(ax)
+    handles, labels = ax.get_legend_handles_labels()
+    keep = [(h, lab) for h, lab in zip(handles, labels, strict=True) if lab.startswith("C =")]
+    keep += [(h, h.get_label()) for k, h in marks.items() if k in ("opt", "rec", "bar")]
+    ax.legend(
+        *zip(*keep, strict=True),
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
+    what = "Iso-FLOP curves: best predicted loss against depth at fixed compute"
+    ax.set_title(title(source, what), fontsize=TITLE_SIZE)
     return fig
 
 
-def plot_frontier(summary: pd.DataFrame, *, ax=None):
+def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
     """Compute-optimal depth, width, tokens and params against budget, with draw bands.
 
     For a flat optimum the depth panel shows the plateau ``[depth_min_opt, depth_max_opt]``
     (shaded) and the band of its deep end, since no single depth is optimal.
+
+    Parameters
+    ----------
+    summary : DataFrame
+        :attr:`Allocation.summary` over a range of budgets.
+    source : FitResult, optional
+        For the title (data, law, method).
+    ax : array of matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib Figure
     """
+    from .style import PALETTE, label, title
+
     panels = [q for q in ("depth", "width", "tokens", "params") if f"{q}_star" in summary]
-    fig, axs = axes(ax, ncols=len(panels), figsize=(3.6, 3.4))
-    axs = np.atleast_1d(axs)
+    grid = (2, 2) if len(panels) > 2 else (1, len(panels))
+    fig, axs = axes(ax, nrows=grid[0], ncols=grid[1], figsize=(3.8, 3.0))
+    axs = np.atleast_1d(axs).ravel()
     c = summary["budget"].to_numpy(float)
     flat = bool(summary.get("flat", pd.Series([False])).any())
+    pct = ""
     for a, q in zip(axs, panels, strict=False):
         name = f"{q}_star"
         if flat and q in ("depth", "width"):
             name = "depth_max_opt" if q == "depth" else "width_at_depth_max_opt"
-        if name is not None:
-            a.plot(c, summary[name], color="C0", label=name)
-            if f"{name}_lo" in summary:
-                a.fill_between(
-                    c, summary[f"{name}_lo"], summary[f"{name}_hi"], color="C0", alpha=0.2, lw=0
-                )
+        what = "deepest optimal depth" if name == "depth_max_opt" else "continuous optimum"
+        a.plot(c, summary[name], color=PALETTE[0], lw=1.8, label=what)
+        if f"{name}_lo" in summary:
+            a.fill_between(
+                c,
+                summary[f"{name}_lo"],
+                summary[f"{name}_hi"],
+                color=PALETTE[0],
+                alpha=0.2,
+                lw=0,
+                label="interval over the draws",
+            )
+            pct = "shaded: interval over the fit's draws"
         if q == "depth" and flat:
             a.fill_between(
                 c,
                 summary["depth_min_opt"],
                 summary["depth_max_opt"],
-                color="C1",
+                color=PALETTE[1],
                 alpha=0.15,
                 lw=0,
-                label="flat optimum",
+                label="flat optimum (every depth as good)",
             )
         if q in ("depth", "width") and flat:
             a.fill_between(
                 c,
                 summary[f"set_{q}_lo"],
                 summary[f"set_{q}_hi"],
-                color="C2",
+                color=PALETTE[2],
                 alpha=0.15,
                 lw=0,
-                label="practical, within eps",
+                label="practical shapes within eps",
             )
         elif q in summary and summary[q].notna().any():
-            a.plot(c, summary[q], "x", color="k", ms=4, label="practical")
+            a.plot(c, summary[q], "x", color="black", ms=5, label="recommended practical shape")
         a.set_xscale("log")
         a.set_yscale("log")
-        a.set_xlabel("budget C (FLOP)")
-        a.set_title(q)
-        a.legend(fontsize=7)
+        a.set_xlabel(label("budget"))
+        a.set_ylabel(f"optimal {label(q)}")
+        log_ticks(a)
+    for a in axs[len(panels) :]:
+        a.set_visible(False)
+    axs[0].legend(fontsize=7, frameon=False)
+    what = "Compute-optimal shape against training budget" + (f" ({pct})" if pct else "")
+    fig.suptitle(title(source, what), fontsize=TITLE_SIZE)
     return fig
 
 
@@ -125,7 +221,8 @@ def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list
     paths = []
     if alloc.kind == "shape":
         curves = {float(b): isoflop_curve(source, b, **kw) for b in alloc.budgets}
-        fig = plot_isoflop(curves, summary=alloc.summary)
+        src = source if hasattr(source, "method") else None
+        fig = plot_isoflop(curves, summary=alloc.summary, eps=alloc.eps, source=src)
         paths.append(atomic_savefig(fig, folder / f"isoflop_{alloc.law}.png", dpi=120))
         plt.close(fig)
     lo, hi = np.log10(alloc.budgets.min()) - 1, np.log10(alloc.budgets.max()) + 1
@@ -141,7 +238,7 @@ def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list
         use_draws=alloc.draws is not None,
         **kw,
     )
-    fig = plot_frontier(wide.summary)
+    fig = plot_frontier(wide.summary, source=source if hasattr(source, "method") else None)
     paths.append(atomic_savefig(fig, folder / f"frontier_{alloc.law}.png", dpi=120))
     plt.close(fig)
     return paths

@@ -1,0 +1,165 @@
+"""One figure style for every scalefit figure.
+
+Colour-blind-safe colours (Okabe & Ito's palette; ``cividis`` for ordered series), readable log
+ticks (plain numbers when an axis spans less than two decades, powers of ten otherwise, never
+``3×10^0``), axis labels in words with units, and titles that name data, law and method. The style
+is applied to each axes explicitly (:func:`style_axes`), so importing scalefit never changes a
+user's matplotlib settings.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour-vision
+# deficiencies. Yellow is last: it is hard to see on white.
+PALETTE = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+    "#F0E442",  # yellow
+)
+SEQUENTIAL = "cividis"  # ordered series (budgets, widths): colour-blind safe and greyscale safe
+
+LABELS = {
+    "depth": "depth (blocks)",
+    "width": "width (d_model)",
+    "tokens": "training tokens",
+    "params": "parameters",
+    "flops": "training compute (FLOP)",
+    "budget": "training budget C (FLOP)",
+    "loss": "loss (nats/token)",
+    "tokens_per_param": "tokens per parameter",
+}
+METHODS = {"jax": "least squares", "lmfit": "least squares (lmfit)", "bayes": "Bayesian (NUTS)"}
+
+
+def label(name: str) -> str:
+    """Axis label in words with its unit for a canonical column name (else the name itself)."""
+    return LABELS.get(name, name.replace("_", " "))
+
+
+def ordered_colours(n: int) -> list:
+    """``n`` colours for a series: the palette's first ``n`` (up to 6), else the sequential map."""
+    if n <= 6:
+        return list(PALETTE[:n])
+    from ._base import pyplot
+
+    cmap = pyplot().get_cmap(SEQUENTIAL)
+    return [cmap(x) for x in np.linspace(0.0, 0.8, n)]
+
+
+def flops_text(value: float) -> str:
+    """A budget as ``1e21`` or ``3.2e20`` (no ``+``, no padding zeros)."""
+    return _plain(value)
+
+
+def style_axes(ax) -> None:
+    """Apply the package style to one axes (palette, light grid, no top/right frame)."""
+    ax.set_prop_cycle(color=list(PALETTE))
+    ax.tick_params(labelsize=8)
+    ax.grid(True, which="major", color="0.85", lw=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.xaxis.label.set_size(9)
+    ax.yaxis.label.set_size(9)
+    ax.title.set_size(9)
+
+
+def _plain(value: float, _pos=None) -> str:
+    """Tick text: ``3``, ``0.02``, ``2e+09`` → ``2e9``, no trailing zeros."""
+    if value == 0 or not math.isfinite(value):
+        return "0"
+    if 1e-3 <= abs(value) < 1e5:
+        return f"{value:.6g}"
+    text = f"{value:.3g}"
+    if "e" in text:
+        mant, exp = text.split("e")
+        text = f"{mant}e{int(exp)}"
+    return text
+
+
+def log_ticks(ax, which: str = "both") -> None:
+    """Readable ticks on log axes: call after the data (and limits) are set.
+
+    An axis spanning less than two decades gets ticks at 1, 2, 5 × 10^k (plus 3 when it spans
+    less than one) written as plain numbers; a wider one gets powers of ten as ``1e19``. Minor
+    ticks are never labelled.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for name in ("x", "y") if which == "both" else (which,):
+        axis = getattr(ax, f"{name}axis")
+        if axis.get_scale() != "log":
+            continue
+        lo, hi = sorted(getattr(ax, f"get_{name}lim")())
+        if not (lo > 0 and hi > lo):
+            continue
+        decades = math.log10(hi / lo)
+        if decades < 1:
+            subs = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)
+        elif decades < 1.5:
+            subs = (1.0, 2.0, 5.0)
+        elif decades < 3:
+            subs = (1.0, 3.0)
+        else:
+            subs = (1.0,)
+        axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
+        axis.set_major_formatter(FuncFormatter(_plain))
+        axis.set_minor_formatter(NullFormatter())
+        if decades > 6:  # too many labels: keep every other power of ten
+            axis.set_major_locator(LogLocator(base=100, numticks=12))
+
+
+def data_name(result: Any) -> str:
+    """The dataset a result was fitted to, for titles (``chinchilla``, a file stem, or 'data')."""
+    conv = getattr(result, "conventions", None) or {}
+    name = conv.get("dataset")
+    if not name and conv.get("source"):
+        stem = Path(str(conv["source"])).stem
+        name = {
+            "chinchilla_depth_width": "Chinchilla (Liu et al.)",
+            "chinchilla_epoch_svg": "Chinchilla (Epoch AI)",
+            "depth_delusion": "Depth Delusion table",
+            "lm_grid_shakespeare": "scalefit LM grid (Shakespeare)",
+        }.get(stem, stem)
+    n = getattr(result, "n_rows", None)
+    return f"{name or 'data'}{f', {n} rows' if n else ''}"
+
+
+def method_name(result: Any) -> str:
+    """Fitting method in words, with the number of draws when there are any."""
+    method = METHODS.get(str(getattr(result, "method", "")), str(getattr(result, "method", "")))
+    draws = getattr(result, "draws", None)
+    if draws is not None and len(draws):
+        kind = "posterior" if getattr(result, "method", "") == "bayes" else "bootstrap"
+        method += f", {len(draws)} {kind} draws"
+    return method
+
+
+def law_name(result: Any) -> str:
+    """The law's name whether ``result.law`` is a Law object or a string."""
+    name = getattr(result, "law_name", None)
+    if name:
+        return str(name)
+    law = getattr(result, "law", "")
+    return str(getattr(law, "name", law))
+
+
+def title(result: Any, what: str) -> str:
+    """``what`` and, on a second line, ``data; law law, method`` for a figure of a fit result."""
+    if result is None:
+        return what
+    return f"{what}\n{data_name(result)}; {law_name(result)} law, {method_name(result)}"
+
+
+TITLE_SIZE = 9
