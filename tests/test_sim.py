@@ -145,7 +145,7 @@ def test_evaluation_steps_and_presets():
 @pytest.mark.parametrize(
     ("config", "match"),
     [
-        ({"nonsense": 1}, "unknown setting.*nonsense"),
+        ({"nonsense": 1}, "unknown key .nonsense."),
         ({"teacher_mode": "shared"}, "teacher_mode"),
         ({"teacher_mode": "correlated", "rho": 1.5}, "rho"),
         ({"steps": 0}, "steps"),
@@ -156,11 +156,30 @@ def test_evaluation_steps_and_presets():
         ({"block": "rk4"}, "block"),
         ({"eval_steps": [10], "steps": 5}, "eval_steps"),
         ({"preset": "gpu"}, "unknown preset"),
+        ({"width": "two"}, r"The 'width' key of .* must be an int in the range \[1, 65536\]"),
+        ({"widht": 32}, r"unknown key 'widht'. Did you mean 'width'\?"),
+        ({"lr": float("nan")}, r"'lr' key .* must be a finite float > 0. Got nan instead"),
+        ({"lr": float("inf")}, r"'lr' key .* must be a finite float > 0"),
+        ({"batch": -8}, r"'batch' key .* Got -8 instead"),
+        ({"batch": 2.5}, r"'batch' key .* must be an int"),
+        ({"steps": True}, r"'steps' key .* must be an int"),
+        ({"lr_depth_scaling": 1}, r"'lr_depth_scaling' key .* must be a bool"),
+        ({"device": "tpu"}, r"'device' key .* 'cuda:N'.*Got 'tpu'"),
+        ({"depths": [0, 6]}, r"'depths' key .* non-empty list of ints in the range \[1, 4096\]"),
+        ({"width": 10**9}, r"'width' key .* \[1, 65536\]. Got 1000000000"),
+        ({"teacher_mode": "tied", "rho": 0.5}, r"'rho' key .* only applies to .*'correlated'"),
+        ({"eval_steps": [10, 99], "steps": 50}, r"'eval_steps' key .* \[1, steps=50\]. Got 99"),
     ],
 )
 def test_bad_configs_raise(config, match):
-    with pytest.raises(ScaleFitError, match=match):
+    with pytest.raises(ScaleFitError, match=match) as info:
         build_config(config)
+    assert "np.float64" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_direct_construction_is_validated_too():
+    with pytest.raises(ScaleFitError, match=r"The 'classes' parameter of ToyConfig must be"):
+        ToyConfig(classes=1)
 
 
 def test_student_hidden_matches_stack_forward():

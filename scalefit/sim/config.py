@@ -6,8 +6,10 @@ This module is torch-free so that specs can be validated without importing torch
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+import re
+from dataclasses import asdict, dataclass, field
 
+from .._validation import Interval, Options, fmt_value, validate, validate_mapping
 from ..errors import ScaleFitError
 
 TEACHER_MODES = ("independent", "tied", "correlated")
@@ -94,11 +96,9 @@ class ToyConfig:
     micro_batch: int = 256
 
     def __post_init__(self) -> None:
-        self.depths = sorted({int(d) for d in self.depths}) if _intlist(self.depths) else None
-        self.eval_steps = (
-            sorted({int(s) for s in self.eval_steps}) if _intlist(self.eval_steps) else None
-        )
-        _validate(self)
+        _validate(asdict(self), "ToyConfig", noun="parameter")
+        self.depths = sorted({int(d) for d in self.depths})
+        self.eval_steps = sorted({int(s) for s in self.eval_steps})
 
     @property
     def effective_rho(self) -> float:
@@ -118,65 +118,102 @@ class ToyConfig:
 
     @classmethod
     def from_dict(cls, config: dict, *, where: str = "toy config") -> ToyConfig:
-        """Build from a dict, rejecting unknown keys.
+        """Build from a dict, rejecting unknown keys and bad values before any work starts.
 
         Raises
         ------
         ScaleFitError
-            Unknown keys or bad values (the message names the key and what was expected).
+            ``The 'width' key of <where> must be an int in the range [1, 65536]. Got 'two'
+            instead.`` (unknown keys get a "did you mean").
         """
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(config) - known)
-        if unknown:
-            raise ScaleFitError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}.")
-        try:
-            return cls(**config)
-        except ScaleFitError as exc:
-            raise ScaleFitError(f"{where}: {exc}") from exc
-        except (TypeError, ValueError) as exc:
-            raise ScaleFitError(f"{where}: bad value ({exc}).") from exc
+        validate_mapping(where, config, CONSTRAINTS)
+        _validate({**asdict(cls()), **config}, where, noun="key")
+        return cls(**config)
 
 
-def _intlist(value) -> bool:
-    return isinstance(value, list | tuple) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    )
+class _FiniteInterval(Interval):
+    """An :class:`Interval` that also refuses infinities."""
+
+    def accepts(self, value) -> bool:  # noqa: D102 - see Interval
+        return super().accepts(value) and math.isfinite(float(value))
+
+    def describe(self) -> str:  # noqa: D102 - see Interval
+        return "a finite " + super().describe().removeprefix("a ")
 
 
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise ScaleFitError(message)
+@dataclass(frozen=True)
+class _IntList:
+    """A non-empty list of integers in [lo, hi]."""
+
+    lo: int
+    hi: int
+    allow_empty: bool = False
+
+    def accepts(self, value) -> bool:  # noqa: D102
+        return (
+            isinstance(value, list | tuple)
+            and (self.allow_empty or len(value) > 0)
+            and all(Interval(int, self.lo, self.hi).accepts(v) for v in value)
+        )
+
+    def describe(self) -> str:  # noqa: D102
+        empty = "a list" if self.allow_empty else "a non-empty list"
+        return f"{empty} of ints in the range [{self.lo}, {self.hi}]"
 
 
-def _validate(c: ToyConfig) -> None:
-    _check(c.teacher_mode in TEACHER_MODES, f"'teacher_mode' must be one of {TEACHER_MODES}.")
-    _check(c.loss in LOSSES, f"'loss' must be one of {LOSSES}, got {c.loss!r}.")
-    _check(c.block in BLOCKS, f"'block' must be one of {BLOCKS}, got {c.block!r}.")
-    _check(c.dtype in ("float32", "float64"), f"'dtype' must be float32/float64, got {c.dtype!r}.")
-    _check(c.depths is not None and len(c.depths) > 0, "'depths' must be a list of integers.")
-    _check(min(c.depths) >= 1, f"'depths' must be ≥ 1, got {c.depths}.")
-    _check(c.eval_steps is not None, "'eval_steps' must be a list of integers.")
-    for name in ("teacher_depth", "width", "classes", "replicas", "steps", "batch", "test_size"):
-        value = getattr(c, name)
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-        _check(ok, f"'{name}' must be an integer ≥ 1, got {value!r}.")
-    _check(c.classes >= 2, f"'classes' must be ≥ 2, got {c.classes}.")
-    _check(all(1 <= s <= c.steps for s in c.eval_steps), "'eval_steps' must lie in [1, steps].")
-    _check(isinstance(c.seed, int) and c.seed >= 0, f"'seed' must be an integer ≥ 0, got {c.seed}.")
-    for name in ("checkpoint_every", "micro_batch"):
-        value = getattr(c, name)
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        _check(ok, f"'{name}' must be an integer ≥ 0, got {value!r}.")
-    for name, lo, hi in (("rho", 0, 1), ("decay_frac", 0, 1), ("decay_to", 0, 1)):
-        value = getattr(c, name)
-        ok = isinstance(value, int | float) and math.isfinite(value) and lo <= value <= hi
-        _check(ok, f"'{name}' must be a number in [{lo}, {hi}], got {value!r}.")
-    for name in ("temperature", "lr"):
-        value = getattr(c, name)
-        ok = isinstance(value, int | float) and math.isfinite(value) and value > 0
-        _check(ok, f"'{name}' must be a positive number, got {value!r}.")
-    _check(isinstance(c.lr_depth_scaling, bool), "'lr_depth_scaling' must be true or false.")
-    _check(isinstance(c.device, str), f"'device' must be a string, got {c.device!r}.")
+@dataclass(frozen=True)
+class _Device:
+    def accepts(self, value) -> bool:  # noqa: D102
+        return (
+            isinstance(value, str) and re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", value) is not None
+        )
+
+    def describe(self) -> str:  # noqa: D102
+        return "one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'"
+
+
+#: Declared constraints of every toy setting. Upper bounds keep a typo from asking for terabytes.
+CONSTRAINTS: dict[str, list] = {
+    "teacher_mode": [Options(TEACHER_MODES)],
+    "rho": [Interval(float, 0, 1)],
+    "temperature": [_FiniteInterval(float, 0, None, closed="neither")],
+    "teacher_depth": [Interval(int, 1, 4096)],
+    "width": [Interval(int, 1, 65536)],
+    "classes": [Interval(int, 2, 1 << 20)],
+    "depths": [_IntList(1, 4096)],
+    "replicas": [Interval(int, 1, 1024)],
+    "steps": [Interval(int, 1, 10**9)],
+    "batch": [Interval(int, 1, 1 << 24)],
+    "lr": [_FiniteInterval(float, 0, None, closed="neither")],
+    "lr_depth_scaling": ["boolean"],
+    "decay_frac": [Interval(float, 0, 1)],
+    "decay_to": [Interval(float, 0, 1)],
+    "loss": [Options(LOSSES)],
+    "block": [Options(BLOCKS)],
+    "test_size": [Interval(int, 1, 1 << 24)],
+    "eval_steps": [_IntList(1, 10**9, allow_empty=True)],
+    "seed": [Interval(int, 0, 2**63 - 1)],
+    "device": [_Device()],
+    "dtype": [Options(("float32", "float64"))],
+    "checkpoint_every": [Interval(int, 0, None)],
+    "micro_batch": [Interval(int, 0, None)],
+}
+
+
+def _validate(values: dict, owner: str, *, noun: str) -> None:
+    """Declared constraints, then the cross-field rules."""
+    validate(owner, values, CONSTRAINTS, noun=noun)
+    late = [s for s in values["eval_steps"] if s > values["steps"]]
+    if late:
+        raise ScaleFitError(
+            f"The 'eval_steps' {noun} of {owner} must lie in [1, steps={values['steps']}]. "
+            f"Got {fmt_value(late[0])} instead."
+        )
+    if values["teacher_mode"] != "correlated" and values["rho"] not in (0, 0.0):
+        raise ScaleFitError(
+            f"The 'rho' {noun} of {owner} only applies to teacher_mode 'correlated'. Got "
+            f"rho={fmt_value(values['rho'])} with teacher_mode {values['teacher_mode']!r} instead."
+        )
 
 
 PRESETS: dict[str, dict] = {
