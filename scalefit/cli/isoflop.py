@@ -1,0 +1,98 @@
+"""``scalefit isoflop``: Chinchilla's Approaches 1, 2 and 3 side by side on one table of runs."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import ScaleFitError
+from ._common import add_table_args, load_table_arg
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``isoflop`` command."""
+    p = sub.add_parser(
+        "isoflop",
+        help="IsoFLOP approaches 1, 2 (parabola and corrected profile) and 3 side by side",
+        description="Group runs by training budget, fit an IsoFLOP curve per budget (Hoffmann's "
+        "parabola and the law's asymmetric profile, which corrects off-centre sampling), fit "
+        "N* ∝ C^a and T* ∝ C^b through the optima, optionally add Approach 1 (envelope of loss "
+        "curves from a long table) and Approach 3 (a saved law fit), and print one table beside "
+        "Hoffmann et al.'s published exponents.",
+    )
+    add_table_args(p)
+    p.add_argument(
+        "--budgets",
+        default=None,
+        metavar="C1,C2,...",
+        help="nominal budgets in FLOPs (default: detected clusters of runs)",
+    )
+    p.add_argument("--tol", type=float, default=0.06, help="budget half-width in dex")
+    p.add_argument(
+        "--interval", default="analytic", choices=["analytic", "bootstrap"], help="exponent CI"
+    )
+    p.add_argument("--prob", type=float, default=0.95, help="interval probability")
+    p.add_argument("--curves", default=None, metavar="LONG.csv", help="Approach 1: long table")
+    p.add_argument(
+        "--run-column",
+        default="run",
+        help="run id column of the long table ('params' groups the TABLE's rows by model size)",
+    )
+    p.add_argument("--result", default=None, metavar="RESULT.json", help="Approach 3: a law fit")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, metavar="CSV", help="write the comparison table")
+    p.add_argument("--plot", default=None, metavar="PNG", help="write the IsoFLOP figure")
+    p.set_defaults(func=run)
+
+
+def _budgets(text: str | None):
+    if not text:
+        return None
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError as exc:
+        raise ScaleFitError(
+            f"The '--budgets' option must be comma-separated FLOP counts. Got {text!r} instead."
+        ) from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    import pandas as pd
+
+    from .._io import atomic_savefig, atomic_write_csv
+    from ..isoflop import approach1, approach2, compare_approaches
+
+    table = load_table_arg(args)
+    budgets = _budgets(args.budgets)
+    kw = dict(budgets=budgets, tol=args.tol, prob=args.prob, interval=args.interval, seed=args.seed)
+    isos = [approach2(table, method=m, **kw) for m in ("parabola", "profile")]
+    envelope = None
+    if args.curves or args.run_column == "params":
+        if args.curves:
+            try:
+                long = pd.read_csv(args.curves)
+            except (OSError, ValueError) as exc:
+                raise ScaleFitError(f"{args.curves}: cannot read the long table ({exc}).") from exc
+        else:
+            long = table.assign(run=table["params"])
+        col = "run" if args.run_column == "params" else args.run_column
+        envelope = approach1(long, run=col, prob=args.prob, seed=args.seed)
+    result = None
+    if args.result:
+        from ..fit import FitResult
+
+        result = FitResult.load(args.result)
+    frame = compare_approaches(envelope=envelope, isoflops=isos, result=result)
+    with pd.option_context("display.width", 140, "display.max_columns", 20):
+        print(isos[1].budgets.drop(columns=["tokens_opt"]).to_string(index=False))
+        print()
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for iso in isos:
+        for w in iso.warnings:
+            print(f"warning ({iso.method}): {w}")
+    if args.out:
+        atomic_write_csv(args.out, frame)
+    if args.plot:
+        fig = isos[1].plot(table)
+        atomic_savefig(fig, args.plot, dpi=120)
+    return 0

@@ -1,0 +1,332 @@
+"""Approach 2: IsoFLOP curves per budget, their optima, and ``N* ∝ C^a``, ``T* ∝ C^b``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._validation import Interval, Options, validate
+from ..accounting import tokens_for_budget
+from ..errors import ScaleFitError
+from ._curves import SHAPE_BOUNDS, Optima, fit_parabolas, fit_profile, power_law
+from .budgets import assign_budgets
+
+METHODS = ("parabola", "profile")
+#: An optimum further than this share of the sampled span from its centre is "off-centre".
+OFF_CENTRE = 0.25
+
+
+@dataclass(frozen=True)
+class IsoFLOPResult:
+    """Result of :func:`approach2` (nothing printed; tables are DataFrames).
+
+    Attributes
+    ----------
+    method : {"parabola", "profile"}
+        Curve fitted per budget.
+    budgets : DataFrame
+        One row per budget: ``budget, n_runs, params_min, params_max, params_opt, params_lo,
+        params_hi, tokens_opt, loss_opt, offset`` (``ln N*`` minus the centre of the sampled
+        ``ln params`` range, in units of that range) and ``flags``.
+    exponents : DataFrame
+        Rows ``params`` (a) and ``tokens`` (b): ``exponent, se, lo, hi, intercept``.
+    prob : float
+        Interval probability.
+    interval : {"analytic", "bootstrap"}
+        How the exponent intervals were computed.
+    shape : dict
+        ``alpha, beta`` (and standard errors) of the profile fit; empty for parabolas.
+    warnings : tuple of str
+        Known-bias flags in words.
+    """
+
+    method: str
+    budgets: pd.DataFrame
+    exponents: pd.DataFrame
+    prob: float
+    interval: str
+    shape: dict = field(default_factory=dict)
+    warnings: tuple = ()
+    curves: tuple = ()
+    seed: int | None = None
+
+    @property
+    def a(self) -> float:
+        """Exponent of ``N* ∝ C^a``."""
+        return float(self.exponents.loc["params", "exponent"])
+
+    @property
+    def b(self) -> float:
+        """Exponent of ``T* ∝ C^b``."""
+        return float(self.exponents.loc["tokens", "exponent"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dictionary."""
+        return {
+            "method": self.method,
+            "prob": self.prob,
+            "interval": self.interval,
+            "seed": self.seed,
+            "shape": self.shape,
+            "warnings": list(self.warnings),
+            "exponents": self.exponents.reset_index().to_dict(orient="records"),
+            "budgets": self.budgets.to_dict(orient="records"),
+        }
+
+    def report(self) -> str:
+        """A short text report."""
+        pct = f"{100 * self.prob:g}%"
+        lines = [f"Approach 2 ({self.method}), {len(self.budgets)} budgets, {pct} {self.interval}"]
+        for q, row in self.exponents.iterrows():
+            lines.append(
+                f"  {q:<7} exponent {row['exponent']:.3f} [{row['lo']:.3f}, {row['hi']:.3f}]"
+            )
+        for w in self.warnings:
+            lines.append(f"  warning: {w}")
+        return "\n".join(lines)
+
+    def plot(self, table: pd.DataFrame, *, ax=None):
+        """IsoFLOP curves and their optima; see :func:`scalefit.isoflop.plot_isoflops`."""
+        from .plot import plot_isoflops
+
+        return plot_isoflops(self, table, ax=ax)
+
+
+def _groups(table: pd.DataFrame, budgets, tol: float) -> tuple[np.ndarray, list, list[str]]:
+    if "loss" not in table.columns or "params" not in table.columns:
+        raise ScaleFitError(
+            "approach2: the table needs 'params' and 'loss' columns. "
+            f"Got {sorted(map(str, table.columns))} instead."
+        )
+    lab = assign_budgets(table, budgets, tol=tol, where="approach2").to_numpy()
+    notes, keep, groups = [], [], []
+    x = np.log(table["params"].to_numpy(float))
+    y = table["loss"].to_numpy(float)
+    for c in np.unique(lab[np.isfinite(lab)]):
+        sel = lab == c
+        if sel.sum() < 4 or np.ptp(x[sel]) <= 0:
+            notes.append(
+                f"budget {c:.3g} FLOPs has {int(sel.sum())} run(s) of distinct size: skipped"
+            )
+            continue
+        keep.append(c)
+        groups.append((x[sel], y[sel]))
+    if len(keep) < 3:
+        raise ScaleFitError(
+            f"approach2: needs at least 3 budgets with 4 or more runs each; found {len(keep)}."
+        )
+    return np.array(keep), groups, notes
+
+
+def _fit(groups, method: str, shape) -> Optima:
+    par = fit_parabolas(groups)
+    if method == "parabola":
+        return par
+    return fit_profile(groups, par, shape)
+
+
+def approach2(
+    table: pd.DataFrame,
+    *,
+    budgets=None,
+    tol: float = 0.06,
+    method: str = "profile",
+    shape: tuple[float, float] | None = None,
+    prob: float = 0.95,
+    interval: str = "analytic",
+    n_boot: int = 200,
+    seed: int = 0,
+) -> IsoFLOPResult:
+    """Chinchilla's Approach 2: fit an IsoFLOP curve per budget and a power law through the optima.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Runs with ``params``, ``loss`` and ``flops`` (or ``tokens``); optionally a ``budget``.
+    budgets : array-like, optional
+        Nominal budgets (rows within ``tol`` dex of one belong to it); default: the ``budget``
+        column, else clusters found by :func:`scalefit.isoflop.detect_budgets`.
+    tol : float, default 0.06
+        Budget half-width in dex.
+    method : {"profile", "parabola"}, default "profile"
+        ``"parabola"`` is Hoffmann et al.'s procedure (biased when the sampling is off-centre
+        and the curve asymmetric); ``"profile"`` fits the law's own asymmetric IsoFLOP profile
+        with a shape shared by all budgets (the correction; see :mod:`scalefit.isoflop._curves`).
+    shape : (float, float), optional
+        Hold the profile's ``(alpha, beta)`` fixed (e.g. from an Approach 3 fit).
+    prob : float, default 0.95
+        Interval probability.
+    interval : {"analytic", "bootstrap"}, default "analytic"
+        Delta-method covariance of the optima and generalised least squares, or a bootstrap that
+        resamples runs within each budget and refits everything.
+    n_boot : int, default 200
+        Bootstrap resamples.
+    seed : int, default 0
+        Seed of the bootstrap.
+
+    Returns
+    -------
+    IsoFLOPResult
+
+    Examples
+    --------
+    >>> from scalefit.isoflop import approach2, synthetic_isoflops
+    >>> runs = synthetic_isoflops(seed=0)
+    >>> r = approach2(runs)
+    >>> 0.4 < r.a < 0.6
+    True
+    """
+    validate(
+        "approach2",
+        {"method": method, "prob": prob, "interval": interval, "n_boot": n_boot, "seed": seed},
+        {
+            "method": [Options(set(METHODS))],
+            "prob": [Interval(float, 0, 1, closed="neither")],
+            "interval": [Options({"analytic", "bootstrap"})],
+            "n_boot": [Interval(int, 10, None)],
+            "seed": [Interval(int, 0, None)],
+        },
+    )
+    if shape is not None:
+        shape = _check_shape(shape)
+    cs, groups, notes = _groups(table, budgets, tol)
+    opt = _fit(groups, method, shape)
+    logc = np.log(cs)
+    ok = opt.ok & np.isfinite(opt.x)
+    if ok.sum() < 3:
+        raise ScaleFitError(
+            f"approach2 ({method}): only {int(ok.sum())} budgets have a minimum; need 3."
+        )
+    law = power_law(logc[ok], opt.x[ok], opt.cov[np.ix_(ok, ok)], prob)
+    if interval == "bootstrap":
+        lo, hi, se = _bootstrap(groups, logc, method, shape, prob, n_boot, seed)
+        law.update(lo=lo, hi=hi, se=se)
+    frame = _budget_frame(cs, groups, opt, prob)
+    warns = tuple(notes) + _bias_flags(frame, method)
+    exps = pd.DataFrame(
+        [
+            {"quantity": "params", **{k: law[k] for k in ("exponent", "se", "lo", "hi")}},
+            {
+                "quantity": "tokens",
+                "exponent": 1 - law["exponent"],
+                "se": law["se"],
+                "lo": 1 - law["hi"],
+                "hi": 1 - law["lo"],
+            },
+        ]
+    ).set_index("quantity")
+    exps["intercept"] = [law["intercept"], -np.log(6.0) - law["intercept"]]
+    exps["chi2_dof"] = law["chi2_dof"]
+    shp = {}
+    if opt.shape is not None and any(
+        min(abs(np.log(v / bound)) for bound in SHAPE_BOUNDS) < 1e-3 for v in opt.shape
+    ):
+        warns += (
+            f"the profile's shape (alpha {opt.shape[0]:.3g}, beta {opt.shape[1]:.3g}) sits at a "
+            f"bound {SHAPE_BOUNDS}: the data do not identify the curve's asymmetry; pass "
+            "shape=(alpha, beta) from a law fit",
+        )
+    if opt.shape is not None:
+        shp = {"alpha": opt.shape[0], "beta": opt.shape[1]}
+        if opt.shape_se is not None:
+            shp.update(alpha_se=float(opt.shape_se[0]), beta_se=float(opt.shape_se[1]))
+    return IsoFLOPResult(
+        method, frame, exps, float(prob), interval, shp, warns, tuple(opt.curve), seed
+    )
+
+
+def _check_shape(shape) -> tuple[float, float]:
+    try:
+        a, b = (float(v) for v in shape)
+    except (TypeError, ValueError):
+        a = b = float("nan")
+    if not (np.isfinite(a) and np.isfinite(b) and a > 0 and b > 0):
+        raise ScaleFitError(
+            f"The 'shape' parameter of approach2 must be two positive floats (alpha, beta). "
+            f"Got {shape!r} instead."
+        )
+    return a, b
+
+
+def _budget_frame(cs, groups, opt: Optima, prob: float) -> pd.DataFrame:
+    from scipy import stats
+
+    z = stats.norm.ppf((1 + prob) / 2)
+    se = np.sqrt(np.clip(np.diag(opt.cov), 0, None))
+    rows = []
+    for j, (c, (x, _)) in enumerate(zip(cs, groups, strict=True)):
+        lo, hi = float(x.min()), float(x.max())
+        xs = opt.x[j]
+        offset = (xs - 0.5 * (lo + hi)) / (hi - lo) if np.isfinite(xs) else np.nan
+        flags = []
+        if not opt.ok[j]:
+            flags.append("no_minimum")
+        elif xs < lo or xs > hi:
+            flags.append("optimum_outside_range")
+        elif abs(offset) > OFF_CENTRE:
+            flags.append("off_centre")
+        rows.append(
+            {
+                "budget": float(c),
+                "n_runs": len(x),
+                "params_min": float(np.exp(lo)),
+                "params_max": float(np.exp(hi)),
+                "params_opt": float(np.exp(xs)),
+                "params_lo": float(np.exp(xs - z * se[j])),
+                "params_hi": float(np.exp(xs + z * se[j])),
+                "tokens_opt": float(tokens_for_budget(c, np.exp(xs))),
+                "loss_opt": float(opt.loss[j]),
+                "offset": float(offset),
+                "flags": ",".join(flags),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _bias_flags(frame: pd.DataFrame, method: str) -> tuple[str, ...]:
+    out = []
+    bad = frame[frame["flags"].str.contains("outside|off_centre")]
+    if len(bad):
+        out.append(
+            f"{len(bad)} of {len(frame)} budgets have their optimum off-centre or outside the "
+            "sampled sizes ("
+            + ", ".join(f"{c:.3g}" for c in bad["budget"])
+            + " FLOPs)"
+            + (
+                "; the parabola is biased there: use method='profile'"
+                if method == "parabola"
+                else ""
+            )
+        )
+    off = frame["offset"].to_numpy(float)
+    ok = np.isfinite(off)
+    if ok.sum() >= 3:
+        slope = np.polyfit(np.log10(frame["budget"].to_numpy(float)[ok]), off[ok], 1)[0]
+        if abs(slope) > 0.1:
+            out.append(
+                f"the sampling window drifts relative to the optimum ({slope:+.2f} sampled spans "
+                "per decade of compute); a parabola's vertex bias then tilts the exponent"
+            )
+    return tuple(out)
+
+
+def _bootstrap(groups, logc, method, shape, prob, n_boot, seed):
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(n_boot):
+        res = []
+        for x, y in groups:
+            i = rng.integers(0, len(x), len(x))
+            res.append((x[i], y[i]))
+        opt = _fit(res, method, shape)
+        ok = opt.ok & np.isfinite(opt.x)
+        if ok.sum() >= 3:
+            vals.append(np.polyfit(logc[ok], opt.x[ok], 1)[0])
+    vals = np.asarray(vals)
+    if len(vals) < max(10, n_boot // 2):
+        return np.nan, np.nan, np.nan
+    lo, hi = np.quantile(vals, [(1 - prob) / 2, (1 + prob) / 2])
+    return float(lo), float(hi), float(vals.std(ddof=1))

@@ -1,0 +1,137 @@
+"""Figures: IsoFLOP curves with their optima, and the approaches side by side."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..plot._base import axes
+from ._curves import profile_value
+from .budgets import assign_budgets
+
+
+def _curve_y(curve: dict, x: np.ndarray, shape: dict) -> np.ndarray:
+    if curve["kind"] == "parabola":
+        c0, c1, c2 = curve["coef"]
+        u = x - curve["mean"]
+        return c0 + c1 * u + c2 * u * u
+    return profile_value(x, curve["e"], curve["g"], curve["x"], shape["alpha"], shape["beta"])
+
+
+def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None):
+    """Loss against size per budget with the fitted curves (left), ``N*`` against C (right).
+
+    Parameters
+    ----------
+    iso : IsoFLOPResult
+        From :func:`scalefit.isoflop.approach2`.
+    table : DataFrame
+        The runs it was fitted to.
+    ax : pair of Axes, optional
+        Where to draw.
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig, (left, right) = axes(ax, ncols=2)
+    lab = assign_budgets(table, iso.budgets["budget"].to_numpy(), tol=0.5).to_numpy()
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"]
+    bud = iso.budgets
+    lc = np.log10(bud["budget"].to_numpy())
+    span = max(np.ptp(lc), 1e-9)
+    for j, row in bud.iterrows():
+        color = cmap((lc[j] - lc.min()) / span * 0.9)
+        sel = lab == row["budget"]
+        n = table["params"].to_numpy(float)[sel]
+        left.scatter(n, table["loss"].to_numpy(float)[sel], s=12, color=color)
+        x = np.linspace(np.log(n.min()) - 0.2, np.log(n.max()) + 0.2, 100)
+        if iso.curves and iso.curves[j] is not None:
+            left.plot(np.exp(x), _curve_y(iso.curves[j], x, iso.shape), color=color, lw=1)
+        if np.isfinite(row["params_opt"]):
+            left.errorbar(
+                row["params_opt"],
+                row["loss_opt"],
+                xerr=[
+                    [row["params_opt"] - row["params_lo"]],
+                    [row["params_hi"] - row["params_opt"]],
+                ],
+                fmt="D",
+                color=color,
+                ms=5,
+                mec="k",
+                label=f"{row['budget']:.0e} FLOPs",
+            )
+    left.set_xscale("log")
+    left.set_xlabel("parameters N")
+    left.set_ylabel("loss (nats/token)")
+    left.legend(fontsize=6, ncol=2)
+    ok = np.isfinite(bud["params_opt"].to_numpy())
+    right.errorbar(
+        bud["budget"][ok],
+        bud["params_opt"][ok],
+        yerr=[
+            (bud["params_opt"] - bud["params_lo"])[ok],
+            (bud["params_hi"] - bud["params_opt"])[ok],
+        ],
+        fmt="o",
+        color="k",
+        label=f"optimum per budget ({100 * iso.prob:g}% interval)",
+    )
+    ex = iso.exponents.loc["params"]
+    c = np.geomspace(bud["budget"].min(), bud["budget"].max(), 50)
+    right.plot(
+        c,
+        np.exp(ex["intercept"]) * c ** ex["exponent"],
+        color="C3",
+        label=f"N* ∝ C^{ex['exponent']:.3f} [{ex['lo']:.3f}, {ex['hi']:.3f}]",
+    )
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("training compute C (FLOPs)")
+    right.set_ylabel("compute-optimal parameters N*")
+    right.legend(fontsize=7)
+    fig.suptitle(title or f"IsoFLOP profiles, Approach 2 ({iso.method})")
+    return fig
+
+
+def plot_comparison(frame: pd.DataFrame, *, ax=None, truth: tuple | None = None, title=None):
+    """Exponents ``a`` and ``b`` with intervals, one row per approach (a forest plot).
+
+    Parameters
+    ----------
+    frame : DataFrame
+        From :func:`scalefit.isoflop.compare_approaches`.
+    ax : pair of Axes, optional
+        Where to draw.
+    truth : (float, float), optional
+        True ``(a, b)`` to mark (synthetic data).
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig, (left, right) = axes(ax, ncols=2, figsize=(4.5, 0.45 * len(frame) + 1.5))
+    y = np.arange(len(frame))[::-1]
+    for axis, q in ((left, "a"), (right, "b")):
+        v = frame[q].to_numpy(float)
+        lo = frame[f"{q}_lo"].to_numpy(float)
+        hi = frame[f"{q}_hi"].to_numpy(float)
+        err = np.array([v - np.where(np.isfinite(lo), lo, v), np.where(np.isfinite(hi), hi, v) - v])
+        err = np.clip(err, 0, None)  # published points are rounded: some lie outside their CI
+        pub = frame["approach"].str.contains("published").to_numpy()
+        axis.errorbar(v[~pub], y[~pub], xerr=err[:, ~pub], fmt="o", color="C0", label="this data")
+        axis.errorbar(v[pub], y[pub], xerr=err[:, pub], fmt="s", color="C1", label="published")
+        if truth is not None:
+            axis.axvline(truth[0 if q == "a" else 1], color="k", ls="--", lw=1, label="truth")
+        axis.set_yticks(y, frame["approach"] if q == "a" else [""] * len(y))
+        axis.set_xlabel("a  (N* ∝ C^a)" if q == "a" else "b  (T* ∝ C^b)")
+    left.legend(fontsize=7)
+    fig.suptitle(title or "Compute-optimal exponents by approach")
+    return fig
