@@ -1,4 +1,4 @@
-"""``scalefit toy run|fit`` and ``scalefit probe``: the teacher–student toy from the shell."""
+"""``scalefit toy run|fit``: the teacher–student toy from the shell (``probe`` is in probe.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..errors import ScaleFitError
 
 
 def register(subparsers) -> None:
-    """Add the ``toy`` and ``probe`` commands."""
+    """Add the ``toy`` command."""
     toy = subparsers.add_parser("toy", help="teacher–student toy: run sweeps, fit α_ℓ")
     sub = toy.add_subparsers(dest="toy_command", metavar="ACTION", required=True)
 
@@ -44,14 +44,6 @@ def register(subparsers) -> None:
     fit.add_argument("--out", default=None, metavar="CSV", help="default DIR/alpha.csv")
     fit.add_argument("--no-plots", action="store_true", help="skip the figures")
     fit.set_defaults(func=_fit)
-
-    probe = subparsers.add_parser("probe", help="hidden-state probes of a saved toy model")
-    probe.add_argument("model", metavar="MODEL", help="a toy run folder or its model.pt")
-    probe.add_argument("--tokens", type=int, default=1024, help="probe inputs (default 1024)")
-    probe.add_argument("--seed", type=int, default=0)
-    probe.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
-    probe.add_argument("--plot", default=None, metavar="PNG", help="probe curves figure")
-    probe.set_defaults(func=_probe)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -138,27 +130,3 @@ def _plots(table, alphas, folder: Path, loss_column: str) -> list[Path]:
         fig = toyplot.probe_summary(final)
         written.append(atomic_savefig(fig, folder / "probes_vs_depth.png", dpi=120))
     return written
-
-
-def _probe(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from .._io import atomic_savefig, atomic_write_csv
-    from ..sim.probe import probe_saved_model
-
-    if args.tokens < 4:
-        raise ScaleFitError(f"--tokens must be ≥ 4, got {args.tokens}.")
-    report = probe_saved_model(args.model, tokens=args.tokens, seed=args.seed)
-    summary = report["summary"]
-    with pd.option_context("display.width", 140):
-        print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print("\nteacher: " + report["teacher_verdict"].report().replace("\n", "\n  "))
-    print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
-    if args.out:
-        print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
-    if args.plot:
-        from ..plot import toy as toyplot
-
-        fig = toyplot.probe_curves(report["layers"])
-        print(f"wrote {atomic_savefig(fig, args.plot, dpi=120)}")
-    return 0

@@ -125,7 +125,15 @@ def summarize_states(states) -> dict[str, float]:
         :func:`middle_layers`), ``dtheta_mid`` (mean increment angle over the middle pairs),
         ``theta_first``, ``theta_last``, ``norm_ratio`` (‖h_L‖ / ‖h_0‖).
     """
-    table = layer_table(states)
+    return summarize_table(layer_table(states))
+
+
+def summarize_table(table) -> dict[str, float]:
+    """Scalar summaries (see :func:`summarize_states`) of an already reduced per-layer table.
+
+    ``table`` has the columns of :func:`layer_table` (``layer``, ``norm``, ``theta``, ``dtheta``)
+    with rows 0…L; streaming probes that reduce states batch by batch use this directly.
+    """
     depth = len(table) - 1
     mid = middle_layers(depth)
     theta = table["theta"].to_numpy()[:depth]

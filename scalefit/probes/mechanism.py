@@ -51,8 +51,28 @@ def early_exit_split(states, *, min_separation: float = 2.0) -> dict:
         ``separation``, ``explained_variance`` (PC1 share), ``labels`` (1 = early exit),
         ``profile_early`` / ``profile_uniform`` (mean angle per layer in each group).
     """
-    theta = token_angles(states)  # (T, L)
-    theta = np.nan_to_num(theta, nan=0.0)
+    return split_token_angles(token_angles(states), min_separation=min_separation)
+
+
+def split_token_angles(theta, *, min_separation: float = 2.0) -> dict:
+    """Early-exit split of per-token step-angle vectors (see :func:`early_exit_split`).
+
+    Parameters
+    ----------
+    theta : array-like
+        ``(tokens, L)`` step angles θ_t(h_l, h_{l+1}), e.g. a fixed-size sample of tokens kept by
+        a streaming probe; NaN counts as 0.
+    min_separation : float, default 2.0
+        As in :func:`early_exit_split`.
+
+    Returns
+    -------
+    dict
+        As :func:`early_exit_split`.
+    """
+    theta = np.nan_to_num(np.asarray(theta, dtype=np.float64), nan=0.0)
+    if theta.ndim != 2:
+        raise ScaleFitError(f"token angles must have shape (tokens, L), got {theta.shape}.")
     tokens, depth = theta.shape
     if tokens < 4:
         raise ScaleFitError(f"the early-exit split needs at least 4 tokens, got {tokens}.")
@@ -81,8 +101,15 @@ def early_exit_split(states, *, min_separation: float = 2.0) -> dict:
         "explained_variance": float(sing[0] ** 2 / total) if total > 0 else math.nan,
         "labels": is_early.astype(int),
         "profile_early": theta[is_early].mean(axis=0) if is_early.any() else np.full(depth, np.nan),
-        "profile_uniform": theta[~is_early].mean(axis=0),
+        "profile_uniform": theta[~is_early].mean(axis=0)
+        if (~is_early).any()
+        else np.full(depth, np.nan),
     }
+
+
+def _nanmean(values) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else math.nan
 
 
 def _two_means(x: np.ndarray) -> tuple[np.ndarray, float]:
@@ -158,11 +185,32 @@ def mechanism_verdict(states_by_depth) -> Verdict:
         summaries[int(s["depth"]) if key is None else key] = s
     deepest = max(summaries, key=lambda k: summaries[k]["depth"])
     split = early_exit_split(states_by_depth[deepest if None not in states_by_depth else None])
+    return verdict_from_evidence(summaries, split)
+
+
+def verdict_from_evidence(summaries: dict, split: dict) -> Verdict:
+    """Apply the verdict rules of :func:`mechanism_verdict` to already reduced evidence.
+
+    Parameters
+    ----------
+    summaries : dict
+        ``{key: summary}`` with the dicts of :func:`~scalefit.probes.summarize_states` (or
+        :func:`~scalefit.probes.angles.summarize_table`), one per model; with two or more
+        depths the slope of log θ_mid against log ℓ is reported.
+    split : dict
+        The deepest model's early-exit split (:func:`early_exit_split` or
+        :func:`split_token_angles`).
+
+    Returns
+    -------
+    Verdict
+        The mechanism, its evidence and the reasons.
+    """
     evidence = {
         "summaries": summaries,
         "early_exit_fraction": split["early_exit_fraction"],
         "split_separation": split["separation"],
-        "dtheta_mid": float(np.nanmean([s["dtheta_mid"] for s in summaries.values()])),
+        "dtheta_mid": _nanmean([s["dtheta_mid"] for s in summaries.values()]),
     }
     reasons = []
     if len(summaries) >= 2:

@@ -1,0 +1,221 @@
+"""``scalefit probe``: hidden-state probes of a saved toy model or of a Hugging Face language model.
+
+``scalefit probe STATE`` (same as ``scalefit probe toy STATE``) probes a toy run's teacher and
+students; ``scalefit probe hf MODEL --text FILE --tokens N --out DIR`` probes every layer of a
+pre-trained language model (optional extra ``hf``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import ScaleFitError
+
+
+class _AnyName(dict):
+    """A view of the name → parser map that lets argparse's choice check pass any first word."""
+
+    def __init__(self, names: dict) -> None:
+        super().__init__()
+        self._names = names
+
+    def __contains__(self, key) -> bool:
+        return True
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def keys(self):  # noqa: D102 - dict view
+        return self._names.keys()
+
+    def items(self):  # noqa: D102 - dict view
+        return self._names.items()
+
+    def __getitem__(self, key):
+        return self._names[key]
+
+
+class _ToyByDefault(argparse._SubParsersAction):
+    """Sub-commands ``hf`` and ``toy``; any other first word is a toy model (``probe STATE``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.choices = _AnyName(self._name_parser_map)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values and values[0] not in self._name_parser_map:
+            values = ["toy", *values]
+        super().__call__(parser, namespace, values, option_string)
+
+
+def register(subparsers) -> None:
+    """Add the ``probe`` command with its ``toy`` (default) and ``hf`` forms."""
+    probe = subparsers.add_parser(
+        "probe",
+        help="hidden-state probes: a saved toy model, or a Hugging Face language model (hf)",
+        description="Probe the residual stream layer by layer. `scalefit probe STATE` is short "
+        "for `scalefit probe toy STATE`.",
+    )
+    sub = probe.add_subparsers(
+        dest="probe_command", metavar="{toy,hf}", required=True, action=_ToyByDefault
+    )
+    toy = sub.add_parser("toy", help="probes of a saved toy run (the default form)")
+    toy.add_argument("model", metavar="MODEL", help="a toy run folder or its model.pt")
+    toy.add_argument("--tokens", type=int, default=1024, help="probe inputs (default 1024)")
+    toy.add_argument("--seed", type=int, default=0)
+    toy.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
+    toy.add_argument("--plot", default=None, metavar="PNG", help="probe curves figure")
+    toy.set_defaults(func=_probe_toy)
+    _register_hf(sub)
+
+
+def _register_hf(sub) -> None:
+    hf = sub.add_parser(
+        "hf",
+        help="layer probes and layer pruning of a pre-trained language model",
+        description="Stream a local text corpus through a Hugging Face causal LM, masked LM or "
+        "encoder; write per-layer angles, angular distances, CR, the early-exit split, the "
+        "pruning drop and the mechanism verdict. Never downloads unless --allow-download.",
+    )
+    hf.add_argument("model", metavar="MODEL", help="local model folder, or a cached hub name")
+    hf.add_argument(
+        "--text",
+        required=True,
+        metavar="FILE",
+        help=".txt (documents separated by blank lines) or .jsonl (field 'text')",
+    )
+    hf.add_argument("--tokens", type=int, default=65_536, help="token budget (default 65536)")
+    hf.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output folder: CSVs, summary.json, figures, resumable checkpoint",
+    )
+    hf.add_argument("--seq-len", type=int, default=256, help="tokens per window (default 256)")
+    hf.add_argument("--batch-size", type=int, default=8, help="windows per forward (default 8)")
+    hf.add_argument(
+        "--max-block",
+        type=int,
+        default=4,
+        help="largest n of the block distance d(l, l+n) (default 4)",
+    )
+    hf.add_argument(
+        "--prune-tokens",
+        type=int,
+        default=8192,
+        help="tokens for the layer-pruning sweep; 0 skips it (default 8192)",
+    )
+    hf.add_argument(
+        "--prune-blocks",
+        default="",
+        metavar="N[,N]",
+        help="also remove the N most similar consecutive blocks, e.g. '2,4'",
+    )
+    hf.add_argument("--no-cr", action="store_true", help="skip the CR measure")
+    hf.add_argument(
+        "--bootstrap",
+        type=int,
+        default=200,
+        help="bootstrap resamples over windows (default 200; 0: none)",
+    )
+    hf.add_argument(
+        "--reservoir",
+        type=int,
+        default=20_000,
+        help="tokens sampled for the early-exit split (default 20000)",
+    )
+    hf.add_argument("--seed", type=int, default=0, help="seed (reservoir, masks, bootstrap)")
+    hf.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default="float32",
+        help="weights' dtype (angles are computed in float64 regardless)",
+    )
+    hf.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … (default cpu)")
+    hf.add_argument(
+        "--allow-download",
+        action="store_true",
+        help="let transformers download a hub name (needs network)",
+    )
+    hf.add_argument("--no-plots", action="store_true", help="skip the figures")
+    hf.add_argument("--quiet", action="store_true", help="no progress bar")
+    hf.set_defaults(func=_probe_hf)
+
+
+def _probe_toy(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .._io import atomic_savefig, atomic_write_csv
+    from ..sim.probe import probe_saved_model
+
+    if args.tokens < 4:
+        raise ScaleFitError(f"--tokens must be ≥ 4, got {args.tokens}.")
+    report = probe_saved_model(args.model, tokens=args.tokens, seed=args.seed)
+    summary = report["summary"]
+    with pd.option_context("display.width", 140):
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print("\nteacher: " + report["teacher_verdict"].report().replace("\n", "\n  "))
+    print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
+    if args.out:
+        print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
+    if args.plot:
+        from ..plot import toy as toyplot
+
+        fig = toyplot.probe_curves(report["layers"])
+        print(f"wrote {atomic_savefig(fig, args.plot, dpi=120)}")
+    return 0
+
+
+def _prune_blocks(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ScaleFitError(
+            f"--prune-blocks must be integers separated by commas, e.g. '2,4'. Got {text!r}."
+        ) from None
+
+
+def _probe_hf(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ..probes.hf import load_model, probe_hf
+
+    if not Path(args.text).exists():
+        raise ScaleFitError(f"{args.text}: no such text file.")
+    blocks = _prune_blocks(args.prune_blocks)
+    lm = load_model(
+        args.model, dtype=args.dtype, device=args.device, allow_download=args.allow_download
+    )
+    result = probe_hf(
+        lm,
+        args.text,
+        tokens=args.tokens,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        max_block=args.max_block,
+        prune=args.prune_tokens > 0,
+        prune_tokens=args.prune_tokens,
+        prune_blocks=blocks,
+        cr=not args.no_cr,
+        bootstrap=args.bootstrap,
+        reservoir=args.reservoir,
+        seed=args.seed,
+        out=args.out,
+        progress=not args.quiet,
+    )
+    cols = ["layer", "theta", "angular_distance", "dtheta", "step", "norm_out", "cr", "prune_drop"]
+    with pd.option_context("display.width", 140, "display.max_rows", 200):
+        print(result.layers[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    s = result.summary
+    print(
+        f"\n{s['model']} ({s['family']}, {s['depth']} blocks, {s['tokens']} tokens, "
+        f"final norm excluded: {s['final_norm_excluded'] or 'none'})"
+    )
+    print(result.verdict.report())
+    for path in result.save(args.out, figures=not args.no_plots):
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,89 @@
+"""Figures of a language-model probe: angles, distances, pruning drop, the early-exit split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _band(ax, x, frame, col, label, color=None):
+    line = ax.plot(x, frame[col], marker="o", ms=3, label=label, color=color)[0]
+    lo, hi = f"{col}_lo", f"{col}_hi"
+    if lo in frame and frame[lo].notna().any():
+        ax.fill_between(x, frame[lo], frame[hi], alpha=0.25, color=line.get_color(), lw=0)
+
+
+def angles_figure(result):
+    """Step angle, increment angle and angular distance against depth (95% bootstrap bands)."""
+    import matplotlib.pyplot as plt
+
+    name = result.summary.get("model", "model")
+    layers = result.layers
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    x = layers["layer"]
+    _band(ax1, x, layers, "theta", "θ(h_{l−1}, h_l): step angle")
+    _band(ax1, x, layers, "dtheta", "θ(Δh_{l−1}, Δh_l): increment angle")
+    ax1.axhline(3.14159265 / 2, color="grey", ls=":", lw=1, label="π/2 (orthogonal)")
+    ax1.set_xlabel("block l")
+    ax1.set_ylabel("angle (rad)")
+    ax1.set_title(f"{name}: hidden-state angles per block")
+    ax1.legend(fontsize=8)
+    for n, grp in result.distances.groupby("n"):
+        _band(ax2, grp["layer"], grp.reset_index(drop=True), "distance", f"n = {n}")
+    ax2.axhline(0.2, color="grey", ls=":", lw=1, label="0.2 (Sun et al.'s 'prunable')")
+    ax2.set_xlabel("first block l of the span")
+    ax2.set_ylabel("angular distance d(l, l+n) = θ/π")
+    ax2.set_title("angular distance between block inputs l and l+n")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def pruning_figure(result):
+    """Pruning drop (metric without block l minus full) against depth."""
+    import matplotlib.pyplot as plt
+
+    metric = result.summary.get("prune_metric", "metric")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(result.layers["layer"], result.layers["prune_drop"], marker="o")
+    ax.axhline(0, color="grey", lw=1)
+    ax.set_xlabel("removed block l")
+    ax.set_ylabel(f"drop in {metric}")
+    ax.set_title(f"{result.summary.get('model', 'model')}: one block removed, no fine-tuning")
+    fig.tight_layout()
+    return fig
+
+
+def split_figure(result):
+    """Mean per-layer step angle of the two groups of the early-exit split."""
+    import matplotlib.pyplot as plt
+
+    split = result.split
+    fig, ax = plt.subplots(figsize=(6, 4))
+    x = range(1, len(split["profile_uniform"]) + 1)
+    share = split["raw_fraction"]
+    ax.plot(x, split["profile_uniform"], marker="o", label=f"uniform update ({1 - share:.1%})")
+    ax.plot(x, split["profile_early"], marker="s", label=f"early-exit group ({share:.1%})")
+    sep = "separated" if split["separated"] else "not separated"
+    ax.set_xlabel("block l")
+    ax.set_ylabel("mean step angle θ(h_{l−1}, h_l) (rad)")
+    ax.set_title(f"PCA split of {split['tokens']} sampled tokens ({sep})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def save_figures(result, out: str | Path) -> list[Path]:
+    """Write ``angles.png``, ``pruning.png`` (if pruned) and ``split.png`` into ``out``."""
+    import matplotlib.pyplot as plt
+
+    from .._io import atomic_savefig
+
+    out = Path(out)
+    figs = {"angles.png": angles_figure(result), "split.png": split_figure(result)}
+    if result.layers["prune_drop"].notna().any():
+        figs["pruning.png"] = pruning_figure(result)
+    paths = []
+    for name, fig in figs.items():
+        paths.append(atomic_savefig(fig, out / name, dpi=110))
+        plt.close(fig)
+    return paths

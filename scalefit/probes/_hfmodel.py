@@ -1,0 +1,208 @@
+"""Load a Hugging Face model offline and find its residual blocks and final normalisation.
+
+Where each supported family keeps its blocks and what ``output_hidden_states`` returns last
+(checked against transformers 5.x; the probes never use that last entry, see below):
+
+============  ===========================  =====================  ================================
+family        blocks                       final norm             ``hidden_states[-1]``
+============  ===========================  =====================  ================================
+gpt_neox      ``gpt_neox.layers``          ``final_layer_norm``   final norm applied (excluded)
+llama         ``model.layers``             ``norm`` (RMSNorm)     final norm applied (excluded)
+qwen2/qwen3   ``model.layers``             ``norm`` (RMSNorm)     final norm applied (excluded)
+mistral       ``model.layers``             ``norm`` (RMSNorm)     final norm applied (excluded)
+gpt2          ``transformer.h``            ``ln_f``               final norm applied (excluded)
+bert/roberta  ``encoder.layer``            none (Post-LN blocks)  last block's output
+============  ===========================  =====================  ================================
+
+The probes take ``hidden_states[0..L-1]`` (the inputs of blocks 1..L) from the model and the last
+state from a forward hook on the last block, so ``h_L`` is the raw residual stream for every
+family. Post-LN encoders (BERT) normalise inside every block; their residual states are the
+block outputs, as Sun et al. use them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ScaleFitError, require
+
+#: model_type → (path of the block list from the base model, final norm attribute or None,
+#: encoder?).
+FAMILIES: dict[str, tuple[str, str | None, bool]] = {
+    "gpt_neox": ("layers", "final_layer_norm", False),
+    "llama": ("layers", "norm", False),
+    "qwen2": ("layers", "norm", False),
+    "qwen3": ("layers", "norm", False),
+    "mistral": ("layers", "norm", False),
+    "gpt2": ("h", "ln_f", False),
+    "bert": ("encoder.layer", None, True),
+    "roberta": ("encoder.layer", None, True),
+}
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for probing: the module, its tokenizer and what the probes need to know.
+
+    Attributes
+    ----------
+    model : torch.nn.Module
+        The model in eval mode.
+    tokenizer : transformers.PreTrainedTokenizerBase or None
+        Its tokenizer (None when built from a config in memory).
+    name : str
+        The name or folder it was loaded from.
+    family : str
+        ``config.model_type``.
+    task : str
+        ``"causal"`` (next-token loss), ``"masked"`` (masked-token loss) or ``"representation"``
+        (no language-model head: pruning measures the change of the final hidden state).
+    encoder : bool
+        True for bidirectional encoders (BERT family).
+    final_norm : str or None
+        Name of the final normalisation excluded from the last state.
+    """
+
+    model: object
+    tokenizer: object
+    name: str
+    family: str
+    task: str
+    encoder: bool
+    final_norm: str | None
+
+    @property
+    def depth(self) -> int:
+        """Number of residual blocks L."""
+        return len(blocks_of(self.model, self.family))
+
+
+def blocks_of(model, family: str):
+    """Return the ``torch.nn.ModuleList`` of residual blocks of a supported model."""
+    if family not in FAMILIES:
+        raise ScaleFitError(_unsupported(family))
+    holder, attr = _block_holder(model, family)
+    return getattr(holder, attr)
+
+
+def set_blocks(model, family: str, blocks) -> None:
+    """Replace the block list (used by layer pruning; restore the original afterwards)."""
+    holder, attr = _block_holder(model, family)
+    setattr(holder, attr, blocks)
+
+
+def _block_holder(model, family: str):
+    base = model.base_model
+    *parents, attr = FAMILIES[family][0].split(".")
+    holder = base
+    for p in parents:
+        holder = getattr(holder, p)
+    return holder, attr
+
+
+def _unsupported(family: str) -> str:
+    return (
+        f"unsupported architecture '{family}': the layer probes support "
+        f"{', '.join(sorted(FAMILIES))}."
+    )
+
+
+def _task_of(config) -> str:
+    names = " ".join(getattr(config, "architectures", None) or [])
+    if "ForCausalLM" in names or "LMHeadModel" in names:
+        return "causal"
+    if "ForMaskedLM" in names or "ForPreTraining" in names:
+        return "masked"
+    if names:
+        return "representation"
+    return "masked" if FAMILIES[config.model_type][2] else "causal"
+
+
+def wrap_model(model, tokenizer=None, *, name: str = "in-memory") -> LoadedModel:
+    """Describe an already built model (e.g. from a config) for the probes."""
+    family = model.config.model_type
+    if family not in FAMILIES:
+        raise ScaleFitError(_unsupported(family))
+    cls = type(model).__name__
+    if "CausalLM" in cls or "LMHead" in cls:
+        task = "causal"
+    elif "MaskedLM" in cls:
+        task = "masked"
+    else:
+        task = "representation"
+    _, norm, encoder = FAMILIES[family]
+    return LoadedModel(model.eval(), tokenizer, name, family, task, encoder, norm)
+
+
+def load_model(
+    name: str, *, dtype: str = "float32", device: str = "cpu", allow_download: bool = False
+) -> LoadedModel:
+    """Load a causal or masked LM (or a bare encoder) from a local folder or the local HF cache.
+
+    Parameters
+    ----------
+    name : str
+        A folder with ``config.json``, weights and tokenizer files, or a hub name such as
+        ``EleutherAI/pythia-410m``.
+    dtype : {"float32", "bfloat16", "float16"}
+        Weights' dtype; the probes compute angles in float64 whatever it is.
+    device : str
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``…
+    allow_download : bool, default False
+        Hub names load from the local cache only unless this is True (then transformers may
+        download, which needs network).
+
+    Returns
+    -------
+    LoadedModel
+
+    Raises
+    ------
+    ScaleFitError
+        Missing folder, a hub name that is not cached (and no download allowed), an
+        unsupported architecture, or a bad dtype.
+    """
+    tf = require("transformers", "hf")
+    torch = require("torch", "torch")
+    if dtype not in DTYPES:
+        raise ScaleFitError(
+            f"The 'dtype' parameter of load_model must be one of {DTYPES}. Got {dtype!r} instead."
+        )
+    path = Path(name)
+    local = path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+    if local:
+        path = path.expanduser()
+        if not path.is_dir():
+            raise ScaleFitError(f"{name}: no such model folder.")
+        if not (path / "config.json").exists():
+            raise ScaleFitError(f"{name}: not a model folder (no config.json).")
+    source = str(path) if local else name
+    offline = not allow_download or local
+    try:
+        config = tf.AutoConfig.from_pretrained(source, local_files_only=offline)
+    except (OSError, ValueError) as exc:
+        if local:
+            raise ScaleFitError(f"{name}: cannot read its config.json ({exc}).") from exc
+        raise ScaleFitError(
+            f"{name}: not a local folder and not in the local Hugging Face cache; a hub name "
+            "needs network to download (pass --allow-download on a machine with network, or "
+            "give a local folder)."
+        ) from exc
+    if config.model_type not in FAMILIES:
+        raise ScaleFitError(_unsupported(config.model_type))
+    task = _task_of(config)
+    auto = {
+        "causal": tf.AutoModelForCausalLM,
+        "masked": tf.AutoModelForMaskedLM,
+        "representation": tf.AutoModel,
+    }[task]
+    try:
+        model = auto.from_pretrained(source, dtype=getattr(torch, dtype), local_files_only=offline)
+        tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
+    except (OSError, ValueError) as exc:
+        raise ScaleFitError(f"{name}: cannot load the model or its tokenizer ({exc}).") from exc
+    model.to(device)
+    _, norm, encoder = FAMILIES[config.model_type]
+    return LoadedModel(model.eval(), tokenizer, name, config.model_type, task, encoder, norm)

@@ -1,0 +1,113 @@
+"""Stream a local text corpus into fixed-length token windows for the language-model probes.
+
+Documents come from a plain-text file (documents separated by one or more blank lines) or a JSONL
+file (one JSON object per line with a text field). They are read lazily in file order, tokenised
+one at a time and packed into windows of ``seq_len`` tokens, so memory does not grow with the
+corpus. Each window carries a per-position flag for the first token of a document.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ScaleFitError
+
+
+def iter_documents(path: str | Path, *, text_field: str = "text") -> Iterator[str]:
+    """Yield the documents of a ``.txt`` (blank-line separated) or ``.jsonl`` file in order.
+
+    Raises
+    ------
+    ScaleFitError
+        The file is missing, is a folder, or a JSONL line is not an object with ``text_field``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ScaleFitError(f"{path}: no such text file.")
+    if path.is_dir():
+        raise ScaleFitError(f"{path}: is a folder; give a .txt or .jsonl file.")
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        yield from _jsonl_documents(path, text_field)
+        return
+    lines: list[str] = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip():
+                lines.append(line.rstrip("\n"))
+            elif lines:
+                yield "\n".join(lines)
+                lines = []
+    if lines:
+        yield "\n".join(lines)
+
+
+def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from exc
+            if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
+                raise ScaleFitError(
+                    f"{path}, line {number}: expected a JSON object with a string field '{field}'."
+                )
+            if obj[field].strip():
+                yield obj[field]
+
+
+def iter_windows(
+    documents, tokenizer, *, seq_len: int, encoder: bool
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Pack tokenised documents into windows of ``seq_len`` token ids.
+
+    Decoders: documents are joined with a separator (the tokenizer's BOS, else EOS token) before
+    each document, as in pre-training; encoders (``encoder=True``): every window is
+    ``[CLS] … [SEP]`` around ``seq_len − 2`` content tokens and documents are joined with SEP.
+    The last incomplete window is dropped.
+
+    Yields
+    ------
+    ids : numpy.ndarray
+        ``(seq_len,)`` int64 token ids.
+    doc_start : numpy.ndarray
+        ``(seq_len,)`` bool, True at the first token of each document.
+    """
+    sep = _separator(tokenizer, encoder)
+    width = seq_len - 2 if encoder else seq_len
+    buf_ids: list[int] = []
+    buf_start: list[bool] = []
+    for doc in documents:
+        ids = tokenizer(doc, add_special_tokens=False)["input_ids"]
+        if not ids:
+            continue
+        if sep is not None:
+            buf_ids.append(sep)
+            buf_start.append(False)
+        buf_ids.extend(ids)
+        buf_start.extend([True] + [False] * (len(ids) - 1))
+        while len(buf_ids) >= width:
+            ids_w, start_w = buf_ids[:width], buf_start[:width]
+            del buf_ids[:width], buf_start[:width]
+            if encoder:
+                ids_w = [tokenizer.cls_token_id, *ids_w, tokenizer.sep_token_id]
+                start_w = [False, *start_w, False]
+            yield np.asarray(ids_w, dtype=np.int64), np.asarray(start_w, dtype=bool)
+
+
+def _separator(tokenizer, encoder: bool) -> int | None:
+    if encoder:
+        if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+            raise ScaleFitError("the encoder's tokenizer has no [CLS]/[SEP] tokens.")
+        return tokenizer.sep_token_id
+    for name in ("bos_token_id", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if value is not None:
+            return int(value)
+    return None
