@@ -1,5 +1,8 @@
 """Hidden-state probes for any residual model: angles, norms, early exit and the mechanism verdict.
 
+Pre-trained Hugging Face language models are probed by :mod:`scalefit.probes.hf` (extra ``hf``;
+imported on demand, not here).
+
 Examples
 --------
 >>> from scalefit.probes import layer_table, mechanism_verdict  # doctest: +SKIP
@@ -14,10 +17,17 @@ from .angles import (
     layer_table,
     middle_layers,
     summarize_states,
+    summarize_table,
     token_angles,
 )
 from .hooks import capture_residual_states
-from .mechanism import Verdict, early_exit_split, mechanism_verdict
+from .mechanism import (
+    Verdict,
+    early_exit_split,
+    mechanism_verdict,
+    split_token_angles,
+    verdict_from_evidence,
+)
 
 __all__ = [
     "Verdict",
@@ -28,6 +38,9 @@ __all__ = [
     "layer_table",
     "mechanism_verdict",
     "middle_layers",
+    "split_token_angles",
     "summarize_states",
+    "summarize_table",
     "token_angles",
+    "verdict_from_evidence",
 ]
