@@ -69,6 +69,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="every practical candidate shape with its loss interval",
     )
     p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print no report, only the names of the files written",
+    )
     p.set_defaults(func=run_allocate)
 
 
@@ -140,24 +145,25 @@ def run_allocate(args: argparse.Namespace) -> int:
         use_draws=not args.no_draws,
         **kw,
     )
-    print(header_text(alloc))
-    for i, budget in enumerate(alloc.budgets):
-        print()
-        print(budget_text(alloc, i, budget, args.show))
-    for w in alloc.warnings:
-        print(f"\nwarning: {w}")
-    if args.exponents:
-        print()
-        print(exponents_text(source, alloc, **kw))
-    if args.audit:
-        print()
-        print(audit_text(source, _parse_audit(args.audit), **kw))
+    if not args.quiet:
+        print(header_text(alloc))
+        for i, budget in enumerate(alloc.budgets):
+            print()
+            print(budget_text(alloc, i, budget, args.show))
+        for w in alloc.warnings:
+            print(f"\nwarning: {w}")
+        if args.exponents:
+            print()
+            print(exponents_text(source, alloc, **kw))
+        if args.audit:
+            print()
+            print(audit_text(source, _parse_audit(args.audit), **kw))
     if args.out:
         cols = SUMMARY_FIRST + [c for c in alloc.summary.columns if c not in SUMMARY_FIRST]
         frame = alloc.summary[cols].copy()
         frame.insert(1, "law", alloc.law)
         atomic_write_csv(args.out, frame)
-        print(f"\nwrote {args.out}")
+        print(f"wrote {args.out}" if args.quiet else f"\nwrote {args.out}")
     if args.shapes_out and alloc.shapes:
         import pandas as pd
 
@@ -168,8 +174,8 @@ def run_allocate(args: argparse.Namespace) -> int:
     if folder is not None:
         from ..plot.allocate import write_allocation_plots
 
-        written = write_allocation_plots(source, alloc, folder, **kw)
-        print(f"wrote {len(written)} figure(s) to {folder}/")
+        for path in write_allocation_plots(source, alloc, folder, **kw):
+            print(f"wrote {path}")
     return 0
 
 
