@@ -62,11 +62,47 @@ def test_fit_allocate_plots(tmp_path):
     assert {"fit_decomposed.png", "isoflop_decomposed.png", "frontier_decomposed.png"} <= pngs
 
 
-def test_demo_command(tmp_path):
-    out = scalefit(tmp_path, "demo", "--out", "demo", "--bootstrap", "30")
-    assert "$ scalefit fit depth_delusion" in out.stdout
-    assert "$ scalefit allocate" in out.stdout
-    assert (tmp_path / "demo" / "allocation.csv").exists()
+def _docs_interval(name: str) -> tuple[float, float]:
+    """The 1e21-FLOP interval of ``name`` stated in docs/allocation.md."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "allocation.md").read_text()
+    section = text[text.index("**What it says on Chinchilla**") :]
+    match = re.search(rf"{name} \*\*\[([0-9.e]+),\s*([0-9.e]+)\]\*\*", section)
+    assert match, f"docs/allocation.md states no 1e21 interval for {name}"
+    return float(match.group(1)), float(match.group(2))
+
+
+def test_demo_on_chinchilla_matches_the_documented_intervals(tmp_path):
+    data = os.environ.get("SCALEFIT_DATA_DIR", "")
+    if not (data and os.path.exists(os.path.join(data, "chinchilla_depth_width.csv"))):
+        pytest.skip("the public Chinchilla table is not here (CI sets SCALEFIT_DATA_DIR)")
+    out = scalefit(tmp_path, "demo", "--out", "demo", "--bootstrap", "30").stdout
+    assert out.startswith("data     chinchilla:") and "SCALEFIT_DATA_DIR" in out
+    assert "$ scalefit fit chinchilla --drop-highest 40 --law decomposed" in out
+    assert "$ scalefit allocate" in out and "decision rule:" in out
+    assert "In plain words" in out and "? [" not in out.split("== what to train")[1]
+    rec = pd.read_csv(tmp_path / "demo" / "recommendation.csv")
+    assert list(rec["budget"]) == [1e19, 1e20, 1e21]
+    assert rec[[c for c in rec.columns if c.endswith("_determined")]].all().all()
+    last = rec.iloc[-1]
+    wording = {"depth": "depth", "width": "width", "params": "params", "tokens": "tokens"}
+    for column, name in {**wording, "tokens_per_param": "tokens per parameter"}.items():
+        lo, hi = _docs_interval(name)
+        assert lo <= last[column] <= hi, (column, last[column], lo, hi)
+    # text and CSV print the same numbers
+    table = out.split("== what to train")[1]
+    for q, label in (
+        ("depth", "depth"),
+        ("tokens", "tokens"),
+        ("tokens_per_param", "tokens/param"),
+    ):
+        line = next(ln for ln in table.splitlines() if ln.strip().startswith(label + " "))
+        for _, row in rec.iterrows():
+            assert f"{row[q]:.3g}" in line or f"{int(row[q])}" in line, (q, line)
+    for name in ("fit.json", "allocation.csv", "recommendation.csv", "isoflop_decomposed.png"):
+        assert f"wrote {tmp_path / 'demo' / name}" in out or (tmp_path / "demo" / name).exists()
 
 
 def test_bayes_then_compare(tmp_path):
