@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ["core", "bayes", "allocation", "toy", "trainer"]
+SECTIONS = ["core", "bayes", "allocation", "toy", "trainer", "probes"]
 
 
 def _commit() -> str:

@@ -41,7 +41,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         The destination path.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_target(path)
     prefix = f".{path.name}.{os.getpid()}@{_host()}."
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     try:
@@ -58,6 +58,51 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             pass
         raise
     return path
+
+
+def _check_target(path: Path) -> None:
+    """Create the parent folders of ``path``; name a folder or file that is in the way."""
+    from .errors import ScaleFitError
+
+    if path.is_dir():
+        raise ScaleFitError(f"{path}: is a folder; expected a file name to write to.")
+    ensure_folder(path.parent)
+
+
+def ensure_folder(folder: str | os.PathLike) -> Path:
+    """Create ``folder`` (and its parents); a file in the way is one clear error.
+
+    Parameters
+    ----------
+    folder : path-like
+        The folder.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+
+    Raises
+    ------
+    ScaleFitError
+        If ``folder`` or one of its parents is an existing file, or cannot be created.
+    """
+    from .errors import ScaleFitError
+
+    folder = Path(folder)
+    for parent in (folder, *folder.parents):
+        if parent.exists() and not parent.is_dir():
+            raise ScaleFitError(
+                f"{folder}: cannot create this folder because {parent} is a file; expected a "
+                f"folder path."
+            )
+        if parent.exists():
+            break
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ScaleFitError(f"{folder}: cannot create this folder ({exc.strerror}).") from None
+    return folder
 
 
 def remove_stale_temps(folder: str | os.PathLike) -> list[Path]:
@@ -138,7 +183,7 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
     from .errors import ScaleFitError
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    ensure_folder(folder)
     path = folder / ".scalefit.lock"
     with open(path, "a+", encoding="utf-8") as fh:
         try:
@@ -168,6 +213,53 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
                 fh.seek(0)
                 fh.truncate()
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
+    """Read a UTF-8 TOML file; a missing, binary, non-UTF-8 or malformed file is one clear error.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file is, for messages.
+
+    Returns
+    -------
+    dict
+        The parsed table.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and what is wrong with it.
+    """
+    import tomllib
+
+    from .errors import ScaleFitError
+
+    path = Path(path)
+    if not path.is_file():
+        kind = "a folder" if path.is_dir() else "no such file"
+        raise ScaleFitError(f"{path}: {kind}; expected a {what} (TOML file).")
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b" or b"\x00" in raw[:4096]:
+        raise ScaleFitError(
+            f"{path}: a binary, compressed or UTF-16 file; expected a {what} as UTF-8 TOML text."
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ScaleFitError(
+            f"{path}: line {line}: byte 0x{raw[exc.start]:02x} is not valid UTF-8; expected a "
+            f"{what} as UTF-8 TOML text (re-save it as UTF-8)."
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScaleFitError(f"{path}: not valid TOML ({exc}); expected a {what}.") from None
 
 
 def _umask() -> int:

@@ -55,7 +55,9 @@ def _config(family, vocab, depth=4):
         return tf.GPTNeoXConfig(**common, **size, intermediate_size=64)
     if family == "bert":
         return tf.BertConfig(**common, **size, intermediate_size=64)
-    cls = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config}[family]
+    cls = {"llama": tf.LlamaConfig, "qwen2": tf.Qwen2Config, "qwen3": tf.Qwen3Config}.get(
+        family, tf.MistralConfig
+    )
     return cls(**common, **size, num_key_value_heads=2, intermediate_size=64)
 
 
@@ -105,12 +107,13 @@ def test_every_probe_runs_on_each_family(family, tokenizer):
     json.dumps(res.to_dict())
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [*FAMILIES, "qwen3", "mistral"])
 def test_identity_blocks_have_zero_angles_and_zero_pruning_drop(family, tokenizer):
     model = _model(family, tokenizer)
     for block in blocks_of(model, family):
         _zero_block(block)
     res = _probe(model, tokenizer, _documents(), max_block=3)
+    # a final norm left in h_L would turn the last block's angle away from 0
     assert np.allclose(res.layers["theta"], 0, atol=1e-4)
     assert np.allclose(res.distances["distance"], 0, atol=1e-4)
     assert np.allclose(res.layers["prune_drop"], 0, atol=1e-5)
@@ -330,3 +333,19 @@ def test_real_pretrained_minilm_end_to_end(monkeypatch):
 def _first(lm, docs, n):
     it = iter_windows(iter(docs), lm.tokenizer, seq_len=64, encoder=True)
     return [next(it) for _ in range(n)]
+
+
+def test_verdict_across_depths_from_saved_summaries(tokenizer, tmp_path):
+    from scalefit.probes import verdict_from_evidence
+
+    runs = []
+    for depth in (2, 4):
+        res = _probe(_model("llama", tokenizer, depth=depth), tokenizer, _documents(), prune=False)
+        res.save(tmp_path / str(depth), figures=False)
+        runs.append(json.loads((tmp_path / str(depth) / "summary.json").read_text()))
+    keys = ("depth", "theta_mid", "dtheta_mid", "theta_first", "theta_last", "norm_ratio")
+    summaries = {r["depth"]: {k: r[k] for k in keys} for r in runs}
+    verdict = verdict_from_evidence(summaries, runs[-1]["split"])
+    slope = verdict.evidence["theta_mid_slope"]
+    expected = np.polyfit(np.log([2, 4]), np.log([r["theta_mid"] for r in runs]), 1)[0]
+    assert slope == pytest.approx(expected)

@@ -155,6 +155,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"scalefit: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as exc:
+        # A path given on the command line is of the wrong kind (a folder for a file, a file
+        # under a file, ...): name it, in one line.
+        where = exc.filename if exc.filename is not None else "a path"
+        print(f"scalefit: error: {where}: {exc.strerror or exc}.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except UnicodeDecodeError as exc:
+        print(
+            f"scalefit: error: an input file is not UTF-8 text ({exc.reason} at byte "
+            f"{exc.start}); expected UTF-8.",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return EXIT_OK

@@ -117,6 +117,6 @@ def plots_dir(path: str | None) -> Path | None:
     """Create and return the plots folder (or None)."""
     if not path:
         return None
-    p = Path(path)
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+    from .._io import ensure_folder
+
+    return ensure_folder(path)

@@ -159,6 +159,15 @@ def run_compare(args: argparse.Namespace) -> int:
         raise ScaleFitError(
             f"--laws needs at least two law names separated by commas; got {args.laws!r}."
         )
+    from .._validation import did_you_mean
+    from ..laws import list_laws
+
+    for name in laws:  # every name checked before any law is sampled
+        if name not in list_laws():
+            raise ScaleFitError(
+                f"--laws: unknown law {name!r}.{did_you_mean(name, list_laws())} Known laws: "
+                f"{', '.join(list_laws())}."
+            )
     table = load_table_arg(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -88,13 +88,9 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _read_toml(path: str) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise ScaleFitError(f"{path}: no such configuration file.")
-    try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ScaleFitError(f"{path}: not valid TOML ({exc}).") from exc
+    from .._io import read_toml
+
+    return read_toml(path, what="trainer configuration")
 
 
 def _overrides(items: list[str]) -> dict:

@@ -229,15 +229,10 @@ def read_priors_toml(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     dict
         ``name -> prior dict`` (validated later against the law).
     """
-    import tomllib
+    from .._io import read_toml
 
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ScaleFitError(f"{path}: no such priors file.") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ScaleFitError(f"{path}: not valid TOML ({exc}).") from exc
+    data = read_toml(path, what="priors file")
     if set(data) == {"priors"}:
         data = data["priors"]
     bad = [k for k, v in data.items() if not isinstance(v, dict)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from .._validation import did_you_mean
 from ..errors import ScaleFitError
 
 _TASKS: dict[str, str] = {
@@ -50,6 +51,7 @@ def task_ref(task: str) -> str:
         return task
     raise ScaleFitError(
         f"unknown task {task!r}; expected one of {sorted(_TASKS)} or 'package.module:function'."
+        f"{did_you_mean(task, _TASKS)}"
     )
 
 

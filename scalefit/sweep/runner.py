@@ -56,7 +56,10 @@ def validate_runs(spec: SweepSpec) -> list[Run]:
     ScaleFitError
         If the task cannot be found or a configuration is rejected (the message names the spec).
     """
-    func = resolve_task(spec.task)
+    try:
+        func = resolve_task(spec.task)
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{spec.source}: [sweep] task: {exc}") from None
     runs = spec.runs()
     validate = getattr(func, "validate_config", None)
     if validate is not None:

@@ -8,11 +8,11 @@ import json
 import math
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._io import read_toml
 from .._validation import fmt_value
 from ..errors import ScaleFitError
 
@@ -139,49 +139,6 @@ def load_spec(path: str | os.PathLike) -> SweepSpec:
         raise ScaleFitError(f"{path}: sweep spec not found (expected a TOML file).")
     data = read_toml(path, what="sweep spec")
     return spec_from_dict(data, source=str(path))
-
-
-def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
-    """Read a UTF-8 TOML file; a missing, binary, non-UTF-8 or malformed file is one clear error.
-
-    Parameters
-    ----------
-    path : path-like
-        The file.
-    what : str
-        What the file is, for messages.
-
-    Returns
-    -------
-    dict
-        The parsed table.
-
-    Raises
-    ------
-    ScaleFitError
-        Naming the file and what is wrong with it.
-    """
-    path = Path(path)
-    if not path.is_file():
-        kind = "a folder" if path.is_dir() else "no such file"
-        raise ScaleFitError(f"{path}: {kind}; expected a {what} (TOML file).")
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b" or b"\x00" in raw[:4096]:
-        raise ScaleFitError(
-            f"{path}: a binary, compressed or UTF-16 file; expected a {what} as UTF-8 TOML text."
-        )
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ScaleFitError(
-            f"{path}: line {line}: byte 0x{raw[exc.start]:02x} is not valid UTF-8; expected a "
-            f"{what} as UTF-8 TOML text (re-save it as UTF-8)."
-        ) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScaleFitError(f"{path}: not valid TOML ({exc}); expected a {what}.") from None
 
 
 def spec_from_dict(data: dict, *, source: str = "<dict>") -> SweepSpec:
