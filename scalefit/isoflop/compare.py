@@ -114,9 +114,8 @@ def compare_approaches(
             note += f", alpha {iso.shape['alpha']:.3g}, beta {iso.shape['beta']:.3g}"
         rows.append(_row(f"2 ({iso.method})", iso.exponents, note))
     if result is not None:
-        rows.append(
-            _row(f"3 ({result.law} fit)", approach3(result, budgets), f"{result.n_boot} draws")
-        )
+        name = getattr(result, "law_name", result.law)  # FitResult v2 holds the Law object
+        rows.append(_row(f"3 ({name} fit)", approach3(result, budgets), f"{result.n_boot} draws"))
     if not rows and not published:
         raise ScaleFitError("compare_approaches: give at least one of envelope, isoflops, result.")
     out = pd.DataFrame(rows)
