@@ -8,6 +8,10 @@ Main entry points: :func:`read_table`, :func:`scalefit.datasets.load`, :func:`fi
 from __future__ import annotations
 
 from . import datasets
+
+# Imported eagerly (18 ms): a lazy ``allocate`` would be shadowed by the ``scalefit.allocate``
+# subpackage as soon as anything imported it, making ``scalefit.allocate(...)`` a module call.
+from .allocate import allocate
 from .errors import ConvergenceWarning, ScaleFitError
 from .fit import FitResult, bootstrap, fit
 from .laws import Law, Param, get_law, list_laws, register_law
@@ -18,7 +22,6 @@ __version__ = "0.1.0"
 _LAZY = {
     "fit_bayes": ("scalefit.fit.bayes", "fit_bayes"),
     "compare_laws": ("scalefit.fit.compare", "compare_laws"),
-    "allocate": ("scalefit.allocate", "allocate"),
 }
 
 

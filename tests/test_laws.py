@@ -33,7 +33,7 @@ def test_builtin_laws_registered():
 def test_numpy_and_jax_agree_and_coordinates_round_trip(name):
     import jax.numpy as jnp
 
-    from scalefit.fit.engine import _jax
+    from scalefit.fit.engine import load_jax as _jax
 
     _jax()
     law = get_law(name)

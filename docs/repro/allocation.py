@@ -58,7 +58,7 @@ def _capacity_exponent(res) -> tuple[float, float, float]:
     """Slope of log(width term + depth term) at the optimum against log params*, per draw."""
     from scalefit.allocate import Space, solve
 
-    space = Space.of(res.get_law())
+    space = Space.of(res.law)
     names = list(res.params)
     d = np.asarray(res.draws)
     d = d[np.all(np.isfinite(d), axis=1)]

@@ -42,7 +42,7 @@ def resolve(
     if isinstance(source, FitResult):
         if params is not None:
             raise ScaleFitError("pass either a FitResult or params, not both.")
-        law = source.get_law()
+        law = source.law
         point = {k: float(v) for k, v in source.params.items()}
         draws = None
         if source.draws is not None and len(source.draws):

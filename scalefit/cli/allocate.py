@@ -113,7 +113,7 @@ def _accounting(args, law_source, law_options):
     if args.vocab is None and args.embeddings is None and args.block == "standard":
         return None
     law = (
-        law_source.get_law()
+        law_source.law
         if hasattr(law_source, "get_law")
         else get_law(law_source, **(law_options or {}))
     )

@@ -115,7 +115,7 @@ def report_bayes(res, hdi_frame) -> str:
     c = res.conventions
     pct = f"{100 * res.ci_prob:g}%"
     lines = [
-        f"law        {res.law}: {res.get_law().formula}",
+        f"law        {res.law_name}: {res.law.formula}",
         f"method     bayes (NUTS), likelihood {c['likelihood']}, {res.n_rows} rows, "
         f"{d['chains']} chains x ({d['warmup']} warm-up + {d['draws']} draws), seed {c['seed']}",
         f"converged  {'yes' if res.converged else 'NO'}: R-hat max {d['r_hat_max']:.4f}, "

@@ -17,7 +17,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "optional bootstrap and held-out check).",
     )
     add_table_args(p)
-    p.add_argument("--law", required=True, help="law name (see `scalefit laws`)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--law", help="law name (see `scalefit laws`)")
+    which.add_argument(
+        "--formula",
+        metavar="EXPR",
+        help='a law written as a formula, e.g. "E + A/params**alpha + B/tokens**beta"; '
+        "any numeric column may be an input, every other name is a parameter",
+    )
     p.add_argument(
         "--law-option",
         default=None,
@@ -25,7 +32,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="law options, e.g. form=power,vocab=32000 for critical_depth",
     )
     p.add_argument("--loss", default="mse", choices=["mse", "huber", "lad"])
-    p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold (log-loss units)")
+    p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold (residual units)")
+    p.add_argument(
+        "--residuals",
+        default="log",
+        choices=["log", "linear"],
+        help="fit log y - log f (default) or y - f",
+    )
+    p.add_argument("--weights", default=None, metavar="COLUMN", help="per-row weights column")
     p.add_argument("--starts", type=int, default=256, help="random starts (default 256)")
     p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples")
     p.add_argument(
@@ -65,8 +79,11 @@ def run_fit(args: argparse.Namespace) -> int:
         res = fit(
             table,
             args.law,
+            formula=args.formula,
             loss=args.loss,
             delta=args.delta,
+            residuals=args.residuals,
+            weights=args.weights,
             starts=args.starts,
             seed=args.seed,
             method=args.method,
@@ -97,11 +114,11 @@ def write_fit_plots(res, table, folder) -> list:
     plt = pyplot()
     paths = []
     fig = plot_fit(res, table)
-    paths.append(atomic_savefig(fig, folder / f"fit_{res.law}.png", dpi=120))
+    paths.append(atomic_savefig(fig, folder / f"fit_{res.law_name}.png", dpi=120))
     plt.close(fig)
     if res.draws is not None:
         fig = plot_draws(res)
-        paths.append(atomic_savefig(fig, folder / f"draws_{res.law}.png", dpi=120))
+        paths.append(atomic_savefig(fig, folder / f"draws_{res.law_name}.png", dpi=120))
         plt.close(fig)
     return paths
 

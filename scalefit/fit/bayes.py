@@ -191,11 +191,12 @@ def _fit_bayes(
 
     from . import bayes_checks as checks
     from . import bayes_model as bm
-    from .lsq import _as_table, _metrics
+    from .data import as_table
+    from .observation import metrics
     from .priors import resolve_priors
 
     t_start = time.perf_counter()
-    tab = _as_table(table, drop_highest)
+    tab = as_table(table, drop_highest)
     law_obj = get_law(law, **dict(law_options or {}))
     require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
     if len(tab) <= len(law_obj.params):
@@ -235,7 +236,7 @@ def _fit_bayes(
     noise = [n for n in ("sigma", "nu") if n in specs and specs[n]["dist"] != "fixed"]
     diag, warns = checks.diagnose(idata, names + noise, chains)
     loo, loo_warn = checks.loo(idata)
-    res = _assemble(tab, law_obj, idata, specs, refs, y, ci_prob, _metrics)
+    res = _assemble(tab, law_obj, idata, specs, refs, y, ci_prob, metrics)
     diag.update(res.diagnostics)
     diag.update(
         {
@@ -249,11 +250,9 @@ def _fit_bayes(
             "ess_bulk_per_s_min": diag["ess_bulk_min"] / seconds,
         }
     )
-    res.diagnostics = diag
-    res.warnings = warns + loo_warn
-    res.converged = bool(diag["divergences"] == 0 and not diag["r_hat_max"] > checks.RHAT_MAX)
-    res.conventions.update(
-        {
+    conventions = {
+        **res.conventions,
+        **{
             "likelihood": likelihood,
             "priors": specs,
             "chains": chains,
@@ -266,13 +265,19 @@ def _fit_bayes(
             "dense_mass": True,
             "init": "least-squares optimum (32 starts), jittered by N(0, 0.05) per chain in "
             "unconstrained space",
-        }
+        },
+    }
+    res = res.replace(
+        diagnostics=diag,
+        warnings=tuple(warns + loo_warn),
+        converged=bool(diag["divergences"] == 0 and not diag["r_hat_max"] > checks.RHAT_MAX),
+        conventions=conventions,
+        extras={"inference_data": idata, "mcmc": mcmc, "table": tab},
     )
-    res.extras.update({"inference_data": idata, "mcmc": mcmc, "table": tab})
     if holdout is not None:
         from .compare import holdout_bayes
 
-        res.holdout = holdout_bayes(
+        hold = holdout_bayes(
             tab,
             law_obj,
             holdout,
@@ -286,6 +291,7 @@ def _fit_bayes(
             ci_prob=ci_prob,
             target_accept=target_accept,
         )
+        res = res.replace(holdout=hold)
     res.diagnostics["total_seconds"] = time.perf_counter() - t_start
     for w in res.warnings:
         warnings.warn(w, ConvergenceWarning, stacklevel=3)
@@ -317,8 +323,7 @@ def _assemble(tab: pd.DataFrame, law: Law, idata, specs, refs, y, ci_prob, metri
     pred = np.asarray(law.evaluate(med, tab), dtype=float)
     meta = tab.attrs.get("scalefit", {})
     return FitResult(
-        law=law.name,
-        law_options=dict(law.options),
+        law=law,
         params=med,
         method="bayes",
         objective=float(np.sum((np.log(y) - np.log(pred)) ** 2)),
@@ -341,6 +346,7 @@ def _assemble(tab: pd.DataFrame, law: Law, idata, specs, refs, y, ci_prob, metri
             "law": law.name,
             "law_options": dict(law.options),
             "loss": "bayes",
+            "residuals": "log",
             "objective": "sum over rows of (log y - log f)^2 at the posterior median",
             "source": meta.get("source"),
             "n_read": meta.get("n_read", len(tab)),
@@ -364,7 +370,7 @@ def predictive_draws(
     """
     if result.draws is None:
         raise ScaleFitError("predictive_draws needs a result with draws (fit_bayes).")
-    law = result.get_law()
+    law = result.law
     d = np.asarray(result.draws)
     idx = np.linspace(0, len(d) - 1, min(max_draws, len(d))).astype(int)
     sims = np.asarray(

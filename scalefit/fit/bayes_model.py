@@ -30,7 +30,7 @@ def cache_small_compiles():
     (about 0.03 s each); caching them too saves several seconds in every later process. The
     previous threshold is restored afterwards.
     """
-    from .engine import _jax
+    from .engine import load_jax as _jax
 
     jax, _ = _jax()
     key = "jax_persistent_cache_min_compile_time_secs"
@@ -195,13 +195,14 @@ def init_values(
 
 def least_squares_start(tab, law: Law, seed: int) -> tuple[np.ndarray | None, float]:
     """A quick least-squares optimum (32 starts) in internal coordinates and its log-RMSE."""
-    from .lsq import _fit_jax
+    from .build import FitSettings
+    from .lsq import JaxBackend, least_squares
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = _fit_jax(
-                tab, law, loss="mse", delta=1e-3, starts=32, seed=seed, x0=None, progress=False
+            res = least_squares(
+                tab, law, FitSettings(starts=32, seed=seed), backend=JaxBackend(progress=False)
             )
     except ScaleFitError:
         return None, float(np.std(np.log(tab["loss"].to_numpy(float))))

@@ -1,27 +1,48 @@
-"""Bootstrap intervals where every resample is a converged fit, solved as one vectorised batch."""
+"""Bootstrap intervals where every resample is a converged fit, solved as one vectorised batch.
+
+:func:`bootstrap` is a function over the JAX engine: it takes a least-squares result and returns a
+*new* result with draws and intervals (the input is never modified).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, IsType, Options, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
+from .data import as_table
 from .engine import Problem
+from .lsq import solve_many
 from .result import FitResult
+
+CI_METHODS = ("percentile", "bca")
 
 
 def _problem(res: FitResult, tab: pd.DataFrame) -> Problem:
     prob = res.extras.get("problem")
     if isinstance(prob, Problem) and prob.n == len(tab):
         return prob
+    conv = res.conventions
+    col = conv.get("weight_column")
+    if conv.get("weights") and (col is None or col not in tab.columns):
+        raise ScaleFitError(
+            "this result was fitted with per-row weights that the given table does not carry; "
+            "bootstrap the table the result was fitted on."
+        )
+    law = res.law
+    from .data import inputs_of
+
     return Problem(
-        res.get_law(),
-        tab,
+        law,
+        inputs_of(tab, law),
         tab["loss"].to_numpy(float),
-        loss=res.conventions["loss"],
-        delta=res.conventions["delta"],
+        loss=conv.get("loss", "mse"),
+        delta=conv.get("delta", 1e-3),
         refs=res.refs,
+        residuals=conv.get("residuals", "log"),
+        weights=None if col is None else tab[col].to_numpy(float),
     )
 
 
@@ -67,7 +88,7 @@ def _bca(draws: np.ndarray, theta: np.ndarray, jack: np.ndarray, prob: float) ->
 
 def bootstrap(
     res: FitResult,
-    tab: pd.DataFrame,
+    table,
     n_boot: int,
     *,
     boot_starts: int = 7,
@@ -77,17 +98,19 @@ def bootstrap(
     ci_method: str = "percentile",
     progress: bool | None = None,
 ) -> FitResult:
-    """Add bootstrap draws and intervals to a least-squares result (in place).
+    """A new result with bootstrap draws and intervals added to a least-squares result.
 
     Each resample (multinomial row counts, or counts of whole clusters) is fitted from the
     full-data optimum plus ``boot_starts`` random starts, and keeps its best converged solution, so
-    no resample is left in the wrong basin. All resamples and starts are solved together.
+    no resample is left in the wrong basin. All resamples and starts are solved together. The
+    residual scale, robust loss and per-row weights of the original fit are kept (a resample's
+    weights are its counts times the row weights).
 
     Parameters
     ----------
     res : FitResult
-        A least-squares result on ``tab``.
-    tab : DataFrame
+        A least-squares result on ``table`` (not modified).
+    table : DataFrame, path or dataset name
         The table that was fitted.
     n_boot : int
         Number of resamples.
@@ -107,17 +130,57 @@ def bootstrap(
     Returns
     -------
     FitResult
-        ``res`` with ``draws``, ``ci`` and bootstrap diagnostics filled in.
-    """
-    from .lsq import solve_many
+        A copy of ``res`` with ``draws``, ``ci``, ``ci_prob`` and bootstrap diagnostics.
 
-    law = res.get_law()
+    Examples
+    --------
+    >>> import scalefit
+    >>> res = scalefit.fit("depth_delusion", "chinchilla", starts=32)  # doctest: +SKIP
+    >>> boot = scalefit.bootstrap(res, "depth_delusion", 200, seed=1)  # doctest: +SKIP
+    >>> boot.ci["alpha"], res.draws is None  # doctest: +SKIP
+    """
+    validate(
+        "bootstrap",
+        {
+            "res": res,
+            "n_boot": n_boot,
+            "boot_starts": boot_starts,
+            "cluster": cluster,
+            "seed": seed,
+            "ci_prob": ci_prob,
+            "ci_method": ci_method,
+            "progress": progress,
+        },
+        {
+            "res": [IsType(FitResult, "a FitResult")],
+            "n_boot": [Interval(int, 1, None)],
+            "boot_starts": [Interval(int, 0, None)],
+            "cluster": [None, IsType(str, "a column name")],
+            "seed": [Interval(int)],
+            "ci_prob": [Interval(float, 0, 1, closed="neither")],
+            "ci_method": [Options(set(CI_METHODS))],
+            "progress": [None, "boolean"],
+        },
+    )
+    if res.method == "bayes":
+        raise ScaleFitError(
+            "The 'res' parameter of bootstrap must be a least-squares result. Got a Bayesian "
+            "result instead (its posterior draws already give intervals)."
+        )
+    tab = as_table(table) if not isinstance(table, pd.DataFrame) else table
+    if len(tab) != res.n_rows:
+        raise ScaleFitError(
+            f"The 'table' parameter of bootstrap must be the table the result was fitted on "
+            f"({res.n_rows} rows). Got {len(tab)} rows instead."
+        )
+    law = res.law
     problem = _problem(res, tab)
     rng = np.random.default_rng([seed, 1])
     w = resample_weights(tab, n_boot, cluster=cluster, rng=rng)
     k = 1 + int(boot_starts)
     y = tab["loss"].to_numpy(float)
-    rand = sample_starts(law, n_boot * max(k - 1, 1), y, seed=seed + 7919)
+    scale = np.abs(y) if np.all(y > 0) else np.abs(y) + 1.0
+    rand = sample_starts(law, n_boot * max(k - 1, 1), scale, seed=seed + 7919)
     z0 = np.empty((n_boot, k, len(law.params)))
     z0[:, 0] = np.asarray(res.internal)
     if k > 1:
@@ -134,7 +197,8 @@ def bootstrap(
     # A resample with no more distinct design points than parameters cannot identify the law:
     # it counts as failed rather than contributing an arbitrary point of a flat valley.
     design = pd.factorize(pd.MultiIndex.from_frame(tab[list(law.inputs)]))[0]
-    distinct = np.array([len(np.unique(design[row > 0])) for row in w])
+    rw = w if problem.weights is None else w * problem.weights[None, :]
+    distinct = np.array([len(np.unique(design[row > 0])) for row in rw])
     degenerate = distinct <= len(law.params)
     obj_ok[degenerate] = np.inf
     best = np.argmin(obj_ok, axis=1)
@@ -145,11 +209,11 @@ def bootstrap(
     draws = np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])
     draws[~ok] = np.nan
     good = draws[ok]
-    lo_q, hi_q = (1 - ci_prob) / 2, (1 + ci_prob) / 2
+    warns = list(res.warnings)
     if len(good) < 2:
         # Too few usable resamples (e.g. a 4-row table and a 3-parameter law): no interval.
         bounds = np.full((len(law.params), 2), np.nan)
-        res.warnings.append(
+        warns.append(
             f"bootstrap gave no interval: only {len(good)} of {n_boot} resamples were usable "
             f"({int(degenerate.sum())} had no more distinct design points than parameters)."
         )
@@ -158,49 +222,44 @@ def bootstrap(
         theta = np.array([res.params[n] for n in law.param_names])
         bounds = _bca(good, theta, jack, ci_prob)
     else:
-        bounds = np.quantile(good, [lo_q, hi_q], axis=0).T
-    res.draws = draws
-    res.ci = {
+        bounds = np.quantile(good, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0).T
+    ci = {
         name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(law.param_names)
     }
     with np.errstate(all="ignore"):
         zc = np.corrcoef(zb[ok].T) if len(good) >= 2 else np.zeros((len(law.params),) * 2)
         raw = np.corrcoef(good.T) if len(good) >= 2 else zc
+    zc, raw = np.clip(np.nan_to_num(zc), -1, 1), np.clip(np.nan_to_num(raw), -1, 1)
     iu = np.triu_indices(len(law.params), 1)
-    res.diagnostics.update(
-        {
-            "n_boot": int(n_boot),
-            "boot_failed": int((~ok).sum()),
-            "resample": f"clusters of {cluster!r}" if cluster else "rows",
-            "boot_starts": int(boot_starts),
-            "boot_warm_start_best": float(np.mean(best == 0)),
-            "boot_corr_max_internal": float(np.max(np.abs(np.nan_to_num(zc[iu]))))
-            if len(iu[0])
-            else 0.0,
-            "boot_corr_max_raw": float(np.max(np.abs(np.nan_to_num(raw[iu]))))
-            if len(iu[0])
-            else 0.0,
-        }
-    )
-    res.conventions.update(
-        {
-            "bootstrap": int(n_boot),
-            "boot_starts": int(boot_starts),
-            "cluster": cluster,
-            "ci_method": ci_method,
-        }
-    )
-    res.diagnostics["boot_degenerate"] = int(degenerate.sum())
+    diagnostics = {
+        **res.diagnostics,
+        "n_boot": int(n_boot),
+        "boot_failed": int((~ok).sum()),
+        "boot_degenerate": int(degenerate.sum()),
+        "resample": f"clusters of {cluster!r}" if cluster else "rows",
+        "boot_starts": int(boot_starts),
+        "boot_warm_start_best": float(np.mean(best == 0)),
+        "boot_corr_max_internal": float(np.max(np.abs(zc[iu]))) if len(iu[0]) else 0.0,
+        "boot_corr_max_raw": float(np.max(np.abs(raw[iu]))) if len(iu[0]) else 0.0,
+    }
+    conventions = {
+        **res.conventions,
+        "bootstrap": int(n_boot),
+        "boot_starts": int(boot_starts),
+        "boot_seed": int(seed),
+        "cluster": cluster,
+        "ci_method": ci_method,
+    }
     if (~ok).any():
-        res.warnings.append(
+        warns.append(
             f"{int((~ok).sum())} of {n_boot} bootstrap resamples failed "
             f"({int(degenerate.sum())} with no more distinct design points than parameters, "
             f"the rest not converged); intervals use the {int(ok.sum())} others."
         )
     for p in law.params:
-        lo, hi = res.ci[p.name]
+        lo, hi = ci[p.name]
         if np.isfinite(lo) and (lo < p.bounds[0] or hi > p.bounds[1]):
-            res.warnings.append(
+            warns.append(
                 f"the bootstrap interval of {p.name} [{lo:.3g}, {hi:.3g}] leaves its declared "
                 f"range [{p.bounds[0]:g}, {p.bounds[1]:g}]: some resamples fit a different "
                 f"regime; the data do not pin {p.name} down."
@@ -208,21 +267,27 @@ def bootstrap(
     for i, j in zip(*iu, strict=True):
         if abs(zc[i, j]) > 0.99:
             a, b = law.param_names[i], law.param_names[j]
-            res.warnings.append(
+            warns.append(
                 f"bootstrap draws of {a} and {b} correlate at {zc[i, j]:+.3f} "
                 f"(reference-pinned coordinates): the data pin down a combination of them "
                 f"better than either alone."
             )
-    return res
+    return res.replace(
+        draws=draws,
+        ci=ci,
+        ci_prob=float(ci_prob),
+        warnings=tuple(warns),
+        diagnostics=diagnostics,
+        conventions=conventions,
+        extras=dict(res.extras),
+    )
 
 
 def _jackknife(
     problem: Problem, res: FitResult, tab: pd.DataFrame, cluster: str | None
 ) -> np.ndarray:
     """Leave-one-out (or leave-one-cluster-out) refits from the optimum, in raw units."""
-    from .lsq import solve_many
-
-    law = res.get_law()
+    law = res.law
     n = len(tab)
     if cluster is None:
         w = 1.0 - np.eye(n)

@@ -86,7 +86,7 @@ def compare_laws(
     >>> compare_laws("depth_delusion", ["critical_depth", "decomposed"])  # doctest: +SKIP
     """
     from .bayes import fit_bayes
-    from .lsq import _as_table
+    from .data import as_table
 
     names = [law if isinstance(law, str) else law.name for law in laws]
     if len(names) < 2 or len(set(names)) != len(names):
@@ -94,7 +94,7 @@ def compare_laws(
             f"The 'laws' parameter of compare_laws must name at least two different laws. "
             f"Got {names!r} instead."
         )
-    tab = _as_table(table, drop_highest)
+    tab = as_table(table, drop_highest)
     results = {}
     for name, law in zip(names, laws, strict=True):
         results[name] = fit_bayes(

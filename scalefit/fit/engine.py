@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..laws.base import Law
+from .observation import RESIDUALS, residual, response
 
 LOSSES = ("mse", "huber", "lad")
 #: LAD is solved as Huber with this tiny delta (a smooth stand-in for |r| with the same optimum
@@ -28,6 +29,11 @@ LOSSES = ("mse", "huber", "lad")
 LAD_DELTA = 1e-7
 #: Absolute floor of the convergence test (objective units), for exact (noise-free) data.
 ATOL = 1e-22
+
+
+def load_jax():
+    """``(jax, jax.numpy)`` with float64 enabled and the persistent compilation cache set."""
+    return _jax()
 
 
 def _jax():
@@ -83,6 +89,8 @@ class Solution:
 
 
 def _law_key(law: Law) -> str:
+    if law.spec is not None:  # a formula law: its text defines the function
+        return "spec|" + json.dumps(law.spec, sort_keys=True)
     try:
         opts = json.dumps(law.options, sort_keys=True)
     except TypeError:
@@ -98,9 +106,61 @@ _CACHE: dict[tuple, object] = {}
 CHUNK = 32
 
 
-def _build(law: Law, loss: str, delta: float):
-    """Compile (once per law and loss) the batched solver."""
-    key = (_law_key(law), loss, float(delta))
+def _rho(jnp, loss: str, delta: float):
+    """The robust loss ``rho(r)`` and its IRLS weight, summed over rows by the callers."""
+    d = LAD_DELTA if loss == "lad" else float(delta)
+    scale = 1.0 / d if loss == "lad" else 1.0
+
+    def rho(r):
+        if loss == "mse":
+            return r**2
+        a = jnp.abs(r)
+        return scale * jnp.where(a <= d, 0.5 * r**2, d * (a - 0.5 * d))
+
+    return rho, d, scale
+
+
+def _build_curvature(law: Law, loss: str, delta: float, residuals: str):
+    """Compile (once per law, loss and scale) the exact Hessian of the objective.
+
+    Returns ``f(z, w, x, obs, refs) -> (H_internal, H_public, J_public)``: the full second
+    derivative of the summed objective in internal coordinates and in the parameters' own (public)
+    coordinates, and the Jacobian of the residuals with respect to the public parameters.
+    """
+    key = ("curv", _law_key(law), loss, float(delta), residuals)
+    if key in _CACHE:
+        return _CACHE[key]
+    jax, jnp = _jax()
+    rho, _, _ = _rho(jnp, loss, delta)
+    names = law.param_names
+
+    def resid_pub(theta, x, obs):
+        p = {n: theta[i] for i, n in enumerate(names)}
+        return residual(jnp, obs, law.expr(jnp, p, x), residuals)
+
+    def obj_pub(theta, w, x, obs):
+        return jnp.sum(w * rho(resid_pub(theta, x, obs)))
+
+    def obj_int(z, w, x, obs, refs):
+        p = law.to_public(z, refs, xp=jnp)
+        return jnp.sum(w * rho(residual(jnp, obs, law.expr(jnp, p, x), residuals)))
+
+    def curvature(z, w, x, obs, refs):
+        p = law.to_public(z, refs, xp=jnp)
+        theta = jnp.stack([p[n] for n in names])
+        h_int = jax.hessian(obj_int)(z, w, x, obs, refs)
+        h_pub = jax.hessian(obj_pub)(theta, w, x, obs)
+        j_pub = jax.jacfwd(resid_pub)(theta, x, obs)
+        return h_int, h_pub, j_pub
+
+    fn = jax.jit(curvature)
+    _CACHE[key] = fn
+    return fn
+
+
+def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
+    """Compile (once per law, loss and residual scale) the batched solver."""
+    key = (_law_key(law), loss, float(delta), residuals)
     if key in _CACHE:
         return _CACHE[key]
     jax, jnp = _jax()
@@ -109,13 +169,9 @@ def _build(law: Law, loss: str, delta: float):
 
     def resid(z, x, logy, refs):
         p = law.to_public(z, refs, xp=jnp)
-        return logy - jnp.log(law.expr(jnp, p, x))
+        return residual(jnp, logy, law.expr(jnp, p, x), residuals)
 
-    def rho(r):
-        if loss == "mse":
-            return r**2
-        a = jnp.abs(r)
-        return scale * jnp.where(a <= d, 0.5 * r**2, d * (a - 0.5 * d))
+    rho, _, _ = _rho(jnp, loss, delta)
 
     def irls_weight(r):
         if loss == "mse":
@@ -212,11 +268,16 @@ class Problem:
     y : ndarray
         Observed losses (length n).
     loss : {"mse", "huber", "lad"}
-        Robust loss on log-loss residuals, summed over rows.
+        Robust loss on the residuals, summed over rows.
     delta : float
-        Huber threshold (log-loss units).
+        Huber threshold (units of the residuals).
     refs : mapping, optional
         Log reference points of the pivot variables; by default computed from ``x``.
+    residuals : {"log", "linear"}, default "log"
+        Residual scale (see :mod:`scalefit.fit.observation`).
+    weights : ndarray, optional
+        Non-negative per-row weights multiplying each row's term of the objective (every solve
+        multiplies its own batch weights by them).
     """
 
     def __init__(
@@ -228,15 +289,24 @@ class Problem:
         loss: str,
         delta: float,
         refs: Mapping[str, float] | None = None,
+        residuals: str = "log",
+        weights: np.ndarray | None = None,
     ):
         _, jnp = _jax()
+        if residuals not in RESIDUALS:
+            raise ValueError(f"residuals must be one of {RESIDUALS}; got {residuals!r}.")
         self.law, self.loss, self.delta = law, loss, float(delta)
+        self.residuals = residuals
         self.n = len(y)
         raw = {k: np.asarray(x[k], dtype=float) for k in law.inputs}
         self.refs = dict(refs) if refs is not None else law.references(raw)
         self._x = {k: jnp.asarray(v) for k, v in law.variables(np, raw).items()}
-        self._logy = jnp.asarray(np.log(np.asarray(y, dtype=float)))
+        #: Raw input columns (numpy) and the response on the residual scale (numpy).
+        self.inputs = raw
+        self.observed = response(np.asarray(y, dtype=float), residuals)
+        self._logy = jnp.asarray(self.observed)
         self._refs = {k: jnp.asarray(v) for k, v in self.refs.items()}
+        self.weights = None if weights is None else np.asarray(weights, dtype=float)
 
     def solve_raw(
         self,
@@ -252,11 +322,13 @@ class Problem:
         if k > CHUNK:
             raise ValueError(f"at most {CHUNK} problems per call; got {k}.")
         w = np.ones((k, self.n)) if weights is None else np.atleast_2d(weights)
+        if self.weights is not None:
+            w = w * self.weights[None, :]
         pad = CHUNK - k
         if pad:
             z0 = np.concatenate([z0, np.repeat(z0[:1], pad, axis=0)])
             w = np.concatenate([w, np.repeat(w[:1], pad, axis=0)])
-        solver = _build(self.law, self.loss, self.delta)
+        solver = _build(self.law, self.loss, self.delta, self.residuals)
         out = solver(z0, w, self._x, self._logy, self._refs, max_iter, tol)
         return {name: np.asarray(v)[:k] for name, v in out.items()}
 
@@ -287,6 +359,21 @@ class Problem:
         """
         out = self.solve_raw(np.asarray(z)[None, :], max_iter=0)
         return {k: v[0] for k, v in out.items()}
+
+    def curvature(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        """Exact Hessians of the objective at ``z`` (row weights included, no resampling).
+
+        Keys: ``h_internal`` (internal coordinates), ``h_public`` (the parameters' own
+        coordinates) and ``j_public`` (Jacobian of the residuals in public coordinates).
+        """
+        fn = _build_curvature(self.law, self.loss, self.delta, self.residuals)
+        w = np.ones(self.n) if self.weights is None else self.weights
+        h_int, h_pub, j_pub = fn(np.asarray(z, dtype=float), w, self._x, self._logy, self._refs)
+        return {
+            "h_internal": np.asarray(h_int),
+            "h_public": np.asarray(h_pub),
+            "j_public": np.asarray(j_pub),
+        }
 
     def objective(self, z: np.ndarray, weights: np.ndarray | None = None) -> float:
         """Summed robust objective at ``z``."""

@@ -1,10 +1,19 @@
-"""The result of a fit: values, uncertainty, diagnostics, conventions; JSON round-trip."""
+"""The result of a fit: an immutable record that carries its law; JSON round-trip.
+
+A :class:`FitResult` holds the :class:`~scalefit.laws.Law` object itself, so every downstream use
+(report, predict, plots, bootstrap, allocation) works for registered laws, laws passed as objects
+and formula laws alike, with no registry lookup. Results are frozen: a refinement (bootstrap,
+hold-out check) returns a new result (:meth:`FitResult.replace`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,51 +21,76 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_json
+from .._validation import fmt_value
 from ..errors import ScaleFitError
-from ..laws import Law, get_law
+from ..laws import Law, get_law, law_from_spec, law_to_spec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
-@dataclass
+@dataclass(frozen=True)
 class FitResult:
-    """Everything a fit produced.
+    """Everything a fit produced (immutable).
 
     Attributes
     ----------
-    law : str
-        Registry name of the law; ``law_options`` rebuilds it with :func:`scalefit.laws.get_law`.
+    law : Law
+        The law that was fitted (a registry name passed to the constructor is resolved once).
     params : dict
         Best-fit (least squares) or posterior-median (Bayes) values in raw units.
     method : str
         ``"jax"`` (vectorised Levenberg–Marquardt), ``"lmfit"`` or ``"bayes"``.
     objective : float
-        Summed loss on log-loss residuals at the optimum.
+        Summed (weighted) robust loss on the residuals at the optimum.
     converged : bool
-        The optimum passed the convergence test (and every check below it).
+        The optimum passed every convergence check (see :mod:`scalefit.fit.checks`).
+    n_rows : int
+        Number of rows fitted.
     metrics : dict
         ``r2`` and ``rmse`` on the loss scale, ``rmse_log``, ``mean_rel_err``, ``max_rel_err``.
     stderr : dict
-        Asymptotic standard errors (raw units; delta method from internal coordinates).
+        Asymptotic standard errors (raw units; delta method from internal coordinates). Entries of
+        parameters in :attr:`not_identified` are not meaningful (the report says so).
     corr : list of list
-        Correlation matrix of the internal (reference-pinned) coordinates, in parameter order.
+        Correlation matrix of the internal (reference-pinned) coordinates, in parameter order;
+        every entry lies in [-1, 1].
     ci : dict
         ``name -> (lo, hi)`` intervals (bootstrap or posterior) at ``ci_prob``.
+    ci_prob : float
+        Probability of the intervals in ``ci``.
     draws : ndarray or None
-        Bootstrap or posterior draws, shape (n_draws, n_params), raw units.
-    warnings : list of str
+        Bootstrap or posterior draws, shape (n_draws, n_params), raw units, read-only. Failed
+        bootstrap resamples are rows of NaN.
+    warnings : tuple of str
         Identifiability and convergence warnings.
     conventions : dict
-        Everything needed to reproduce the fit (loss, delta, outlier rule, token derivation, starts,
-        seed, reference points, software versions).
+        Everything needed to reproduce the fit (loss, residual scale, weights, outlier rule, token
+        derivation, starts, seed, reference points, software versions).
     diagnostics : dict
         Method-specific diagnostics (starts reaching the best objective, bootstrap failures,
         R-hat/ESS for Bayes, ...).
     holdout : dict or None
         Held-out validation results when requested.
+    internal : list of float
+        The optimum in the solver's internal coordinates.
+    refs : dict
+        Log reference points of the pivot variables.
+    not_identified : tuple of str
+        Parameters the data do not pin down (zero curvature, a flat direction of the Hessian, a
+        boundary optimum); empty when every parameter is identified.
+    extras : dict
+        Live objects of this session (solver problem, lmfit output, ArviZ data); not saved.
+
+    Examples
+    --------
+    >>> import scalefit
+    >>> res = scalefit.fit("depth_delusion", "chinchilla", starts=32)  # doctest: +SKIP
+    >>> res.law.name, res.law_name  # doctest: +SKIP
+    ('chinchilla', 'chinchilla')
+    >>> res2 = scalefit.bootstrap(res, "depth_delusion", 200)  # a new result  # doctest: +SKIP
     """
 
-    law: str
+    law: Law
     params: dict[str, float]
     method: str
     objective: float
@@ -68,24 +102,62 @@ class FitResult:
     ci: dict[str, tuple[float, float]] = field(default_factory=dict)
     ci_prob: float = 0.95
     draws: np.ndarray | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
     conventions: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
     holdout: dict[str, Any] | None = None
-    law_options: dict[str, Any] = field(default_factory=dict)
     internal: list[float] = field(default_factory=list)
     refs: dict[str, float] = field(default_factory=dict)
-    extras: dict[str, Any] = field(default_factory=dict, repr=False)
+    not_identified: tuple[str, ...] = ()
+    extras: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    law_options: InitVar[Mapping[str, Any] | None] = None
+
+    def __post_init__(self, law_options: Mapping[str, Any] | None) -> None:
+        law = self.law
+        if not isinstance(law, Law):
+            law = get_law(law, **dict(law_options or {}))
+        set_ = object.__setattr__
+        set_(self, "law", law)
+        set_(self, "params", {k: float(v) for k, v in self.params.items()})
+        set_(self, "warnings", tuple(self.warnings))
+        set_(self, "not_identified", tuple(self.not_identified))
+        set_(self, "ci", {k: (float(v[0]), float(v[1])) for k, v in self.ci.items()})
+        if self.draws is not None:
+            d = np.array(self.draws, dtype=float)
+            d.setflags(write=False)
+            set_(self, "draws", d)
 
     # ------------------------------------------------------------------ access
+    @property
+    def law_name(self) -> str:
+        """Name of the law (``result.law.name``)."""
+        return self.law.name
+
+    @property
+    def law_spec(self) -> dict[str, Any] | None:
+        """JSON-able description of the law, or ``None`` for a law that cannot be serialised."""
+        try:
+            return law_to_spec(self.law)
+        except ScaleFitError:
+            return None
+
     def get_law(self) -> Law:
-        """The :class:`~scalefit.laws.Law` this result belongs to."""
-        return get_law(self.law, **self.law_options)
+        """The :class:`~scalefit.laws.Law` of this result (same as :attr:`law`)."""
+        return self.law
+
+    def replace(self, **changes: Any) -> FitResult:
+        """A new result with some fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
 
     @property
     def n_boot(self) -> int:
         """Number of draws kept (bootstrap resamples or posterior samples)."""
         return 0 if self.draws is None else int(len(self.draws))
+
+    @property
+    def identified(self) -> bool:
+        """Whether every parameter is identified (:attr:`not_identified` is empty)."""
+        return not self.not_identified
 
     def draws_frame(self) -> pd.DataFrame:
         """Draws as a DataFrame with one column per parameter (empty if there are none)."""
@@ -102,7 +174,7 @@ class FitResult:
         Parameters
         ----------
         x : DataFrame or mapping
-            Inputs by canonical column name.
+            Inputs by column name (the law's inputs).
         bands : bool, default False
             Return a DataFrame with ``loss``, ``lo`` and ``hi`` from the draws (requires draws).
         prob : float, optional
@@ -114,7 +186,9 @@ class FitResult:
         -------
         ndarray or DataFrame
         """
-        law = self.get_law()
+        from .observation import add_noise
+
+        law = self.law
         mean = np.asarray(law.evaluate(self.params, x), dtype=float)
         if not bands:
             return mean
@@ -125,79 +199,41 @@ class FitResult:
         pd_draws = {k: d[:, i][:, None] for i, k in enumerate(self.params)}
         sims = np.asarray(law.evaluate(pd_draws, x), dtype=float)
         if noise:
-            sigma = float(self.metrics.get("rmse_log", 0.0))
-            rng = np.random.default_rng(int(self.conventions.get("seed", 0)) + 7)
-            sims = sims * np.exp(rng.normal(0.0, sigma, sims.shape))
+            residuals = self.conventions.get("residuals", "log")
+            key = "rmse_log" if residuals == "log" else "rmse"
+            sigma = float(self.metrics.get(key, 0.0))
+            rng = np.random.default_rng(int(self.conventions.get("seed", 0) or 0) + 7)
+            sims = add_noise(sims, rng.normal(0.0, sigma, sims.shape), residuals)
         lo, hi = np.nanquantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
         return pd.DataFrame({"loss": mean, "lo": lo, "hi": hi})
 
     # ------------------------------------------------------------------ presentation
     def summary(self) -> pd.DataFrame:
-        """One row per parameter: value, standard error and interval (raw units)."""
+        """One row per parameter: value, standard error, interval and whether it is identified.
+
+        The standard error of a parameter in :attr:`not_identified` is NaN.
+        """
         rows = []
         for name, value in self.params.items():
             lo, hi = self.ci.get(name, (np.nan, np.nan))
+            ident = name not in self.not_identified
             rows.append(
                 {
                     "param": name,
                     "value": value,
-                    "stderr": self.stderr.get(name, np.nan),
+                    "stderr": self.stderr.get(name, np.nan) if ident else np.nan,
                     "ci_lo": lo,
                     "ci_hi": hi,
+                    "identified": ident,
                 }
             )
         return pd.DataFrame(rows).set_index("param")
 
     def report(self) -> str:
         """A readable text report of the fit."""
-        law = self.get_law()
-        conv = self.conventions
-        lines = [
-            f"law        {self.law}: {law.formula}",
-            f"method     {self.method}, loss {conv.get('loss', '?')}"
-            + (f" (delta {conv['delta']:g})" if conv.get("loss") == "huber" else "")
-            + f", {self.n_rows} rows, objective {self.objective:.10g}",
-            f"converged  {'yes' if self.converged else 'NO'}"
-            + (
-                f"; {self.diagnostics['n_best']}/{self.diagnostics['n_starts']} starts reached "
-                f"the best objective"
-                if "n_best" in self.diagnostics
-                else ""
-            ),
-            "metrics    " + ", ".join(f"{k} {v:.4g}" for k, v in self.metrics.items()),
-        ]
-        if conv.get("outlier_rule") and conv["outlier_rule"] != "none":
-            lines.append(f"outliers   {conv['outlier_rule']}")
-        if conv.get("derived"):
-            lines.append(f"derived    {'; '.join(conv['derived'])}")
-        tab = self.summary()
-        pct = f"{100 * self.ci_prob:g}%"
-        header = f"\n{'param':<10}{'value':>14}{'stderr':>12}"
-        header += f"{pct + ' lo':>14}{pct + ' hi':>14}" if self.ci else ""
-        lines.append(header)
-        for name, row in tab.iterrows():
-            line = f"{name:<10}{row['value']:>14.6g}{row['stderr']:>12.3g}"
-            if self.ci:
-                line += f"{row['ci_lo']:>14.6g}{row['ci_hi']:>14.6g}"
-            lines.append(line)
-        if self.diagnostics.get("n_boot"):
-            d = self.diagnostics
-            lines.append(
-                f"\nbootstrap  {d['n_boot']} resamples ({d.get('resample', 'rows')}), "
-                f"{d.get('boot_failed', 0)} not converged, interval "
-                f"{conv.get('ci_method', 'percentile')}"
-            )
-        if self.holdout:
-            h = self.holdout
-            lines.append(
-                f"holdout    trained on the lowest-compute {h['n_train']} rows, tested on "
-                f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, max rel err "
-                f"{h['max_rel_err']:.3%}, {100 * h['band_prob']:g}% interval coverage "
-                f"{h['coverage']:.0%}"
-            )
-        for w in self.warnings:
-            lines.append(f"warning    {w}")
-        return "\n".join(lines)
+        from .report import format_report
+
+        return format_report(self)
 
     def plot(self, table, *, ax=None):
         """Data against fit and residuals; see :func:`scalefit.plot.fit.plot_fit`."""
@@ -207,45 +243,164 @@ class FitResult:
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dictionary (includes the draws)."""
-        out = asdict(self)
-        out.pop("extras")
+        """A JSON-safe dictionary (includes the draws and the law's spec).
+
+        Raises
+        ------
+        ScaleFitError
+            When the law is a Python object that cannot be written (see
+            :func:`scalefit.laws.law_to_spec`).
+        """
+        spec = law_to_spec(self.law)
+        out: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "law": self.law.name,
+            "law_spec": spec,
+        }
+        for f in dataclasses.fields(self):
+            if f.name in ("law", "extras"):
+                continue
+            out[f.name] = getattr(self, f.name)
+        out["warnings"] = list(self.warnings)
+        out["not_identified"] = list(self.not_identified)
         out["draws"] = None if self.draws is None else np.asarray(self.draws).tolist()
         out["ci"] = {k: [float(v[0]), float(v[1])] for k, v in self.ci.items()}
         out["n_boot"] = self.n_boot
-        out["schema_version"] = SCHEMA_VERSION
         return out
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the result as JSON (atomically)."""
+        """Write the result as JSON (atomically); fails before writing if the law cannot be."""
         return atomic_write_json(path, self.to_dict())
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FitResult:
-        """Rebuild a result from :meth:`to_dict` output."""
-        data = dict(data)
-        data.pop("schema_version", None)
-        data.pop("n_boot", None)
-        if data.get("draws") is not None:
-            data["draws"] = np.asarray(data["draws"], dtype=float)
-        data["ci"] = {k: (v[0], v[1]) for k, v in data.get("ci", {}).items()}
-        names = {f for f in cls.__dataclass_fields__}
-        unknown = set(data) - names
-        if unknown:
-            raise ScaleFitError(f"result JSON has unknown field(s): {sorted(unknown)}.")
-        return cls(**data)
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "result JSON") -> FitResult:
+        """Rebuild a result from :meth:`to_dict` output, validating every field that matters.
+
+        Parameters
+        ----------
+        data : mapping
+            Parsed JSON.
+        where : str
+            What the data is, for error messages (e.g. the file name).
+
+        Raises
+        ------
+        ScaleFitError
+            One line naming the field and what was expected.
+        """
+        return _from_dict(cls, data, where)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> FitResult:
-        """Read a result written by :meth:`save`."""
+        """Read a result written by :meth:`save` (JSON only: loading never executes anything)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError as exc:
             raise ScaleFitError(f"{path}: no such result file.") from exc
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ScaleFitError(f"{path}: not a JSON result file ({exc}).") from exc
-        if not isinstance(data, dict) or "law" not in data or "params" not in data:
-            raise ScaleFitError(f"{path}: not a scalefit result (no 'law'/'params').")
-        data = {k: (float("nan") if v is None and k == "objective" else v) for k, v in data.items()}
-        return cls.from_dict(data)
+        return _from_dict(cls, data, str(path))
+
+
+# ---------------------------------------------------------------------- loading and validation
+_LIST_FIELDS = ("warnings", "not_identified")
+
+
+def _finite(where: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScaleFitError(f"{where}: {key} must be a finite number. Got {fmt_value(value)}.")
+    if not math.isfinite(float(value)):
+        raise ScaleFitError(f"{where}: {key} must be a finite number. Got {fmt_value(value)}.")
+    return float(value)
+
+
+def _law_of(data: Mapping[str, Any], where: str) -> Law:
+    spec = data.get("law_spec")
+    if spec is not None:
+        return law_from_spec(spec, where=where)
+    name = data.get("law")
+    if not isinstance(name, str):
+        raise ScaleFitError(f"{where}: 'law' must be a law name. Got {fmt_value(name)}.")
+    opts = data.get("law_options") or {}
+    if not isinstance(opts, Mapping):
+        raise ScaleFitError(f"{where}: 'law_options' must be a mapping. Got {fmt_value(opts)}.")
+    try:
+        return get_law(name, **opts)
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{where}: {exc}") from exc
+
+
+def _draws(value: Any, n_params: int, where: str) -> np.ndarray | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(r, list) for r in value):
+        raise ScaleFitError(f"{where}: 'draws' must be a list of rows. Got {fmt_value(value)}.")
+    for i, row in enumerate(value):
+        if len(row) != n_params:
+            raise ScaleFitError(
+                f"{where}: 'draws' must have {n_params} columns (one per parameter); row {i} "
+                f"has {len(row)}."
+            )
+        for v in row:
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int | float) or math.isinf(v):
+                raise ScaleFitError(
+                    f"{where}: 'draws' row {i} must hold numbers (null for a failed resample). "
+                    f"Got {fmt_value(v)}."
+                )
+    arr = np.array([[np.nan if v is None else v for v in r] for r in value], dtype=float)
+    return arr.reshape(len(value), n_params)
+
+
+def _from_dict(cls, data: Any, where: str) -> FitResult:
+    if not isinstance(data, Mapping) or "law" not in data or "params" not in data:
+        raise ScaleFitError(f"{where}: not a scalefit result (no 'law'/'params').")
+    law = _law_of(data, where)
+    params = data["params"]
+    if not isinstance(params, Mapping):
+        raise ScaleFitError(f"{where}: 'params' must be a mapping. Got {fmt_value(params)}.")
+    names = law.param_names
+    if set(params) != set(names):
+        raise ScaleFitError(
+            f"{where}: 'params' must name the parameters of law {law.name!r} "
+            f"({', '.join(names)}). Got {', '.join(map(str, params)) or 'none'}."
+        )
+    values = {k: _finite(where, f"parameter {k!r}", params[k]) for k in names}
+    kwargs: dict[str, Any] = {"law": law, "params": values}
+    fields = {f.name for f in dataclasses.fields(cls)} - {"law", "params", "extras"}
+    known = fields | {"law", "params", "law_spec", "law_options", "schema_version", "n_boot"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ScaleFitError(f"{where}: unknown field(s) {unknown}.")
+    for key in fields:
+        if key in data:
+            kwargs[key] = data[key]
+    kwargs["draws"] = _draws(data.get("draws"), len(names), where)
+    obj = kwargs.get("objective")
+    kwargs["objective"] = float("nan") if obj is None else float(obj)
+    for key in ("method",):
+        if not isinstance(kwargs.get(key), str):
+            raise ScaleFitError(
+                f"{where}: {key!r} must be a string. Got {fmt_value(kwargs.get(key))}."
+            )
+    if not isinstance(kwargs.get("converged"), bool):
+        raise ScaleFitError(
+            f"{where}: 'converged' must be true or false. Got {fmt_value(kwargs.get('converged'))}."
+        )
+    for key in _LIST_FIELDS:
+        kwargs[key] = tuple(kwargs.get(key) or ())
+    ci = kwargs.get("ci") or {}
+    if not isinstance(ci, Mapping) or any(
+        not isinstance(v, list | tuple) or len(v) != 2 for v in ci.values()
+    ):
+        raise ScaleFitError(f"{where}: 'ci' must map parameters to [lo, hi]. Got {fmt_value(ci)}.")
+    kwargs["ci"] = {
+        k: (float("nan") if v[0] is None else v[0], float("nan") if v[1] is None else v[1])
+        for k, v in ci.items()
+    }
+    kwargs["stderr"] = {
+        k: float("nan") if v is None else float(v) for k, v in (kwargs.get("stderr") or {}).items()
+    }
+    return cls(**kwargs)

@@ -124,7 +124,7 @@ def bootstrap_coverage(
     import warnings
 
     from ..errors import ConvergenceWarning
-    from .lsq import fit
+    from .api import fit
 
     hits, widths = [], []
     for rep in range(n_rep):

@@ -10,6 +10,9 @@ import pandas as pd
 
 from ..errors import ScaleFitError
 from ..laws import Law
+from .bootstrap import bootstrap as run_bootstrap
+from .build import FitSettings
+from .lsq import Backend, least_squares
 
 
 def compute_key(tab: pd.DataFrame, law: Law) -> tuple[str, np.ndarray]:
@@ -53,13 +56,10 @@ def holdout_check(
     tab: pd.DataFrame,
     law: Law,
     fraction: float,
+    settings: FitSettings,
     *,
-    loss: str,
-    delta: float,
-    starts: int,
-    seed: int,
+    backend: Backend | None = None,
     bootstrap: int = 200,
-    ci_prob: float = 0.95,
     progress: bool | None = None,
 ) -> dict[str, Any]:
     """Fit on the lowest-compute ``1 - fraction`` of rows and test on the highest-compute rest.
@@ -72,12 +72,12 @@ def holdout_check(
         The law.
     fraction : float
         Share of rows held out, in (0, 1).
-    loss, delta, starts, seed
-        As for :func:`scalefit.fit`.
+    settings : FitSettings
+        The fit's settings (loss, residual scale, weights, starts, seed, ``ci_prob``).
+    backend : Backend, optional
+        Least-squares backend (default: the JAX engine).
     bootstrap : int, default 200
         Resamples of the training fit used for the predictive interval.
-    ci_prob : float, default 0.95
-        Probability of the predictive interval whose coverage is reported.
     progress : bool, optional
         Progress bars.
 
@@ -87,34 +87,29 @@ def holdout_check(
         ``n_train, n_test, split_by, threshold, mae_log, max_rel_err, coverage, band_prob`` and
         the training fit's parameters.
     """
-    from .lsq import fit
-
     train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit")
-    res = fit(
-        train,
-        law,
-        loss=loss,
-        delta=delta,
-        starts=starts,
-        seed=seed,
-        bootstrap=bootstrap,
-        ci_prob=ci_prob,
-        progress=progress,
+    res = least_squares(train, law, settings, backend=backend)
+    res = run_bootstrap(
+        res, train, bootstrap, seed=settings.seed, ci_prob=settings.ci_prob, progress=progress
     )
     y = test["loss"].to_numpy(float)
-    band = res.predict(test, bands=True, noise=True, prob=ci_prob)
+    band = res.predict(test, bands=True, noise=True, prob=settings.ci_prob)
     pred = band["loss"].to_numpy()
     inside = (y >= band["lo"].to_numpy()) & (y <= band["hi"].to_numpy())
+    with np.errstate(all="ignore"):
+        mae_log = float(np.mean(np.abs(np.log(y) - np.log(pred))))
+        mae = float(np.mean(np.abs(y - pred)))
     return {
         "fraction": float(fraction),
         "split_by": key,
         "threshold": threshold,
         "n_train": int(len(train)),
         "n_test": int(len(test)),
-        "mae_log": float(np.mean(np.abs(np.log(y) - np.log(pred)))),
-        "max_rel_err": float(np.max(np.abs(pred - y) / y)),
+        "mae_log": mae_log,
+        "mae": mae,
+        "max_rel_err": float(np.max(np.abs(pred - y) / np.abs(y))),
         "coverage": float(np.mean(inside)),
-        "band_prob": float(ci_prob),
+        "band_prob": float(settings.ci_prob),
         "train_params": res.params,
         "train_converged": res.converged,
     }

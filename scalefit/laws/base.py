@@ -16,13 +16,20 @@ parameters as they are. Results are always reported in raw units.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import ScaleFitError
+
 Kind = Literal["coef", "positive", "floor", "exponent", "free"]
+
+#: Canonical columns a formula law may read without naming them in ``inputs=``.
+CANONICAL_INPUTS = ("params", "tokens", "flops", "width", "depth")
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,9 @@ class Law:
         Source of the law.
     start_points : sequence of dict
         Deterministic public-unit starting points tried before random starts (optional).
+    spec : dict, optional
+        JSON-able description of a formula law (set by :meth:`from_formula`); results save it so
+        the law round-trips without running any code.
     """
 
     name: str
@@ -103,6 +113,123 @@ class Law:
     options: dict[str, Any] = field(default_factory=dict)
     reference: str = ""
     start_points: tuple[dict[str, float], ...] = ()
+    spec: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def __repr__(self) -> str:
+        return f"Law({self.name!r}: {self.formula})"
+
+    @classmethod
+    def from_formula(
+        cls,
+        formula: str,
+        *,
+        name: str = "formula",
+        inputs: Sequence[str] | None = None,
+        columns: Sequence[str] | None = None,
+        kinds: Mapping[str, str] | None = None,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        starts: Mapping[str, float | tuple[float, float]] | None = None,
+    ) -> Law:
+        """A law written as a formula, parsed by :func:`scalefit.expr.parse` (never ``eval``).
+
+        Parameters
+        ----------
+        formula : str
+            The right-hand side, e.g. ``"E + A/params**alpha + B/tokens**beta"``; a leading
+            ``"loss ="`` (any single name and ``=``) is accepted and dropped.
+        name : str, default "formula"
+            Name shown in reports.
+        inputs : sequence of str, optional
+            Table columns the formula reads. Default: the names in the formula that are canonical
+            columns (params, tokens, flops, width, depth) or listed in ``columns``.
+        columns : sequence of str, optional
+            Columns of the table that will be fitted (used to infer ``inputs``).
+        kinds : mapping, optional
+            ``name -> "free" | "positive" | "exponent"``; default ``"free"`` (fitted as is).
+            ``positive`` parameters are fitted in log space.
+        bounds : mapping, optional
+            ``name -> (lo, hi)``: declared range (reported when the optimum leaves it, used by
+            lmfit and as prior support).
+        starts : mapping, optional
+            ``name -> value`` (a deterministic starting point, tried first) or ``(lo, hi)``
+            (the range of random starts). Without either, random starts are drawn from the
+            finite ``bounds``, else around the given value (÷10 to ×10), else from (-1, 1)
+            (``free``/``exponent``) or log-uniformly from (1e-3, 1e3) (``positive``).
+
+        Returns
+        -------
+        Law
+
+        Examples
+        --------
+        >>> law = Law.from_formula("E + A/params**alpha", kinds={"A": "positive", "E": "positive"})
+        >>> law.inputs, law.param_names
+        (('params',), ('A', 'E', 'alpha'))
+        """
+        from ..expr import CONSTANTS, parse
+
+        text = _strip_lhs(formula)
+        expression = parse(text, kind="formula")
+        names = set(expression.names) - set(CONSTANTS)
+        if inputs is None:
+            known = set(CANONICAL_INPUTS) | set(columns or ())
+            inputs = tuple(sorted(n for n in names if n in known))
+        else:
+            inputs = tuple(inputs)
+            unknown = [i for i in inputs if i not in names]
+            if unknown:
+                raise ScaleFitError(
+                    f"The 'inputs' parameter of Law.from_formula names {unknown}, which the "
+                    f"formula {text!r} does not use."
+                )
+        if not inputs:
+            raise ScaleFitError(
+                f"the formula {text!r} reads no input: name a column (params, tokens, flops, "
+                "width, depth, or any numeric column passed with inputs=...)."
+            )
+        pnames = sorted(names - set(inputs))
+        if not pnames:
+            raise ScaleFitError(f"the formula {text!r} has no parameter to fit.")
+        kinds, bounds, starts = dict(kinds or {}), dict(bounds or {}), dict(starts or {})
+        for what, given in (("kinds", kinds), ("bounds", bounds), ("starts", starts)):
+            extra = sorted(set(given) - set(pnames))
+            if extra:
+                raise ScaleFitError(
+                    f"The {what!r} parameter of Law.from_formula names {extra}, which are not "
+                    f"parameters of {text!r} (parameters: {', '.join(pnames)})."
+                )
+        params, point = [], {}
+        for p in pnames:
+            kind = kinds.get(p, "free")
+            if kind not in ("free", "positive", "exponent"):
+                raise ScaleFitError(
+                    f"The 'kinds' parameter of Law.from_formula must map {p!r} to one of "
+                    f"'free', 'positive', 'exponent'. Got {kind!r} instead."
+                )
+            lo, hi = (float(v) for v in bounds.get(p, (-np.inf, np.inf)))
+            s = starts.get(p)
+            if s is not None and np.ndim(s) == 0:
+                point[p] = float(s)
+            rng = _default_range(kind, lo, hi, s)
+            params.append(Param(p, kind, start=rng, bounds=(lo, hi)))
+        if point and len(point) != len(pnames):
+            missing = sorted(set(pnames) - set(point))
+            raise ScaleFitError(
+                f"The 'starts' parameter of Law.from_formula gives a starting value for some "
+                f"parameters but not for {missing}; give all or none."
+            )
+        spec = {
+            "type": "formula",
+            "name": name,
+            "formula": text,
+            "inputs": list(inputs),
+            "params": [
+                {"name": p.name, "kind": p.kind, "start": list(p.start), "bounds": list(p.bounds)}
+                for p in params
+            ],
+            "start_points": [point] if point else [],
+        }
+        return law_from_formula_spec(spec)
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -250,3 +377,118 @@ def sample_starts(
     if k:
         z[:k] = np.asarray(include[:k])
     return z
+
+
+# ------------------------------------------------------------------------------ formula laws
+def _strip_lhs(formula: Any) -> Any:
+    """Drop a leading ``name =`` (not ``==``) from a formula."""
+    if not isinstance(formula, str):
+        return formula
+    m = re.match(r"^\s*[A-Za-z_][A-Za-z_0-9]*\s*=(?!=)", formula)
+    return formula[m.end() :] if m else formula
+
+
+def _default_range(kind: str, lo: float, hi: float, start: Any) -> tuple[float, float]:
+    """Random-start range of a formula parameter (see :meth:`Law.from_formula`)."""
+    if start is not None and np.ndim(start) == 1:
+        a, b = (float(v) for v in start)
+        if not (math.isfinite(a) and math.isfinite(b) and a < b) or (kind == "positive" and a <= 0):
+            raise ScaleFitError(
+                f"The 'starts' parameter of Law.from_formula must give a range (lo, hi) with "
+                f"lo < hi{' and lo > 0' if kind == 'positive' else ''}. Got {(a, b)!r} instead."
+            )
+        return a, b
+    if start is not None:
+        v = float(start)
+        if not math.isfinite(v) or (kind == "positive" and v <= 0):
+            raise ScaleFitError(
+                f"The 'starts' parameter of Law.from_formula must give finite starting values"
+                f"{' (> 0 for a positive parameter)' if kind == 'positive' else ''}. "
+                f"Got {v!r} instead."
+            )
+        if v == 0:
+            return (-1.0, 1.0)
+        return (v / 10, v * 10) if v > 0 else (v * 10, v / 10)
+    if kind == "positive":
+        a, b = max(lo, 0.0), hi
+        if a > 0 and math.isfinite(b):
+            return a, b
+        return 1e-3, 1e3
+    if math.isfinite(lo) and math.isfinite(hi):
+        return lo, hi
+    return -1.0, 1.0
+
+
+def _bound(v: Any, default: float) -> float:
+    return default if v is None else float(v)
+
+
+def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -> Law:
+    """Build a formula law from its JSON spec (see :meth:`Law.from_formula`).
+
+    Raises
+    ------
+    ScaleFitError
+        On a malformed spec, naming ``where``.
+    """
+    from ..expr import parse
+
+    try:
+        text = spec["formula"]
+        inputs = tuple(str(i) for i in spec["inputs"])
+        params = tuple(
+            Param(
+                str(p["name"]),
+                p["kind"],
+                start=(float(p["start"][0]), float(p["start"][1])),
+                bounds=(_bound(p["bounds"][0], -np.inf), _bound(p["bounds"][1], np.inf)),
+            )
+            for p in spec["params"]
+        )
+        points = tuple(
+            {str(k): float(v) for k, v in sp.items()} for sp in spec.get("start_points", [])
+        )
+        name = str(spec.get("name", "formula"))
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise ScaleFitError(f"{where}: malformed formula law spec ({exc!r}).") from None
+    expression = parse(text, kind="formula")
+    from ..expr import CONSTANTS
+
+    declared = set(inputs) | {p.name for p in params}
+    if set(expression.names) - set(CONSTANTS) != declared:
+        raise ScaleFitError(
+            f"{where}: the formula {text!r} does not read exactly the declared inputs and "
+            f"parameters {sorted(declared)}."
+        )
+    if any(p.kind not in ("free", "positive", "exponent") for p in params):
+        raise ScaleFitError(f"{where}: formula parameters must be free, positive or exponent.")
+
+    def expr(xp, p, x):
+        return expression.evaluate({**x, **p}, xp)
+
+    clean = {
+        "type": "formula",
+        "name": name,
+        "formula": text,
+        "inputs": list(inputs),
+        "params": [
+            {
+                "name": p.name,
+                "kind": p.kind,
+                "start": list(p.start),
+                "bounds": [None if math.isinf(b) else b for b in p.bounds],
+            }
+            for p in params
+        ],
+        "start_points": [dict(sp) for sp in points],
+    }
+    return Law(
+        name=name,
+        inputs=inputs,
+        params=params,
+        expr=expr,
+        formula=f"y = {text}",
+        reference="formula",
+        start_points=points,
+        spec=clean,
+    )

@@ -335,3 +335,82 @@ def list_laws() -> list[str]:
 
 for _f in (chinchilla, decomposed, critical_depth, critical_depth_power, depth_power):
     register_law(_f)
+
+
+# ------------------------------------------------------------------------------ JSON specs
+def _same_law(a: Law, b: Law) -> bool:
+    """Whether two law objects compute the same thing (same names, inputs, expression code)."""
+    code = getattr(a.expr, "__code__", a.expr)
+    return (
+        a.name == b.name
+        and a.inputs == b.inputs
+        and a.param_names == b.param_names
+        and [p.kind for p in a.params] == [p.kind for p in b.params]
+        and a.formula == b.formula
+        and code is getattr(b.expr, "__code__", b.expr)
+    )
+
+
+def law_to_spec(law: Law) -> dict[str, Any]:
+    """A JSON-able description from which :func:`law_from_spec` rebuilds ``law``.
+
+    Formula laws (:meth:`Law.from_formula`) are written in full (formula, inputs, parameters);
+    a law that the registry builds under its name and options is written as that name and those
+    options.
+
+    Raises
+    ------
+    ScaleFitError
+        For a Python law object that is not registered (its expression is code, and loading a
+        file never runs code): register it with :func:`register_law` or write it as a formula.
+    """
+    from ..errors import ScaleFitError
+
+    if law.spec is not None:
+        return dict(law.spec)
+    if law.name in _REGISTRY:
+        try:
+            built = _REGISTRY[law.name](**law.options)
+        except (TypeError, ValueError):
+            built = None
+        if built is not None and _same_law(built, law):
+            return {"type": "registered", "name": law.name, "options": dict(law.options)}
+    raise ScaleFitError(
+        f"law {law.name!r} is a Python object that is not registered, so it cannot be written "
+        "to JSON (loading a result never runs code): register it with scalefit.register_law "
+        "(and again before loading), or write it with scalefit.Law.from_formula."
+    )
+
+
+def law_from_spec(spec: Any, *, where: str = "law spec") -> Law:
+    """Rebuild a law from :func:`law_to_spec` output.
+
+    Parameters
+    ----------
+    spec : mapping
+        ``{"type": "registered", "name", "options"}`` or ``{"type": "formula", ...}``.
+    where : str
+        What the spec belongs to (a file name), for error messages.
+
+    Raises
+    ------
+    ScaleFitError
+        On a malformed spec or an unknown registered name.
+    """
+    from ..errors import ScaleFitError
+    from .base import law_from_formula_spec
+
+    if not isinstance(spec, dict) or spec.get("type") not in ("registered", "formula"):
+        raise ScaleFitError(
+            f"{where}: 'law_spec' must be a mapping with type 'registered' or 'formula'. "
+            f"Got {spec!r:.80}."
+        )
+    if spec["type"] == "formula":
+        return law_from_formula_spec(spec, where=where)
+    name, options = spec.get("name"), spec.get("options") or {}
+    if not isinstance(name, str) or not isinstance(options, dict):
+        raise ScaleFitError(f"{where}: a registered law spec needs a 'name' and 'options'.")
+    try:
+        return get_law(name, **options)
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{where}: {exc}") from exc

@@ -56,7 +56,7 @@ def plot_trace(result, names=None):
         grid[i, 1].set_yticks([])
     grid[-1, 0].set_xlabel("draw")
     grid[-1, 1].set_xlabel("rank over all chains")
-    fig.suptitle(f"{result.law}: chains")
+    fig.suptitle(f"{result.law_name}: chains")
     return fig
 
 
@@ -99,7 +99,7 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
                 ax.set_xlabel(b, fontsize=8)
             if j == 0 and i != j:
                 ax.set_ylabel(a, fontsize=8)
-    fig.suptitle(f"{result.law}: posterior ({len(frame)} draws shown)")
+    fig.suptitle(f"{result.law_name}: posterior ({len(frame)} draws shown)")
     return fig
 
 
@@ -128,7 +128,7 @@ def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0)
     from ._base import axes
 
     fig, ax = axes(ax)
-    key, xval = compute_key(table, result.get_law())
+    key, xval = compute_key(table, result.law)
     sims = predictive_draws(result, table, noise=True, seed=seed)
     lo, med, hi = np.quantile(sims, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0)
     y = table["loss"].to_numpy(float)
@@ -150,7 +150,7 @@ def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0)
         yscale="log",
         xlabel=key,
         ylabel="loss",
-        title=f"{result.law}: coverage {inside.mean():.0%} at {100 * prob:g}%",
+        title=f"{result.law_name}: coverage {inside.mean():.0%} at {100 * prob:g}%",
     )
     ax.legend(fontsize=7)
     return fig
@@ -188,7 +188,7 @@ def plot_bands(result, grid, along: str, *, prob: float = 0.9, noise: bool = Fal
     order = np.argsort(x)
     ax.fill_between(x[order], lo[order], hi[order], alpha=0.3, label=f"{100 * prob:g}% band")
     ax.plot(x[order], med[order], color="C0", label="median")
-    ax.set(xscale="log", xlabel=along, ylabel="loss", title=result.law)
+    ax.set(xscale="log", xlabel=along, ylabel="loss", title=result.law_name)
     ax.legend(fontsize=7)
     return fig
 
@@ -206,6 +206,6 @@ def write_bayes_plots(result, table, folder) -> list[Path]:
         ("predictive", lambda: plot_predictive(result, table)),
     ):
         fig = make()
-        paths.append(atomic_savefig(fig, folder / f"{stem}_{result.law}.png", dpi=110))
+        paths.append(atomic_savefig(fig, folder / f"{stem}_{result.law_name}.png", dpi=110))
         plt.close(fig)
     return paths

@@ -31,7 +31,7 @@ def plot_fit(result, table, *, ax=None):
     matplotlib.figure.Figure
     """
     fig, (a0, a1) = axes(ax, ncols=2)
-    law = result.get_law()
+    law = result.law
     y = table["loss"].to_numpy(float)
     pred = np.asarray(result.predict(table), dtype=float)
     key, colour = _colour_key(table, law)
@@ -43,7 +43,7 @@ def plot_fit(result, table, *, ax=None):
         yscale="log",
         xlabel="predicted loss",
         ylabel="observed loss",
-        title=f"{result.law} ({result.method})",
+        title=f"{result.law_name} ({result.method})",
     )
     fig.colorbar(sc, ax=a0, label=f"log10 {key}")
     a1.scatter(pred, np.log(y) - np.log(pred), c=colour, s=12, cmap="viridis")
@@ -76,7 +76,7 @@ def plot_draws(result, names=None, *, ax=None):
 
     frame = result.draws_frame().dropna()
     if names is None:
-        law = result.get_law()
+        law = result.law
         names = [p.name for p in law.params if p.kind == "exponent"][:4] or list(frame)[:4]
     k = len(names)
     plt = pyplot()
@@ -94,5 +94,5 @@ def plot_draws(result, names=None, *, ax=None):
                 ax_.set_xlabel(b)
             if j == 0 and i != j:
                 ax_.set_ylabel(a)
-    fig.suptitle(f"{result.law}: {len(frame)} draws")
+    fig.suptitle(f"{result.law_name}: {len(frame)} draws")
     return fig

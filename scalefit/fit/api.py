@@ -1,0 +1,233 @@
+"""The public least-squares entry point :func:`fit`: validate, fit, then refine.
+
+``fit`` validates its arguments from declared constraints, picks a backend, runs
+:func:`scalefit.fit.lsq.least_squares`, and applies the requested refinements — each a function
+that returns a new result: :func:`scalefit.fit.bootstrap.bootstrap` and the hold-out check of
+:mod:`scalefit.fit.validate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .._validation import Interval, IsType, Options, validate
+from ..errors import ConvergenceWarning, ScaleFitError
+from ..laws import Law, get_law
+from .bootstrap import CI_METHODS
+from .bootstrap import bootstrap as run_bootstrap
+from .build import FitSettings
+from .data import as_table, resolve_weights
+from .engine import LOSSES
+from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
+from .lsq import JaxBackend, least_squares
+from .observation import RESIDUALS
+from .result import FitResult
+from .validate import holdout_check
+
+METHODS = ("jax", "lmfit")
+
+_CONSTRAINTS = {
+    "law": [IsType(str, "a law name"), IsType(Law, "a Law")],
+    "loss": [Options(set(LOSSES))],
+    "delta": [Interval(float, 0, None, closed="neither")],
+    "residuals": [Options(set(RESIDUALS))],
+    "starts": [Interval(int, 1, None)],
+    "seed": [Interval(int)],
+    "method": [Options(set(METHODS))],
+    "bootstrap": [Interval(int, 0, None)],
+    "boot_starts": [Interval(int, 0, None)],
+    "cluster": [None, IsType(str, "a column name")],
+    "ci_prob": [Interval(float, 0, 1, closed="neither")],
+    "ci_method": [Options(set(CI_METHODS))],
+    "holdout": [None, Interval(float, 0, 1, closed="neither")],
+    "drop_highest": [Interval(int, 0, None)],
+    "law_options": [None, IsType(Mapping, "a mapping")],
+    "formula": [None, IsType(str, "a formula string")],
+    "x0": [None, IsType(Mapping, "a mapping of parameter values")],
+    "progress": [None, "boolean"],
+}
+
+
+def _law(law, formula, law_options, tab) -> Law:
+    if formula is not None:
+        if law is not None:
+            raise ScaleFitError("pass either a law or a formula to fit, not both.")
+        return Law.from_formula(formula, columns=[str(c) for c in tab.columns])
+    if law is None:
+        raise ScaleFitError("fit needs a law (a name or a Law) or a formula.")
+    return get_law(law, **dict(law_options or {}))
+
+
+def fit(
+    table,
+    law: str | Law | None = None,
+    *,
+    formula: str | None = None,
+    loss: str = "mse",
+    delta: float = 1e-3,
+    residuals: str = "log",
+    weights: Any = None,
+    starts: int = 256,
+    seed: int = 0,
+    method: str = "jax",
+    bootstrap: int = 0,
+    boot_starts: int = 7,
+    cluster: str | None = None,
+    ci_prob: float = 0.95,
+    ci_method: str = "percentile",
+    holdout: float | None = None,
+    drop_highest: int = 0,
+    law_options: Mapping[str, Any] | None = None,
+    x0: Mapping[str, float] | None = None,
+    progress: bool | None = None,
+) -> FitResult:
+    """Fit a scaling law to a loss table by robust least squares.
+
+    The objective is ``sum_i w_i rho(r_i)`` (summed, not averaged) with residuals
+    ``r = log y - log f(x)`` (``residuals="log"``) or ``r = y - f(x)`` (``"linear"``), ``rho`` the
+    squared error (``mse``), Huber with threshold ``delta`` (``huber``) or absolute error
+    (``lad``), and ``w`` optional per-row weights. Gradients are exact (JAX, float64). ``starts``
+    random starting points (plus the law's start points and ``x0``) are solved together with a
+    vectorised Levenberg–Marquardt loop; the best is checked to be a true local minimum
+    (:mod:`scalefit.fit.checks`) before it is called converged.
+
+    Parameters
+    ----------
+    table : DataFrame, path or dataset name
+        The loss table (validated with :func:`scalefit.read_table`).
+    law : str or Law, optional
+        Law name (see :func:`scalefit.laws.list_laws`) or a :class:`~scalefit.laws.Law`.
+    formula : str, optional
+        Instead of ``law``: a formula such as ``"E + A/params**alpha"`` (see
+        :meth:`scalefit.Law.from_formula`); any numeric column of the table may be an input.
+    loss : {"mse", "huber", "lad"}, default "mse"
+        Robust loss on the residuals.
+    delta : float, default 1e-3
+        Huber threshold in residual units (Epoch AI's choice on log loss).
+    residuals : {"log", "linear"}, default "log"
+        Residual scale (see :mod:`scalefit.fit.observation`).
+    weights : str or array-like, optional
+        Per-row weights: a column name or one non-negative number per row.
+    starts : int, default 256
+        Number of random starts.
+    seed : int, default 0
+        Seed for starts and resamples (recorded in the result).
+    method : {"jax", "lmfit"}, default "jax"
+        Backend. ``lmfit`` runs lmfit's least squares from the first 16 starts and attaches
+        lmfit's ``Parameters`` and report to ``result.extras``.
+    bootstrap : int, default 0
+        Number of bootstrap resamples (see :func:`scalefit.bootstrap`).
+    boot_starts : int, default 7
+        Random starts per resample, besides the warm start from the full-data optimum.
+    cluster : str, optional
+        Resample whole groups of rows sharing this column's value instead of single rows.
+    ci_prob : float, default 0.95
+        Interval probability.
+    ci_method : {"percentile", "bca"}, default "percentile"
+        Bootstrap interval type.
+    holdout : float, optional
+        Also fit on the lowest-compute ``1 - holdout`` fraction and test on the rest.
+    drop_highest : int, default 0
+        Outlier rule applied when ``table`` is a path or dataset name.
+    law_options : mapping, optional
+        Options for a named law (e.g. ``{"form": "power"}`` for ``critical_depth``).
+    x0 : mapping, optional
+        An extra starting point in public units (e.g. published values).
+    progress : bool, optional
+        Show progress bars (default: when stderr is a terminal).
+
+    Returns
+    -------
+    FitResult
+
+    Examples
+    --------
+    >>> import scalefit
+    >>> res = scalefit.fit("depth_delusion", "chinchilla", starts=64, seed=0)  # doctest: +SKIP
+    >>> res.params["alpha"], res.not_identified  # doctest: +SKIP
+    >>> res = scalefit.fit(table, formula="c/steps**a + L0", residuals="linear")  # doctest: +SKIP
+    """
+    validate(
+        "fit",
+        {
+            "law": law if law is not None else "",
+            "loss": loss,
+            "delta": delta,
+            "residuals": residuals,
+            "starts": starts,
+            "seed": seed,
+            "method": method,
+            "bootstrap": bootstrap,
+            "boot_starts": boot_starts,
+            "cluster": cluster,
+            "ci_prob": ci_prob,
+            "ci_method": ci_method,
+            "holdout": holdout,
+            "drop_highest": drop_highest,
+            "law_options": law_options,
+            "formula": formula,
+            "x0": x0,
+            "progress": progress,
+        },
+        _CONSTRAINTS,
+    )
+    tab = as_table(table, drop_highest)
+    law_obj = _law(law, formula, law_options, tab)
+    tab, weight_column, weights_label = resolve_weights(tab, weights)
+    if holdout is not None:
+        n_train = len(tab) - max(1, int(np.ceil(holdout * len(tab))))
+        if n_train <= len(law_obj.params):
+            raise ScaleFitError(
+                f"The 'holdout' parameter of fit must leave more training rows than the law's "
+                f"{len(law_obj.params)} parameters; {holdout} leaves {n_train}."
+            )
+    settings = FitSettings(
+        loss=loss,
+        delta=float(delta),
+        residuals=residuals,
+        weight_column=weight_column,
+        weights_label=weights_label,
+        starts=int(starts),
+        seed=int(seed),
+        ci_prob=float(ci_prob),
+        ci_method=ci_method,
+        x0=x0,
+    )
+    if method == "lmfit":
+        backend = LmfitBackend()
+        settings = dataclasses.replace(settings, starts=min(int(starts), N_LMFIT_STARTS))
+    else:
+        backend = JaxBackend(progress=progress)
+    res = least_squares(tab, law_obj, settings, backend=backend)
+    if bootstrap:
+        res = run_bootstrap(
+            res,
+            tab,
+            bootstrap,
+            boot_starts=boot_starts,
+            cluster=cluster,
+            seed=seed,
+            ci_prob=ci_prob,
+            ci_method=ci_method,
+            progress=progress,
+        )
+    if holdout is not None:
+        res = res.replace(
+            holdout=holdout_check(
+                tab,
+                law_obj,
+                holdout,
+                settings,
+                backend=backend,
+                bootstrap=min(bootstrap, 200) or 200,
+                progress=progress,
+            )
+        )
+    for w in res.warnings:
+        warnings.warn(w, ConvergenceWarning, stacklevel=2)
+    return res

@@ -1,0 +1,218 @@
+"""Local checks at an optimum: a "converged" that cannot be fooled, and identifiability.
+
+A start counts as converged only at a local minimum of the objective in the parameters' own
+coordinates:
+
+1. the solver's Newton-decrement test passed (small gradient);
+2. the exact Hessian (not the Gauss–Newton matrix) is positive definite, judged after scaling to
+   unit diagonal, in internal coordinates *and* in public (unscaled) coordinates — a negative
+   eigenvalue is a saddle or a maximum along some direction;
+3. no parameter sits where it has no effect on the model (a plateau: its column of the residual
+   Jacobian is zero relative to the others, e.g. a rate so large that an exponential term is
+   constant), unless it is a positive parameter that ran to zero in log coordinates (a boundary
+   optimum, reported as not identified).
+
+Parameters on a plateau, at such a boundary, or carrying a direction of the Hessian that the data
+barely constrain are listed as *not identified*; their asymptotic standard errors mean nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..laws import Law
+from .engine import Problem
+
+CORR_WARN = 0.99
+COND_WARN = 1e12
+#: A parameter whose relative sensitivity (``|theta| * ||d r / d theta||``, or ``||d r/d theta||``
+#: at ``theta = 0``) is below this fraction of the largest one has no effect on the model.
+PLATEAU_RTOL = 1e-9
+#: Smallest eigenvalue of the unit-diagonal Hessian below ``-NEG_TOL`` is a saddle.
+NEG_TOL = 1e-8
+#: Eigenvalues of the unit-diagonal Hessian below this are flat directions (not identified).
+FLAT_TOL = 1e-12
+#: A parameter is part of a flat direction when its weight in that eigenvector exceeds this.
+FLAT_WEIGHT = 0.1
+
+
+@dataclass(frozen=True)
+class LocalCheck:
+    """What the local checks found at one point."""
+
+    ok: bool
+    reasons: tuple[str, ...]
+    not_identified: tuple[str, ...]
+    warnings: tuple[str, ...]
+    stderr: dict[str, float]
+    corr: np.ndarray
+    cond: float
+    grad_max: float
+    info: dict = field(default_factory=dict)
+
+
+def _unit_diag(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    d = np.sqrt(np.abs(np.diag(h)))
+    d = np.where(d > 0, d, 1.0)
+    return h / np.outer(d, d), d
+
+
+def _eig(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if not np.all(np.isfinite(h)):
+        n = len(h)
+        return np.full(n, np.nan), np.eye(n)
+    s, _ = _unit_diag((h + h.T) / 2)
+    return np.linalg.eigh(s)
+
+
+def _boundary(law: Law, z: np.ndarray, scale: float) -> list[int]:
+    """Positive parameters that ran to zero in log coordinates."""
+    return [
+        i
+        for i, p in enumerate(law.params)
+        if p.kind in ("floor", "positive", "coef") and z[i] < scale - 25.0
+    ]
+
+
+def _covariance(problem: Problem, loc: dict, loss: str) -> np.ndarray:
+    h, meat, r = loc["gn"], loc["meat"], loc["resid"]
+    w = problem.weights
+    n_eff = float(len(r) if w is None else np.count_nonzero(w))
+    p = len(h)
+    try:
+        hinv = np.linalg.inv(h / 2.0 if loss == "mse" else h)
+    except np.linalg.LinAlgError:
+        return np.full((p, p), np.nan)
+    if loss == "mse":
+        rw = r**2 if w is None else w * r**2
+        return float(np.sum(rw) / max(n_eff - p, 1)) * hinv
+    return hinv @ (meat * n_eff / max(n_eff - p, 1)) @ hinv
+
+
+def _corr(cov: np.ndarray) -> np.ndarray:
+    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = cov / np.outer(sd, sd)
+    corr = np.clip(corr, -1.0, 1.0)  # rounding can push |corr| a hair above 1
+    np.fill_diagonal(corr, np.where(sd > 0, 1.0, np.nan))
+    return corr
+
+
+def check_point(
+    problem: Problem, z: np.ndarray, *, solver_converged: bool, scale: float
+) -> LocalCheck:
+    """Run every local check at ``z`` and compute the asymptotic uncertainty.
+
+    Parameters
+    ----------
+    problem : Problem
+        The solved problem.
+    z : ndarray
+        The point, in internal coordinates.
+    solver_converged : bool
+        Whether the solver's own (gradient) test passed.
+    scale : float
+        ``log`` of the smallest observed loss (sets the "ran to zero" threshold).
+
+    Returns
+    -------
+    LocalCheck
+    """
+    law, loss = problem.law, problem.loss
+    names = law.param_names
+    loc = problem.local(z)
+    curv = problem.curvature(z)
+    reasons: list[str] = []
+    if not solver_converged:
+        reasons.append("the solver's gradient test did not pass (it stopped early)")
+    at_zero = _boundary(law, z, scale)
+    # plateau: relative sensitivity of the residuals to each public parameter
+    pub = law.to_public(z, problem.refs)
+    theta = np.array([float(pub[n]) for n in names])
+    col = np.linalg.norm(curv["j_public"], axis=0)
+    sens = np.where(theta != 0, np.abs(theta), 1.0) * col
+    top = float(np.nanmax(sens)) if np.isfinite(sens).any() else 0.0
+    plateau = [
+        i for i in range(len(names)) if not (sens[i] > PLATEAU_RTOL * top) and i not in at_zero
+    ]
+    for i in plateau:
+        reasons.append(
+            f"{names[i]} = {theta[i]:.4g} has no effect on the model there (zero curvature: "
+            "a plateau, not a minimum)"
+        )
+    # exact Hessians: saddle / not positive definite, internal and public coordinates
+    free = [i for i in range(len(names)) if i not in at_zero and i not in plateau]
+    flat: set[int] = set()
+    for label, h in (("internal", curv["h_internal"]), ("public", curv["h_public"])):
+        sub = h[np.ix_(free, free)] if free else np.zeros((0, 0))
+        if not len(sub):
+            continue
+        ev, vec = _eig(sub)
+        if not np.all(np.isfinite(ev)):
+            reasons.append(f"the Hessian in {label} coordinates is not finite")
+            continue
+        if ev[0] < -NEG_TOL:
+            lead = free[int(np.argmax(np.abs(vec[:, 0])))]
+            reasons.append(
+                f"the Hessian in {label} coordinates has a negative eigenvalue ({ev[0]:.3g} "
+                f"after unit-diagonal scaling), mostly along {names[lead]}: a saddle, not a "
+                "minimum"
+            )
+        for k in np.flatnonzero(np.abs(ev) < FLAT_TOL):
+            flat |= {free[j] for j in np.flatnonzero(np.abs(vec[:, k]) > FLAT_WEIGHT)}
+    cov = _covariance(problem, loc, loss)
+    corr = _corr(cov)
+    jt = loc["tpub"]
+    cov_pub = jt @ cov @ jt.T
+    se = np.sqrt(np.clip(np.diag(cov_pub), 0, None))
+    stderr = dict(zip(names, se.tolist(), strict=True))
+    nonfinite = {i for i in range(len(names)) if not np.isfinite(se[i])}
+    bad = sorted(set(at_zero) | set(plateau) | flat | nonfinite)
+    warns: list[str] = []
+    for i in at_zero:
+        warns.append(
+            f"{names[i]} = {theta[i]:.3g} ran to its lower bound 0: the data do not support this "
+            "term (a boundary optimum; not identified)."
+        )
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            if np.isfinite(corr[i, j]) and abs(corr[i, j]) > CORR_WARN:
+                warns.append(
+                    f"{names[i]} and {names[j]} are correlated at {corr[i, j]:+.4f} even in "
+                    "reference-pinned coordinates: the data barely separate them."
+                )
+    gn = loc["gn"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scaled = gn / np.sqrt(np.outer(np.diag(gn), np.diag(gn)))
+    cond = float(np.linalg.cond(scaled)) if np.all(np.isfinite(scaled)) else float("inf")
+    if cond > COND_WARN:
+        warns.append(
+            f"ill-conditioned Hessian (scaled condition number {cond:.2e}): some combination of "
+            "parameters is not identified by the data."
+        )
+    if flat - set(plateau):
+        warns.append(
+            "flat direction of the Hessian: "
+            + ", ".join(names[i] for i in sorted(flat - set(plateau)))
+            + " are not identified (their standard errors mean nothing; use a bootstrap or "
+            "posterior interval, or a profile)."
+        )
+    for i in range(len(names)):
+        lo, hi = law.params[i].bounds
+        if i not in at_zero and not (lo <= theta[i] <= hi):
+            warns.append(
+                f"{names[i]} = {theta[i]:.4g} is outside its declared range [{lo:g}, {hi:g}]."
+            )
+    return LocalCheck(
+        ok=not reasons,
+        reasons=tuple(reasons),
+        not_identified=tuple(names[i] for i in bad),
+        warnings=tuple(warns),
+        stderr=stderr,
+        corr=corr,
+        cond=cond,
+        grad_max=float(np.max(np.abs(loc["grad"]))),
+        info={"sensitivity": dict(zip(names, sens.tolist(), strict=True))},
+    )

@@ -1,0 +1,91 @@
+"""The text report of a :class:`~scalefit.fit.result.FitResult`.
+
+A string: printing is the caller's business.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+NOT_IDENTIFIED = "not identified"
+
+
+def _header(res: Any) -> list[str]:
+    conv = res.conventions
+    loss = conv.get("loss", "?")
+    scale = conv.get("residuals", "log")
+    return [
+        f"law        {res.law.name}: {res.law.formula}",
+        f"method     {res.method}, loss {loss}"
+        + (f" (delta {conv['delta']:g})" if loss == "huber" else "")
+        + f" on {scale} residuals"
+        + (f", weights {conv['weights']}" if conv.get("weights") else "")
+        + f", {res.n_rows} rows, objective {res.objective:.10g}",
+        f"converged  {'yes' if res.converged else 'NO'}"
+        + (
+            f"; {res.diagnostics['n_best']}/{res.diagnostics['n_starts']} starts reached "
+            f"the best objective"
+            if "n_best" in res.diagnostics
+            else ""
+        ),
+        "metrics    " + ", ".join(f"{k} {v:.4g}" for k, v in res.metrics.items()),
+    ]
+
+
+def format_report(res: Any) -> str:
+    """A readable text report of a fit result.
+
+    Standard errors of parameters in ``res.not_identified`` are printed as "not identified", with
+    a pointer to the interval that does mean something.
+    """
+    conv = res.conventions
+    lines = _header(res)
+    if conv.get("outlier_rule") and conv["outlier_rule"] != "none":
+        lines.append(f"outliers   {conv['outlier_rule']}")
+    if conv.get("derived"):
+        lines.append(f"derived    {'; '.join(conv['derived'])}")
+    pct = f"{100 * res.ci_prob:g}%"
+    header = f"\n{'param':<10}{'value':>14}{'stderr':>16}"
+    header += f"{pct + ' lo':>14}{pct + ' hi':>14}" if res.ci else ""
+    lines.append(header)
+    for name, value in res.params.items():
+        if name in res.not_identified:
+            se = f"{NOT_IDENTIFIED:>16}"
+        else:
+            se = f"{res.stderr.get(name, np.nan):>16.3g}"
+        line = f"{name:<10}{value:>14.6g}{se}"
+        if res.ci:
+            lo, hi = res.ci.get(name, (np.nan, np.nan))
+            line += f"{lo:>14.6g}{hi:>14.6g}"
+        lines.append(line)
+    if res.not_identified:
+        where = (
+            "the interval above"
+            if res.ci
+            else "a bootstrap (bootstrap=B), a posterior or a profile"
+        )
+        lines.append(
+            f"\nnot identified: {', '.join(res.not_identified)} — the data do not pin "
+            f"{'it' if len(res.not_identified) == 1 else 'them'} down; the asymptotic standard "
+            f"error means nothing here, see {where}."
+        )
+    d = res.diagnostics
+    if d.get("n_boot"):
+        lines.append(
+            f"\nbootstrap  {d['n_boot']} resamples ({d.get('resample', 'rows')}), "
+            f"{d.get('boot_failed', 0)} not converged, {pct} interval "
+            f"{conv.get('ci_method', 'percentile')}"
+        )
+    if res.holdout:
+        h = res.holdout
+        lines.append(
+            f"holdout    trained on the lowest-compute {h['n_train']} rows, tested on "
+            f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, max rel err "
+            f"{h['max_rel_err']:.3%}, {100 * h['band_prob']:g}% interval coverage "
+            f"{h['coverage']:.0%}"
+        )
+    for w in res.warnings:
+        lines.append(f"warning    {w}")
+    return "\n".join(lines)
