@@ -228,6 +228,8 @@ def test_text_files_and_bad_input(tmp_path, tokenizer):
         _probe(model, tokenizer, ["w1 w2"])
     with pytest.raises(ScaleFitError, match="'tokens' parameter of probe_hf"):
         _probe(model, tokenizer, ["w1"], tokens=0)
+    with pytest.raises(ScaleFitError, match="max_position_embeddings"):
+        _probe(model, tokenizer, ["w1"], seq_len=65)
     with pytest.raises(ScaleFitError, match="'prune_blocks' parameter"):
         _probe(model, tokenizer, ["w1"], prune_blocks=(9,))
 

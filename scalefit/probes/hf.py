@@ -197,6 +197,12 @@ def probe_hf(
         raise ScaleFitError("the model has no tokenizer; pass one to wrap_model.")
     depth = lm.depth
     max_block = min(max_block, depth)
+    limit = getattr(lm.model.config, "max_position_embeddings", None)
+    if isinstance(limit, int) and seq_len > limit:
+        raise ScaleFitError(
+            f"The 'seq_len' parameter of probe_hf must be an int <= {limit} (the model's "
+            f"max_position_embeddings). Got {seq_len} instead."
+        )
     prune_blocks = tuple(prune_blocks)
     for n in prune_blocks:
         if not isinstance(n, int) or not 1 <= n <= max_block or n >= depth:
