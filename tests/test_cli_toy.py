@@ -124,3 +124,86 @@ def test_plot_functions_return_figures_for_several_temperatures():
         assert fig.axes and all(ax.has_data() for ax in fig.axes)
     legend = [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
     assert legend == ["independent (α = 1.00)", "tied (α = 3.00)"]
+
+
+CONCURRENT_TOY = """
+[sweep]
+name = "conc"
+task = "toy"
+
+[fixed]
+preset = "cpu"
+teacher_depth = 8
+depths = [2, 4]
+batch = 32
+steps = 150
+eval_steps = [50, 150]
+test_size = 256
+checkpoint_every = 0
+
+[grid]
+seed = [0, 1, 2]
+"""
+
+
+def _two_at_once(args):
+    """Start two real `scalefit` processes on the same arguments at once; return their outputs."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "scalefit", *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    return [p.returncode for p in procs], outs
+
+
+@pytest.mark.slow
+def test_two_concurrent_toy_runs_on_one_folder_train_every_run_once(tmp_path):
+    import re
+
+    spec = tmp_path / "conc.toml"
+    spec.write_text(textwrap.dedent(CONCURRENT_TOY))
+    out = tmp_path / "out"
+    codes, outs = _two_at_once(["toy", "run", spec, "--out", out, "--workers", "1", "--quiet"])
+    assert codes == [0, 0], outs
+    ran = [int(re.search(r"\((\d+) run by this process\)", o).group(1)) for o, _ in outs]
+    assert sum(ran) == 3, outs  # every run trained exactly once, by one process or the other
+    assert all("Traceback" not in e for _, e in outs)
+    table = pd.read_csv(out / "results.csv")
+    assert sorted(table["seed"].unique()) == [0, 1, 2] and len(table) == 3 * 2 * 2
+    assert not list(out.glob("runs/*/.*.tmp")) and not list(out.glob("runs/*/error.txt"))
+
+
+@pytest.mark.slow
+def test_two_concurrent_train_grids_on_one_folder_do_not_collide(tmp_path):
+    from train_support import make_corpus
+
+    from scalefit.train.data import build_tokens
+
+    corpus = make_corpus(tmp_path / "c", vocab=["to", "be", "or", "not"], words=1500)
+    tokens = build_tokens(corpus, tmp_path / "t", val_fraction=0.25)
+    spec = tmp_path / "grid.toml"
+    spec.write_text(
+        f'[sweep]\nname = "cg"\ntask = "train"\n[fixed]\ndata = "{tokens}"\nseq_len = 16\n'
+        "batch_size = 4\ntokens = 2048\neval_tokens = 128\ndiag_tokens = 64\n"
+        "[grid]\ndepth = [1, 2]\nwidth = [16]\n"
+    )
+    out = tmp_path / "out"
+    codes, outs = _two_at_once(["train", "grid", spec, "--out", out, "--workers", "1"])
+    assert codes == [0, 0], outs
+    assert all("Traceback" not in e for _, e in outs)
+    assert all("2 finished runs of 2" in o for o, _ in outs), outs
+    table = pd.read_csv(out / "results.csv")
+    assert sorted(table["depth"]) == [1, 2] and table["run_id"].is_unique
+    assert len(list(out.glob("runs/*/result.json"))) == 2
+    assert not list(out.glob("runs/*/.*.tmp")) and not list(out.glob("runs/*/error.txt"))
