@@ -26,6 +26,11 @@ def register(sub) -> None:
         help="override a setting (TOML value syntax), repeatable",
     )
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="discard what --out holds (a run started with other settings is refused otherwise)",
+    )
     run.set_defaults(func=_cmd_run)
 
     grid = tsub.add_parser("grid", help="run a depth x width x tokens x variant x seed grid")
@@ -118,7 +123,7 @@ def _cmd_run(args) -> int:
     out = Path(args.out or Path("runs") / raw.get("name", Path(args.config).stem))
     rank = int(os.environ.get("RANK", "0"))
     try:
-        res = train(cfg, out, progress=not args.no_progress)
+        res = train(cfg, out, progress=not args.no_progress, overwrite=args.overwrite)
     finally:
         _close_process_group()
     if rank != 0:

@@ -6,6 +6,14 @@ it, reproducing the uninterrupted loss sequence exactly on CPU (batches depend o
 and the step, see :class:`~scalefit.train.data.TokenData`). Under ``torchrun`` (``WORLD_SIZE > 1``)
 it trains with DistributedDataParallel (gloo on CPU, NCCL on CUDA), each process taking a slice of
 the same global batch.
+
+Mixed precision (``precision = "bf16"``: ``torch.autocast(device.type, torch.bfloat16)``),
+compilation (``compile = true``: ``torch.compile``, inductor on CPU and CUDA) and the AdamW
+implementation (``optimizer_impl``) are device-generic; the few CUDA-only pieces live in
+:mod:`scalefit.train.cuda`. Before any work the settings are validated
+(:func:`~scalefit.train.config.validate_config`), the run folder is locked (an OS file lock, so
+two processes cannot train into one folder) and a folder started with other settings is refused
+with the differing keys named, unless ``overwrite=True``.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import io
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -23,61 +31,23 @@ from .._io import atomic_write_bytes, atomic_write_csv, load_torch
 from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
+from . import cuda
+from .config import TrainConfig, config_from_dict, runtime_choices
 from .cr import regulariser
 from .data import TokenData, build_tokens
 from .model import ModelConfig, Transformer
 
-
-@dataclass
-class TrainConfig:
-    """Training settings; ``model`` holds the architecture. ``tokens`` is the training budget."""
-
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: str = "shakespeare"  # token folder (with meta.json), text file/folder or corpus name
-    tokenizer: str = "byte"
-    bpe_vocab: int = 1024
-    tokens: int = 1_000_000
-    batch_size: int = 32  # global, in sequences
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_frac: float = 0.1
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float = 1.0
-    seed: int = 0
-    cr_loss: bool = False
-    ortho_loss: bool = False
-    eval_tokens: int = 65_536
-    checkpoint_every: int = 0  # steps; 0 = only at the end (and when stopped early)
-    diverge_ratio: float = 2.0  # loss above ratio × first loss (or non-finite) = diverged
-    device: str = "auto"
-    compile: bool = True  # CUDA only
-    threads: int = 0  # torch threads; 0 = leave as is
-
-    @property
-    def steps(self) -> int:
-        """Optimiser steps: the token budget over tokens per step, rounded up."""
-        return max(1, math.ceil(self.tokens / (self.batch_size * self.model.seq_len)))
-
-    def to_dict(self) -> dict:
-        """Flat JSON-safe dict (model settings inlined), the inverse of :func:`config_from_dict`."""
-        d = {k: v for k, v in asdict(self).items() if k != "model"}
-        return {**self.model.to_dict(), **d}
-
-
-def config_from_dict(d: dict, *, source: str = "config") -> TrainConfig:
-    """Build a :class:`TrainConfig` from a flat dict (model and training keys side by side)."""
-    model_keys = {f.name for f in fields(ModelConfig)}
-    train_keys = {f.name for f in fields(TrainConfig)} - {"model"}
-    unknown = sorted(set(d) - model_keys - train_keys - {"name"})
-    if unknown:
-        raise ScaleFitError(
-            f"{source}: unknown key(s) {unknown}; expected keys among "
-            f"{sorted(model_keys | train_keys)}."
-        )
-    model = ModelConfig(**{k: v for k, v in d.items() if k in model_keys})
-    return TrainConfig(model=model, **{k: v for k, v in d.items() if k in train_keys})
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "config_from_dict",
+    "evaluate",
+    "load_checkpoint",
+    "lr_at",
+    "make_optimizer",
+    "prepare_data",
+    "train",
+]
 
 
 @dataclass
@@ -101,15 +71,19 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device) -> torch.optim.AdamW:
-    """AdamW with weight decay on ≥ 2-D tensors only (fused on CUDA)."""
+    """AdamW with weight decay on ≥ 2-D tensors only, in the ``optimizer_impl`` of ``cfg``.
+
+    ``"fused"`` (one kernel for all tensors; CPU and CUDA), ``"foreach"`` (multi-tensor ops) or
+    ``"plain"`` (a loop over tensors); ``"auto"`` is fused on CUDA and plain elsewhere.
+    """
+    impl = runtime_choices(cfg, torch.device(device).type)["optimizer_impl"]
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(
-        groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda"
-    )
+    kind = {"fused": {"fused": True}, "foreach": {"foreach": True}, "plain": {"foreach": False}}
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), **kind[impl])
 
 
 def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
@@ -132,7 +106,7 @@ def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
 def _dist_info(device: torch.device) -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        torch.distributed.init_process_group(cuda.backend(device))
     rank = torch.distributed.get_rank() if world > 1 else 0
     return rank, world
 
@@ -184,13 +158,12 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = pick_device(cfg.device)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ScaleFitError(f"device {cfg.device!r}: CUDA is not available on this machine.")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        device = cuda.local_device(device, int(os.environ.get("LOCAL_RANK", "0")))
     rank, world = _dist_info(device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    cuda.configure(device)
     if world > 1 and rank != 0:
         torch.distributed.barrier()  # rank 0 builds the token files first
     data = prepare_data(cfg)
@@ -218,7 +191,7 @@ def _wrap(model: Transformer, cfg: TrainConfig, device, world: int):
         net = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
-    if cfg.compile and device.type == "cuda":
+    if runtime_choices(cfg, device.type)["compile"]:
         net = torch.compile(net)
     return net
 
@@ -229,6 +202,7 @@ def train(
     *,
     progress: bool = False,
     stop_after: int | None = None,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Train one configuration; see the module docstring.
 
@@ -242,13 +216,32 @@ def train(
         Show a tqdm bar with tokens/s (rank 0 only).
     stop_after : int, optional
         Stop (and checkpoint) after this many steps in total, as if interrupted.
+    overwrite : bool
+        Discard what ``run_dir`` holds and start afresh (otherwise a folder started with other
+        settings is refused, naming the differing keys).
 
     Returns
     -------
     TrainResult
         ``row`` has ``loss`` (validation nats/token, NaN when diverged), ``bpb`` and ``diverged``.
+
+    Raises
+    ------
+    ScaleFitError
+        For invalid settings, a run folder in use by another process or started with other
+        settings.
     """
+    from .config import validate_config
+    from .rundir import claim
+
+    validate_config(cfg.to_dict())
     run_dir = Path(run_dir) if run_dir is not None else None
+    owner = int(os.environ.get("RANK", "0")) == 0
+    with claim(run_dir, cfg, overwrite=overwrite, owner=owner):
+        return _train(cfg, run_dir, progress=progress, stop_after=stop_after)
+
+
+def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after) -> TrainResult:
     rank, world, device, data, model, opt, start, history, ckpt = _setup(cfg, run_dir)
     net = _wrap(model, cfg, device, world)
     per_rank = cfg.batch_size // world
@@ -300,11 +293,10 @@ def _step(net, model, opt, x, y, cfg: TrainConfig, step: int, lr: float, device,
     """One optimiser step; returns the (all-reduced) cross-entropy and the gradient norm."""
     for group in opt.param_groups:
         group["lr"] = lr
-    if device.type == "cuda":
-        x, y = x.pin_memory(), y.pin_memory()
-    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    x, y = cuda.to_device(x, y, device)
     aux = cfg.cr_loss or cfg.ortho_loss
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+    bf16 = runtime_choices(cfg, device.type)["precision"] == "bf16"
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
         out = net(x, y, return_attn_io=aux)
         loss = out.loss
         if aux:

@@ -1,0 +1,222 @@
+"""Trainer settings: :class:`TrainConfig`, its declared constraints, and config comparison.
+
+Every setting is checked by :func:`scalefit._validation.validate_mapping` before any work starts
+(types, ranges, choices), then the cross-field rules (width divisible by heads, head sizes that
+RoPE can rotate). :func:`config_diff` names the settings in which two configurations differ; the
+trainer uses it to refuse resuming a run folder that was started with other settings.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from .._validation import Interval, IsType, Options, validate_mapping
+from ..accounting import BLOCKS
+from ..errors import ScaleFitError
+from .model import VARIANTS, ModelConfig
+
+PRECISIONS = ("auto", "fp32", "bf16")
+OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "plain")
+PARALLEL = ("ddp", "fsdp")
+#: Settings that may change between a run and its resumption (they do not change the numbers).
+RESUME_FREE = frozenset({"threads", "checkpoint_every", "name"})
+
+
+@dataclass
+class TrainConfig:
+    """Training settings; ``model`` holds the architecture. ``tokens`` is the training budget.
+
+    ``precision`` (``"fp32"`` | ``"bf16"`` autocast | ``"auto"``: bf16 on CUDA, fp32 elsewhere),
+    ``compile`` (``True`` | ``False`` | ``"auto"``: on CUDA only) and ``optimizer_impl``
+    (``"fused"`` | ``"foreach"`` | ``"plain"`` AdamW | ``"auto"``: fused on CUDA, plain
+    elsewhere) work on every device; ``parallel`` chooses DDP or FSDP2 under ``torchrun``.
+    """
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: str = "shakespeare"  # token folder (meta.json), shard folder (manifest.json), text, name
+    tokenizer: str = "byte"
+    bpe_vocab: int = 1024
+    tokens: int = 1_000_000
+    batch_size: int = 32  # global, in sequences
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    seed: int = 0
+    cr_loss: bool = False
+    ortho_loss: bool = False
+    eval_tokens: int = 65_536
+    checkpoint_every: int = 0  # steps; 0 = only at the end (and when stopped early)
+    diverge_ratio: float = 2.0  # loss above ratio × first loss (or non-finite) = diverged
+    device: str = "auto"
+    precision: str = "auto"
+    compile: bool | str = "auto"
+    optimizer_impl: str = "auto"
+    parallel: str = "ddp"
+    threads: int = 0  # torch threads; 0 = leave as is
+
+    @property
+    def steps(self) -> int:
+        """Optimiser steps: the token budget over tokens per step, rounded up."""
+        return max(1, math.ceil(self.tokens / (self.batch_size * self.model.seq_len)))
+
+    def to_dict(self) -> dict:
+        """Flat JSON-safe dict (model settings inlined), the inverse of :func:`config_from_dict`."""
+        d = {k: v for k, v in asdict(self).items() if k != "model"}
+        return {**self.model.to_dict(), **d}
+
+
+@dataclass(frozen=True)
+class _FinitePositive:
+    """A finite real number > 0 (or >= 0 with ``zero=True``)."""
+
+    zero: bool = False
+
+    def accepts(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        v = float(value)
+        return math.isfinite(v) and (v >= 0 if self.zero else v > 0)
+
+    def describe(self) -> str:
+        return "a finite float >= 0" if self.zero else "a finite float > 0"
+
+
+@dataclass(frozen=True)
+class _Device:
+    """``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:<index>"``."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and bool(re.fullmatch(r"auto|cpu|cuda(:\d+)?", value))
+
+    def describe(self) -> str:
+        return "one of 'auto', 'cpu', 'cuda', 'cuda:<index>'"
+
+
+_POS_INT = [Interval(int, 1, None)]
+_UNIT = [Interval(float, 0, 1)]
+CONSTRAINTS: dict[str, list] = {
+    # model
+    "depth": _POS_INT,
+    "width": _POS_INT,
+    "heads": [None, Interval(int, 1, None)],
+    "head_dim": [None, Interval(int, 2, None)],
+    "vocab": [Interval(int, 2, None)],
+    "seq_len": _POS_INT,
+    "block": [Options(frozenset(BLOCKS))],
+    "mlp_ratio": [_FinitePositive()],
+    "ffn_hidden": [None, Interval(int, 1, None)],
+    "embeddings": [Options(frozenset({"tied", "untied"}))],
+    "variant": [Options(frozenset(VARIANTS))],
+    "rope_base": [_FinitePositive()],
+    "init_std": [_FinitePositive()],
+    # training
+    "data": [IsType(str, "a string (token folder, shard folder, text file/folder or corpus)")],
+    "tokenizer": [Options(frozenset({"byte", "bpe"}))],
+    "bpe_vocab": [Interval(int, 257, 65_535)],
+    "tokens": _POS_INT,
+    "batch_size": _POS_INT,
+    "lr": [_FinitePositive()],
+    "min_lr_ratio": _UNIT,
+    "warmup_frac": _UNIT,
+    "weight_decay": [_FinitePositive(zero=True)],
+    "beta1": [Interval(float, 0, 1, closed="left")],
+    "beta2": [Interval(float, 0, 1, closed="left")],
+    "grad_clip": [Interval(float, 0, None)],
+    "seed": [Interval(int, 0, None)],
+    "cr_loss": ["boolean"],
+    "ortho_loss": ["boolean"],
+    "eval_tokens": _POS_INT,
+    "checkpoint_every": [Interval(int, 0, None)],
+    "diverge_ratio": [Interval(float, 1, None, closed="neither")],
+    "device": [_Device()],
+    "precision": [Options(frozenset(PRECISIONS))],
+    "compile": ["boolean", Options(frozenset({"auto"}))],
+    "optimizer_impl": [Options(frozenset(OPTIMIZER_IMPLS))],
+    "parallel": [Options(frozenset(PARALLEL))],
+    "threads": [Interval(int, 0, None)],
+    "name": [IsType(str, "a string")],
+}
+
+
+def validate_config(d: dict, *, source: str = "config") -> None:
+    """Check a flat settings dict against :data:`CONSTRAINTS` and the cross-field rules.
+
+    Raises
+    ------
+    ScaleFitError
+        ``The 'lr' key of trainer config 'run.toml' must be a finite float > 0. Got nan instead.``
+    """
+    where = f"trainer config {source!r}" if source != "config" else "trainer config"
+    validate_mapping(where, d, CONSTRAINTS)
+    width, heads, head_dim = d.get("width", 64), d.get("heads"), d.get("head_dim")
+    if heads is not None and width % heads:
+        raise ScaleFitError(f"{where}: 'width' ({width}) must be divisible by 'heads' ({heads}).")
+    if heads is not None and head_dim is not None and heads * head_dim != width:
+        raise ScaleFitError(
+            f"{where}: 'heads' × 'head_dim' ({heads} × {head_dim}) must equal 'width' ({width})."
+        )
+    if heads is None and head_dim is not None and width % head_dim:
+        raise ScaleFitError(
+            f"{where}: 'width' ({width}) must be divisible by 'head_dim' ({head_dim})."
+        )
+
+
+def config_from_dict(d: dict, *, source: str = "config") -> TrainConfig:
+    """Validate a flat dict (model and training keys side by side) and build a :class:`TrainConfig`.
+
+    Examples
+    --------
+    >>> config_from_dict({"depth": 4, "width": 64, "lr": 1e-3}).model.depth
+    4
+    """
+    validate_config(d, source=source)
+    model_keys = {f.name for f in fields(ModelConfig)}
+    train_keys = {f.name for f in fields(TrainConfig)} - {"model"}
+    model = ModelConfig(**{k: v for k, v in d.items() if k in model_keys})
+    return TrainConfig(model=model, **{k: v for k, v in d.items() if k in train_keys})
+
+
+def _normalised(d: dict) -> dict:
+    out = dict(d)
+    if "precision" not in out:  # written before precision/compile/optimizer_impl were settings
+        out["compile"] = "auto" if out.get("compile", True) is True else out["compile"]
+    defaults = TrainConfig().to_dict()
+    return {k: out.get(k, defaults.get(k)) for k in set(out) | set(defaults)}
+
+
+def config_diff(saved: dict, current: dict, *, ignore=RESUME_FREE) -> list[str]:
+    """Keys whose values differ between two flat configurations (missing keys take defaults).
+
+    ``vocab`` is compared only when both sides set it explicitly (the trainer replaces it with
+    the tokenizer's vocabulary).
+    """
+    a, b = _normalised(saved), _normalised(current)
+    skip = set(ignore) | {"vocab"}
+    return sorted(k for k in set(a) | set(b) if k not in skip and a.get(k) != b.get(k))
+
+
+def runtime_choices(cfg: TrainConfig, device_type: str) -> dict:
+    """Resolve the ``"auto"`` settings for a device: precision, compile, AdamW implementation.
+
+    ``"auto"`` means the fast path on CUDA (bf16, compiled, fused AdamW) and the plain fp32 eager
+    path elsewhere, so CPU runs keep the numbers of the reference grids; any explicit choice is
+    honoured on every device.
+
+    Examples
+    --------
+    >>> runtime_choices(TrainConfig(), "cpu")
+    {'precision': 'fp32', 'compile': False, 'optimizer_impl': 'plain'}
+    """
+    cuda = device_type == "cuda"
+    precision = cfg.precision if cfg.precision != "auto" else ("bf16" if cuda else "fp32")
+    compiled = cfg.compile if cfg.compile != "auto" else cuda
+    impl = cfg.optimizer_impl if cfg.optimizer_impl != "auto" else ("fused" if cuda else "plain")
+    return {"precision": precision, "compile": bool(compiled), "optimizer_impl": impl}
