@@ -30,35 +30,50 @@ def plot_fit(result, table, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    fig, (a0, a1) = axes(ax, ncols=2)
+    from .style import SEQUENTIAL, TITLE_SIZE, label, log_ticks, title
+
+    fig, (a0, a1) = axes(ax, ncols=2, figsize=(4.6, 4.0))
     law = result.law
     y = table["loss"].to_numpy(float)
     pred = np.asarray(result.predict(table), dtype=float)
     key, colour = _colour_key(table, law)
-    sc = a0.scatter(pred, y, c=colour, s=12, cmap="viridis")
+    sc = a0.scatter(pred, y, c=colour, s=14, cmap=SEQUENTIAL, edgecolors="none")
     lo, hi = min(y.min(), pred.min()), max(y.max(), pred.max())
-    a0.plot([lo, hi], [lo, hi], color="k", lw=0.8)
-    a0.set(
-        xscale="log",
-        yscale="log",
-        xlabel="predicted loss",
-        ylabel="observed loss",
-        title=f"{result.law_name} ({result.method})",
+    a0.plot([lo, hi], [lo, hi], color="black", lw=0.8, label="observed = predicted")
+    a0.set(xscale="log", yscale="log")
+    a0.set_xlabel(f"predicted {label('loss')}")
+    a0.set_ylabel(f"observed {label('loss')}")
+    log_ticks(a0)
+    a0.legend(fontsize=7, frameon=False, loc="upper left")
+    fig.colorbar(sc, ax=a0, label=f"log10 of {label(key)}")
+    a1.scatter(pred, np.log(y) - np.log(pred), c=colour, s=14, cmap=SEQUENTIAL, edgecolors="none")
+    a1.axhline(0.0, color="black", lw=0.8)
+    a1.set(xscale="log")
+    a1.set_xlabel(f"predicted {label('loss')}")
+    a1.set_ylabel("log residual, log(observed) − log(predicted)")
+    log_ticks(a1)
+    what = (
+        f"Observed against fitted loss (mean relative error "
+        f"{result.metrics.get('mean_rel_err', float('nan')):.2%})"
     )
-    fig.colorbar(sc, ax=a0, label=f"log10 {key}")
-    a1.scatter(pred, np.log(y) - np.log(pred), c=colour, s=12, cmap="viridis")
-    a1.axhline(0.0, color="k", lw=0.8)
-    a1.set(
-        xscale="log",
-        xlabel="predicted loss",
-        ylabel="log residual (obs − fit)",
-        title=f"mean rel. err {result.metrics['mean_rel_err']:.2%}",
-    )
+    fig.suptitle(title(result, what), fontsize=TITLE_SIZE)
     return fig
 
 
+def _limits(values: np.ndarray, point: float) -> tuple[float, float]:
+    """Robust axis limits: the central 98% of the draws and the point estimate, padded 8%."""
+    lo, hi = np.nanquantile(values, [0.01, 0.99])
+    lo, hi = min(lo, point), max(hi, point)
+    pad = 0.08 * (hi - lo) if hi > lo else 0.05 * abs(hi) + 1e-12
+    return lo - pad, hi + pad
+
+
 def plot_draws(result, names=None, *, ax=None):
-    """Pairwise scatter of bootstrap/posterior draws for up to four parameters.
+    """Corner plot of bootstrap/posterior draws for up to four parameters.
+
+    Histograms on the diagonal, pairwise scatter below it; the point estimate is marked (lines
+    and a cross) and the axes cover the central 98% of the draws, so a few outlying resamples do
+    not squash the rest (how many fall outside is written in each panel).
 
     Parameters
     ----------
@@ -72,27 +87,55 @@ def plot_draws(result, names=None, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from ._base import pyplot
+    from .style import PALETTE, TITLE_SIZE, title
 
     frame = result.draws_frame().dropna()
     if names is None:
         law = result.law
         names = [p.name for p in law.params if p.kind == "exponent"][:4] or list(frame)[:4]
     k = len(names)
-    plt = pyplot()
-    fig, grid = plt.subplots(k, k, figsize=(2.2 * k, 2.2 * k), layout="constrained", squeeze=False)
+    fig, grid = axes(ax, nrows=k, ncols=k, figsize=(2.3, 2.3))
+    grid = np.asarray(grid).reshape(k, k)
+    point = {n: float(result.params[n]) for n in names}
+    lims = {n: _limits(frame[n].to_numpy(float), point[n]) for n in names}
     for i, a in enumerate(names):
         for j, b in enumerate(names):
             ax_ = grid[i, j]
-            if i == j:
-                ax_.hist(frame[a], bins=30, color="C0")
-            elif i > j:
-                ax_.scatter(frame[b], frame[a], s=3, alpha=0.4)
-            else:
+            if i < j:
                 ax_.axis("off")
+                continue
+            x = frame[b].to_numpy(float)
+            inside_x = (x >= lims[b][0]) & (x <= lims[b][1])
+            if i == j:
+                ax_.hist(x[inside_x], bins=30, range=lims[b], color=PALETTE[0], alpha=0.75)
+                ax_.axvline(point[b], color=PALETTE[1], lw=1.5)
+                ax_.set_yticks([])
+                out = int((~inside_x).sum())
+            else:
+                yv = frame[a].to_numpy(float)
+                inside = inside_x & (yv >= lims[a][0]) & (yv <= lims[a][1])
+                ax_.scatter(x[inside], yv[inside], s=4, alpha=0.45, color=PALETTE[0], lw=0)
+                ax_.axvline(point[b], color=PALETTE[1], lw=0.8)
+                ax_.axhline(point[a], color=PALETTE[1], lw=0.8)
+                ax_.plot(point[b], point[a], "x", color=PALETTE[1], ms=7, mew=2)
+                ax_.set_ylim(*lims[a])
+                out = int((~inside).sum())
+            ax_.set_xlim(*lims[b])
+            if out:
+                ax_.text(0.97, 0.95, f"{out} outside", transform=ax_.transAxes, ha="right",
+                         va="top", fontsize=7, color="0.35")  # fmt: skip
             if i == k - 1:
                 ax_.set_xlabel(b)
+            else:
+                ax_.tick_params(labelbottom=False)
             if j == 0 and i != j:
                 ax_.set_ylabel(a)
-    fig.suptitle(f"{result.law_name}: {len(frame)} draws")
+            elif i != j:
+                ax_.tick_params(labelleft=False)
+    kind = "posterior" if result.method == "bayes" else "bootstrap"
+    what = (
+        f"{len(frame)} {kind} draws of the exponents; orange: point estimate; axes: central "
+        f"98% of the draws"
+    )
+    fig.suptitle(title(result, what), fontsize=TITLE_SIZE)
     return fig

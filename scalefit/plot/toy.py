@@ -9,10 +9,14 @@ import numpy as np
 import pandas as pd
 
 from ._base import axes
+from .style import TITLE_SIZE, log_ticks
+
+TOY = "toy teacher–student (width 32)"
 
 
 def _label(mode: str, rho: float) -> str:
-    return f"correlated ρ={rho:g}" if mode == "correlated" else mode
+    teacher = f"correlated teacher, ρ = {rho:g}" if mode == "correlated" else f"{mode} teacher"
+    return teacher
 
 
 def loss_vs_depth(
@@ -37,7 +41,7 @@ def loss_vs_depth(
         added to the legend.
     ax : matplotlib Axes, optional
     """
-    fig, ax = axes(ax)
+    fig, ax = axes(ax, figsize=(7.0, 4.6))
     if temperature is not None:
         table = table[np.isclose(table["temperature"], temperature)]
     for (mode, rho), group in table.groupby(["teacher_mode", "rho"]):
@@ -52,14 +56,20 @@ def loss_vs_depth(
             grid = np.geomspace(stats.index.min(), stats.index.max(), 50)
             curve = fit["c"] / grid ** fit["alpha"] + fit["L0"]
             ax.loglog(grid, curve, "--", color=line.get_color(), lw=1)
+    log_ticks(ax, "y")
     depths = sorted(table["depth"].unique())
     ax.set_xticks(depths, [str(d) for d in depths])
     ax.minorticks_off()
-    ax.set_xlabel("student depth ℓ")
-    ax.set_ylabel(loss_column.replace("_", " "))
-    title = "loss vs depth" + (f", τ = {temperature:g}" if temperature is not None else "")
-    ax.set_title(title + (" (dashed: c/ℓ^α + L0)" if alphas is not None else ""))
-    ax.legend()
+    ax.set_xlabel("student depth ℓ (blocks)")
+    what = {"test_loss": "test KL(teacher ‖ student)", "train_loss": "training KL"}
+    ax.set_ylabel(f"{what.get(loss_column, loss_column.replace('_', ' '))} (nats)")
+    title = f"{TOY}: loss against student depth" + (
+        f", τ = {temperature:g}" if temperature is not None else ""
+    )
+    if alphas is not None:
+        title += "\nshaded: min–max over seeds; dashed: least-squares fit of c/ℓ^α + L0"
+    ax.set_title(title, fontsize=TITLE_SIZE)
+    ax.legend(fontsize=8, frameon=False)
     return fig
 
 
@@ -83,7 +93,7 @@ def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None, ylim=(0.0, 5.0)):
     Fits flagged by the fitter (a warning, or α outside ``ylim``) are drawn as open markers; the
     axis is limited to ``ylim`` so that one unidentified fit does not hide the others.
     """
-    fig, ax = axes(ax)
+    fig, ax = axes(ax, figsize=(7.0, 4.6))
     for (mode, rho, tau), group in alphas.groupby(["teacher_mode", "rho", "temperature"]):
         group = group.sort_values("steps")
         err = None
@@ -94,7 +104,7 @@ def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None, ylim=(0.0, 5.0)):
             err = np.clip(err, 0, None)
         bars = ax.errorbar(
             group["steps"], group["alpha"], yerr=err, marker="o", capsize=3,
-            label=f"{_label(mode, rho)}, τ={tau:g}",
+            label=f"{_label(mode, rho)}, τ = {tau:g}",
         )  # fmt: skip
         flagged = group["alpha"].gt(ylim[1]) | group["alpha"].lt(ylim[0])
         if "warnings" in group.columns:
@@ -107,16 +117,21 @@ def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None, ylim=(0.0, 5.0)):
     ax.axhline(3.0, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
     ax.set_ylim(*ylim)
+    log_ticks(ax, "x")
     ax.set_xlabel("training steps")
-    ax.set_ylabel("fitted α_ℓ (open: fit flagged by the fitter)")
-    ax.set_title("depth exponent vs training")
-    ax.legend()
+    ax.set_ylabel("depth exponent α_ℓ of c/ℓ^α + L0")
+    ax.set_title(
+        f"{TOY}: fitted depth exponent against training steps\n"
+        "bars: bootstrap interval; open: fit flagged by the fitter; dotted: α = 1 and 3",
+        fontsize=TITLE_SIZE,
+    )
+    ax.legend(fontsize=8, frameon=False)
     return fig
 
 
 def alpha_vs_temperature(alphas: pd.DataFrame, *, ax=None):
     """Final-checkpoint α_ℓ against temperature, one line per teacher."""
-    fig, ax = axes(ax)
+    fig, ax = axes(ax, figsize=(7.0, 4.6))
     last = alphas[
         alphas["steps"] == alphas.groupby(["teacher_mode", "rho"])["steps"].transform("max")
     ]
@@ -130,19 +145,21 @@ def alpha_vs_temperature(alphas: pd.DataFrame, *, ax=None):
         ax.errorbar(group["temperature"], group["alpha"], yerr=err, marker="o", capsize=3,
                     label=_label(mode, rho))  # fmt: skip
     ax.set_xscale("log")
-    ax.set_xlabel("temperature τ")
-    ax.set_ylabel("fitted α_ℓ (final checkpoint)")
-    ax.legend()
+    log_ticks(ax, "x")
+    ax.set_xlabel("teacher temperature τ")
+    ax.set_ylabel("depth exponent α_ℓ (final checkpoint)")
+    ax.set_title(f"{TOY}: fitted depth exponent against temperature", fontsize=TITLE_SIZE)
+    ax.legend(fontsize=8, frameon=False)
     return fig
 
 
 def probe_summary(final: pd.DataFrame, *, ax=None):
     """Middle-layer step angle and increment angle of trained students against depth."""
-    fig, ax = axes(ax, ncols=2) if ax is None else axes(ax)
+    fig, ax = axes(ax, ncols=2, figsize=(4.8, 4.2)) if ax is None else axes(ax)
     left, right = ax
     for (mode, rho, tau), group in final.groupby(["teacher_mode", "rho", "temperature"]):
         stats = group.groupby("depth")[["theta_mid", "dtheta_mid"]].mean()
-        label = f"{_label(mode, rho)}, τ={tau:g}"
+        label = f"{_label(mode, rho)}, τ = {tau:g}"
         left.loglog(stats.index, stats["theta_mid"], "o-", label=label)
         right.semilogx(stats.index, stats["dtheta_mid"], "o-", label=label)
     right.axhline(np.pi / 2, color="grey", lw=0.8, ls=":")
@@ -150,11 +167,16 @@ def probe_summary(final: pd.DataFrame, *, ax=None):
     for axis in (left, right):
         axis.set_xticks(depths, [str(d) for d in depths])
         axis.minorticks_off()
-    left.set_xlabel("student depth ℓ")
-    left.set_ylabel("θ(h_l, h_l+1), middle layers [rad]")
-    right.set_xlabel("student depth ℓ")
-    right.set_ylabel("θ(Δh_l, Δh_l+1), middle layers [rad]")
-    left.legend()
+    log_ticks(left, "y")
+    left.set_xlabel("student depth ℓ (blocks)")
+    left.set_ylabel("angle between consecutive states θ(h_l, h_l+1) (rad)")
+    right.set_xlabel("student depth ℓ (blocks)")
+    right.set_ylabel("angle between consecutive increments (rad)")
+    left.legend(fontsize=8, frameon=False)
+    left.figure.suptitle(
+        f"{TOY}: middle-layer angles of the trained students\ndotted: π/2, orthogonal increments",
+        fontsize=TITLE_SIZE,
+    )
     return fig
 
 

@@ -80,11 +80,14 @@ def plot_variant_comparison(
 
 def plot_loss_grid(table, *, ax=None, variant: str | None = None):
     """Validation loss against depth: one line per (width, tokens), log-scaled depth axis."""
-    fig, ax = axes(ax, figsize=(6.5, 4.0))
+    from .style import TITLE_SIZE, log_ticks, ordered_colours
+
+    fig, ax = axes(ax, figsize=(7.0, 4.2))
     sel = table if variant is None else table[table["variant"] == variant]
     sel = sel[~sel["diverged"].astype(bool)]
-    styles = dict(zip(sorted(sel["tokens"].unique()), ["--", "-", ":", "-."], strict=False))
-    colors = {w: f"C{i}" for i, w in enumerate(sorted(sel["width"].unique()))}
+    styles = dict(zip(sorted(sel["tokens"].unique()), [":", "--", "-", "-."], strict=False))
+    widths = sorted(sel["width"].unique())
+    colors = dict(zip(widths, ordered_colours(len(widths)), strict=True))
     for (width, tokens), rows in sel.groupby(["width", "tokens"]):
         rows = rows.sort_values("depth")
         ax.plot(
@@ -93,11 +96,20 @@ def plot_loss_grid(table, *, ax=None, variant: str | None = None):
             marker="o",
             color=colors[width],
             linestyle=styles.get(tokens, "-"),
-            label=f"W={width}, T={tokens / 1e6:.2g}M",
+            label=f"width {width}, {tokens / 1e6:.2g}M tokens",
         )
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("depth ℓ")
+    depths = sorted(sel["depth"].unique())
+    ax.set_xticks(depths, [str(int(d)) for d in depths])
+    ax.minorticks_off()
+    log_ticks(ax, "y")
+    ax.set_xlabel("depth ℓ (blocks)")
     ax.set_ylabel("validation loss (nats/token)")
-    ax.set_title(f"variant {variant}" if variant else "all variants", fontsize=9)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    names = {"pre_ln": "Pre-LN", "lns": "LayerNorm Scaling"}
+    what = names.get(variant, variant) if variant else "all variants"
+    ax.set_title(
+        f"scalefit trainer grid ({len(sel)} runs, {what}): validation loss against depth",
+        fontsize=TITLE_SIZE,
+    )
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return fig
