@@ -160,7 +160,8 @@ def resolve(name: str, data_dir: str | os.PathLike | None = None, *, download: b
     except (urllib.error.URLError, OSError) as exc:
         raise ScaleFitError(
             f"dataset {name!r} is not available locally and the download failed ({exc}); "
-            f"put {ds.filename} in a folder and pass data_dir=... or set SCALEFIT_DATA_DIR."
+            f"put {ds.filename} in a folder and give it (--data-dir DIR on the command line, "
+            f"data_dir=DIR in Python) or set SCALEFIT_DATA_DIR."
         ) from exc
     if ds.sha256 and hashlib.sha256(payload).hexdigest() != ds.sha256:
         raise ScaleFitError(f"downloaded {name!r} from {ds.url} but its sha256 does not match.")

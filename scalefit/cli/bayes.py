@@ -103,7 +103,8 @@ def run_bayes(args: argparse.Namespace) -> int:
         from ..plot.bayes import write_bayes_plots
 
         written = write_bayes_plots(res, table, out)
-        print(f"wrote {len(written)} figure(s) to {out}/")
+        for path in written:
+            print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
 
 

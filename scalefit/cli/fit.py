@@ -101,7 +101,8 @@ def run_fit(args: argparse.Namespace) -> int:
     out = plots_dir(args.plots)
     if out is not None:
         written = write_fit_plots(res, table, out)
-        print(f"wrote {len(written)} figure(s) to {out}/")
+        for path in written:
+            print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
 
 
