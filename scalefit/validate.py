@@ -1,0 +1,189 @@
+"""The extrapolation validation protocol: fit below a compute cut, score the rows above it.
+
+For each cut (a share of rows held out by compute, highest first), the law is fitted on the rows
+below and the held-out rows are scored with the predictive distribution of the fit — as it is
+today (bootstrap draws × residual noise, or the posterior predictive) and calibrated
+(:mod:`scalefit.fit.discrepancy`: per-model random effect + a discrepancy that grows with the
+distance in log-compute):
+
+* ``coverage`` at each probability (50/80/95 % by default) and the mean interval width on the log
+  scale (``width_log``; ``exp(width_log)`` is the ratio of the upper to the lower bound);
+* ``lpd``: mean log predictive density of the held-out log losses (higher is better);
+* ``mae_log``: mean absolute error of the median prediction on log loss.
+
+Example::
+
+    from scalefit.validate import extrapolation_check
+    frame = extrapolation_check("chinchilla", "decomposed", drop_highest=40)
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import special, stats
+
+from ._validation import Interval, Options, validate
+from .errors import ScaleFitError
+
+PROBS = (0.5, 0.8, 0.95)
+CUTS = (0.1, 0.2, 0.3)
+
+
+def _lpd(logy: np.ndarray, logmean: np.ndarray, scale, nu=None) -> float:
+    """Mean over rows of ``log mean_s p(log y | log f_s, scale)`` (normal, or Student-t ``nu``)."""
+    z = (logy[None, :] - logmean) / scale
+    if nu is None:
+        logp = stats.norm.logpdf(z) - np.log(scale)
+    else:
+        logp = stats.t.logpdf(z, nu) - np.log(scale)
+    return float(np.mean(special.logsumexp(logp, axis=0) - np.log(len(logmean))))
+
+
+def _score(y, sims, probs) -> list[dict]:
+    rows = []
+    for p in probs:
+        lo, hi = np.quantile(sims, [(1 - p) / 2, (1 + p) / 2], axis=0)
+        rows.append(
+            {
+                "prob": float(p),
+                "coverage": float(np.mean((y >= lo) & (y <= hi))),
+                "width_log": float(np.mean(np.log(hi) - np.log(lo))),
+            }
+        )
+    return rows
+
+
+def _fit(train, law, method, seed, n_boot, fit_kw):
+    if method == "lsq":
+        from .fit import fit
+
+        return fit(train, law, bootstrap=n_boot, seed=seed, progress=False, **fit_kw)
+    from .fit.bayes import fit_bayes
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_bayes(train, law, seed=seed, **fit_kw)
+
+
+def _baseline(res, test, method, seed):
+    """Today's predictive draws and the pieces of its density."""
+    law = res.get_law()
+    d = np.asarray(res.draws)
+    d = d[np.all(np.isfinite(d), axis=1)]
+    idx = np.linspace(0, len(d) - 1, min(2000, len(d))).astype(int)
+    mean = np.asarray(
+        law.evaluate({k: d[idx, i][:, None] for i, k in enumerate(res.params)}, test), dtype=float
+    )
+    rng = np.random.default_rng(seed)
+    if method == "lsq":
+        sd = float(res.metrics["rmse_log"])
+        return mean * np.exp(sd * rng.standard_normal(mean.shape)), np.log(mean), sd, None
+    noise = res.diagnostics.get("noise", {})
+    sigma = float(noise.get("sigma", res.metrics["rmse_log"]))
+    nu = noise.get("nu")
+    eps = rng.standard_t(nu, mean.shape) if nu is not None else rng.standard_normal(mean.shape)
+    return mean * np.exp(sigma * eps), np.log(mean), sigma, nu
+
+
+def extrapolation_check(
+    table,
+    law,
+    *,
+    cuts=CUTS,
+    probs=PROBS,
+    method: str = "lsq",
+    n_boot: int = 100,
+    drop_highest: int = 0,
+    seed: int = 0,
+    calibrated: bool = True,
+    **fit_kw: Any,
+) -> pd.DataFrame:
+    """Score extrapolation to the highest-compute rows at several cuts.
+
+    Parameters
+    ----------
+    table : DataFrame, path or dataset name
+        The loss table.
+    law : str or Law
+        The law.
+    cuts : sequence of float
+        Shares of rows held out (highest compute), each in (0, 1).
+    probs : sequence of float
+        Interval probabilities scored.
+    method : {"lsq", "bayes"}, default "lsq"
+        Least squares with ``n_boot`` bootstrap resamples, or the Bayesian fitter.
+    n_boot : int, default 100
+        Bootstrap resamples (``lsq``).
+    drop_highest : int, default 0
+        Outlier rule applied when ``table`` is read.
+    seed : int, default 0
+        Seed of the fits and predictive draws.
+    calibrated : bool, default True
+        Also score the calibrated predictive distribution.
+    **fit_kw
+        Passed to the fitter.
+
+    Returns
+    -------
+    DataFrame
+        One row per cut, predictive (``"today"``/``"calibrated"``) and probability: ``coverage,
+        width_log, lpd, mae_log, n_train, n_test`` and, for calibrated rows, ``sigma, tau, kappa``.
+    """
+    from .fit.discrepancy import fit_discrepancy, predictive_sims
+    from .fit.validate import split_by_compute
+    from .laws import get_law
+
+    validate(
+        "extrapolation_check",
+        {"method": method, "n_boot": n_boot, "seed": seed, "calibrated": calibrated},
+        {
+            "method": [Options({"lsq", "bayes"})],
+            "n_boot": [Interval(int, 20, None)],
+            "seed": [Interval(int, 0, None)],
+            "calibrated": ["boolean"],
+        },
+    )
+    for name, values in (("cuts", cuts), ("probs", probs)):
+        vals = list(np.atleast_1d(values))
+        if not vals or not all(isinstance(v, float) and 0 < v < 1 for v in vals):
+            raise ScaleFitError(
+                f"The '{name}' parameter of extrapolation_check must be floats in (0, 1). "
+                f"Got {values!r} instead."
+            )
+    law = get_law(law)
+    tab = _read(table, drop_highest)
+    rows = []
+    for cut in cuts:
+        train, test, _, _ = split_by_compute(tab, law, float(cut), who="extrapolation_check")
+        res = _fit(train, law, method, seed, n_boot, fit_kw)
+        y = test["loss"].to_numpy(float)
+        logy = np.log(y)
+        base = {"cut": float(cut), "n_train": len(train), "n_test": len(test), "method": method}
+        sims, logmean, scale, nu = _baseline(res, test, method, seed)
+        mae = float(np.mean(np.abs(logy - np.median(logmean, axis=0))))
+        lpd = _lpd(logy, logmean, scale, nu)
+        for r in _score(y, sims, probs):
+            rows.append({**base, "predictive": "today", **r, "lpd": lpd, "mae_log": mae})
+        if calibrated:
+            disc = fit_discrepancy(train, law, seed=seed)
+            sims, logmean, sd = predictive_sims(res, test, disc, seed=seed)
+            lpd = _lpd(logy, logmean, sd[None, :])
+            extra = {k: getattr(disc, k) for k in ("sigma", "gamma", "tau", "kappa")}
+            for r in _score(y, sims, probs):
+                rows.append(
+                    {**base, "predictive": "calibrated", **r, "lpd": lpd, "mae_log": mae, **extra}
+                )
+    return pd.DataFrame(rows)
+
+
+def _read(table, drop_highest: int) -> pd.DataFrame:
+    from .datasets import is_dataset_name, load
+    from .table import read_table
+
+    if isinstance(table, str) and is_dataset_name(table):
+        return load(table, drop_highest=drop_highest)
+    return read_table(table, drop_highest=drop_highest)
