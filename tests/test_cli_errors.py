@@ -60,9 +60,9 @@ MISTAKES = [
     (["fit", TABLE, "--law", "decomposed", "--method", "lmfti"], "Did you mean 'lmfit'?"),
     (["allocate", "--law", "chinchilla", "--budget", "1e21", "--embeddings", "tide"], "'tied'"),
     # misspelt laws
-    (["fit", TABLE, "--law", "decomposd"], "decomposed"),
-    (["fit", TABLE, "--law", "chinchila"], "chinchilla"),
-    (["allocate", "--law", "chinchilal", "--params", "E=1", "--budget", "1e21"], "chinchilla"),
+    (["fit", TABLE, "--law", "decomposd"], "Did you mean 'decomposed'?"),
+    (["fit", TABLE, "--law", "chinchila"], "Did you mean 'chinchilla'?"),
+    (["allocate", "--law", "chinchilal", "--params", "E=1", "--budget", "1e21"], "'chinchilla'?"),
     (["demo", "--bootstrp", "5"], "Did you mean '--bootstrap'?"),
     (["demo", "--bootstrap", "1"], "'1'"),
     # bad numbers

@@ -67,7 +67,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         """Print ``PROG: error: MESSAGE[ Did you mean ...?]`` as one line and exit with 2."""
         parser = _ACTIVE[-1] if _ACTIVE and message.startswith("unrecognized") else self
-        if message.startswith("the following arguments are required"):
+        if message.startswith(("the following arguments are required", "one of the arguments")):
             # a misspelt option is the likelier mistake: `--budgt 1e21` leaves --budget missing
             unknown = _unknown_options(self)
             if unknown:

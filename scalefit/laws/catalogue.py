@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._validation import did_you_mean
 from .base import Law, Param, check_law
 
 _REGISTRY: dict[str, Callable[..., Law]] = {}
@@ -320,7 +321,7 @@ def get_law(law: str | Law, **options: Any) -> Law:
     if law not in _REGISTRY:
         raise ScaleFitError(
             f"Unknown law {law!r}; expected one of {', '.join(sorted(_REGISTRY))} "
-            f"(or register your own with scalefit.register_law)."
+            f"(or register your own with scalefit.register_law).{did_you_mean(law, _REGISTRY)}"
         )
     try:
         return _REGISTRY[law](**options)
