@@ -499,3 +499,39 @@ def test_fuzz_result_files_through_allocate(
     code, out, err = cli(capsys, ["allocate", path, "--budget", "1e21"])
     assert_clean(code, out, err, ["m.json"], label)
     assert code == 2, f"case {label!r}: a damaged result was used (exit {code}): {out[-300:]}"
+
+
+# --------------------------------------------------------------------------------------------
+# Trainer configurations through `scalefit train run`
+# --------------------------------------------------------------------------------------------
+
+TRAIN_BAD = [
+    ("depth", '"two"'),
+    ("depth", "2.5"),
+    ("width", "0"),
+    ("heads", "0"),
+    ("heads", "3"),
+    ("batch_size", "-8"),
+    ("lr", "nan"),
+    ("lr", "inf"),
+    ("device", '"tpu"'),
+    ("tokens", "-5"),
+    ("grad_clip", "-1.0"),
+    ("warmup_frac", "2.0"),
+    ("checkpoint_every", "-5"),
+    ("variant", '"rezero"'),
+    ("no_such_key", "1"),
+    ("seed", "1.5"),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), TRAIN_BAD, ids=[f"{k}={v}" for k, v in TRAIN_BAD])
+def test_fuzz_trainer_configs(tmp_path, capsys, key, value):
+    pytest.importorskip("torch")
+    lines = {"data": '"unused"', "depth": "1", "width": "16", "seq_len": "16", "batch_size": "4"}
+    lines.update({"tokens": "256", "eval_tokens": "64", "diagnose": "false", key: value})
+    config = tmp_path / "run.toml"
+    config.write_text("".join(f"{k} = {v}\n" for k, v in lines.items()))
+    code, out, err = cli(capsys, ["train", "run", config, "--out", tmp_path / "o", "--no-progress"])
+    assert_clean(code, out, err, ["run.toml"], f"{key} = {value}")
+    assert code == 2 and key in err, err
