@@ -144,6 +144,7 @@ replicas = [1]
         ("batch = 16", 'batch = "16"', "'batch' key .* must be an int"),
         ("steps = 10", "steps = -5", "'steps' key .* Got -5 instead"),
         ('task = "toy"', 'task = "toys"', "unknown task"),
+        ("batch = 16", "batch = 16\nlr = 1e12", "toy run diverged: .* use a smaller 'lr'"),
     ],
 )
 def test_bad_toy_specs_are_one_line(tmp_path, capsys, old, new, match):

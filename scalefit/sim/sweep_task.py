@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 
 from .._io import atomic_write_bytes, atomic_write_csv
+from ..errors import ScaleFitError
 from .config import ToyConfig, merge_preset
 
 MODEL_FILE = "model.pt"
@@ -59,6 +60,7 @@ def run_toy(config: dict, run_dir: Path) -> dict:
     cfg = build_config(config)
     run = train_toy(cfg, run_dir)
     run_dir = Path(run_dir)
+    _check_finite(run, cfg)
     base = {
         "teacher_mode": cfg.teacher_mode,
         "rho": cfg.effective_rho,
@@ -96,6 +98,19 @@ def run_toy(config: dict, run_dir: Path) -> dict:
         "steps_per_s": steps_done / run.wall_s if run.wall_s > 0 else float("nan"),
         "rows": rows,
     }
+
+
+def _check_finite(run, cfg) -> None:
+    """A diverged run is an error that says so, not NaN rows or a probe failure."""
+    import math
+
+    for r in run.rows:
+        values = [r["train_loss"], r.get("test_loss", 0.0)]
+        if not all(math.isfinite(v) for v in values):
+            raise ScaleFitError(
+                f"toy run diverged: the loss of the depth-{r['depth']} student is not finite at "
+                f"step {r['steps']} (lr={cfg.lr:g}); use a smaller 'lr'."
+            )
 
 
 def _check(config: dict) -> None:

@@ -168,8 +168,8 @@ def run_sweep(
     if failures:
         names = ", ".join(run_id for run_id, _ in failures[:5])
         raise SweepError(
-            f"{len(failures)} of {len(runs)} runs failed ({names}); "
-            f"see runs/<run_id>/{ERROR_FILE}. "
+            f"{spec.source}: {len(failures)} of {len(runs)} runs failed ({names}); "
+            f"see {out}/runs/<run_id>/{ERROR_FILE}. "
             f"First error: {_last_line(failures[0][1])}"
         )
     return table
