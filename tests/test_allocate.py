@@ -559,3 +559,27 @@ def test_no_random_shape_beats_the_solver(seed):
         width = space.accounting.width(depth, params)
         loss = law.evaluate(p, {"depth": depth, "width": width, "tokens": c / 6 / params})
         assert row["loss"] <= loss.min() + 1e-12
+
+
+def test_demo_recommends_only_what_the_draws_pin_down():
+    from scalefit.cli.demo import FALLBACK, recommendation_table, recommendation_text
+
+    narrow = allocate(_fake_result(n=40, scale=0.01), [1e20, 1e21])
+    table = recommendation_table(narrow)
+    assert table.filter(like="_determined").all().all()
+    text = recommendation_text(table, narrow, FALLBACK)
+    assert "build a transformer" in text and "? [" not in text
+    # the numbers printed are the CSV's numbers
+    row = table.iloc[-1]
+    assert f"{int(row['depth'])} [" in text and f"{row['tokens']:.3g} [" in text
+    # a parameter the fit does not identify: nothing is recommended outright
+    text = recommendation_text(table, narrow, FALLBACK, ("c_depth", "a_depth"))
+    assert "do not pin down c_depth, a_depth" in text and "build a transformer" not in text
+    # draws that scatter the optimum over more than a factor of 3: '?' with the interval
+    wide = allocate(_fake_result(n=40, scale=0.5), [1e21])
+    table = recommendation_table(wide)
+    undetermined = [
+        q for q in ("depth", "width", "params", "tokens") if not table[f"{q}_determined"][0]
+    ]
+    assert undetermined and table[undetermined].isna().all().all()
+    assert "? [" in recommendation_text(table, wide, FALLBACK)
