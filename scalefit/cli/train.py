@@ -54,6 +54,11 @@ def register(sub) -> None:
         metavar="CSV",
         help="also write the loss table (canonical columns first) here",
     )
+    grid.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a grid spec of the same name that ran in --out with other settings",
+    )
     grid.set_defaults(func=_cmd_grid)
 
     diag = tsub.add_parser("diagnose", help="per-layer diagnostics of a checkpoint")
@@ -162,7 +167,12 @@ def _cmd_grid(args) -> int:
     out = Path(args.out or Path("runs") / specs[0].name)
     for spec in specs:
         run_sweep(
-            spec, out, workers=args.workers, executor=args.executor, threads_per_worker=args.threads
+            spec,
+            out,
+            workers=args.workers,
+            executor=args.executor,
+            threads_per_worker=args.threads,
+            overwrite=args.overwrite,
         )
     runs = [r for spec in specs for r in spec.runs()]
     table = collect_results(out, runs)
