@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ._validation import fmt_value
+from .accounting import tokens_for_budget, training_flops
 from .errors import ScaleFitError
 
 CANONICAL = ("params", "tokens", "flops", "width", "depth", "loss")
@@ -301,10 +302,10 @@ def read_table(
     frame = _check_values(frame, where)
     derived: list[str] = []
     if "tokens" not in frame.columns and {"flops", "params"} <= set(frame.columns):
-        frame["tokens"] = frame["flops"] / (6.0 * frame["params"])
+        frame["tokens"] = tokens_for_budget(frame["flops"], frame["params"])
         derived.append("tokens = flops / (6 params)")
     if "flops" not in frame.columns and {"tokens", "params"} <= set(frame.columns):
-        frame["flops"] = 6.0 * frame["params"] * frame["tokens"]
+        frame["flops"] = training_flops(frame["params"], frame["tokens"])
         derived.append("flops = 6 params tokens")
     dup = frame.duplicated()
     if dup.any():
