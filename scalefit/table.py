@@ -350,7 +350,8 @@ def drop_highest_losses(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     """
     if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 0:
         raise ScaleFitError(
-            f"The 'drop_highest' parameter must be a non-negative integer. Got {k!r} instead."
+            f"The 'drop_highest' parameter must be a non-negative integer. "
+            f"Got {fmt_value(k)} instead."
         )
     if k == 0:
         return frame
