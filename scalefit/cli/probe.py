@@ -187,6 +187,10 @@ def _probe_hf(args: argparse.Namespace) -> int:
     if not Path(args.text).exists():
         raise ScaleFitError(f"{args.text}: no such text file.")
     blocks = _prune_blocks(args.prune_blocks)
+    if args.quiet:
+        from ..errors import require
+
+        require("transformers", "hf").utils.logging.disable_progress_bar()
     lm = load_model(
         args.model, dtype=args.dtype, device=args.device, allow_download=args.allow_download
     )

@@ -5,6 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def _short(name: str) -> str:
+    """The last two parts of a model path (``org/model`` or ``package/model``)."""
+    parts = [p for p in str(name).replace("\\", "/").split("/") if p]
+    return "/".join(parts[-2:]) if parts else "model"
+
+
+def _integer_ticks(*axes) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _band(ax, x, frame, col, label, color=None):
     line = ax.plot(x, frame[col], marker="o", ms=3, label=label, color=color)[0]
     lo, hi = f"{col}_lo", f"{col}_hi"
@@ -16,7 +29,7 @@ def angles_figure(result):
     """Step angle, increment angle and angular distance against depth (95% bootstrap bands)."""
     import matplotlib.pyplot as plt
 
-    name = result.summary.get("model", "model")
+    name = _short(result.summary.get("model", "model"))
     layers = result.layers
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     x = layers["layer"]
@@ -25,7 +38,8 @@ def angles_figure(result):
     ax1.axhline(3.14159265 / 2, color="grey", ls=":", lw=1, label="π/2 (orthogonal)")
     ax1.set_xlabel("block l")
     ax1.set_ylabel("angle (rad)")
-    ax1.set_title(f"{name}: hidden-state angles per block")
+    ax1.set_title("hidden-state angles per block")
+    fig.suptitle(f"{name}: {result.summary.get('tokens', '?')} tokens, 95% bootstrap bands")
     ax1.legend(fontsize=8)
     for n, grp in result.distances.groupby("n"):
         _band(ax2, grp["layer"], grp.reset_index(drop=True), "distance", f"n = {n}")
@@ -34,6 +48,7 @@ def angles_figure(result):
     ax2.set_ylabel("angular distance d(l, l+n) = θ/π")
     ax2.set_title("angular distance between block inputs l and l+n")
     ax2.legend(fontsize=8)
+    _integer_ticks(ax1, ax2)
     fig.tight_layout()
     return fig
 
@@ -47,8 +62,15 @@ def pruning_figure(result):
     ax.plot(result.layers["layer"], result.layers["prune_drop"], marker="o")
     ax.axhline(0, color="grey", lw=1)
     ax.set_xlabel("removed block l")
-    ax.set_ylabel(f"drop in {metric}")
-    ax.set_title(f"{result.summary.get('model', 'model')}: one block removed, no fine-tuning")
+    ax.set_ylabel(
+        "θ/π of the final state to the full model's"
+        if metric.startswith("angular")
+        else f"drop in {metric}"
+    )
+    ax.set_title(
+        f"{_short(result.summary.get('model', 'model'))}: one block removed, no fine-tuning"
+    )
+    _integer_ticks(ax)
     fig.tight_layout()
     return fig
 
@@ -62,12 +84,14 @@ def split_figure(result):
     x = range(1, len(split["profile_uniform"]) + 1)
     share = split["raw_fraction"]
     ax.plot(x, split["profile_uniform"], marker="o", label=f"uniform update ({1 - share:.1%})")
-    ax.plot(x, split["profile_early"], marker="s", label=f"early-exit group ({share:.1%})")
+    early = "early-exit group" if split["separated"] else "smaller-late-angle half (no real split)"
+    ax.plot(x, split["profile_early"], marker="s", label=f"{early} ({share:.1%})")
     sep = "separated" if split["separated"] else "not separated"
     ax.set_xlabel("block l")
     ax.set_ylabel("mean step angle θ(h_{l−1}, h_l) (rad)")
     ax.set_title(f"PCA split of {split['tokens']} sampled tokens ({sep})")
     ax.legend(fontsize=8)
+    _integer_ticks(ax)
     fig.tight_layout()
     return fig
 

@@ -84,7 +84,7 @@ def iter_windows(
     buf_ids: list[int] = []
     buf_start: list[bool] = []
     for doc in documents:
-        ids = tokenizer(doc, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(doc, add_special_tokens=False, verbose=False)["input_ids"]
         if not ids:
             continue
         if sep is not None:
