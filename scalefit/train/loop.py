@@ -31,7 +31,7 @@ from .._io import atomic_write_bytes, atomic_write_csv, load_torch
 from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
-from . import cuda
+from . import cuda, dist
 from .config import TrainConfig, config_from_dict, runtime_choices
 from .cr import regulariser
 from .data import TokenData, build_tokens
@@ -111,20 +111,27 @@ def _dist_info(device: torch.device) -> tuple[int, int]:
     return rank, world
 
 
-def _save_checkpoint(path: Path, model, opt, step: int, history: list, cfg: TrainConfig) -> None:
+def _save_checkpoint(
+    path: Path, model, opt, step: int, history: list, cfg: TrainConfig, run
+) -> None:
+    """Write ``checkpoint.pt`` (process 0); FSDP2 runs first write their DCP shards (all)."""
+    payload = {
+        "step": step,
+        "history": history,
+        "config": cfg.to_dict(),
+        "torch_rng": torch.get_rng_state(),
+    }
+    if run.sharded:
+        payload["dcp"] = dist.save_sharded(path.parent, model, opt, step, run.rank)
+    elif run.rank == 0:
+        payload.update(model=model.state_dict(), optimizer=opt.state_dict())
+    if run.rank != 0:
+        return
     buf = io.BytesIO()
-    torch.save(
-        {
-            "model": model.state_dict(),
-            "optimizer": opt.state_dict(),
-            "step": step,
-            "history": history,
-            "config": cfg.to_dict(),
-            "torch_rng": torch.get_rng_state(),
-        },
-        buf,
-    )
+    torch.save(payload, buf)
     atomic_write_bytes(path, buf.getvalue())
+    if run.sharded:
+        dist.prune(path.parent, payload["dcp"])
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
@@ -173,27 +180,36 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
         cfg.model = ModelConfig(**{**cfg.model.to_dict(), "vocab": data.vocab})
     seed_all(cfg.seed)
     model = Transformer(cfg.model).to(device)
+    net = dist.wrap(model, cfg.parallel, device, world)  # FSDP2 shards before the optimiser
     opt = make_optimizer(model, cfg, device)
     start, history = 0, []
     ckpt = run_dir / "checkpoint.pt" if run_dir is not None else None
     if ckpt is not None and ckpt.exists():
         state = load_checkpoint(ckpt)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
+        if ("dcp" in state) != (world > 1 and cfg.parallel == "fsdp"):
+            raise ScaleFitError(
+                f"{ckpt}: written by a {'sharded (FSDP2)' if 'dcp' in state else 'unsharded'} "
+                "run; resume it the same way (parallel = 'fsdp' under torchrun, or not)."
+            )
+        if "dcp" in state:
+            dist.load_sharded(run_dir, state["dcp"], model, opt)
+        else:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
         start, history = state["step"], state["history"]
         torch.set_rng_state(state["torch_rng"])
-    return rank, world, device, data, model, opt, start, history, ckpt
-
-
-def _wrap(model: Transformer, cfg: TrainConfig, device, world: int):
-    net = model
-    if world > 1:
-        net = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
-        )
     if runtime_choices(cfg, device.type)["compile"]:
         net = torch.compile(net)
-    return net
+    run = _Run(rank, world, device, world > 1 and cfg.parallel == "fsdp")
+    return run, data, model, net, opt, start, history, ckpt
+
+
+@dataclass(frozen=True)
+class _Run:
+    rank: int
+    world: int
+    device: torch.device
+    sharded: bool  # FSDP2 under torchrun
 
 
 def train(
@@ -242,8 +258,8 @@ def train(
 
 
 def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after) -> TrainResult:
-    rank, world, device, data, model, opt, start, history, ckpt = _setup(cfg, run_dir)
-    net = _wrap(model, cfg, device, world)
+    run, data, model, net, opt, start, history, ckpt = _setup(cfg, run_dir)
+    rank, world, device = run.rank, run.world, run.device
     per_rank = cfg.batch_size // world
     end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
     diverged = any(h.get("diverged") for h in history)
@@ -274,16 +290,21 @@ def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after
             bar.set_postfix(
                 loss=f"{ce_val:.3f}", tok_s=f"{_tok_s(step, start, per_rank * world, cfg, t0):.0f}"
             )
-        if ckpt is not None and rank == 0 and _due(step, cfg.checkpoint_every):
-            _save_checkpoint(ckpt, model, opt, step + 1, history, cfg)
+        if ckpt is not None and _due(step, cfg.checkpoint_every):
+            _save_checkpoint(ckpt, model, opt, step + 1, history, cfg, run)
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - t_start
     cpu = time.process_time() - c_start
     done = len(history)
-    if ckpt is not None and rank == 0:
-        _save_checkpoint(ckpt, model, opt, done, history, cfg)
-        atomic_write_csv(run_dir / "history.csv", _frame(history))
+    if ckpt is not None:
+        _save_checkpoint(ckpt, model, opt, done, history, cfg, run)
+        if rank == 0:
+            atomic_write_csv(run_dir / "history.csv", _frame(history))
+    if run.sharded:  # evaluate and return an unsharded copy (every process gathers the weights)
+        full = dist.full_state_dict(model)
+        model = Transformer(cfg.model)
+        model.load_state_dict(full)
     row = _result_row(cfg, model, data, history, diverged, wall, done - start, world)
     row["cpu_s"] = cpu  # CPU seconds of this process in the training loop
     return TrainResult(row=row, history=history, model=model, data=data)
@@ -304,14 +325,14 @@ def _step(net, model, opt, x, y, cfg: TrainConfig, step: int, lr: float, device,
                 out.attn_io, step, use_cr=cfg.cr_loss, use_ortho=cfg.ortho_loss
             )
     loss.backward()
-    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    gnorm = dist.local_value(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
     opt.step()
     opt.zero_grad(set_to_none=True)
     ce = out.loss.detach().float()
     if world > 1:
         torch.distributed.all_reduce(ce)
         ce /= world
-    return float(ce), float(gnorm)
+    return float(ce), gnorm
 
 
 def _due(step: int, every: int) -> bool:
