@@ -25,6 +25,37 @@ from .errors import ScaleFitError
 
 BLOCKS = ("standard", "swiglu")
 EMBEDDINGS = ("tied", "untied", "excluded")
+#: How many ``V·W`` matrices each embeddings convention counts (the one table of this rule).
+EMBEDDING_COPIES = {"tied": 1, "untied": 2, "excluded": 0}
+
+
+def embedding_copies(embeddings: str) -> int:
+    """Number of ``V·W`` embedding matrices counted: tied 1, untied 2, excluded 0.
+
+    Examples
+    --------
+    >>> embedding_copies("untied")
+    2
+    """
+    if embeddings not in EMBEDDING_COPIES:
+        raise ScaleFitError(
+            f"The 'embeddings' option must be one of {EMBEDDINGS}. Got {embeddings!r} instead."
+        )
+    return EMBEDDING_COPIES[embeddings]
+
+
+def standard_params(depth, width, *, vocab: int, embeddings: str = "tied"):
+    """``12·ℓ·W² + copies·V·W``: the standard-block count without norms, for any array type.
+
+    Written with arithmetic operators only, so it works on floats, numpy and JAX arrays (the
+    law catalogue evaluates it inside compiled fits).
+
+    Examples
+    --------
+    >>> standard_params(2, 64, vocab=256, embeddings="tied")
+    114688
+    """
+    return 12 * depth * width * width + embedding_copies(embeddings) * vocab * width
 
 
 def swiglu_hidden(width: int, multiple_of: int = 8) -> int:
@@ -112,7 +143,7 @@ def param_count(
     total = depth * per_block
     if norms:
         total += 2 * depth * width + width + 2 * int(tree_merges) * width
-    total += {"tied": 1, "untied": 2, "excluded": 0}[embeddings] * vocab * width
+    total += embedding_copies(embeddings) * vocab * width
     return int(total)
 
 
@@ -157,7 +188,7 @@ def param_count_array(
     total = depth * (4.0 * width * width + mlp)
     if norms:
         total = total + (2.0 * depth + 1.0) * width
-    return total + {"tied": 1, "untied": 2, "excluded": 0}[embeddings] * float(vocab) * width
+    return total + embedding_copies(embeddings) * float(vocab) * width
 
 
 def width_for_params(
@@ -195,9 +226,7 @@ def width_for_params(
         continuous=True,
     )
     a = depth * float(quad)
-    b = {"tied": 1, "untied": 2, "excluded": 0}[embeddings] * float(vocab) + (
-        (2.0 * depth + 1.0) if norms else 0.0
-    )
+    b = embedding_copies(embeddings) * float(vocab) + ((2.0 * depth + 1.0) if norms else 0.0)
     return 2.0 * params / (b + np.sqrt(b * b + 4.0 * a * params))
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from .api import check_budgets, resolve
 from .practical import evaluate
@@ -265,7 +266,7 @@ def isoflop_curve(
             "depth": depths,
             "width": space.accounting.width(depths, n),
             "params": n,
-            "tokens": budget / (6.0 * n),
+            "tokens": tokens_for_budget(budget, n),
             "loss": loss[0],
         }
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from .profile import inner
 from .space import Space
@@ -123,7 +124,7 @@ def candidates(
     frame["params"] = space.accounting.params(
         frame["depth"].to_numpy(), frame["width"].to_numpy(), exact=True
     )
-    frame["tokens"] = budget / (6.0 * frame["params"])
+    frame["tokens"] = tokens_for_budget(budget, frame["params"])
     frame["loss"] = evaluate(space, point, frame)
     return frame
 

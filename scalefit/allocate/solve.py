@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..accounting import tokens_for_budget
 from ._newton import grid_start, minimise
 from .profile import depth_profile, level_set, plateau_level
 from .space import RATIO_RANGE, Space
@@ -106,7 +107,7 @@ def solve(
     n = np.exp(res.z[:, -1])
     out.update(
         params=n,
-        tokens=bud / (6.0 * n),
+        tokens=tokens_for_budget(bud, n),
         loss=res.f,
         unbounded=unbounded,
         unbounded_side=res.at_hi[:, -1].astype(int) - res.at_lo[:, -1].astype(int),

@@ -22,7 +22,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..accounting import BLOCKS, EMBEDDINGS, param_count_array, width_for_params
+from ..accounting import (
+    BLOCKS,
+    EMBEDDINGS,
+    param_count_array,
+    tokens_for_budget,
+    width_for_params,
+)
 from ..errors import ScaleFitError
 from ..laws import Law
 
@@ -147,7 +153,7 @@ class Space:
     def inputs(self, z: np.ndarray, budget: np.ndarray) -> dict[str, np.ndarray]:
         """Law inputs at points ``z[..., :]`` (``(log depth,) log params``) and budgets ``C``."""
         params = np.exp(z[..., -1])
-        out = {"params": params, "tokens": budget / (6.0 * params)}
+        out = {"params": params, "tokens": tokens_for_budget(budget, params)}
         if self.kind == "shape":
             depth = np.exp(z[..., 0])
             out["depth"] = depth

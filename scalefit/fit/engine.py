@@ -27,8 +27,14 @@ LOSSES = ("mse", "huber", "lad")
 #: LAD is solved as Huber with this tiny delta (a smooth stand-in for |r| with the same optimum
 #: to within delta).
 LAD_DELTA = 1e-7
-#: Absolute floor of the convergence test (objective units), for exact (noise-free) data.
-ATOL = 1e-22
+#: Absolute floor of the convergence test, as a multiple of the rounding floor of the objective:
+#: ``n * (ROUNDING * eps * max|observed|)**2`` (each residual carries a rounding error of a few
+#: ``eps * |observed|``, so no point can be told apart below that). Matters only for (nearly)
+#: noise-free data.
+ROUNDING = 8.0
+#: Smallest diagonal of the Gauss–Newton matrix used for scaling, relative to the largest (only a
+#: parameter with no effect at all sits below it).
+DIAG_FLOOR = 1e-30
 
 
 def load_jax():
@@ -89,8 +95,10 @@ class Solution:
 
 
 def _law_key(law: Law) -> str:
-    if law.spec is not None:  # a formula law: its text defines the function
-        return "spec|" + json.dumps(law.spec, sort_keys=True)
+    if law.spec is not None:  # a formula law: its text, inputs and parameters define the function
+        fn = {k: law.spec[k] for k in ("formula", "inputs")}
+        fn["params"] = [(p.name, p.kind) for p in law.params]
+        return "spec|" + json.dumps(fn, sort_keys=True)
     try:
         opts = json.dumps(law.options, sort_keys=True)
     except TypeError:
@@ -190,22 +198,22 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
         h = jac.T @ (u[:, None] * jac)
         return g, h, r, jac
 
-    def solve_one(z0, w, x, logy, refs, max_iter, tol):
-        n_par = z0.shape[0]
-        eye = jnp.eye(n_par)
-
+    def solve_one(z0, w, x, logy, refs, max_iter, tol, atol):
         def step(state):
             z, f, lam, nu, it, done, dec = state
             g, h, _, _ = newton(z, w, x, logy, refs)
-            diag = jnp.maximum(jnp.diag(h), 1e-12 * jnp.max(jnp.abs(jnp.diag(h))) + 1e-300)
-            s = jnp.linalg.solve(h + lam * jnp.diag(diag) + 1e-14 * diag.max() * eye, -g)
+            # Marquardt scaling by the diagonal, and regularisation relative to each diagonal entry,
+            # so the step is invariant to the units of every parameter (a parameter of scale 1e-7
+            # beside one of scale 1 is not frozen by an absolute ridge).
+            diag = jnp.maximum(jnp.diag(h), DIAG_FLOOR * jnp.max(jnp.abs(jnp.diag(h))) + 1e-300)
+            s = jnp.linalg.solve(h + (lam + 1e-14) * jnp.diag(diag), -g)
             z_new = z + s
             f_new = objective(z_new, w, x, logy, refs)
             ok = (f_new <= f) & jnp.all(jnp.isfinite(z_new))
             # Newton decrement at the current point: predicted remaining decrease.
-            hs = h + 1e-12 * diag.max() * eye
+            hs = h + 1e-12 * jnp.diag(diag)
             dec_now = jnp.abs(g @ jnp.linalg.solve(hs, g)) / 2.0
-            small = dec_now <= tol * jnp.maximum(f, 1e-300) + ATOL
+            small = dec_now <= tol * jnp.maximum(f, 1e-300) + atol
             stuck = lam > 1e16
             # Nielsen's damping update from the gain ratio of actual to predicted decrease.
             pred = -(g @ s) - 0.5 * (s @ (h @ s))
@@ -231,7 +239,7 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             jnp.asarray(jnp.inf),
         )
         z, f, lam, _, it, done, dec = jax.lax.while_loop(cond, step, init)
-        conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + ATOL) & (lam <= 1e16)
+        conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + atol)
         # Local quantities at the solution (for standard errors), from the same compilation.
         g, h, r, jac = newton(z, w, x, logy, refs)
         psi = scale * jnp.where(jnp.abs(r) <= d, r, d * jnp.sign(r))
@@ -251,7 +259,7 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             "resid": r,
         }
 
-    solver = jax.jit(jax.vmap(solve_one, in_axes=(0, 0, None, None, None, None, None)))
+    solver = jax.jit(jax.vmap(solve_one, in_axes=(0, 0, None, None, None, None, None, None)))
     _CACHE[key] = solver
     return solver
 
@@ -305,6 +313,10 @@ class Problem:
         self.inputs = raw
         self.observed = response(np.asarray(y, dtype=float), residuals)
         self._logy = jnp.asarray(self.observed)
+        eps = float(np.finfo(float).eps)
+        self.atol = max(
+            self.n * (ROUNDING * eps * float(np.max(np.abs(self.observed)))) ** 2, 1e-300
+        )
         self._refs = {k: jnp.asarray(v) for k, v in self.refs.items()}
         self.weights = None if weights is None else np.asarray(weights, dtype=float)
 
@@ -329,7 +341,7 @@ class Problem:
             z0 = np.concatenate([z0, np.repeat(z0[:1], pad, axis=0)])
             w = np.concatenate([w, np.repeat(w[:1], pad, axis=0)])
         solver = _build(self.law, self.loss, self.delta, self.residuals)
-        out = solver(z0, w, self._x, self._logy, self._refs, max_iter, tol)
+        out = solver(z0, w, self._x, self._logy, self._refs, max_iter, tol, self.atol)
         return {name: np.asarray(v)[:k] for name, v in out.items()}
 
     def solve(

@@ -27,9 +27,12 @@ from .result import FitResult
 
 #: Relative objective tolerance within which a start counts as having reached the best optimum.
 BEST_RTOL = 1e-9
-#: ... plus this absolute slack (objective units), which matters only for noise-free data.
-BEST_ATOL = 1e-20
+#: ... plus this many times the problem's rounding floor (``Problem.atol``), for noise-free data.
+BEST_ATOL_FLOORS = 10.0
 MAX_ITER = 1000
+#: The best start is polished to this relative Newton decrement (the batch stops at 1e-12), so
+#: parameters with large standard errors are still resolved to many digits.
+POLISH_TOL = 1e-18
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,12 @@ class JaxBackend:
             )
         best = int(np.nanargmin(np.where(finite, obj, np.inf)))
         fbest = float(obj[best])
-        n_best = int(np.sum(obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL))
+        n_best = int(np.sum(obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol))
+        zp, fp, cp, ip = solve_many(problem, z[best][None, :], tol=POLISH_TOL)
+        polished = bool(np.isfinite(fp[0]) and fp[0] <= fbest)
+        if polished:
+            z[best], obj[best], conv[best] = zp[0], fp[0], conv[best] or cp[0]
+            fbest = float(fp[0])
         warns = ()
         if n_best < 2 and len(z0) > 1:
             warns = (
@@ -133,6 +141,7 @@ class JaxBackend:
                 "n_best": n_best,
                 "n_converged": int(conv.sum()),
                 "max_iterations": int(iters.max()),
+                "polish_iterations": int(ip[0]),
             },
             warnings=warns,
             extras={"z_all": z, "obj_all": obj},

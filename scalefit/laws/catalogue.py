@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._validation import did_you_mean
+from ..accounting import standard_params
 from .base import Law, Param, check_law
 
 _REGISTRY: dict[str, Callable[..., Law]] = {}
@@ -135,12 +136,11 @@ def critical_depth(
         raise ValueError(f"embeddings must be 'tied', 'untied' or 'excluded'; got {embeddings!r}.")
     if params_from not in ("accounting", "column"):
         raise ValueError(f"params_from must be 'accounting' or 'column'; got {params_from!r}.")
-    n_emb = {"tied": 1, "untied": 2, "excluded": 0}[embeddings]
 
     def features(xp, x):
         if params_from == "column":
             return {"n": x["params"]}
-        return {"n": 12.0 * x["depth"] * x["width"] ** 2 + n_emb * vocab * x["width"]}
+        return {"n": standard_params(x["depth"], x["width"], vocab=vocab, embeddings=embeddings)}
 
     def expr(xp, p, x):
         if form == "log":
