@@ -44,7 +44,7 @@ def section(data_dir: str) -> str:  # noqa: ARG001 - same signature as the other
             f"\nMean LNS − Pre-LN over the {len(diff)} shared points: "
             f"{diff['lns_minus_pre'].mean():+.4f} nats/token; at the largest depth "
             f"({int(diff['depth'].max())}): {deep.mean():+.4f}. Sun et al. report LNS "
-            f"helping most in deep models (their LLaMA-130M and up, 12+ layers); our "
+            f"gains at every model size they trained (LLaMA-130M to 1B, OLMo to 7B); our "
             f"models are 1–8 layers trained for minutes on bytes. At this scale LNS does "
             f"damp the growth of residual-stream variance with depth (docs/trainer.md) but "
             f"that does not turn into a lower loss: Sun et al.'s claim is not reproduced "
