@@ -52,6 +52,7 @@ class IsoFLOPResult:
     warnings: tuple = ()
     curves: tuple = ()
     seed: int | None = None
+    tol: float = 0.06
 
     @property
     def a(self) -> float:
@@ -234,7 +235,7 @@ def approach2(
         if opt.shape_se is not None:
             shp.update(alpha_se=float(opt.shape_se[0]), beta_se=float(opt.shape_se[1]))
     return IsoFLOPResult(
-        method, frame, exps, float(prob), interval, shp, warns, tuple(opt.curve), seed
+        method, frame, exps, float(prob), interval, shp, warns, tuple(opt.curve), seed, float(tol)
     )
 
 

@@ -110,9 +110,13 @@ def compare_approaches(
         )
     for iso in isoflops:
         note = f"{len(iso.budgets)} budgets, {iso.interval}"
+        label = iso.method
         if iso.shape:
+            fixed = "alpha_se" not in iso.shape
             note += f", alpha {iso.shape['alpha']:.3g}, beta {iso.shape['beta']:.3g}"
-        rows.append(_row(f"2 ({iso.method})", iso.exponents, note))
+            note += " (held fixed)" if fixed else " (fitted)"
+            label += ", fixed shape" if fixed else ""
+        rows.append(_row(f"2 ({label})", iso.exponents, note))
     if result is not None:
         name = getattr(result, "law_name", result.law)  # FitResult v2 holds the Law object
         rows.append(_row(f"3 ({name} fit)", approach3(result, budgets), f"{result.n_boot} draws"))

@@ -37,7 +37,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     matplotlib.figure.Figure
     """
     fig, (left, right) = axes(ax, ncols=2)
-    lab = assign_budgets(table, iso.budgets["budget"].to_numpy(), tol=0.5).to_numpy()
+    lab = assign_budgets(table, iso.budgets["budget"].to_numpy(), tol=iso.tol).to_numpy()
     from matplotlib import colormaps
 
     cmap = colormaps["viridis"]
