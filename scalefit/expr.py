@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -174,7 +175,9 @@ def parse(text: str, kind: Literal["formula", "filter"] = "formula") -> Expressi
     if len(text) > MAX_LENGTH:
         raise ScaleFitError(f"the {what} is longer than {MAX_LENGTH} characters.")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        with warnings.catch_warnings():  # e.g. "invalid decimal literal": the error says enough
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         col = f" at column {exc.offset}" if exc.offset else ""
         raise ScaleFitError(f"the {what} {text!r} is not a valid expression{col}.") from None
