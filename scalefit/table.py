@@ -119,6 +119,11 @@ def _check_shape(path: Path, header: list[str], rows: list[tuple[int, list[str]]
     """Name index shifts (every row one field more), ragged rows and split ``1,000`` numbers."""
     n = len(header)
     counts = {len(r) for _, r in rows}
+    if counts == {n + 1} and all(not r[-1].strip() for _, r in rows):
+        raise ScaleFitError(
+            f"{path}: every data row ends with an extra comma ({n + 1} fields for the {n} header "
+            f"columns); expected one field per header column (remove the trailing commas)."
+        )
     if counts == {n + 1} and not any(_split_thousands(r, n) for _, r in rows):
         raise ScaleFitError(
             f"{path}: every data row has {n + 1} fields but the header names {n} columns "

@@ -148,6 +148,7 @@ def test_index_shift_is_named(tmp_path):
         ("width,depth,loss\n1,024,4,3.1\n2,048,8,2.9\n", "line 2: .*thousands separator"),
         ('width,depth,loss\n"1,024",4,3.1\n', r"column 'width', row 1: .*'1,024' \(a thousands"),
         ("params,,loss\n1,2,3\n", "empty column name"),
+        ("params,tokens,loss\n1e8,1e9,3.1,\n1e9,1e10,2.8,\n", "ends with an extra comma"),
     ],
 )
 def test_ragged_rows_and_thousands_separators(tmp_path, text, match):
