@@ -97,7 +97,8 @@ def test_fsdp2_two_processes_resume_from_dcp_and_match_single_process(tmp_path):
     ref = np.array([h["loss"] for h in single.history])
     assert len(fsdp) == len(ref) == 12 and ref[-1] < ref[0]
     print(
-        f"FSDP2 vs single process: max relative step-loss difference {np.max(abs(fsdp / ref - 1)):.2e}"
+        "FSDP2 vs single process: max relative step-loss difference",
+        f"{np.max(abs(fsdp / ref - 1)):.2e}",
     )
     np.testing.assert_allclose(fsdp, ref, rtol=RTOL, atol=0)
 

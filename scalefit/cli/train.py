@@ -85,9 +85,27 @@ def _register_data(sub) -> None:
     d = sub.add_parser("data", help="offline corpora for the trainer")
     dsub = d.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     prep = dsub.add_parser("prepare", help="fetch a corpus into the cache and tokenise it")
-    prep.add_argument("name", help="shakespeare, brown, or a text file/folder")
-    prep.add_argument("--tokenizer", choices=["byte", "bpe"], default="byte")
+    prep.add_argument(
+        "name",
+        help="shakespeare, brown, a text file/folder, or (with --shards) a .jsonl/.txt/.parquet "
+        "file or folder, or hf:NAME[:SPLIT]",
+    )
+    prep.add_argument(
+        "--tokenizer",
+        default="byte",
+        metavar="KIND",
+        help="byte or bpe; with --shards: bpe (trained here) or a tokenizer.json path",
+    )
     prep.add_argument("--bpe-vocab", type=int, default=1024, metavar="V")
+    prep.add_argument(
+        "--shards",
+        action="store_true",
+        help="write memory-mapped token shards + manifest.json for streaming (a real corpus)",
+    )
+    prep.add_argument("--out", default=None, metavar="DIR", help="shard folder (with --shards)")
+    prep.add_argument("--shard-tokens", type=int, default=1 << 24, metavar="N")
+    prep.add_argument("--val-fraction", type=float, default=0.05, metavar="F")
+    prep.add_argument("--text-field", default="text", metavar="FIELD")
     prep.set_defaults(func=_cmd_prepare)
     d.set_defaults(func=lambda a: _usage(d))
 
@@ -228,8 +246,41 @@ def _cmd_diagnose(args) -> int:
     return 0
 
 
+def _cmd_prepare_shards(args) -> int:
+    from ..train.shards import prepare_shards
+
+    if args.out is None:
+        raise ScaleFitError("data prepare --shards needs --out DIR (the shard folder).")
+    out = prepare_shards(
+        args.name,
+        args.out,
+        tokenizer="bpe" if args.tokenizer == "byte" else args.tokenizer,
+        vocab_size=args.bpe_vocab,
+        shard_tokens=args.shard_tokens,
+        val_fraction=args.val_fraction,
+        text_field=args.text_field,
+    )
+    import json
+
+    m = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    print(
+        f"shards: {out} (train {m['train_tokens']:,} tokens in {len(m['train'])} shard(s), "
+        f"val {m['val_tokens']:,}; {m['train_docs']} + {m['val_docs']} documents; "
+        f"vocab {m['vocab']}, {m['dtype']})"
+    )
+    return 0
+
+
 def _cmd_prepare(args) -> int:
     from ..train.data import CORPORA, build_tokens, cache_dir, prepare_corpus
+
+    if args.shards:
+        return _cmd_prepare_shards(args)
+    if args.tokenizer not in ("byte", "bpe"):
+        raise ScaleFitError(
+            f"The '--tokenizer' option must be 'byte' or 'bpe' (a tokenizer.json path needs "
+            f"--shards). Got {args.tokenizer!r} instead."
+        )
 
     source = prepare_corpus(args.name) if args.name in CORPORA else Path(args.name)
     if not source.exists():

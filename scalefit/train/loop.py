@@ -89,6 +89,10 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device) -> torch.op
 def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
     """Token files for ``cfg.data`` (built once into the cache when it is not a token folder)."""
     src = Path(cfg.data)
+    if (src / "manifest.json").exists():
+        from .shards import ShardData
+
+        return ShardData(src, cfg.model.seq_len, seed=cfg.seed)
     if (src / "meta.json").exists():
         return TokenData(src, cfg.model.seq_len, seed=cfg.seed)
     from .data import cache_dir
@@ -112,7 +116,7 @@ def _dist_info(device: torch.device) -> tuple[int, int]:
 
 
 def _save_checkpoint(
-    path: Path, model, opt, step: int, history: list, cfg: TrainConfig, run
+    path: Path, model, opt, step: int, history: list, cfg: TrainConfig, run, data
 ) -> None:
     """Write ``checkpoint.pt`` (process 0); FSDP2 runs first write their DCP shards (all)."""
     payload = {
@@ -121,6 +125,8 @@ def _save_checkpoint(
         "config": cfg.to_dict(),
         "torch_rng": torch.get_rng_state(),
     }
+    if hasattr(data, "position"):  # a streamed shard corpus: where the next step reads
+        payload["data_position"] = data.position(step, cfg.batch_size)
     if run.sharded:
         payload["dcp"] = dist.save_sharded(path.parent, model, opt, step, run.rank)
     elif run.rank == 0:
@@ -198,10 +204,22 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
             opt.load_state_dict(state["optimizer"])
         start, history = state["step"], state["history"]
         torch.set_rng_state(state["torch_rng"])
+        _check_position(ckpt, state, data, start, cfg.batch_size)
     if runtime_choices(cfg, device.type)["compile"]:
         net = torch.compile(net)
     run = _Run(rank, world, device, world > 1 and cfg.parallel == "fsdp")
     return run, data, model, net, opt, start, history, ckpt
+
+
+def _check_position(ckpt: Path, state: dict, data, start: int, batch_size: int) -> None:
+    saved = state.get("data_position")
+    if saved is not None and hasattr(data, "position"):
+        now = data.position(start, batch_size)
+        if saved != now:
+            raise ScaleFitError(
+                f"{ckpt}: the checkpoint reads the corpus at {saved}, but the shards there now "
+                f"put step {start} at {now}; the shard folder changed since the run started."
+            )
 
 
 @dataclass(frozen=True)
@@ -291,14 +309,14 @@ def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after
                 loss=f"{ce_val:.3f}", tok_s=f"{_tok_s(step, start, per_rank * world, cfg, t0):.0f}"
             )
         if ckpt is not None and _due(step, cfg.checkpoint_every):
-            _save_checkpoint(ckpt, model, opt, step + 1, history, cfg, run)
+            _save_checkpoint(ckpt, model, opt, step + 1, history, cfg, run, data)
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - t_start
     cpu = time.process_time() - c_start
     done = len(history)
     if ckpt is not None:
-        _save_checkpoint(ckpt, model, opt, done, history, cfg, run)
+        _save_checkpoint(ckpt, model, opt, done, history, cfg, run, data)
         if rank == 0:
             atomic_write_csv(run_dir / "history.csv", _frame(history))
     if run.sharded:  # evaluate and return an unsharded copy (every process gathers the weights)

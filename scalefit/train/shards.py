@@ -1,0 +1,350 @@
+"""Pre-training corpora as memory-mapped token shards, streamed by the trainer with exact resume.
+
+:func:`prepare_shards` reads documents (``.jsonl`` lines with a text field, ``.txt`` files,
+``.parquet`` files with ``pyarrow``, or a Hugging Face dataset through ``datasets`` when the
+user has network), holds out whole documents for validation, tokenises everything once with a
+standard tokenizer from ``tokenizers`` (a GPT-2-style byte-level BPE trained locally on the
+training documents, or any ``tokenizer.json`` given by path) and writes
+
+* ``train_00000.bin``, ``train_00001.bin``, … and ``val_00000.bin``, …: raw token ids, uint16 when
+  the vocabulary fits (≤ 65,536) else uint32, documents separated by the end-of-text token;
+* ``tokenizer.json``: the tokenizer used;
+* ``manifest.json``: per shard its token count and sha256, the tokenizer's file and sha256, the
+  dtype, vocabulary, separator id, document counts and UTF-8 byte counts (for bits per byte).
+
+:class:`ShardData` memory-maps the shards and reads the training stream *sequentially*: step ``s``
+takes rows ``s·B … s·B + B − 1`` of ``seq_len`` tokens (plus one target token) from the
+concatenated shards, wrapping around at the end (another epoch). A batch is a function of the step
+alone, so a resumed run reads exactly what an uninterrupted one would; :meth:`ShardData.position`
+gives the (epoch, shard, offset) of a step, which the trainer records in its checkpoint and checks
+on resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from ..errors import ScaleFitError
+
+FORMAT = "scalefit-shards-1"
+EOT = "<|endoftext|>"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _jsonl_docs(path: Path, field: str) -> Iterator[str]:
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ScaleFitError(f"{path}, line {n}: not a JSON object ({exc.msg}).") from None
+            text = record.get(field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise ScaleFitError(
+                    f"{path}, line {n}: expected a JSON object with a string field {field!r}."
+                )
+            yield text
+
+
+def _parquet_docs(path: Path, field: str) -> Iterator[str]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ScaleFitError(
+            f"{path}: reading parquet needs pyarrow (pip install pyarrow)."
+        ) from None
+    table = pq.read_table(path, columns=[field])
+    yield from (t for t in table.column(field).to_pylist() if isinstance(t, str))
+
+
+def iter_documents(source: str | os.PathLike, *, text_field: str = "text") -> Iterator[str]:
+    """Documents of a local corpus: a ``.jsonl``/``.txt``/``.parquet`` file or a folder of them.
+
+    ``hf:NAME[:SPLIT]`` streams a Hugging Face dataset with ``datasets`` (network needed).
+    """
+    if str(source).startswith("hf:"):
+        yield from _hf_docs(str(source)[3:], text_field)
+        return
+    path = Path(source)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    if not path.exists():
+        raise ScaleFitError(f"Corpus {str(source)!r}: no such file or folder.")
+    readers = {".jsonl": _jsonl_docs, ".parquet": _parquet_docs}
+    used = [f for f in files if f.suffix in (*readers, ".txt")]
+    if not used:
+        raise ScaleFitError(f"Corpus {path} holds no .jsonl, .txt or .parquet files.")
+    for f in used:
+        if f.suffix == ".txt":
+            yield f.read_text(encoding="utf-8", errors="replace")
+        else:
+            yield from readers[f.suffix](f, text_field)
+
+
+def _hf_docs(spec: str, field: str) -> Iterator[str]:  # pragma: no cover - needs network
+    from ..errors import require
+
+    datasets = require("datasets", "torch")
+    name, _, split = spec.partition(":")
+    for record in datasets.load_dataset(name, split=split or "train", streaming=True):
+        yield record[field]
+
+
+def _tokenizer(kind: str, train_docs: list[str], vocab_size: int):
+    from ..errors import require
+
+    tk = require("tokenizers", "torch")
+    if kind != "bpe":
+        path = Path(kind)
+        if not path.is_file():
+            raise ScaleFitError(
+                f"The 'tokenizer' option must be 'bpe' or a tokenizer.json file. Got {kind!r}."
+            )
+        try:
+            return tk.Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises its own Exception type
+            raise ScaleFitError(f"{path}: not a tokenizers JSON file ({exc}).") from None
+    tok = tk.Tokenizer(tk.models.BPE())
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    trainer = tk.trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        show_progress=False,
+        special_tokens=[EOT],
+        initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(train_docs, trainer=trainer)
+    return tok
+
+
+def prepare_shards(
+    source: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    tokenizer: str = "bpe",
+    vocab_size: int = 8192,
+    shard_tokens: int = 1 << 24,
+    val_fraction: float = 0.05,
+    text_field: str = "text",
+    seed: int = 0,
+) -> Path:
+    """Tokenise a corpus once into memory-mapped shards and a manifest (see the module docstring).
+
+    Parameters
+    ----------
+    source : path-like or str
+        A ``.jsonl``/``.txt``/``.parquet`` file, a folder of them, or ``hf:NAME[:SPLIT]``.
+    out_dir : path-like
+        Destination folder (an existing ``manifest.json`` there is reused as is).
+    tokenizer : str
+        ``"bpe"`` (a GPT-2-style byte-level BPE trained on the training documents) or the path of
+        a ``tokenizer.json`` (e.g. GPT-2's or Llama's, downloaded beforehand).
+    vocab_size : int
+        Vocabulary of the trained BPE.
+    shard_tokens : int
+        Tokens per shard (the last one of each split may hold fewer).
+    val_fraction : float
+        Fraction of documents held out (whole documents; at least one).
+    text_field : str
+        Field holding the text in JSONL/parquet records.
+    seed : int
+        Seed of the document split and of the order of training documents.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out_dir``.
+
+    Examples
+    --------
+    >>> prepare_shards("corpus.jsonl", "shards/corpus", vocab_size=4096)  # doctest: +SKIP
+    """
+    out = Path(out_dir)
+    if (out / "manifest.json").exists():
+        return out
+    if not 0 < val_fraction < 1 or shard_tokens < 1:
+        raise ScaleFitError(
+            "prepare_shards: 'val_fraction' must lie in (0, 1) and 'shard_tokens' be >= 1; got "
+            f"{val_fraction!r} and {shard_tokens!r}."
+        )
+    docs = [d for d in iter_documents(source, text_field=text_field) if d]
+    if len(docs) < 2:
+        raise ScaleFitError(f"Corpus {source}: need at least 2 non-empty documents.")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(docs))
+    n_val = min(len(docs) - 1, max(1, round(val_fraction * len(docs))))
+    splits = {"val": [docs[i] for i in order[:n_val]], "train": [docs[i] for i in order[n_val:]]}
+    tok = _tokenizer(tokenizer, splits["train"], vocab_size)
+    vocab = tok.get_vocab_size()
+    eot = tok.token_to_id(EOT)
+    dtype = np.dtype(np.uint16 if vocab <= 1 << 16 else np.uint32)
+    atomic_write_text(out / "tokenizer.json", tok.to_str())
+    manifest = {
+        "format": FORMAT,
+        "source": str(source),
+        "dtype": dtype.name,
+        "vocab": vocab,
+        "eot": eot,
+        "seed": seed,
+        "tokenizer": {
+            "kind": "bpe-trained" if tokenizer == "bpe" else "file",
+            "origin": tokenizer,
+            "file": "tokenizer.json",
+            "sha256": _sha256(out / "tokenizer.json"),
+        },
+    }
+    for split, texts in splits.items():
+        manifest[split] = _write_split(out, split, texts, tok, eot, dtype, shard_tokens)
+        manifest[f"{split}_tokens"] = sum(s["tokens"] for s in manifest[split])
+        manifest[f"{split}_bytes"] = sum(len(t.encode("utf-8")) for t in texts)
+        manifest[f"{split}_docs"] = len(texts)
+    atomic_write_json(out / "manifest.json", manifest)
+    return out
+
+
+def _write_split(out, split, texts, tok, eot, dtype, shard_tokens) -> list[dict]:
+    shards, buf, size = [], [], 0
+
+    def flush(final: bool) -> None:
+        nonlocal buf, size
+        ids = np.concatenate(buf) if buf else np.zeros(0, dtype)
+        while ids.size >= shard_tokens or (final and ids.size):
+            chunk, ids = ids[:shard_tokens], ids[shard_tokens:]
+            name = f"{split}_{len(shards):05d}.bin"
+            atomic_write_bytes(out / name, chunk.tobytes())
+            shards.append({"file": name, "tokens": int(chunk.size), "sha256": _sha256(out / name)})
+        buf, size = [ids], ids.size
+
+    for start in range(0, len(texts), 256):
+        for enc in tok.encode_batch(texts[start : start + 256]):
+            ids = enc.ids + ([eot] if eot is not None else [])
+            buf.append(np.asarray(ids, dtype=dtype))
+            size += len(ids)
+        if size >= shard_tokens:
+            flush(final=False)
+    flush(final=True)
+    return shards
+
+
+def verify_shards(data_dir: str | os.PathLike) -> None:
+    """Check every shard's size and sha256 against the manifest; raise on the first mismatch."""
+    data = Path(data_dir)
+    manifest = _read_manifest(data)
+    for split in ("train", "val"):
+        for shard in manifest[split]:
+            if _sha256(data / shard["file"]) != shard["sha256"]:
+                raise ScaleFitError(f"{data / shard['file']}: sha256 differs from manifest.json.")
+
+
+def _read_manifest(data: Path) -> dict:
+    path = data / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ScaleFitError(f"{path}: not a readable shard manifest ({exc}).") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ScaleFitError(f"{path}: not a {FORMAT} manifest.")
+    return manifest
+
+
+class ShardData:
+    """Memory-mapped token shards read as one sequential stream (see the module docstring).
+
+    Same interface as :class:`~scalefit.train.data.TokenData` (``batch``, ``val_batches``,
+    ``vocab``, ``bytes_per_token``, ``meta``), plus :meth:`position`.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike, seq_len: int, *, seed: int = 0) -> None:
+        self.dir = Path(data_dir)
+        self.meta = _read_manifest(self.dir)
+        self.seq_len, self.seed = int(seq_len), int(seed)
+        dtype = np.dtype(self.meta["dtype"])
+        self.splits = {}
+        for split in ("train", "val"):
+            maps = []
+            for shard in self.meta[split]:
+                path = self.dir / shard["file"]
+                if not path.is_file() or path.stat().st_size != shard["tokens"] * dtype.itemsize:
+                    raise ScaleFitError(
+                        f"{path}: missing or not {shard['tokens']} tokens as manifest.json says."
+                    )
+                maps.append(np.memmap(path, dtype=dtype, mode="r"))
+            total = sum(m.size for m in maps)
+            if total <= self.seq_len + 1:
+                raise ScaleFitError(
+                    f"{split} split of {self.dir} has {total} tokens; need more than "
+                    f"seq_len + 1 = {self.seq_len + 1}."
+                )
+            self.splits[split] = (maps, np.cumsum([0] + [m.size for m in maps]))
+
+    @property
+    def vocab(self) -> int:
+        """Vocabulary size."""
+        return int(self.meta["vocab"])
+
+    @property
+    def bytes_per_token(self) -> float:
+        """UTF-8 bytes per token on the validation split."""
+        return self.meta["val_bytes"] / self.meta["val_tokens"]
+
+    def position(self, step: int, batch_size: int) -> dict:
+        """Where step ``step`` starts reading: ``epoch``, ``shard`` index and ``offset`` in it."""
+        _, bounds = self.splits["train"]
+        pos = step * batch_size * self.seq_len
+        epoch, pos = divmod(pos, int(bounds[-1]))
+        shard = int(np.searchsorted(bounds, pos, side="right") - 1)
+        return {"epoch": int(epoch), "shard": shard, "offset": int(pos - bounds[shard])}
+
+    def epochs(self, tokens: int) -> float:
+        """Passes over the training stream after ``tokens`` training tokens."""
+        return tokens / float(self.splits["train"][1][-1])
+
+    def _read(self, split: str, start: int, n: int) -> np.ndarray:
+        maps, bounds = self.splits[split]
+        total, out, pos = int(bounds[-1]), [], start % int(bounds[-1])
+        while n > 0:
+            shard = int(np.searchsorted(bounds, pos, side="right") - 1)
+            off = pos - int(bounds[shard])
+            take = min(n, maps[shard].size - off)
+            out.append(np.asarray(maps[shard][off : off + take], dtype=np.int64))
+            n, pos = n - take, (pos + take) % total
+        return np.concatenate(out)
+
+    def batch(self, step: int, batch_size: int, *, rank: int = 0, world: int = 1):
+        """Return this rank's rows of step ``step``'s global batch: inputs and targets, int64."""
+        import torch
+
+        if batch_size % world:
+            raise ScaleFitError(f"batch_size {batch_size} is not divisible by {world} processes.")
+        per, t = batch_size // world, self.seq_len
+        first = (step * batch_size + rank * per) * t
+        rows = self._read("train", first, per * t + 1)
+        win = torch.from_numpy(np.lib.stride_tricks.sliding_window_view(rows, t + 1)[::t].copy())
+        return win[:, :-1], win[:, 1:]
+
+    def val_batches(self, max_tokens: int, batch_size: int):
+        """Yield the first ``max_tokens`` validation tokens as consecutive windows, batched."""
+        import torch
+
+        total = int(self.splits["val"][1][-1])
+        n = min(max(1, max_tokens // self.seq_len), (total - 1) // self.seq_len)
+        rows = self._read("val", 0, n * self.seq_len + 1)
+        win = np.lib.stride_tricks.sliding_window_view(rows, self.seq_len + 1)[:: self.seq_len]
+        for i in range(0, n, batch_size):
+            chunk = torch.from_numpy(win[i : i + batch_size].copy())
+            yield chunk[:, :-1], chunk[:, 1:]
