@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from train_support import _one_torch_thread, make_corpus  # noqa: E402, F401 - autouse fixture
 
+from scalefit.accounting import flops_per_token  # noqa: E402
 from scalefit.train.config import TrainConfig, runtime_choices  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.loop import config_from_dict, load_checkpoint, make_optimizer, train  # noqa: E402
@@ -76,6 +77,10 @@ def _check_path(name, token_dir, reference, tmp_path):
     assert len(losses) == len(ref) == STEPS and losses[-1] < losses[0]
     np.testing.assert_allclose(losses, ref, rtol=TOLERANCE[name], atol=0)
     assert full.row["loss"] == pytest.approx(reference.row["loss"], rel=TOLERANCE[name])
+    mc = full.model.cfg  # throughput columns: FLOPs with attention; no datasheet peak on CPU
+    fpt = flops_per_token(full.row["params"], depth=mc.depth, width=mc.width, seq_len=mc.seq_len)
+    assert full.row["flops_per_token"] == fpt and np.isnan(full.row["mfu"])
+    assert full.row["flops_per_s"] == pytest.approx(fpt * full.row["tokens_per_s"])
     return full
 
 

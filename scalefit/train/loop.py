@@ -409,4 +409,22 @@ def _result_row(cfg, model, data, history, diverged, wall, steps_run, world) -> 
         "cr_loss": cfg.cr_loss,
         "ortho_loss": cfg.ortho_loss,
         "world": world,
+        **_throughput(cfg, params, tokens_run / wall if wall > 0 else math.nan, world),
+    }
+
+
+def _throughput(cfg: TrainConfig, params: int, tok_s: float, world: int) -> dict:
+    """FLOPs per token with attention, achieved FLOP/s and MFU (NaN without a datasheet peak)."""
+    from .mfu import device_peak
+
+    mc = cfg.model
+    fpt = flops_per_token(params, depth=mc.depth, width=mc.width, seq_len=mc.seq_len)
+    device = pick_device(cfg.device)
+    precision = runtime_choices(cfg, device.type)["precision"]
+    peak, _ = device_peak(device, precision)
+    return {
+        "flops_per_token": fpt,
+        "flops_per_s": fpt * tok_s,
+        "mfu": fpt * tok_s / (peak * world) if peak > 0 else math.nan,
+        "precision": precision,
     }
