@@ -123,7 +123,7 @@ def test_plot_functions_return_figures_for_several_temperatures():
     for fig in figs:
         assert fig.axes and all(ax.has_data() for ax in fig.axes)
     legend = [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
-    assert legend == ["independent (α = 1.00)", "tied (α = 3.00)"]
+    assert legend == ["independent teacher (α = 1.00)", "tied teacher (α = 3.00)"]
 
 
 CONCURRENT_TOY = """

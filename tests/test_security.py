@@ -190,3 +190,53 @@ def test_where_filters_with_the_grammar(table_args):
         load_table_arg(table_args("depth > 100"))
     with pytest.raises(ScaleFitError, match="unknown column 'dpth'. Did you mean 'depth'"):
         load_table_arg(table_args("dpth > 1"))
+
+
+def _tiny_toy_run(tmp_path):
+    from scalefit.sim.sweep_task import run_toy
+
+    config = {"preset": "cpu", "teacher_depth": 4, "depths": [2, 3], "batch": 16, "steps": 10}
+    run_toy({**config, "eval_steps": [5, 10], "test_size": 64}, tmp_path / "run")
+    return torch.load(tmp_path / "run" / "model.pt", weights_only=True)
+
+
+@pytest.mark.parametrize(
+    ("label", "edit", "match"),
+    [
+        ("layers", lambda g: g["teacher"].update(layers="x"), "teacher layers must be a table"),
+        ("head", lambda g: g["teacher"].update(head=torch.zeros(3, 3)), r"shape \(32, 128\)"),
+        ("student", lambda g: g["students"]["2_0"].pop("fc_w"), r"student 2_0 'fc_w' must be"),
+        ("key", lambda g: g["students"].update(abc={}), "student key 'abc'"),
+        ("none", lambda g: g.update(students={}), "holds no student"),
+        ("nan", lambda g: g["teacher"]["head"].fill_(float("nan")), "NaN or infinite"),
+        ("dtype", lambda g: g["teacher"].update(head=g["teacher"]["head"].double()), "mix dtypes"),
+    ],
+)
+def test_probe_names_a_malformed_model(tmp_path, capsys, label, edit, match):
+    """Tensors-only files can still be malformed: every shape is checked against the config."""
+    payload = _tiny_toy_run(tmp_path)
+    edit(payload)
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    (tmp_path / "run" / "model.pt").write_bytes(buf.getvalue())
+    assert main(["probe", str(tmp_path / "run")]) == 2
+    import re
+
+    assert re.search(match, one_line_error(capsys, "model.pt")), label
+
+
+def test_toy_run_names_a_malformed_state(tmp_path, capsys):
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(textwrap.dedent(TOY_SPEC))
+    out = tmp_path / "out"
+    (run,) = load_spec(spec_path).runs()
+    state = run_dir_of(out, run) / "state.pt"
+    state.parent.mkdir(parents=True)
+    buf = io.BytesIO()
+    from scalefit.sim.sweep_task import build_config
+
+    torch.save({"config": build_config(run.config).to_dict(), "step": 5, "students": {}}, buf)
+    state.write_bytes(buf.getvalue())
+    code = main(["toy", "run", str(spec_path), "--out", str(out), "--workers", "0", "--quiet"])
+    assert code == 2
+    one_line_error(capsys, "state.pt", "not a resumable toy state", "delete it")

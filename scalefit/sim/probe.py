@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..errors import ScaleFitError
@@ -40,19 +41,61 @@ def load_model(path: str | os.PathLike) -> dict:
             f"{path}: not a toy model file (expected the keys config, teacher, students; "
             f"{type(exc).__name__}: {exc})."
         ) from None
+    students = _check_payload(path, config, teacher_state, students_state)
     teacher = Teacher(config)
-    try:
-        teacher.layers = teacher_state["layers"]
-        teacher.head = teacher_state["head"]
-        students = {}
-        for key, weights in students_state.items():
-            depth, replica = (int(v) for v in key.split("_"))
-            students[(depth, replica)] = weights
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ScaleFitError(
-            f"{path}: not a toy model file (bad teacher or student entry: {exc})."
-        ) from None
+    teacher.layers = dict(teacher_state["layers"])
+    teacher.head = teacher_state["head"]
     return {"config": config, "teacher": teacher, "students": students}
+
+
+def _check_payload(path: Path, config, teacher_state, students_state) -> dict:
+    """Every tensor present, floating, finite and of the shape the config implies."""
+    width, hidden, classes = config.width, 4 * config.width, config.classes
+
+    def shapes(depth: int) -> dict:
+        return {
+            "fc_w": (depth, width, hidden),
+            "fc_b": (depth, 1, hidden),
+            "proj_w": (depth, hidden, width),
+        }
+
+    def check(where: str, weights, expected: dict) -> None:
+        if not isinstance(weights, dict):
+            raise ScaleFitError(f"{path}: {where} must be a table of tensors. Got {weights!r:.60}.")
+        for name, shape in expected.items():
+            t = weights.get(name)
+            ok = isinstance(t, torch.Tensor) and t.is_floating_point() and tuple(t.shape) == shape
+            if not ok:
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ScaleFitError(
+                    f"{path}: {where} '{name}' must be a float tensor of shape {shape} (from the "
+                    f"saved config). Got {got} instead."
+                )
+            if not bool(torch.isfinite(t).all()):
+                raise ScaleFitError(f"{path}: {where} '{name}' holds NaN or infinite values.")
+
+    import torch
+
+    if not isinstance(teacher_state, dict):
+        raise ScaleFitError(f"{path}: 'teacher' must be a table with 'layers' and 'head'.")
+    check("teacher layers", teacher_state.get("layers"), shapes(config.teacher_depth))
+    check("teacher", teacher_state, {"head": (width, classes)})
+    if not students_state:
+        raise ScaleFitError(f"{path}: the file holds no student; expected one per depth.")
+    students = {}
+    for key, weights in students_state.items():
+        m = re.fullmatch(r"(\d+)_(\d+)", str(key))
+        if m is None or int(m[1]) not in config.depths or int(m[2]) >= config.replicas:
+            raise ScaleFitError(
+                f"{path}: student key {key!r} must be '<depth>_<replica>' with a depth of "
+                f"{config.depths} and a replica below {config.replicas}."
+            )
+        check(f"student {key}", weights, shapes(int(m[1])))
+        students[(int(m[1]), int(m[2]))] = weights
+    dtypes = {t.dtype for w in [teacher_state["layers"], *students.values()] for t in w.values()}
+    if len(dtypes | {teacher_state["head"].dtype}) > 1:
+        raise ScaleFitError(f"{path}: the tensors mix dtypes {sorted(map(str, dtypes))}.")
+    return students
 
 
 def probe_saved_model(path: str | os.PathLike, *, tokens: int = 1024, seed: int = 0) -> dict:

@@ -17,6 +17,7 @@ import torch
 
 from .._io import atomic_write_bytes, load_torch
 from .._torch import pick_device, seed_all
+from ..errors import ScaleFitError
 from .config import ToyConfig
 from .model import StudentStack, Teacher, _stream
 
@@ -217,10 +218,20 @@ def _resume(run_dir, config, students, adam, data, run, acc) -> int:
     state = load_torch(path, what="toy training state", map_location=students.params[0].device)
     if not isinstance(state, dict) or state.get("config") != config.to_dict():
         return 0
-    students.load_state_dict(state["students"])
-    adam.load(state["adam"])
-    data.set_state(state["data"].cpu())
-    run.rows, run.curve = list(state["rows"]), list(state["curve"])
-    for key in acc:
-        acc[key].copy_(state["acc"][key])
-    return int(state["step"])
+    try:
+        students.load_state_dict(state["students"])
+        adam.load(state["adam"])
+        data.set_state(state["data"].cpu())
+        run.rows, run.curve = list(state["rows"]), list(state["curve"])
+        for key in acc:
+            acc[key].copy_(state["acc"][key])
+        step = int(state["step"])
+        if not 0 < step < config.steps:
+            raise ValueError(f"step {step} outside (0, {config.steps})")
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise ScaleFitError(
+            f"{path}: not a resumable toy state ({type(exc).__name__}: {detail}); delete it to "
+            f"start this run afresh."
+        ) from None
+    return step
