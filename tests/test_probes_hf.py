@@ -351,3 +351,50 @@ def test_verdict_across_depths_from_saved_summaries(tokenizer, tmp_path):
     slope = verdict.evidence["theta_mid_slope"]
     expected = np.polyfit(np.log([2, 4]), np.log([r["theta_mid"] for r in runs]), 1)[0]
     assert slope == pytest.approx(expected)
+
+
+def test_datasets_source_local_folder_and_refusals(tmp_path, tokenizer, capsys):
+    from scalefit.probes.hf import DatasetDocuments
+
+    with pytest.raises(ScaleFitError, match="hub dataset needs network"):
+        DatasetDocuments("HuggingFaceFW/fineweb")
+    model = _model("gpt2", tokenizer)
+    with pytest.raises(ScaleFitError, match="one-shot iterator"):
+        _probe(model, tokenizer, iter(_documents()))
+    pytest.importorskip("datasets")
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    docs = _documents()
+    (folder / "part.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    source = DatasetDocuments(str(folder))
+    assert list(source) == docs
+    from_dataset = _probe(model, tokenizer, source, prune=False, bootstrap=0)
+    from_list = _probe(model, tokenizer, docs, prune=False, bootstrap=0)
+    assert np.allclose(from_dataset.layers["theta"], from_list.layers["theta"], rtol=1e-12)
+    with pytest.raises(ScaleFitError, match="has no field 'body'"):
+        list(DatasetDocuments(str(folder), text_field="body"))
+    model_dir = tmp_path / "tiny-gpt2"
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    out = tmp_path / "out"
+    code = main(
+        [
+            "probe",
+            "hf",
+            str(model_dir),
+            "--dataset",
+            str(folder),
+            "--tokens",
+            "128",
+            "--seq-len",
+            "32",
+            "--prune-tokens",
+            "0",
+            "--no-plots",
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0 and (out / "layers.csv").exists()
+    capsys.readouterr()

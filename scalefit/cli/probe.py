@@ -82,12 +82,21 @@ def _register_hf(sub) -> None:
         "pruning drop and the mechanism verdict. Never downloads unless --allow-download.",
     )
     hf.add_argument("model", metavar="MODEL", help="local model folder, or a cached hub name")
-    hf.add_argument(
+    source = hf.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--text",
-        required=True,
         metavar="FILE",
         help=".txt (documents separated by blank lines) or .jsonl (field 'text')",
     )
+    source.add_argument(
+        "--dataset",
+        metavar="NAME",
+        help="a `datasets` dataset instead: a local folder, or a hub name with --allow-download "
+        "(needs `pip install datasets`)",
+    )
+    hf.add_argument("--dataset-config", default=None, metavar="CONFIG", help="dataset config")
+    hf.add_argument("--split", default="train", help="dataset split (default train)")
+    hf.add_argument("--text-field", default="text", help="dataset text column (default text)")
     hf.add_argument("--tokens", type=int, default=65_536, help="token budget (default 65536)")
     hf.add_argument(
         "--out",
@@ -184,8 +193,20 @@ def _probe_hf(args: argparse.Namespace) -> int:
 
     from ..probes.hf import load_model, probe_hf
 
-    if not Path(args.text).exists():
+    if args.dataset:
+        from ..probes.hf import DatasetDocuments
+
+        text = DatasetDocuments(
+            args.dataset,
+            config=args.dataset_config,
+            split=args.split,
+            text_field=args.text_field,
+            allow_download=args.allow_download,
+        )
+    elif not Path(args.text).exists():
         raise ScaleFitError(f"{args.text}: no such text file.")
+    else:
+        text = args.text
     blocks = _prune_blocks(args.prune_blocks)
     if args.quiet:
         from ..errors import require
@@ -196,7 +217,7 @@ def _probe_hf(args: argparse.Namespace) -> int:
     )
     result = probe_hf(
         lm,
-        args.text,
+        text,
         tokens=args.tokens,
         seq_len=args.seq_len,
         batch_size=args.batch_size,

@@ -111,3 +111,66 @@ def _separator(tokenizer, encoder: bool) -> int | None:
         if value is not None:
             return int(value)
     return None
+
+
+class DatasetDocuments:
+    """Documents of a Hugging Face ``datasets`` dataset, streamed; iterable more than once.
+
+    Parameters
+    ----------
+    name : str
+        A local dataset folder (e.g. of ``.jsonl`` files) or a hub dataset name.
+    config : str, optional
+        The dataset's configuration (``name=`` of ``datasets.load_dataset``).
+    split : str
+        The split to stream.
+    text_field : str
+        The column holding the text.
+    allow_download : bool
+        Hub names need network; without this they are refused before anything is fetched.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        config: str | None = None,
+        split: str = "train",
+        text_field: str = "text",
+        allow_download: bool = False,
+    ) -> None:
+        if not Path(name).exists() and not allow_download:
+            raise ScaleFitError(
+                f"dataset {name!r} is not a local folder; a hub dataset needs network (pass "
+                "--allow-download on a machine with network, or give a local folder)."
+            )
+        self.name, self.config, self.split, self.text_field = name, config, split, text_field
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            import datasets
+        except ImportError:
+            raise ScaleFitError(
+                "reading a dataset needs the 'datasets' package: pip install datasets."
+            ) from None
+        try:
+            rows = datasets.load_dataset(self.name, self.config, split=self.split, streaming=True)
+            for row in rows:
+                if self.text_field not in row:
+                    raise ScaleFitError(
+                        f"dataset {self.name!r} has no field '{self.text_field}' (fields: "
+                        f"{', '.join(map(str, row))})."
+                    )
+                text = row[self.text_field]
+                if isinstance(text, str) and text.strip():
+                    yield text
+        except ScaleFitError:
+            raise
+        except Exception as exc:  # datasets raises many exception types for a bad name/split
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ScaleFitError(
+                f"dataset {self.name!r}: cannot read it ({type(exc).__name__}: {first})."
+            ) from exc
+
+    def __repr__(self) -> str:
+        return f"datasets:{self.name}/{self.config or ''}/{self.split}/{self.text_field}"

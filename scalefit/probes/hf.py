@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import time
 import warnings
@@ -32,9 +33,17 @@ from ._assemble import HFProbeResult, assemble, with_pruning
 from ._hfmodel import FAMILIES, LoadedModel, blocks_of, load_model, wrap_model
 from ._prune import prune_variants, run_pruning
 from ._reduce import Accumulator, reduce_batch
-from ._text import iter_documents, iter_windows
+from ._text import DatasetDocuments, iter_documents, iter_windows
 
-__all__ = ["FAMILIES", "HFProbeResult", "LoadedModel", "load_model", "probe_hf", "wrap_model"]
+__all__ = [
+    "FAMILIES",
+    "DatasetDocuments",
+    "HFProbeResult",
+    "LoadedModel",
+    "load_model",
+    "probe_hf",
+    "wrap_model",
+]
 
 _CONSTRAINTS = {
     "tokens": [Interval(int, 1, None)],
@@ -78,7 +87,9 @@ def probe_hf(
         wrapped by :func:`load_model` / :func:`wrap_model`.
     text : path or iterable of str
         A ``.txt`` file (documents separated by blank lines), a ``.jsonl`` file (``text``
-        field), or documents as strings.
+        field), or documents as strings in a re-iterable (a list, or
+        :class:`~scalefit.probes._text.DatasetDocuments` for a ``datasets`` dataset); the
+        pruning sweep reads the first windows again.
     tokens : int
         Token budget of the probes (whole windows of ``seq_len``; at least one window).
     seq_len, batch_size : int
@@ -127,6 +138,11 @@ def probe_hf(
         _CONSTRAINTS,
     )
     require("torch", "torch")
+    if not isinstance(text, str | Path) and iter(text) is text:
+        raise ScaleFitError(
+            "The 'text' parameter of probe_hf must be a file path or an iterable that can be "
+            "iterated more than once (a list, DatasetDocuments). Got a one-shot iterator instead."
+        )
     lm = model if isinstance(model, LoadedModel) else load_model(model, dtype=dtype, device=device)
     if lm.tokenizer is None:
         raise ScaleFitError("the model has no tokenizer; pass one to wrap_model.")
@@ -232,7 +248,12 @@ def _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr) -> dict
         p = Path(text)
         source = {"text": str(p), "bytes": p.stat().st_size if p.exists() else None}
     else:
-        source = {"text": "<documents>"}
+        first = next(iter(text), "")
+        digest = hashlib.sha256(first.encode("utf-8", "replace")).hexdigest()[:16]
+        source = {
+            "text": repr(text) if isinstance(text, DatasetDocuments) else "<documents>",
+            "first_document_sha256": digest,
+        }
     return {
         "model": lm.name,
         "family": lm.family,
