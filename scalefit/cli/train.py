@@ -75,6 +75,16 @@ def register(sub) -> None:
     rep.add_argument("out_dir", metavar="DIR", help="a sweep folder written by `train grid`")
     rep.add_argument("--table", default=None, metavar="CSV", help="write the loss table here")
     rep.add_argument("--img", default=None, metavar="DIR", help="write PNG figures here")
+    rep.add_argument(
+        "--with",
+        dest="extra",
+        action="append",
+        default=[],
+        metavar="CSV",
+        help="another grid's loss table whose rows join the fit (repeatable)",
+    )
+    rep.add_argument("--bootstrap", type=int, default=0, metavar="B", help="fit resamples")
+    rep.add_argument("--seed", type=int, default=0)
     rep.set_defaults(func=_cmd_report)
     p.set_defaults(func=lambda a: _usage(p))
 
@@ -211,7 +221,14 @@ def _cmd_grid(args) -> int:
 def _cmd_report(args) -> int:
     from ..train.report import grid_report
 
-    out = grid_report(args.out_dir, table_path=args.table, img_dir=args.img)
+    out = grid_report(
+        args.out_dir,
+        table_path=args.table,
+        img_dir=args.img,
+        extra_tables=args.extra,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+    )
     table = out["table"]
     cols = ["variant", "tokens", "depth", "width", "params", "loss", "bpb", "wall_s"]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}"))

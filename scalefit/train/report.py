@@ -104,21 +104,40 @@ def variant_summary(out_dir: str | Path, *, tokens: int) -> pd.DataFrame:
 
 
 def grid_report(
-    out_dir, *, table_path=None, img_dir=None, points=((8, 128), (8, 64), (8, 32), (4, 64))
+    out_dir,
+    *,
+    table_path=None,
+    img_dir=None,
+    points=((8, 128), (8, 64), (8, 32), (4, 64)),
+    extra_tables=(),
+    bootstrap: int = 0,
+    seed: int = 0,
 ):
     """Write the loss table, fit ``decomposed`` to the Pre-LN rows and draw the figures.
+
+    Parameters
+    ----------
+    extra_tables : sequence of path-like
+        Loss tables (CSV) of earlier grids with the same settings whose rows join the fit (not
+        the written table), e.g. the shallow rows of ``data/lm_grid_shakespeare.csv``.
+    bootstrap : int
+        Row resamples for percentile intervals of the fit (0: none).
+    seed : int
+        Seed of the fit and the bootstrap.
 
     Returns
     -------
     dict
         ``table`` (DataFrame), ``fit`` (FitResult or None when too few rows), ``figures`` and
-        ``variants`` (:func:`variant_summary` at the LNS budget, or None without LNS runs).
+        ``variants`` (:func:`variant_summary` at the LNS budget, or None without LNS runs or
+        without diagnostics).
     """
     table = loss_table(out_dir)
     if table_path is not None:
         atomic_write_csv(table_path, table)
+    joined = pd.concat([table, *(pd.read_csv(p) for p in extra_tables)], ignore_index=True)
     try:
-        fit = fit_decomposed(table)
+        fit = fit_decomposed(joined, seed=seed, bootstrap=bootstrap)
     except ScaleFitError:
         fit = None
     lns = table[table["variant"] == "lns"]
@@ -130,7 +149,13 @@ def grid_report(
         path = Path(img_dir) / "lm_loss_grid.png"
         atomic_savefig(plot_loss_grid(table, variant="pre_ln"), path, dpi=110)
         figures.append(path)
-        if budget is not None:
+        if budget is not None and _has_diagnostics(out_dir):
             figures += comparison_figures(out_dir, img_dir, tokens=budget, points=points)
-    summary = None if budget is None else variant_summary(out_dir, tokens=budget)
+    summary = None
+    if budget is not None and _has_diagnostics(out_dir):
+        summary = variant_summary(out_dir, tokens=budget)
     return {"table": table, "fit": fit, "figures": figures, "variants": summary}
+
+
+def _has_diagnostics(out_dir) -> bool:
+    return any(Path(out_dir).glob("runs/*/diagnostics.csv"))
