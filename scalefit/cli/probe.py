@@ -120,7 +120,7 @@ def _register_hf(sub) -> None:
     )
     hf.add_argument(
         "--prune-blocks",
-        default="",
+        default=None,
         metavar="N[,N]",
         help="also remove the N most similar consecutive blocks, e.g. '2,4'",
     )
@@ -148,7 +148,7 @@ def _register_hf(sub) -> None:
     hf.add_argument(
         "--allow-download",
         action="store_true",
-        help="let transformers download a hub name (needs network)",
+        help="let transformers (and datasets) download a hub name (needs network)",
     )
     hf.add_argument("--no-plots", action="store_true", help="skip the figures")
     hf.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -179,7 +179,9 @@ def _probe_toy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _prune_blocks(text: str) -> tuple[int, ...]:
+def _prune_blocks(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
     try:
         return tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
