@@ -306,7 +306,7 @@ from scalefit.sweep import SweepSpec, run_sweep
 if __name__ == "__main__":
     spec = SweepSpec("conc", "{demo}", {{"sleep_s": 0.3, "log": sys.argv[2]}},
                      {{"seed": list(range(6))}})
-    table = run_sweep(spec, sys.argv[1], workers=2, progress=False)
+    table = run_sweep(spec, sys.argv[1], workers=0, progress=False)  # runs in this process
     print(len(table.attrs["sweep"]["ran"]))
 """
 
