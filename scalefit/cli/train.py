@@ -251,6 +251,13 @@ def _cmd_diagnose(args) -> int:
     if not path.is_file():
         raise ScaleFitError(f"{path}: no such checkpoint.")
     state = load_checkpoint(path)
+    if not isinstance(state, dict) or "config" not in state:
+        raise ScaleFitError(f"{path}: not a trainer checkpoint (no 'config').")
+    if "model" not in state:
+        raise ScaleFitError(
+            f"{path}: a sharded (FSDP2) checkpoint; its weights are in {state.get('dcp')!r}. "
+            "Diagnose an unsharded run's checkpoint instead."
+        )
     cfg = config_from_dict(state["config"], source=str(path))
     model = Transformer(cfg.model)
     model.load_state_dict(state["model"])
