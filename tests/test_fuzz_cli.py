@@ -351,6 +351,7 @@ BAD_VALUES = [
     '""',
 ]
 TOY_KEYS = [
+    "preset",
     "teacher_depth",
     "depths",
     "batch",

@@ -9,7 +9,14 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
-from .._validation import Interval, Options, fmt_value, validate, validate_mapping
+from .._validation import (
+    Interval,
+    Options,
+    did_you_mean,
+    fmt_value,
+    validate,
+    validate_mapping,
+)
 from ..errors import ScaleFitError
 
 TEACHER_MODES = ("independent", "tied", "correlated")
@@ -250,8 +257,12 @@ def preset(name: str, **overrides) -> ToyConfig:
 
 def merge_preset(name: str, overrides: dict) -> dict:
     """Return the settings of preset ``name`` updated with ``overrides`` (see :func:`preset`)."""
-    if name not in PRESETS:
-        raise ScaleFitError(f"unknown preset {name!r}; expected one of {sorted(PRESETS)}.")
+    if not isinstance(name, str) or name not in PRESETS:
+        hint = did_you_mean(name, PRESETS) if isinstance(name, str) else ""
+        raise ScaleFitError(
+            f"The 'preset' key must be one of {', '.join(map(repr, sorted(PRESETS)))}. Got "
+            f"{fmt_value(name)} instead.{hint}"
+        )
     base = dict(PRESETS[name])
     steps = overrides.get("steps")
     if isinstance(steps, int) and "eval_steps" not in overrides and "eval_steps" in base:
