@@ -35,6 +35,7 @@ the fit); it calibrates the *predictive* distribution, which is what extrapolati
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -176,8 +177,6 @@ def fit_discrepancy(
     Discrepancy
     """
     from ..laws import get_law
-    from . import fit
-    from .validate import split_by_compute
 
     law = get_law(law)
     if len(train) < 3 * len(law.params):
@@ -187,6 +186,15 @@ def fit_discrepancy(
         )
     group = _groups(train, law)
     keys = train[list(group)].astype(str).agg("|".join, axis=1)
+    with warnings.catch_warnings(record=True) as caught:  # the calibration's own fits: recorded
+        warnings.simplefilter("always")
+        return _fit_discrepancy(train, law, group, keys, inner, starts, seed, loss, caught)
+
+
+def _fit_discrepancy(train, law, group, keys, inner, starts, seed, loss, caught) -> Discrepancy:
+    from . import fit
+    from .validate import split_by_compute
+
     full = fit(train, law, starts=starts, seed=seed, loss=loss, progress=False)
     resid = np.log(train["loss"].to_numpy(float)) - np.log(full.predict(train))
     lc_train = log_compute(train, law)
@@ -222,6 +230,7 @@ def fit_discrepancy(
             "n_models": int(keys.nunique()),
             "sigma_within": sigma_w,
             "offsets": offsets,
+            "fit_warnings": sorted({str(w.message) for w in caught}),
         },
     )
 
