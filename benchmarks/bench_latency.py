@@ -1,0 +1,144 @@
+"""Latency as a user feels it: a fresh-process ``scalefit fit`` against the bare interpreter floor.
+
+In one run, alternating, each in a fresh process with the same thread settings:
+
+- ``floor``: ``python -c "import jax, pandas; import jax.numpy as jnp; jnp.ones(1)"`` (what any
+  JAX + pandas program pays before doing work);
+- ``fit 203``: ``scalefit fit chinchilla --law decomposed --drop-highest 40`` (Liu's 203 rows);
+- ``fit 215``: the same with ``--drop-highest 30`` (215 rows: another row count in the same
+  bucket, which must reuse the compiled program).
+
+The benchmark uses its own empty compile cache (``SCALEFIT_JAX_CACHE`` set to a fresh folder), so
+the first ``fit 203`` is a true cold start; it then runs ``fit 215`` once with ``JAX_LOG_COMPILES``
+and counts the solver programs that had to be compiled (a persistent-cache hit is not a
+compilation), and reports where a warm fresh process spends its time (tracing, loading compiled
+programs, imports) from the same log. Timed repeats all see the warm cache.
+
+    SCALEFIT_DATA_DIR=../shared/data nice -n 10 python benchmarks/bench_latency.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from _harness import alternate_fresh, header, loadavg, pin_threads, run_fresh
+
+FLOOR = "import jax, pandas; import jax.numpy as jnp; jnp.ones(1).block_until_ready()"
+SOLVER_PROGRAMS = ("solve_one", "curvature")
+
+
+def compile_log(stderr: str) -> dict[str, object]:
+    """Parse a ``JAX_LOG_COMPILES`` log: tracing time, compilations and cache hits per program."""
+    tracing = sum(
+        float(s) for s in re.findall(r"Finished tracing \S+ for \S+ in ([0-9.e-]+)", stderr)
+    )
+    lines = stderr.splitlines()
+    compiled, hits, xla = [], [], 0.0
+    for i, line in enumerate(lines):
+        m = re.match(
+            r".*Compiling (?:jit\()?(\w+)\)? with global shapes and types \((.*?)\)\.", line
+        )
+        if not m:
+            continue
+        name, shapes = m.group(1), m.group(2)
+        hit = False
+        for nxt in lines[i + 1 : i + 6]:
+            if "Persistent compilation cache hit" in nxt:
+                hit = True
+            f = re.search(r"Finished XLA compilation of \S+ in ([0-9.e-]+)", nxt)
+            if f:
+                xla += float(f.group(1))
+                break
+        (hits if hit else compiled).append((name, shapes.split("), ")[0:2]))
+    solver_compiled = [c for c in compiled if c[0] in SOLVER_PROGRAMS]
+    return {
+        "tracing_s": tracing,
+        "xla_s": xla,
+        "compiled": compiled,
+        "hits": hits,
+        "solver_compiled": solver_compiled,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--keep-cache", action="store_true", help="use the user's compile cache")
+    args = ap.parse_args()
+    threads = pin_threads(args.threads)
+    header("fresh-process latency: scalefit fit vs the bare interpreter floor", threads)
+    if not os.environ.get("SCALEFIT_DATA_DIR"):
+        sys.exit("set SCALEFIT_DATA_DIR to the folder with chinchilla_depth_width.csv")
+    cache = None
+    if not args.keep_cache:
+        cache = tempfile.mkdtemp(prefix="scalefit-latency-cache-")
+        os.environ["SCALEFIT_JAX_CACHE"] = cache
+    cli = str(Path(sys.executable).parent / "scalefit")
+    work = tempfile.mkdtemp(prefix="scalefit-latency-")
+    cmds = {
+        "floor": [sys.executable, "-c", FLOOR],
+        "fit 203 rows": [cli, "fit", "chinchilla", "--law", "decomposed", "--drop-highest", "40"],
+        "fit 215 rows": [cli, "fit", "chinchilla", "--law", "decomposed", "--drop-highest", "30"],
+    }
+    try:
+        print(f"compile cache: {cache or 'user cache'}")
+        cold = run_fresh(cmds["fit 203 rows"], cwd=work, env={"JAX_LOG_COMPILES": "1"})
+        log = compile_log(cold.stderr)
+        print(
+            f"cold cache, fit 203 rows: {cold.wall:.2f} s wall, {cold.cpu:.2f} s CPU; solver "
+            f"programs compiled: {len(log['solver_compiled'])}"
+        )
+        other = run_fresh(cmds["fit 215 rows"], cwd=work, env={"JAX_LOG_COMPILES": "1"})
+        log = compile_log(other.stderr)
+        print(
+            f"warm cache, first fit of 215 rows after 203: {other.wall:.2f} s wall, "
+            f"{other.cpu:.2f} s CPU; solver programs compiled: {len(log['solver_compiled'])} "
+            f"{log['solver_compiled'] or ''}; all compilations (incl. small eager ops): "
+            f"{len(log['compiled'])}, persistent-cache hits: {len(log['hits'])}"
+        )
+        warm = run_fresh(cmds["fit 203 rows"], cwd=work, env={"JAX_LOG_COMPILES": "1"})
+        log = compile_log(warm.stderr)
+        print(
+            f"where a warm fresh fit of 203 rows spends time ({warm.wall:.2f} s wall, "
+            f"{warm.cpu:.2f} s CPU, with logging on): tracing {log['tracing_s']:.2f} s, "
+            f"compiling or loading compiled programs {log['xla_s']:.2f} s, "
+            f"solver programs compiled {len(log['solver_compiled'])}"
+        )
+        imp = run_fresh(
+            [
+                sys.executable,
+                "-c",
+                "import time; t=time.perf_counter(); import scalefit.cli; "
+                "print(f'{time.perf_counter()-t:.3f}')",
+            ],
+            cwd=work,
+        )
+        if imp.returncode == 0:
+            print(f"import scalefit.cli alone: {imp.stdout.strip()} s")
+        run_fresh(cmds["floor"], cwd=work)  # warm the OS page cache for the floor too
+        print(f"\nalternating fresh-process runs ({args.repeats} repeats), warm compile cache:")
+        timing, _ = alternate_fresh(cmds, args.repeats, cwd=work)
+        f = timing["floor"]
+        print(f"\nload average at end: {loadavg()}")
+        print("| command | wall median (runs) | CPU median | ratio to floor (wall) | ratio (CPU) |")
+        print("|---|---|---|---|---|")
+        for name, t in timing.items():
+            print(
+                f"| {name} | {t.wall_median:.2f} s ({t.spread()}) | {t.cpu_median:.2f} s | "
+                f"{t.wall_median / f.wall_median:.2f}x | {t.cpu_median / f.cpu_median:.2f}x |"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if cache:
+            shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

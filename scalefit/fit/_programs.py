@@ -1,0 +1,207 @@
+"""Compiled solver programs reused across tables and across processes.
+
+Two costs sit between a user's command and the solver's first iteration:
+
+1. **Compiling for every row count.** A compiled XLA program is specific to its input shapes, so a
+   table of 203 rows and one of 215 rows each paid a full compilation. Row counts are therefore
+   rounded up to a *bucket* (:func:`bucket`: four sizes per doubling, at most 25 % padding; large
+   tables round to whole row blocks) and the padding rows carry weight zero, which leaves every
+   sum, gradient and curvature unchanged.
+2. **Tracing and lowering in every process.** JAX's persistent compilation cache skips only the
+   XLA compilation; turning the Python solver into a program (tracing, lowering) was repeated in
+   every process. :func:`cached_program` serialises the lowered program with :mod:`jax.export`
+   into the user cache (``<cache>/jax/programs``), keyed by the law, the loss, the residual scale,
+   the bucket and the versions of JAX, jaxlib, scalefit and the source of the solver and the law;
+   a later process deserialises it and skips tracing.
+
+The cached files are StableHLO programs written by this package into the user's own cache folder
+(atomically); they are never Python objects and are never unpickled. A file that fails to load
+is rebuilt. Laws without a stable identity (a Python law that is neither registered nor written as
+a formula, e.g. a lambda or a closure) are compiled in memory only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: Tables up to this many rows are padded to one of four sizes per doubling (at most 25 % extra).
+MIN_BUCKET = 32
+#: Rows per block in the blocked (large-table) solver: a start chunk's Jacobian block
+#: (CHUNK x BLOCK x parameters doubles) stays in the CPU cache.
+BLOCK = 1024
+#: Tables with more rows than this are solved in blocks of ``BLOCK`` rows (memory bounded by a
+#: block, not by the table).
+BLOCKED_ABOVE = 8192
+#: Programs are written to disk only when the ``SCALEFIT_JAX_CACHE`` setting allows it.
+PROGRAM_DIR = "programs"
+
+
+def bucket(n: int) -> int:
+    """The padded row count for a table of ``n`` rows.
+
+    ``n <= 32``: 32. Above: the next multiple of a quarter of the enclosing power of two
+    (e.g. 203 -> 224, 215 -> 224, 245 -> 256), so any table pays at most 25 % padding and a table
+    of similar size reuses the compiled program. Above :data:`BLOCKED_ABOVE` rows the bucket is
+    also a whole number of :data:`BLOCK`-row blocks.
+    """
+    n = int(n)
+    if n <= MIN_BUCKET:
+        return MIN_BUCKET
+    step = 2 ** (math.ceil(math.log2(n)) - 3)  # eighth of the next power of two = quarter below
+    size = -(-n // step) * step
+    if size > BLOCKED_ABOVE:
+        size = -(-size // BLOCK) * BLOCK
+    return size
+
+
+def n_blocks(size: int) -> int:
+    """Number of row blocks the solver sums over for a padded size (1 for small tables)."""
+    return size // BLOCK if size > BLOCKED_ABOVE else 1
+
+
+def cache_root() -> Path | None:
+    """Folder of the serialised programs, or None when the compile cache is turned off."""
+    setting = os.environ.get("SCALEFIT_JAX_CACHE")
+    if setting == "0":
+        return None
+    base = Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit")
+    root = Path(setting) if setting else base / "jax"
+    return root / PROGRAM_DIR
+
+
+@functools.lru_cache(maxsize=None)
+def _file_hash(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "missing"
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> str:
+    import jax
+    import jaxlib
+
+    from .. import __version__
+
+    here = Path(__file__).resolve().parent
+    sources = [
+        here / "engine.py",
+        here / "observation.py",
+        here / "_programs.py",
+        here.parent / "laws" / "base.py",
+        here.parent / "expr.py",
+    ]
+    return json.dumps(
+        {
+            "jax": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "scalefit": __version__,
+            "x64": bool(jax.config.jax_enable_x64),
+            "backend": jax.default_backend(),
+            "src": [_file_hash(str(p)) for p in sources],
+        },
+        sort_keys=True,
+    )
+
+
+def law_identity(law) -> str | None:
+    """A string that identifies the law's function across processes, or None when it has none.
+
+    Formula laws: their formula, inputs and parameter kinds. Registered laws: name, options,
+    parameters and the source file of their expression. Anything else (a lambda, a closure, a
+    class built in ``__main__``): None, and its program stays in memory only.
+    """
+    params = [repr(p) for p in law.params]
+    if law.spec is not None:
+        fn = {k: law.spec.get(k) for k in ("formula", "inputs")}
+        return json.dumps({"spec": fn, "params": params}, sort_keys=True, default=str)
+    try:
+        from ..laws.catalogue import _REGISTRY
+
+        if law.name not in _REGISTRY:
+            return None
+        ref = _REGISTRY[law.name](**law.options)
+        expr = law.expr
+        if (
+            ref.formula != law.formula
+            or [repr(p) for p in ref.params] != params
+            or getattr(ref.expr, "__qualname__", None) != getattr(expr, "__qualname__", 1)
+            or getattr(ref.expr, "__module__", None) != getattr(expr, "__module__", 1)
+            or ref.inputs != law.inputs
+        ):
+            return None
+        src = inspect.getsourcefile(expr)
+        feats = inspect.getsourcefile(law.features) if law.features is not None else None
+        opts = json.dumps(law.options, sort_keys=True)
+    except Exception:  # noqa: BLE001 - any doubt about identity: no disk cache
+        return None
+    if src is None:
+        return None
+    return json.dumps(
+        {
+            "name": law.name,
+            "options": opts,
+            "params": params,
+            "inputs": list(law.inputs),
+            "expr": f"{expr.__module__}.{expr.__qualname__}",
+            "src": _file_hash(src),
+            "features": _file_hash(feats) if feats else None,
+        },
+        sort_keys=True,
+    )
+
+
+def signature(args: tuple) -> str:
+    """Tree structure, shapes and dtypes of ``args`` (part of a program's cache key)."""
+    import jax
+
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    shapes = [(tuple(getattr(a, "shape", ())), str(getattr(a, "dtype", type(a).__name__))) for a in leaves]
+    return json.dumps({"tree": str(tree), "leaves": shapes})
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    from .._io import atomic_write_bytes
+
+    atomic_write_bytes(path, data)
+
+
+def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
+    """A callable equivalent to the jitted ``fn`` for arguments shaped like ``args``.
+
+    With a ``key`` and a cache folder, the lowered program is read from (or written to) the disk
+    cache, so a fresh process skips tracing; any failure to read, deserialise or write falls back
+    to ``fn`` itself. Without a key, ``fn`` is returned unchanged.
+    """
+    root = cache_root()
+    if key is None or root is None:
+        return fn
+    import jax
+
+    digest = hashlib.sha256(
+        "\n".join([key, _versions(), signature(args)]).encode()
+    ).hexdigest()[:32]
+    path = root / f"{digest}.jaxexport"
+    exported = None
+    if path.exists():
+        try:
+            exported = jax.export.deserialize(bytearray(path.read_bytes()))
+        except Exception:  # noqa: BLE001 - corrupt or foreign file: rebuild it
+            exported = None
+    if exported is None:
+        try:
+            exported = jax.export.export(fn)(*args)
+            root.mkdir(parents=True, exist_ok=True)
+            _write_atomic(path, bytes(exported.serialize()))
+        except Exception:  # noqa: BLE001 - a program that cannot be exported runs as it is
+            return fn
+    return jax.jit(exported.call)
