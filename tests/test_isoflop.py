@@ -92,6 +92,16 @@ def test_approach1_envelope_recovers_the_exponent():
     assert np.all(np.diff(env.envelope["loss"].to_numpy()) <= 1e-12)  # best-so-far is monotone
 
 
+def test_approach1_reads_steps_with_tokens_per_step():
+    curves = _curves()
+    per_step = 1e8  # tokens as steps of 1e8 tokens: the same curves, a different unit
+    steps = curves.drop(columns="tokens").assign(step=curves["tokens"] / per_step)
+    a = approach1(curves, n_boot=0).a
+    assert approach1(steps, n_boot=0, tokens_per_step=per_step).a == pytest.approx(a, rel=1e-9)
+    with pytest.raises(ScaleFitError, match="tokens_per_step"):
+        approach1(steps, n_boot=0)
+
+
 def test_compare_table_has_every_approach_and_plots():
     runs = synthetic_isoflops(sigma=0.003, seed=1)
     isos = [approach2(runs, method=m) for m in ("parabola", "profile")]

@@ -37,6 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="run",
         help="run id column of the long table ('params' groups the TABLE's rows by model size)",
     )
+    p.add_argument(
+        "--tokens-per-step",
+        type=float,
+        default=None,
+        help="tokens per step, when the long table has 'step' but no 'tokens'/'flops'",
+    )
     p.add_argument("--result", default=None, metavar="RESULT.json", help="Approach 3: a law fit")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, metavar="CSV", help="write the comparison table")
@@ -76,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             long = table.assign(run=table["params"])
         col = "run" if args.run_column == "params" else args.run_column
-        envelope = approach1(long, run=col, prob=args.prob, seed=args.seed)
+        envelope = approach1(
+            long, run=col, prob=args.prob, seed=args.seed, tokens_per_step=args.tokens_per_step
+        )
     result = None
     if args.result:
         from ..fit import FitResult

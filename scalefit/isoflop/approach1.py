@@ -57,7 +57,7 @@ class EnvelopeResult:
         }
 
 
-def _curves(table: pd.DataFrame, run: str) -> pd.DataFrame:
+def _curves(table: pd.DataFrame, run: str, tokens_per_step: float | None = None) -> pd.DataFrame:
     need = {run, "loss", "params"}
     missing = sorted(need - set(table.columns))
     if missing:
@@ -69,8 +69,13 @@ def _curves(table: pd.DataFrame, run: str) -> pd.DataFrame:
         c = table["flops"].to_numpy(float)
     elif "tokens" in table.columns:
         c = training_flops(table["params"], table["tokens"])
+    elif "step" in table.columns and tokens_per_step is not None:
+        c = training_flops(table["params"], table["step"].to_numpy(float) * tokens_per_step)
     else:
-        raise ScaleFitError("approach1: the long table needs a 'flops' or a 'tokens' column.")
+        raise ScaleFitError(
+            "approach1: the long table needs a 'flops' or a 'tokens' column, or a 'step' column "
+            "and tokens_per_step=..."
+        )
     out = pd.DataFrame(
         {
             "run": table[run].to_numpy(),
@@ -124,6 +129,7 @@ def approach1(
     prob: float = 0.95,
     n_boot: int = 200,
     seed: int = 0,
+    tokens_per_step: float | None = None,
 ) -> EnvelopeResult:
     """Chinchilla's Approach 1: the lowest loss reached with at most C FLOPs, and who reached it.
 
@@ -151,6 +157,9 @@ def approach1(
         Bootstrap resamples of runs.
     seed : int, default 0
         Bootstrap seed.
+    tokens_per_step : float, optional
+        Tokens per optimiser step, for a long table with ``step`` but no ``tokens``/``flops``
+        (tokens seen = step × tokens_per_step).
 
     Returns
     -------
@@ -167,7 +176,13 @@ def approach1(
             "seed": [Interval(int, 0, None)],
         },
     )
-    cur = _curves(table, run)
+    if tokens_per_step is not None:
+        validate(
+            "approach1",
+            {"tokens_per_step": tokens_per_step},
+            {"tokens_per_step": [Interval(float, 0, None, closed="neither")]},
+        )
+    cur = _curves(table, run, tokens_per_step)
     runs = cur["run"].unique()
     if len(runs) < max(3, min_runs):
         raise ScaleFitError(f"approach1: needs at least {max(3, min_runs)} runs; got {len(runs)}.")
