@@ -145,6 +145,29 @@ def _check_shape(path: Path, header: list[str], rows: list[tuple[int, list[str]]
         )
 
 
+def read_csv(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a CSV with the file checks of :func:`read_table`, without touching its columns.
+
+    Parameters
+    ----------
+    path : path-like
+        A comma-separated UTF-8 file with a header row.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table as pandas parses it.
+
+    Raises
+    ------
+    ScaleFitError
+        For a missing, empty, undecodable (gzip, UTF-16, binary, Latin-1) or malformed file: a wrong
+        delimiter, a duplicate or empty header name, an index shift, ragged rows or unquoted
+        thousands separators, naming the file and line.
+    """
+    return _read_csv(Path(path))
+
+
 def _read_csv(path: Path) -> pd.DataFrame:
     """Read a CSV with strict checks on encoding, emptiness, delimiter, header and row shape."""
     if not path.exists():

@@ -177,6 +177,27 @@ def test_toy_run_on_a_file_and_a_changed_spec(tmp_path, capsys):
     assert code == 0 and "(1 run by this process)" in out, err
 
 
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ("a,b\n1,2\n".encode(), "missing column"),
+        (gzip.compress(b"x"), "gzip-compressed"),
+        ("teacher_mode,rho\nindependent,caf\xe9\n".encode("latin-1"), "not valid UTF-8"),
+        (
+            b"teacher_mode,rho,temperature,steps,depth,test_loss,train_loss\n"
+            b"independent,0,1,10,2,-1,1\n",
+            "column 'test_loss', row 1: expected a finite positive number, got -1",
+        ),
+    ],
+)
+def test_bad_toy_tables_are_one_line(tmp_path, capsys, data, match):
+    path = tmp_path / "results.csv"
+    path.write_bytes(data)
+    code, out, err = cli(capsys, ["toy", "fit", path, "--no-plots", "--bootstrap", "0"])
+    assert_clean(code, out, err, ["results.csv"])
+    assert code == 2 and re.search(match, err), err
+
+
 # --------------------------------------------------------------------------------------------
 # Tables: format-only mutations must give the clean result; damaged ones a one-line error
 # --------------------------------------------------------------------------------------------

@@ -10,9 +10,12 @@ import os
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from .._validation import fmt_value
 from ..errors import ScaleFitError
+from ..table import read_csv
 
 #: Columns that always define a group.
 GROUP_KEYS = ("teacher_mode", "rho", "temperature", "steps")
@@ -47,11 +50,21 @@ def load_results(path: str | os.PathLike) -> pd.DataFrame:
         path = csv
     if not path.is_file():
         raise ScaleFitError(f"{path}: no such file or folder.")
-    table = pd.read_csv(path)
+    table = read_csv(path)
     need = {"teacher_mode", "rho", "temperature", "depth", "steps", *LOSS_COLUMNS}
     missing = sorted(need - set(table.columns))
     if missing:
         raise ScaleFitError(f"{path}: missing column(s) {missing}; is this a toy sweep table?")
+    for col in ("depth", "steps", "temperature", *LOSS_COLUMNS):
+        raw = table[col]
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ScaleFitError(
+                f"{path}: column {col!r}, row {i + 1}: expected a finite positive number, got "
+                f"{fmt_value(raw.iloc[i])}."
+            )
     return table
 
 
