@@ -180,7 +180,7 @@ def test_toy_run_on_a_file_and_a_changed_spec(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("data", "match"),
     [
-        ("a,b\n1,2\n".encode(), "missing column"),
+        (b"a,b\n1,2\n", "missing column"),
         (gzip.compress(b"x"), "gzip-compressed"),
         ("teacher_mode,rho\nindependent,caf\xe9\n".encode("latin-1"), "not valid UTF-8"),
         (
