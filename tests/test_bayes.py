@@ -274,3 +274,33 @@ def test_calibration_90pct_intervals(law):
     cov = calibration_coverage(law, 40)
     print(f"\ncalibration {law}: {cov}")
     assert 0.80 <= cov["all"] <= 0.97, cov
+
+
+@pytest.mark.slow
+def test_linear_residuals_and_weights_in_the_likelihood():
+    # Additive noise, a response that crosses zero, and a wild row with weight 0.
+    rng = np.random.default_rng(5)
+    depth = np.repeat([2.0, 3, 4, 6, 8, 12, 16, 24], 3)
+    loss = 2.0 / depth**1.1 - 0.2 + rng.normal(0.0, 0.005, depth.shape)
+    loss[0] = 40.0
+    w = np.ones(len(depth))
+    w[0] = 0.0
+    from scalefit import Law
+
+    law = Law.from_formula("c/depth**alpha + L0", starts={"alpha": (0.5, 2.0), "c": (0.5, 5.0)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fit_bayes(
+            pd.DataFrame({"depth": depth, "loss": loss}).assign(loss=lambda f: f["loss"] + 1.0),
+            law,
+            residuals="linear",
+            weights=w,
+            seed=1,
+            **SHORT,
+        )
+    assert res.conventions["residuals"] == "linear" and res.conventions["weights"] == "array"
+    lo, hi = res.ci["alpha"]
+    assert lo < 1.1 < hi and hi - lo < 0.5
+    assert res.ci["L0"][0] < 0.8 < res.ci["L0"][1]
+    sims = predictive_draws(res, pd.DataFrame({"depth": [4.0]}), noise=True)
+    assert abs(np.median(sims) - (2.0 / 4**1.1 + 0.8)) < 0.05

@@ -60,15 +60,15 @@ def test_every_kind_of_law_goes_all_the_way(kind, table, tmp_path):
     law = _laws()[kind]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        res = scalefit.fit(table, law, starts=24, seed=1, progress=False)
-        boot = scalefit.bootstrap(res, table, 24, boot_starts=1, seed=2)
+        res = scalefit.fit(table, law, starts=12, seed=1, progress=False)
+        boot = scalefit.bootstrap(res, table, 16, boot_starts=0, seed=2)
     assert isinstance(res.law, Law) and res.converged
     truth = table.attrs["truth"]
     assert res.params["alpha"] == pytest.approx(truth["alpha"], rel=0.15)
     assert res.draws is None and boot.draws is not None and boot is not res
     assert set(boot.ci) == set(res.params)
     text = boot.report()
-    assert res.law_name in text and "bootstrap  24 resamples" in text
+    assert res.law_name in text and "bootstrap  16 resamples" in text
     band = boot.predict(table.head(5), bands=True)
     assert (band["lo"] <= band["loss"]).all() and (band["loss"] <= band["hi"]).all()
     fig = boot.plot(table)
@@ -162,7 +162,7 @@ def test_not_identified_floor_is_reported_not_printed_as_a_number():
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        res = scalefit.fit(table, "chinchilla", starts=32, progress=False)
+        res = scalefit.fit(table, "chinchilla", starts=12, progress=False)
     assert "E" in res.not_identified
     row = [ln for ln in res.report().splitlines() if ln.startswith("E ")][0]
     assert "not identified" in row

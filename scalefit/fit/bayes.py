@@ -25,6 +25,7 @@ import pandas as pd
 from ..errors import ConvergenceWarning, ScaleFitError, require
 from ..laws import Law, get_law
 from ..table import require_columns
+from .observation import RESIDUALS, add_noise, residual, response
 from .result import FitResult
 
 LIKELIHOODS = ("student_t", "normal")
@@ -86,6 +87,8 @@ def fit_bayes(
     holdout: float | None = None,
     target_accept: float = 0.99,
     progress: bool | None = None,
+    residuals: str = "log",
+    weights: Any = None,
 ) -> FitResult:
     """Fit a scaling law by Bayesian inference (NUTS) on log loss.
 
@@ -126,6 +129,12 @@ def fit_bayes(
         the skewed tail of ``a_depth`` on the Chinchilla table; see ``docs/bayes.md``).
     progress : bool, optional
         Show numpyro's progress bar.
+    residuals : {"log", "linear"}, default "log"
+        Observation scale (see :mod:`scalefit.fit.observation`): the likelihood scores
+        ``log y`` around ``log f`` or ``y`` around ``f``.
+    weights : str or array-like, optional
+        Per-row weights (a column name or one non-negative number per row) multiplying each
+        row's log likelihood, as in least squares.
 
     Returns
     -------
@@ -143,6 +152,11 @@ def fit_bayes(
         raise ScaleFitError(
             "The 'target_accept' parameter of fit_bayes must be a float in (0, 1). "
             f"Got {target_accept!r} instead."
+        )
+    if residuals not in RESIDUALS:
+        raise ScaleFitError(
+            f"The 'residuals' parameter of fit_bayes must be one of {', '.join(RESIDUALS)}. "
+            f"Got {residuals!r} instead."
         )
     for mod in ("numpyro", "arviz"):
         require(mod, "bayes")
@@ -165,6 +179,8 @@ def fit_bayes(
             holdout=holdout,
             target_accept=target_accept,
             progress=progress,
+            residuals=residuals,
+            weights=weights,
         )
 
 
@@ -185,36 +201,42 @@ def _fit_bayes(
     holdout,
     target_accept,
     progress,
+    residuals="log",
+    weights=None,
 ) -> FitResult:
     """The body of :func:`fit_bayes` (options already validated)."""
     import jax.numpy as jnp
 
     from . import bayes_checks as checks
     from . import bayes_model as bm
-    from .data import as_table
-    from .observation import metrics
+    from .build import FitSettings
+    from .data import as_table, check_design, inputs_of, resolve_weights, weights_of
+    from .observation import metrics, response
     from .priors import resolve_priors
 
     t_start = time.perf_counter()
     tab = as_table(table, drop_highest)
     law_obj = get_law(law, **dict(law_options or {}))
     require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
-    if len(tab) <= len(law_obj.params):
-        raise ScaleFitError(
-            f"law {law_obj.name!r} has {len(law_obj.params)} parameters but the "
-            f"table has only {len(tab)} rows."
-        )
+    tab, weight_column, weights_label = resolve_weights(tab, weights)
     y = tab["loss"].to_numpy(float)
-    specs = resolve_priors(law_obj, y, priors)
+    where = tab.attrs.get("scalefit", {}).get("source", "<table>")
+    obs = response(y, residuals, where=where)
+    w = weights_of(tab, weight_column)
+    check_design(tab, law_obj, y, w)
+    specs = resolve_priors(law_obj, y, priors, residuals)
     if likelihood == "normal":
         specs.pop("nu")
-    raw = {k: tab[k].to_numpy(float) for k in law_obj.inputs}
+    raw = inputs_of(tab, law_obj)
     refs = law_obj.references(raw)
     lmin = float(y.min())
-    model = bm.build_model(law_obj, specs, refs, lmin, likelihood)
+    model = bm.build_model(law_obj, specs, refs, lmin, likelihood, residuals, w)
     x = {k: jnp.asarray(v) for k, v in law_obj.variables(np, raw).items()}
-    logy = jnp.asarray(np.log(y))
-    z_lsq, rmse = bm.least_squares_start(tab, law_obj, seed)
+    logy = jnp.asarray(obs)
+    settings = FitSettings(
+        residuals=residuals, weight_column=weight_column, weights_label=weights_label
+    )
+    z_lsq, rmse = bm.least_squares_start(tab, law_obj, seed, settings)
     init = bm.init_values(law_obj, specs, z_lsq, rmse, lmin)
     mcmc, seconds, cpu = bm.run_nuts(
         model,
@@ -230,18 +252,18 @@ def _fit_bayes(
         target_accept=target_accept,
     )
     idata = bm.inference_data(
-        mcmc, specs, refs, lmin, law_obj, raw, np.log(y), likelihood, seed=seed
+        mcmc, specs, refs, lmin, law_obj, raw, obs, likelihood, seed=seed, residuals=residuals
     )
     names = [p.name for p in law_obj.params if specs[p.name]["dist"] != "fixed"]
     noise = [n for n in ("sigma", "nu") if n in specs and specs[n]["dist"] != "fixed"]
     diag, warns = checks.diagnose(idata, names + noise, chains)
     loo, loo_warn = checks.loo(idata)
-    res = _assemble(tab, law_obj, idata, specs, refs, y, ci_prob, metrics)
+    res = _assemble(tab, law_obj, idata, refs, y, ci_prob, metrics, residuals, w)
     diag.update(res.diagnostics)
     diag.update(
         {
             "loo": loo,
-            "ppc": checks.ppc(idata, np.log(y)),
+            "ppc": checks.ppc(idata, obs),
             "chains": chains,
             "draws": draws,
             "warmup": warmup,
@@ -254,6 +276,9 @@ def _fit_bayes(
         **res.conventions,
         **{
             "likelihood": likelihood,
+            "residuals": residuals,
+            "weights": weights_label or None,
+            "weight_column": weight_column,
             "priors": specs,
             "chains": chains,
             "draws": draws,
@@ -290,6 +315,8 @@ def _fit_bayes(
             chain_method=chain_method,
             ci_prob=ci_prob,
             target_accept=target_accept,
+            residuals=residuals,
+            weights=weight_column,
         )
         res = res.replace(holdout=hold)
     res.diagnostics["total_seconds"] = time.perf_counter() - t_start
@@ -298,7 +325,9 @@ def _fit_bayes(
     return res
 
 
-def _assemble(tab: pd.DataFrame, law: Law, idata, specs, refs, y, ci_prob, metrics) -> FitResult:
+def _assemble(
+    tab: pd.DataFrame, law: Law, idata, refs, y, ci_prob, metrics, residuals, w
+) -> FitResult:
     """Posterior medians, intervals, HDIs, draws and conventions as a FitResult."""
     import arviz as az
 
@@ -321,12 +350,15 @@ def _assemble(tab: pd.DataFrame, law: Law, idata, specs, refs, y, ci_prob, metri
     )
     corr = np.corrcoef(internal.T) if len(internal) > 1 else np.eye(len(names))
     pred = np.asarray(law.evaluate(med, tab), dtype=float)
+    obs = response(y, residuals)
     meta = tab.attrs.get("scalefit", {})
     return FitResult(
         law=law,
         params=med,
         method="bayes",
-        objective=float(np.sum((np.log(y) - np.log(pred)) ** 2)),
+        objective=float(
+            np.sum((1.0 if w is None else w) * residual(np, obs, pred, residuals) ** 2)
+        ),
         converged=False,
         n_rows=len(tab),
         metrics=metrics(y, pred),
@@ -346,8 +378,8 @@ def _assemble(tab: pd.DataFrame, law: Law, idata, specs, refs, y, ci_prob, metri
             "law": law.name,
             "law_options": dict(law.options),
             "loss": "bayes",
-            "residuals": "log",
-            "objective": "sum over rows of (log y - log f)^2 at the posterior median",
+            "residuals": residuals,
+            "objective": "sum over rows of (weighted) squared residuals at the posterior median",
             "source": meta.get("source"),
             "n_read": meta.get("n_read", len(tab)),
             "outlier_rule": meta.get("outlier_rule", "none"),
@@ -386,9 +418,10 @@ def predictive_draws(
         sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
         nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
     else:
-        sigma, nu = med.get("sigma", result.metrics["rmse_log"]), med.get("nu")
+        key = "rmse_log" if result.conventions.get("residuals", "log") == "log" else "rmse"
+        sigma, nu = med.get("sigma", result.metrics[key]), med.get("nu")
     eps = rng.standard_t(nu, sims.shape) if nu is not None else rng.standard_normal(sims.shape)
-    return sims * np.exp(sigma * eps)
+    return add_noise(sims, sigma * eps, result.conventions.get("residuals", "log"))
 
 
 def save_netcdf(result: FitResult, path: str | os.PathLike) -> Path:

@@ -8,6 +8,7 @@ the observed log loss with a Student-t (or normal) likelihood. Nothing here know
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 import warnings
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law
+from .observation import on_scale
 
 OBS = "log_loss"
 
@@ -103,6 +105,8 @@ def build_model(
     refs: Mapping[str, float],
     lmin: float,
     likelihood: str,
+    residuals: str = "log",
+    weights: np.ndarray | None = None,
 ):
     """Return ``model(x, logy=None)``: the numpyro model of ``law`` with priors ``specs``.
 
@@ -118,12 +122,18 @@ def build_model(
         Smallest observed loss (for the ``below_min`` floor prior).
     likelihood : {"student_t", "normal"}
         Likelihood of the observed log loss.
+    residuals : {"log", "linear"}, default "log"
+        Scale of the observations (``logy`` is then ``log y`` or ``y``; see
+        :mod:`scalefit.fit.observation`).
+    weights : ndarray, optional
+        Per-row weights: each row's log likelihood is multiplied by its weight.
     """
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
 
     refs_j = {k: float(v) for k, v in refs.items()}
+    w = None if weights is None else jnp.asarray(weights, dtype=float)
 
     def draw(name: str, kind: str | None):
         spec = specs[name]
@@ -142,13 +152,17 @@ def build_model(
         for p in law.params:
             if site_name(p.name, p.kind, specs[p.name]) != p.name:
                 numpyro.deterministic(p.name, pub[p.name])
-        mu = jnp.log(law.expr(jnp, pub, x))
+        mu = on_scale(jnp, law.expr(jnp, pub, x), residuals)
         sigma = draw("sigma", None)
         if likelihood == "student_t":
             nu = draw("nu", None)
             noise = dist.StudentT(nu, mu, sigma)
         else:
             noise = dist.Normal(mu, sigma)
+        if w is not None and logy is not None:
+            # weighted likelihood: each row's log density times its weight (zero allowed)
+            numpyro.factor(OBS, jnp.sum(w * noise.log_prob(logy)))
+            return
         with numpyro.plate("row", mu.shape[-1]):
             numpyro.sample(OBS, noise, obs=logy)
 
@@ -193,20 +207,26 @@ def init_values(
     return out
 
 
-def least_squares_start(tab, law: Law, seed: int) -> tuple[np.ndarray | None, float]:
-    """A quick least-squares optimum (32 starts) in internal coordinates and its log-RMSE."""
+def least_squares_start(tab, law: Law, seed: int, settings=None) -> tuple[np.ndarray | None, float]:
+    """A quick least-squares optimum (32 starts) in internal coordinates and its residual RMSE.
+
+    ``settings`` (a :class:`~scalefit.fit.build.FitSettings`) sets the residual scale and weights.
+    """
     from .build import FitSettings
     from .lsq import JaxBackend, least_squares
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = least_squares(
-                tab, law, FitSettings(starts=32, seed=seed), backend=JaxBackend(progress=False)
-            )
+            base = settings or FitSettings()
+            settings = dataclasses.replace(base, starts=32, seed=seed)
+            res = least_squares(tab, law, settings, backend=JaxBackend(progress=False))
     except ScaleFitError:
-        return None, float(np.std(np.log(tab["loss"].to_numpy(float))))
-    return np.asarray(res.internal), float(res.metrics["rmse_log"])
+        y = tab["loss"].to_numpy(float)
+        log = settings is None or settings.residuals == "log"
+        return None, float(np.std(np.log(y) if log else y))
+    key = "rmse_log" if settings.residuals == "log" else "rmse"
+    return np.asarray(res.internal), float(res.metrics[key])
 
 
 def run_nuts(
@@ -279,6 +299,7 @@ def pointwise(
     likelihood: str,
     *,
     seed: int,
+    residuals: str = "log",
 ):
     """Pointwise log likelihood and posterior-predictive log loss, each (chains, draws, rows).
 
@@ -287,7 +308,7 @@ def pointwise(
     from scipy import stats
 
     pub = {p.name: np.asarray(samples[p.name])[..., None] for p in law.params}
-    mu = np.log(np.asarray(law.evaluate(pub, raw), dtype=float))
+    mu = on_scale(np, np.asarray(law.evaluate(pub, raw), dtype=float), residuals)
     sigma = np.asarray(samples["sigma"])[..., None]
     rng = np.random.default_rng(seed + 1)
     if likelihood == "student_t":
@@ -337,7 +358,16 @@ def _scipy_distribution(spec: Mapping[str, Any]):
 
 
 def prior_draws(
-    law: Law, specs, refs, lmin: float, raw, likelihood: str, *, n: int, seed: int
+    law: Law,
+    specs,
+    refs,
+    lmin: float,
+    raw,
+    likelihood: str,
+    *,
+    n: int,
+    seed: int,
+    residuals: str = "log",
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Prior draws of every site and public parameter, and prior-predictive log loss (n, rows).
 
@@ -366,7 +396,8 @@ def prior_draws(
                     if spec["dist"] == "fixed"
                     else _scipy_distribution(spec).rvs(n, random_state=rng)
                 )
-        mu = np.log(np.asarray(law.evaluate({k: out[k][:, None] for k in pub}, raw), float))
+        pred = np.asarray(law.evaluate({k: out[k][:, None] for k in pub}, raw), float)
+        mu = on_scale(np, pred, residuals)
         if likelihood == "student_t":
             eps = rng.standard_t(out["nu"][:, None] * np.ones_like(mu))
         else:
@@ -386,13 +417,16 @@ def inference_data(
     *,
     seed: int,
     n_prior: int = 500,
+    residuals: str = "log",
 ):
     """ArviZ object with posterior, sample stats, log likelihood, posterior and prior predictive."""
     import arviz as az
 
     samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    ll, pp = pointwise(law, samples, raw, logy, likelihood, seed=seed)
-    prior, prior_pp = prior_draws(law, specs, refs, lmin, raw, likelihood, n=n_prior, seed=seed)
+    ll, pp = pointwise(law, samples, raw, logy, likelihood, seed=seed, residuals=residuals)
+    prior, prior_pp = prior_draws(
+        law, specs, refs, lmin, raw, likelihood, n=n_prior, seed=seed, residuals=residuals
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_numpyro(mcmc, log_likelihood=False, dims={OBS: ["row"]})

@@ -119,7 +119,12 @@ class JaxBackend:
             )
         best = int(np.nanargmin(np.where(finite, obj, np.inf)))
         fbest = float(obj[best])
-        n_best = int(np.sum(obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol))
+        at_best = obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol
+        n_best = int(np.sum(at_best))
+        if not conv[best] and (at_best & conv).any():
+            # another start reached the same objective and passed the test: report that one
+            best = int(np.flatnonzero(at_best & conv)[np.argmin(obj[at_best & conv])])
+            fbest = float(obj[best])
         zp, fp, cp, ip = solve_many(problem, z[best][None, :], tol=POLISH_TOL)
         polished = bool(np.isfinite(fp[0]) and fp[0] <= fbest)
         if polished:

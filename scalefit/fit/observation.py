@@ -49,6 +49,11 @@ def response(y: np.ndarray, residuals: str, *, where: str = "the table") -> np.n
     return y
 
 
+def on_scale(xp: Any, pred: Any, residuals: str) -> Any:
+    """The model's prediction on the residual scale: ``log f`` or ``f``."""
+    return xp.log(pred) if residuals == "log" else pred
+
+
 def residual(xp: Any, observed: Any, pred: Any, residuals: str) -> Any:
     """Residual ``observed - model`` on the chosen scale (``observed`` from :func:`response`)."""
     if residuals == "log":

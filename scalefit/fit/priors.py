@@ -58,7 +58,7 @@ POSITIVE_DISTS = ("halfnormal", "halfcauchy", "lognormal", "exponential", "gamma
 NOISE = ("sigma", "nu")
 
 
-def default_priors(law: Law, loss: np.ndarray) -> dict[str, dict[str, Any]]:
+def default_priors(law: Law, loss: np.ndarray, residuals: str = "log") -> dict[str, dict[str, Any]]:
     """Default priors for every parameter of ``law`` plus ``sigma`` and ``nu``.
 
     Parameters
@@ -67,6 +67,8 @@ def default_priors(law: Law, loss: np.ndarray) -> dict[str, dict[str, Any]]:
         The law (a ``Param.prior`` set by the law replaces the kind's default).
     loss : ndarray
         Observed losses of the fitted rows (sets the data-relative scales).
+    residuals : {"log", "linear"}, default "log"
+        Residual scale: ``sigma``'s default scale is the spread of the response on that scale.
 
     Returns
     -------
@@ -81,7 +83,8 @@ def default_priors(law: Law, loss: np.ndarray) -> dict[str, dict[str, Any]]:
             continue
         lo_b, hi_b = (float(b) for b in p.bounds)
         if p.kind == "coef":
-            out[p.name] = {"dist": "normal", "loc": float(np.log(loss.mean())) - 1.0, "scale": 2.5}
+            loc = float(np.log(np.abs(loss).mean())) - 1.0
+            out[p.name] = {"dist": "normal", "loc": loc, "scale": 2.5}
         elif p.kind == "floor":
             out[p.name] = {"dist": "below_min", "fraction": 1.0}
         elif p.kind == "positive":
@@ -103,7 +106,8 @@ def default_priors(law: Law, loss: np.ndarray) -> dict[str, dict[str, Any]]:
                 "low": lo_b,
                 "high": hi_b,
             }
-    sd = float(np.std(np.log(loss))) if len(loss) > 1 else 1.0
+    scaled = np.log(loss) if residuals == "log" else loss
+    sd = float(np.std(scaled)) if len(loss) > 1 else 1.0
     out["sigma"] = {"dist": "halfnormal", "scale": sd if sd > 0 else 1.0}
     out["nu"] = {"dist": "gamma", "concentration": 2.0, "rate": 0.1}
     return out
@@ -187,7 +191,10 @@ def check_prior(name: str, spec: Any, kind: str | None) -> dict[str, Any]:
 
 
 def resolve_priors(
-    law: Law, loss: np.ndarray, priors: Mapping[str, Mapping[str, Any]] | None
+    law: Law,
+    loss: np.ndarray,
+    priors: Mapping[str, Mapping[str, Any]] | None,
+    residuals: str = "log",
 ) -> dict[str, dict[str, Any]]:
     """Defaults for ``law`` updated with the user's ``priors``, all validated.
 
@@ -196,7 +203,7 @@ def resolve_priors(
     ScaleFitError
         On an unknown parameter name, distribution or argument.
     """
-    specs = default_priors(law, loss)
+    specs = default_priors(law, loss, residuals)
     kinds: dict[str, str | None] = {p.name: p.kind for p in law.params}
     kinds.update({n: None for n in NOISE})
     if priors is not None and not isinstance(priors, Mapping):
