@@ -16,11 +16,12 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+from _harness import header, loadavg, pin_threads
 
 
 def scipy_loop(law, table, z0s, weights=None):
     """Plain reference: one scipy least_squares call per start (and per resample)."""
+    import numpy as np
     from scipy.optimize import least_squares
 
     x = law.variables(np, {k: table[k].to_numpy(float) for k in law.inputs})
@@ -45,7 +46,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--warm-cache", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer resamples (smoke run)")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS/XLA threads for both ways")
     args = ap.parse_args()
+    threads = pin_threads(args.threads)
+    header("fitting: scalefit's JAX solver vs a plain scipy least_squares loop", threads)
+    import numpy as np
+
     if not args.warm_cache:
         os.environ["SCALEFIT_JAX_CACHE"] = tempfile.mkdtemp(prefix="jaxcache-")
     import scalefit
@@ -119,6 +125,7 @@ def main() -> None:
     print(f"{'work':<38}{'scalefit s':>12}{'scipy loop s':>14}{'speed-up':>10}  note")
     for name, a, b, note in rows:
         print(f"{name:<38}{a:>12.2f}{b:>14.2f}{b / a:>9.1f}x  {note}")
+    print(f"load average at end: {loadavg()}")
 
 
 if __name__ == "__main__":
