@@ -180,14 +180,15 @@ def run_demo(args: argparse.Namespace) -> int:
     if spec["vocab"]:
         alloc_cmd += ["--vocab", str(spec["vocab"]), "--embeddings", "tied"]
     alloc_cmd += ["--out", str(out / "allocation.csv"), "--plots", str(out)]
-    if unknown:  # the allocate report calls its best shape "recommended": not for this fit
+    alloc = _allocation(result, budgets, spec)
+    table = recommendation_table(alloc, unknown)
+    settled = not unknown and bool(table.filter(like="_determined").all().all())
+    if not settled:  # the allocate report calls its best shape "recommended": not for this fit
         alloc_cmd += ["--quiet"]
     print(f"\n$ scalefit {shlex.join(alloc_cmd)}\n", flush=True)
     code = main(alloc_cmd)
     if code != EXIT_OK:
         return code
-    alloc = _allocation(result, budgets, spec)
-    table = recommendation_table(alloc, unknown)
     from .._io import atomic_write_csv
 
     atomic_write_csv(out / "recommendation.csv", table)
@@ -303,7 +304,7 @@ def recommendation_text(table, alloc, spec: dict, unknown: tuple[str, ...] = ())
         )
     width = 32
     head = "".join(f"{_flops(b) + ' FLOP':<{width}}" for b in table["budget"])
-    lines.append(f"   {'':<14}{head}")
+    lines.append(f"   {'':<14}{head}".rstrip())
     for q in QUANTITIES:
         cells = "".join(f"{_cell(row, q):<{width}}" for _, row in table.iterrows())
         lines.append(f"   {LABELS[q]:<14}{cells}".rstrip())
