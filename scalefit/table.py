@@ -233,8 +233,12 @@ def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) 
     return frame.rename(columns=rename)
 
 
-def _check_values(frame: pd.DataFrame, where: str) -> pd.DataFrame:
-    """Require every canonical column present to be numeric, finite and positive."""
+def _check_values(frame: pd.DataFrame, where: str, positive_loss: bool = True) -> pd.DataFrame:
+    """Require every canonical column present to be numeric, finite and positive.
+
+    With ``positive_loss=False`` the loss need only be finite (a response fitted on linear
+    residuals may be zero or negative).
+    """
     for col in CANONICAL:
         if col not in frame.columns:
             continue
@@ -255,7 +259,10 @@ def _check_values(frame: pd.DataFrame, where: str) -> pd.DataFrame:
         for test, what in (
             (np.isnan(arr), "a missing value"),
             (~np.isfinite(arr) & ~np.isnan(arr), "a non-finite value"),
-            (np.isfinite(arr) & (arr <= 0), "a value that is not positive"),
+            (
+                np.isfinite(arr) & (arr <= 0) & (positive_loss or col != "loss"),
+                "a value that is not positive",
+            ),
         ):
             if test.any():
                 i = int(np.flatnonzero(test)[0])
@@ -272,6 +279,7 @@ def read_table(
     columns: Mapping[str, str] | None = None,
     *,
     drop_highest: int = 0,
+    positive_loss: bool = True,
 ) -> pd.DataFrame:
     """Read and validate a loss table.
 
@@ -286,6 +294,9 @@ def read_table(
         Outlier rule: drop the ``k`` highest losses by keeping the rows whose loss is *strictly
         below* the k-th highest loss value. With ties at the cut-off this drops more than ``k`` rows
         (Liu et al.'s rule: ``k = 40`` on the Chinchilla table keeps 203 of 245 rows).
+    positive_loss : bool, default True
+        Require a positive loss. ``False`` accepts any finite loss (a response fitted on linear
+        residuals, ``scalefit.fit(..., residuals="linear")``, may be zero or negative).
 
     Returns
     -------
@@ -327,7 +338,7 @@ def read_table(
             f"{where}: no loss column; expected one of 'loss', 'val_loss', 'test_loss' "
             f"(or map yours with columns={{...: 'loss'}}). Columns: {list(frame.columns)}."
         )
-    frame = _check_values(frame, where)
+    frame = _check_values(frame, where, positive_loss)
     derived: list[str] = []
     if "tokens" not in frame.columns and {"flops", "params"} <= set(frame.columns):
         frame["tokens"] = tokens_for_budget(frame["flops"], frame["params"])

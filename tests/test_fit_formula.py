@@ -123,3 +123,24 @@ def test_bad_formula_and_arguments_are_one_clear_error():
         _fit(tab, "depth_power", formula="c/depth**a + L0")
     with pytest.raises(ScaleFitError, match="reads no input"):
         Law.from_formula("a + b")
+
+
+def test_cli_formula_with_linear_residuals_reads_a_negative_response(tmp_path, capsys):
+    from scalefit.cli import main
+
+    x = np.arange(1.0, 13.0)
+    y = 1.5 - 0.25 * x + 0.01 * np.sin(x)  # crosses zero
+    csv = tmp_path / "t.csv"
+    pd.DataFrame({"x": x, "loss": y}).to_csv(csv, index=False)
+    out = tmp_path / "r.json"
+    code = main(
+        ["fit", str(csv), "--formula", "a + b*x", "--residuals", "linear", "--starts", "4"]
+        + ["--out", str(out), "--no-progress"]
+    )
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "on linear residuals" in text
+    back = scalefit.FitResult.load(out)
+    assert back.params["b"] == pytest.approx(-0.25, abs=0.01)
+    assert back.law.spec["formula"] == "a + b*x"
+    assert main(["fit", str(csv), "--formula", "a + b*x", "--starts", "4"]) == 2

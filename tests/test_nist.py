@@ -270,7 +270,8 @@ def test_single_start_never_claims_a_wrong_point(name):
     for start in (0, 1):
         res = solve(problem, start, starts=1)
         s = score(problem, res)
-        assert (s["param_digits"] >= 6 and s["rss_digits"] >= 5) or not res.converged, s
+        rss_ok = s["rss_digits"] >= 5 or name in RSS_EXEMPT
+        assert (s["param_digits"] >= 6 and rss_ok) or not res.converged, s
 
 
 def _table() -> str:  # pragma: no cover - run by hand

@@ -69,6 +69,7 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
 
     where = getattr(args, "where", None)
     drop = 0 if where else args.drop_highest
+    pos = getattr(args, "residuals", "log") == "log"  # linear residuals: any finite loss
     if is_dataset_name(args.table):
         if args.columns:
             raise ScaleFitError("--columns applies to CSV files, not to named datasets.")
@@ -80,7 +81,9 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
                 f"{path}: no such file, and not a dataset name (chinchilla, "
                 f"chinchilla_epoch, depth_delusion, lm_grid_shakespeare)."
             )
-        table = read_table(path, parse_mapping(args.columns, "--columns"), drop_highest=drop)
+        table = read_table(
+            path, parse_mapping(args.columns, "--columns"), drop_highest=drop, positive_loss=pos
+        )
     if not where:
         return table
     from ..expr import filter_rows
@@ -92,7 +95,7 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
     if kept.empty:
         raise ScaleFitError(f"--where {where!r} keeps no rows.")
     meta = dict(table.attrs.get("scalefit", {}))
-    out = read_table(kept.reset_index(drop=True), drop_highest=args.drop_highest)
+    out = read_table(kept.reset_index(drop=True), drop_highest=args.drop_highest, positive_loss=pos)
     meta.update({k: out.attrs["scalefit"][k] for k in ("drop_highest", "outlier_rule")})
     meta["where"] = where
     out.attrs["scalefit"] = meta

@@ -176,7 +176,7 @@ def fit(
         },
         _CONSTRAINTS,
     )
-    tab = as_table(table, drop_highest)
+    tab = as_table(table, drop_highest, positive_loss=residuals == "log")
     law_obj = _law(law, formula, law_options, tab)
     tab, weight_column, weights_label = resolve_weights(tab, weights)
     if holdout is not None:

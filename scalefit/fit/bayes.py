@@ -215,7 +215,7 @@ def _fit_bayes(
     from .priors import resolve_priors
 
     t_start = time.perf_counter()
-    tab = as_table(table, drop_highest)
+    tab = as_table(table, drop_highest, positive_loss=residuals == "log")
     law_obj = get_law(law, **dict(law_options or {}))
     require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
     tab, weight_column, weights_label = resolve_weights(tab, weights)

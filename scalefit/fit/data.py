@@ -16,15 +16,18 @@ from ..table import read_table, require_columns
 WEIGHT_COLUMN = "__weight__"
 
 
-def as_table(table: Any, drop_highest: int = 0) -> pd.DataFrame:
-    """A validated table: a dataset name, a path, or a DataFrame (read with ``read_table``)."""
+def as_table(table: Any, drop_highest: int = 0, *, positive_loss: bool = True) -> pd.DataFrame:
+    """A validated table: a dataset name, a path, or a DataFrame (read with ``read_table``).
+
+    ``positive_loss=False`` (linear residuals) accepts a zero or negative loss.
+    """
     from ..datasets import is_dataset_name, load
 
     if isinstance(table, str) and is_dataset_name(table):
         return load(table, drop_highest=drop_highest)
     if isinstance(table, pd.DataFrame) and "scalefit" in table.attrs and not drop_highest:
         return table
-    return read_table(table, drop_highest=drop_highest)
+    return read_table(table, drop_highest=drop_highest, positive_loss=positive_loss)
 
 
 def inputs_of(tab: pd.DataFrame, law: Law) -> dict[str, np.ndarray]:
