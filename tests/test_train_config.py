@@ -126,3 +126,15 @@ def test_a_second_process_cannot_train_into_a_locked_run_folder(tmp_path, token_
     assert not (out / "checkpoint.pt").exists()
     with claim(out, cfg):  # released when the holder let go
         pass
+
+
+def test_grid_task_keys_are_validated_too():
+    from scalefit.train.grid import validate_config
+
+    with pytest.raises(ScaleFitError, match=r"'diagnose' key .* must be a bool\. Got 'yes'"):
+        validate_config({"depth": 2, "diagnose": "yes"})
+    with pytest.raises(ScaleFitError, match=r"'diag_tokens' key .* an int >= 1\. Got 0"):
+        validate_config({"depth": 2, "diag_tokens": 0})
+    with pytest.raises(ScaleFitError, match=r"'warmup_frac' key"):
+        validate_config({"depth": 2, "warmup_frac": 2.0})
+    validate_config({"depth": 2, "diagnose": False})

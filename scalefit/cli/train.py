@@ -147,11 +147,12 @@ def _overrides(items: list[str]) -> dict:
 def _cmd_run(args) -> int:
     from .._io import atomic_write_csv, atomic_write_json
     from ..train.diagnostics import diagnose
-    from ..train.grid import TASK_KEYS
+    from ..train.grid import TASK_KEYS, validate_task_keys
     from ..train.loop import config_from_dict, train
 
     raw = {**_read_toml(args.config), **_overrides(args.set)}
     task = {k: raw.pop(k, v) for k, v in TASK_KEYS.items()}
+    validate_task_keys(task, source=args.config)
     cfg = config_from_dict(raw, source=args.config)
     out = Path(args.out or Path("runs") / raw.get("name", Path(args.config).stem))
     rank = int(os.environ.get("RANK", "0"))

@@ -41,10 +41,17 @@ def validate_config(config: dict) -> None:
     """Raise :class:`~scalefit.errors.ScaleFitError` for a configuration the trainer rejects."""
     from .loop import config_from_dict
 
-    _, rest = _split(config)
-    cfg = config_from_dict(rest, source="train grid")
-    if cfg.batch_size <= 0 or cfg.tokens <= 0:
-        raise ScaleFitError(f"train grid: 'batch_size' and 'tokens' must be positive; got {rest}.")
+    task, rest = _split(config)
+    validate_task_keys(task, source="train grid")
+    config_from_dict(rest, source="train grid")  # every trainer setting, before any work
+
+
+def validate_task_keys(task: dict, *, source: str) -> None:
+    """Check ``diagnose`` (a bool) and ``diag_tokens`` (an int >= 1)."""
+    from .._validation import Interval, validate
+
+    constraints = {"diagnose": ["boolean"], "diag_tokens": [Interval(int, 1, None)]}
+    validate(f"trainer config {source!r}", task, constraints, noun="key")
 
 
 def run_train_task(config: dict, run_dir: Path) -> dict:
