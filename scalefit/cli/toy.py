@@ -47,8 +47,19 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .._validation import Interval, validate
     from ..sweep import collect_results, is_finished, load_spec, run_sweep
 
+    validate(
+        "toy run",
+        {"--workers": args.workers, "--threads": args.threads, "--timeout-min": args.timeout_min},
+        {
+            "--workers": [Interval(int, 0, None)],
+            "--threads": [Interval(int, 1, None)],
+            "--timeout-min": [None, Interval(int, 1, None)],
+        },
+        noun="option",
+    )
     spec = load_spec(args.spec)
     out = Path(args.out) if args.out else Path("runs") / spec.name
     slurm = None
