@@ -558,3 +558,14 @@ def test_fuzz_trainer_configs(tmp_path, capsys, key, value):
     code, out, err = cli(capsys, ["train", "run", config, "--out", tmp_path / "o", "--no-progress"])
     assert_clean(code, out, err, ["run.toml"], f"{key} = {value}")
     assert code == 2 and key in err, err
+
+
+@pytest.mark.parametrize(
+    "option", [["--workers", "-1"], ["--threads", "0"], ["--timeout-min", "-3"]]
+)
+def test_bad_toy_run_options_are_one_line(tmp_path, capsys, option):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(textwrap.dedent(TOY))
+    code, out, err = cli(capsys, ["toy", "run", spec, "--out", tmp_path / "o", *option])
+    assert_clean(code, out, err, [option[0]])
+    assert code == 2 and not (tmp_path / "o").exists()
