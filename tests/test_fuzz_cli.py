@@ -143,7 +143,8 @@ replicas = [1]
         ('name = "fz"', 'name = "../../x"', "'name' key of \\[sweep\\].*plain folder name"),
         ("batch = 16", 'batch = "16"', "'batch' key .* must be an int"),
         ("steps = 10", "steps = -5", "'steps' key .* Got -5 instead"),
-        ('task = "toy"', 'task = "toys"', "unknown task"),
+        ('task = "toy"', 'task = "toys"', "task must be 'toy'"),
+        ('task = "toy"', 'task = "os:system"', "task must be 'toy'"),
         ("batch = 16", "batch = 16\nlr = 1e12", "toy run diverged: .* use a smaller 'lr'"),
     ],
 )

@@ -61,6 +61,13 @@ def _run(args: argparse.Namespace) -> int:
         noun="option",
     )
     spec = load_spec(args.spec)
+    if spec.task not in ("toy", "scalefit.sim.sweep_task:run_toy"):
+        # A spec naming 'module:function' would import (run) that module: the command line runs
+        # only the toy task; other tasks run from Python (scalefit.sweep.run_sweep).
+        raise ScaleFitError(
+            f"{args.spec}: [sweep] task must be 'toy' for `scalefit toy run`. Got "
+            f"{spec.task!r} instead (run other tasks from Python with scalefit.sweep.run_sweep)."
+        )
     out = Path(args.out) if args.out else Path("runs") / spec.name
     slurm = None
     if args.executor == "slurm":
