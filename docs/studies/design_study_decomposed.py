@@ -16,7 +16,8 @@ The same protocol as ``design_study.py`` with truths around Liu et al.'s decompo
 
 Run::
 
-    nice -n 10 python docs/studies/design_study_decomposed.py --truths 20 --out docs/studies/results
+    nice -n 10 python docs/studies/design_study_decomposed.py --truths 20 --mc-truths 2 --mc 10 \
+        --out docs/studies/results
 """
 
 from __future__ import annotations
@@ -88,6 +89,17 @@ def simulate(truth, runs, resid, rng) -> pd.DataFrame:
     return out
 
 
+def mc_sd(truth, pilot, runs, resid, n_rep, rng) -> float:
+    """Empirical sd of log N*(target) over least-squares refits of simulated pilot + runs."""
+    vals = []
+    for _ in range(n_rep):
+        data = pd.concat([simulate(truth, pilot, resid, rng), simulate(truth, runs, resid, rng)])
+        res = fit(data, LAW, starts=64, seed=0, progress=False)
+        if res.converged:
+            vals.append(log_nstar(res.params))
+    return float(np.std(vals, ddof=1)) if len(vals) >= 5 else float("nan")
+
+
 def grid_runs(pilot_fit) -> pd.DataFrame:
     """Standard grid with shapes around the pilot's optimum (see the module docstring)."""
     b = R / 56.0
@@ -113,6 +125,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--truths", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mc-truths", type=int, default=0, help="truths checked by Monte Carlo")
+    ap.add_argument("--mc", type=int, default=10, help="refits per Monte Carlo check")
     ap.add_argument("--out", default="docs/studies/results")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
@@ -123,7 +137,7 @@ def main() -> None:
     sigma = float(1.4826 * np.median(np.abs(resid)))
     draws = base.draws[np.all(np.isfinite(base.draws), axis=1)]
     pilot_shapes = tab[tab["flops"] < 3e19].reset_index(drop=True)
-    rows = []
+    rows, designs = [], {}
     for t_i, d in enumerate(draws[rng.choice(len(draws), args.truths, replace=False)]):
         truth = dict(zip(NAMES, d, strict=True))
         pilot = simulate(truth, pilot_shapes, resid, rng)
@@ -144,7 +158,12 @@ def main() -> None:
                 d_res = next_runs(pf, TARGET, f * R, k=12, noise=sigma, candidates=cand)
                 sds.append(fisher_sd(truth, pd.concat([pilot, d_res.runs]), sigma))
                 row[f"sd_{label}_{f:g}"] = sds[-1]
+                if f == 1.0:
+                    designs[label] = d_res.runs
             row[f"ratio_{label}"] = compute_ratio(FRACTIONS, sds, sd_grid)
+        if t_i < args.mc_truths:
+            for label, runs in [("grid", grid)] + [(k, designs[k]) for k in VARIANTS]:
+                row[f"mc_sd_{label}"] = mc_sd(truth, pilot, runs, resid, args.mc, rng)
         rows.append(row)
         print(
             f"truth {t_i}: sd grid {sd_grid:.4f}, designed at full compute "
@@ -158,6 +177,11 @@ def main() -> None:
           f"{frame['sd_pilot'].median():.4f}, grid {frame['sd_grid'].median():.4f}, designed "
           f"{frame['sd_free_1'].median():.4f} (free), {frame['sd_grid range_1'].median():.4f} "
           "(grid range)")  # fmt: skip
+    if "mc_sd_grid" in frame:
+        cols = ["truth", "mc_sd_grid", "sd_grid", "mc_sd_free", "sd_free_1"]
+        cols += ["mc_sd_grid range", "sd_grid range_1"]
+        print("Monte Carlo refits vs Fisher sd:")
+        print(frame.dropna(subset=["mc_sd_grid"])[cols].to_string(index=False))
     for label in VARIANTS:
         r = frame[f"ratio_{label}"]
         print(f"{label}: compute share to match the grid: median {r.median():.4f}, quartiles "
