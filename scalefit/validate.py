@@ -131,7 +131,8 @@ def extrapolation_check(
     -------
     DataFrame
         One row per cut, predictive (``"today"``/``"calibrated"``) and probability: ``coverage,
-        width_log, lpd, mae_log, n_train, n_test`` and, for calibrated rows, ``sigma, tau, kappa``.
+        width_log, lpd, mae_log, n_train, n_test, seed`` and, for calibrated rows, ``sigma, gamma,
+        tau, kappa``.
     """
     from .fit.discrepancy import fit_discrepancy, predictive_sims
     from .fit.validate import split_by_compute
@@ -163,6 +164,7 @@ def extrapolation_check(
         y = test["loss"].to_numpy(float)
         logy = np.log(y)
         base = {"cut": float(cut), "n_train": len(train), "n_test": len(test), "method": method}
+        base["seed"] = int(seed)
         sims, logmean, scale, nu = _baseline(res, test, method, seed)
         mae = float(np.mean(np.abs(logy - np.median(logmean, axis=0))))
         lpd = _lpd(logy, logmean, scale, nu)
