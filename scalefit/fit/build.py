@@ -7,8 +7,8 @@ warnings and conventions are computed here and nowhere else, whichever backend f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,8 +18,18 @@ from .engine import Problem, jax_version
 from .observation import metrics
 from .result import FitResult
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .lsq import Optimum
+
+@dataclass(frozen=True)
+class Optimum:
+    """What a backend returns: the best point and how it was reached."""
+
+    z: np.ndarray
+    objective: float
+    solver_converged: bool
+    method: str
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

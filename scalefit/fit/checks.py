@@ -4,8 +4,9 @@ A start counts as converged only at a local minimum of the objective in the para
 coordinates:
 
 1. the solver's Newton-decrement test passed (small gradient);
-2. the exact Hessian (not the Gauss–Newton matrix) is positive definite, judged after scaling to
-   unit diagonal, in internal coordinates *and* in public (unscaled) coordinates — a negative
+2. the full Hessian (central differences of the exact gradient, so it carries the second-order
+   term the Gauss–Newton matrix lacks) is positive definite, judged after scaling to unit
+   diagonal, in internal coordinates *and* in public (unscaled) coordinates — a negative
    eigenvalue is a saddle or a maximum along some direction;
 3. no parameter sits where it has no effect on the model (a plateau: its column of the residual
    Jacobian is zero relative to the others, e.g. a rate so large that an exponential term is
@@ -30,8 +31,9 @@ COND_WARN = 1e12
 #: A parameter whose relative sensitivity (``|theta| * ||d r / d theta||``, or ``||d r/d theta||``
 #: at ``theta = 0``) is below this fraction of the largest one has no effect on the model.
 PLATEAU_RTOL = 1e-9
-#: Smallest eigenvalue of the unit-diagonal Hessian below ``-NEG_TOL`` is a saddle.
-NEG_TOL = 1e-8
+#: Smallest eigenvalue of the unit-diagonal Hessian below ``-NEG_TOL`` is a saddle (the
+#: difference Hessian is accurate to about 1e-9 relative; real saddles sit far below this).
+NEG_TOL = 1e-6
 #: Eigenvalues of the unit-diagonal Hessian below this are flat directions (not identified).
 FLAT_TOL = 1e-12
 #: A parameter is part of a flat direction when its weight in that eigenvector exceeds this.
@@ -131,7 +133,7 @@ def check_point(
     # plateau: relative sensitivity of the residuals to each public parameter
     pub = law.to_public(z, problem.refs)
     theta = np.array([float(pub[n]) for n in names])
-    col = np.linalg.norm(curv["j_public"], axis=0)
+    col = np.sqrt(np.clip(np.diag(curv["gn_public"]), 0, None))  # |d r / d theta| (weighted)
     sens = np.where(theta != 0, np.abs(theta), 1.0) * col
     top = float(np.nanmax(sens)) if np.isfinite(sens).any() else 0.0
     plateau = [
@@ -160,7 +162,9 @@ def check_point(
                 f"after unit-diagonal scaling), mostly along {names[lead]}: a saddle, not a "
                 "minimum"
             )
-        for k in np.flatnonzero(np.abs(ev) < FLAT_TOL):
+    if free:  # flat directions from the exact Gauss-Newton matrix (PSD, no difference noise)
+        ev, vec = _eig(loc["gn"][np.ix_(free, free)])
+        for k in np.flatnonzero(np.isfinite(ev) & (np.abs(ev) < FLAT_TOL)):
             flat |= {free[j] for j in np.flatnonzero(np.abs(vec[:, k]) > FLAT_WEIGHT)}
     cov = _covariance(problem, loc, loss)
     corr = _corr(cov)

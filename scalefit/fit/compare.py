@@ -10,11 +10,11 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..errors import ScaleFitError
 from ..laws import Law
+from .bayes import holdout_bayes  # noqa: F401 - its former home; kept importable from here
 
 COLUMNS = [
     "law",
@@ -168,64 +168,3 @@ def compare_fits(results: Mapping[str, Any]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS).set_index("law")
-
-
-def holdout_bayes(
-    tab: pd.DataFrame,
-    law: Law,
-    fraction: float,
-    *,
-    ci_prob: float = 0.95,
-    seed: int = 0,
-    **kwargs: Any,
-) -> dict[str, Any]:
-    """Fit on the lowest-compute ``1 - fraction`` of rows; posterior-predictive check on the rest.
-
-    Parameters
-    ----------
-    tab : DataFrame
-        The full table.
-    law : Law
-        The law.
-    fraction : float
-        Share of rows held out, in (0, 1).
-    ci_prob : float, default 0.95
-        Probability of the predictive interval whose coverage is reported.
-    seed : int, default 0
-        Seed of the fit and the predictive draws.
-    **kwargs
-        Passed to :func:`~scalefit.fit.bayes.fit_bayes`.
-
-    Returns
-    -------
-    dict
-        ``n_train, n_test, split_by, threshold, mae_log, max_rel_err, coverage, band_prob,
-        coverage_50, elpd_test`` (mean log predictive density of the held-out rows) and the
-        training fit's parameters and convergence.
-    """
-    from .bayes import fit_bayes, predictive_draws
-    from .validate import split_by_compute
-
-    train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit_bayes")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = fit_bayes(train, law, seed=seed, ci_prob=ci_prob, **kwargs)
-    y = test["loss"].to_numpy(float)
-    sims = predictive_draws(res, test, noise=True, seed=seed)
-    out: dict[str, Any] = {
-        "fraction": float(fraction),
-        "split_by": key,
-        "threshold": threshold,
-        "n_train": int(len(train)),
-        "n_test": int(len(test)),
-    }
-    pred = np.median(predictive_draws(res, test, noise=False), axis=0)
-    out["mae_log"] = float(np.mean(np.abs(np.log(y) - np.log(pred))))
-    out["max_rel_err"] = float(np.max(np.abs(pred - y) / y))
-    for prob, label in ((ci_prob, "coverage"), (0.5, "coverage_50")):
-        lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        out[label] = float(np.mean((y >= lo) & (y <= hi)))
-    out["band_prob"] = float(ci_prob)
-    out["train_params"] = res.params
-    out["train_converged"] = res.converged
-    return out

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ScaleFitError
+from .build import Optimum
 from .engine import Problem
-from .lsq import Optimum
 from .observation import residual
 
 #: lmfit runs from the first this-many starts (the law's published starts and ``x0`` first).

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ScaleFitError
 from ..laws import Law, sample_starts
-from .build import FitSettings, build_result
+from .build import FitSettings, Optimum, build_result
 from .data import check_design, inputs_of, weights_of
 from .engine import CHUNK, Problem
 from .observation import response
@@ -33,19 +33,6 @@ MAX_ITER = 1000
 #: The best start is polished to this relative Newton decrement (the batch stops at 1e-12), so
 #: parameters with large standard errors are still resolved to many digits.
 POLISH_TOL = 1e-18
-
-
-@dataclass(frozen=True)
-class Optimum:
-    """What a backend returns: the best point and how it was reached."""
-
-    z: np.ndarray
-    objective: float
-    solver_converged: bool
-    method: str
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 class Backend(Protocol):
