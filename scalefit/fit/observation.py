@@ -31,6 +31,13 @@ def response(y: np.ndarray, residuals: str, *, where: str = "the table") -> np.n
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ScaleFitError(f"{where}: loss in row {i} is {y[i]!r}; losses must be finite.")
+    big = np.abs(y) > 1e150
+    if big.any():
+        i = int(np.flatnonzero(big)[0])
+        raise ScaleFitError(
+            f"{where}: loss in row {i} is {y[i]:g}, too large to fit in float64 (model values and "
+            "squared residuals of that size overflow); rescale the column."
+        )
     if residuals == "log":
         if (y <= 0).any():
             i = int(np.flatnonzero(y <= 0)[0])
@@ -39,13 +46,6 @@ def response(y: np.ndarray, residuals: str, *, where: str = "the table") -> np.n
                 "(use residuals='linear' for a response that may be zero or negative)."
             )
         return np.log(y)
-    big = np.abs(y) > 1e150
-    if big.any():
-        i = int(np.flatnonzero(big)[0])
-        raise ScaleFitError(
-            f"{where}: loss in row {i} is {y[i]:g}, too large for a least-squares fit in "
-            "float64 (its square overflows); rescale the column."
-        )
     return y
 
 
