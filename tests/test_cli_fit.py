@@ -108,4 +108,4 @@ def test_where_filters_rows_before_the_outlier_rule(tmp_path, capsys):
     assert data["n_rows"] == 5
     assert data["conventions"]["outlier_rule"] != "none"
     proc = run("fit", str(csv), "--law", "depth_power", "--where", "variant ==")
-    assert proc.returncode == 2 and "not a valid row filter" in proc.stderr
+    assert proc.returncode == 2 and "not a valid expression" in proc.stderr
