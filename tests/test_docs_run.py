@@ -159,7 +159,9 @@ def _in_process(code: str, where: str) -> bool:
 
 
 def _needs_chinchilla(code: str) -> bool:
-    return bool(re.search(r"\bchinchilla(_epoch)?\b", code)) and "demo" not in code
+    # `scalefit demo` falls back to a bundled table by itself; other uses need the public table
+    uses = re.search(r"\bchinchilla(_epoch)?\b", code)
+    return bool(uses) and not re.search(r"^\s*scalefit demo\b", code, re.M)
 
 
 def _has_chinchilla(env: dict[str, str]) -> bool:
