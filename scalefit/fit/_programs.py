@@ -77,7 +77,7 @@ def cache_root() -> Path | None:
     return root / PROGRAM_DIR
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _file_hash(path: str) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
@@ -125,11 +125,11 @@ def law_identity(law) -> str | None:
         fn = {k: law.spec.get(k) for k in ("formula", "inputs")}
         return json.dumps({"spec": fn, "params": params}, sort_keys=True, default=str)
     try:
-        from ..laws.catalogue import _REGISTRY
+        from ..laws import get_law, list_laws
 
-        if law.name not in _REGISTRY:
+        if law.name not in list_laws():
             return None
-        ref = _REGISTRY[law.name](**law.options)
+        ref = get_law(law.name, **law.options)
         expr = law.expr
         if (
             ref.formula != law.formula
@@ -165,7 +165,9 @@ def signature(args: tuple) -> str:
     import jax
 
     leaves, tree = jax.tree_util.tree_flatten(args)
-    shapes = [(tuple(getattr(a, "shape", ())), str(getattr(a, "dtype", type(a).__name__))) for a in leaves]
+    shapes = [
+        (tuple(getattr(a, "shape", ())), str(getattr(a, "dtype", type(a).__name__))) for a in leaves
+    ]
     return json.dumps({"tree": str(tree), "leaves": shapes})
 
 
@@ -187,9 +189,9 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
         return fn
     import jax
 
-    digest = hashlib.sha256(
-        "\n".join([key, _versions(), signature(args)]).encode()
-    ).hexdigest()[:32]
+    digest = hashlib.sha256("\n".join([key, _versions(), signature(args)]).encode()).hexdigest()[
+        :32
+    ]
     path = root / f"{digest}.jaxexport"
     exported = None
     if path.exists():

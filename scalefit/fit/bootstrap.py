@@ -1,10 +1,18 @@
-"""Bootstrap intervals where every resample is a converged fit, solved as one vectorised batch.
+"""Bootstrap intervals where every resample is a converged fit, solved in vectorised chunks.
 
 :func:`bootstrap` is a function over the JAX engine: it takes a least-squares result and returns a
 *new* result with draws and intervals (the input is never modified).
+
+Memory is O(rows + resamples): resample counts are drawn for a group of resamples at a time (the
+same random stream as drawing them all at once), each chunk of problems gets its own
+``chunk x rows`` weight matrix, and every resample's starts are reduced to its best converged
+solution as soon as they are solved. The BCa jackknife builds its leave-one-out weights chunk by
+chunk too (never an ``n x n`` matrix).
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pandas as pd
@@ -13,7 +21,7 @@ from .._validation import Interval, IsType, Options, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
 from .data import as_table
-from .engine import Problem
+from .engine import CHUNK, Problem
 from .lsq import solve_many
 from .result import FitResult
 
@@ -46,13 +54,49 @@ def _problem(res: FitResult, tab: pd.DataFrame) -> Problem:
     )
 
 
+#: Resamples whose counts are drawn at once (memory: this many rows of counts).
+GROUP = CHUNK
+
+
 def resample_weights(
     tab: pd.DataFrame, n_boot: int, *, cluster: str | None, rng: np.random.Generator
 ) -> np.ndarray:
-    """Row weights (counts) for ``n_boot`` resamples of rows, or of clusters of rows."""
+    """Row weights (counts) for ``n_boot`` resamples of rows, or of clusters of rows.
+
+    Holds all ``n_boot x rows`` counts; :func:`bootstrap` draws the same counts group by group
+    (:func:`resample_groups`) instead.
+    """
+    parts = [w for _, w in resample_groups(tab, n_boot, cluster=cluster, rng=rng, group=n_boot)]
+    return np.concatenate(parts) if parts else np.empty((0, len(tab)))
+
+
+def resample_groups(
+    tab: pd.DataFrame,
+    n_boot: int,
+    *,
+    cluster: str | None,
+    rng: np.random.Generator,
+    group: int = GROUP,
+):
+    """Yield ``(first, counts)`` for consecutive groups of at most ``group`` resamples.
+
+    The counts are the same as :func:`resample_weights` draws from the same generator state.
+    """
     n = len(tab)
+    codes, g = _clusters(tab, cluster)
+    for first in range(0, n_boot, group):
+        m = min(group, n_boot - first)
+        if cluster is None:
+            yield first, rng.multinomial(n, np.full(n, 1.0 / n), size=m).astype(float)
+        else:
+            counts = rng.multinomial(g, np.full(g, 1.0 / g), size=m).astype(float)
+            yield first, counts[:, codes]
+
+
+def _clusters(tab: pd.DataFrame, cluster: str | None) -> tuple[np.ndarray | None, int]:
+    """Cluster codes per row and the number of clusters (validated), or (None, rows)."""
     if cluster is None:
-        return rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
+        return None, len(tab)
     if cluster not in tab.columns:
         raise ScaleFitError(
             f"The 'cluster' column {cluster!r} is not in the table; columns: "
@@ -64,8 +108,7 @@ def resample_weights(
         raise ScaleFitError(
             f"The 'cluster' column {cluster!r} has a single value; need ≥ 2 groups."
         )
-    counts = rng.multinomial(g, np.full(g, 1.0 / g), size=n_boot).astype(float)
-    return counts[:, codes]
+    return codes, g
 
 
 def _bca(draws: np.ndarray, theta: np.ndarray, jack: np.ndarray, prob: float) -> np.ndarray:
@@ -175,36 +218,53 @@ def bootstrap(
         )
     law = res.law
     problem = _problem(res, tab)
+    _clusters(tab, cluster)  # validate the column before any work
     rng = np.random.default_rng([seed, 1])
-    w = resample_weights(tab, n_boot, cluster=cluster, rng=rng)
     k = 1 + int(boot_starts)
     y = tab["loss"].to_numpy(float)
     scale = np.abs(y) if np.all(y > 0) else np.abs(y) + 1.0
     rand = sample_starts(law, n_boot * max(k - 1, 1), scale, seed=seed + 7919)
-    z0 = np.empty((n_boot, k, len(law.params)))
-    z0[:, 0] = np.asarray(res.internal)
-    if k > 1:
-        z0[:, 1:] = rand[: n_boot * (k - 1)].reshape(n_boot, k - 1, -1)
-    z, obj, conv, _ = solve_many(
-        problem,
-        z0.reshape(n_boot * k, -1),
-        np.repeat(w, k, axis=0),
-        progress=progress,
-        desc="bootstrap",
-    )
-    z, obj, conv = z.reshape(n_boot, k, -1), obj.reshape(n_boot, k), conv.reshape(n_boot, k)
-    obj_ok = np.where(conv & np.isfinite(obj), obj, np.inf)
+    warm = np.asarray(res.internal, dtype=float)
+    n_par = len(law.params)
     # A resample with no more distinct design points than parameters cannot identify the law:
     # it counts as failed rather than contributing an arbitrary point of a flat valley.
     design = pd.factorize(pd.MultiIndex.from_frame(tab[list(law.inputs)]))[0]
-    rw = w if problem.weights is None else w * problem.weights[None, :]
-    distinct = np.array([len(np.unique(design[row > 0])) for row in rw])
-    degenerate = distinct <= len(law.params)
-    obj_ok[degenerate] = np.inf
-    best = np.argmin(obj_ok, axis=1)
-    rows = np.arange(n_boot)
-    ok = np.isfinite(obj_ok[rows, best])
-    zb = z[rows, best]
+    best_obj = np.full(n_boot, np.inf)
+    best = np.zeros(n_boot, dtype=int)
+    zb = np.full((n_boot, n_par), np.nan)
+    degenerate = np.zeros(n_boot, dtype=bool)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(
+        total=n_boot * k,
+        desc="bootstrap",
+        unit="fit",
+        leave=False,
+        disable=not (progress if progress is not None else sys.stderr.isatty()),
+    )
+    with bar:
+        for first, counts in resample_groups(tab, n_boot, cluster=cluster, rng=rng):
+            m = len(counts)
+            rw = counts if problem.weights is None else counts * problem.weights[None, :]
+            for i, row in enumerate(rw):
+                degenerate[first + i] = len(np.unique(design[row > 0])) <= n_par
+            flat = np.arange(m * k)  # problems of this group: (resample, start) pairs
+            for c in range(0, m * k, CHUNK):
+                idx = flat[c : c + CHUNK]
+                r_loc, j = idx // k, idx % k
+                r = first + r_loc
+                z0 = np.where(
+                    (j == 0)[:, None],
+                    warm[None, :],
+                    rand[np.clip(r * (k - 1) + j - 1, 0, len(rand) - 1)],
+                )
+                z, obj, conv, _ = solve_many(problem, z0, counts[r_loc], progress=False)
+                obj_ok = np.where(conv & np.isfinite(obj) & ~degenerate[r], obj, np.inf)
+                for q in range(len(idx)):
+                    if j[q] == 0 or obj_ok[q] < best_obj[r[q]]:
+                        best_obj[r[q]], best[r[q]], zb[r[q]] = obj_ok[q], j[q], z[q]
+                bar.update(len(idx))
+    ok = np.isfinite(best_obj)
     pub = law.to_public(zb, problem.refs)
     draws = np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])
     draws[~ok] = np.nan
@@ -289,12 +349,21 @@ def _jackknife(
     """Leave-one-out (or leave-one-cluster-out) refits from the optimum, in raw units."""
     law = res.law
     n = len(tab)
-    if cluster is None:
-        w = 1.0 - np.eye(n)
-    else:
+    codes = None
+    if cluster is not None:
         codes, uniques = pd.factorize(tab[cluster])
-        w = (codes[None, :] != np.arange(len(uniques))[:, None]).astype(float)
-    z0 = np.repeat(np.asarray(res.internal)[None], len(w), axis=0)
-    z, _, _, _ = solve_many(problem, z0, w, progress=False)
+    m = n if cluster is None else len(uniques)
+    warm = np.asarray(res.internal, dtype=float)
+    z = np.empty((m, len(warm)))
+    for c in range(0, m, CHUNK):
+        leave = np.arange(c, min(c + CHUNK, m))
+        # Leave-one-out weights for this chunk only (linear memory in the rows).
+        if cluster is None:
+            w = np.ones((len(leave), n))
+            w[np.arange(len(leave)), leave] = 0.0
+        else:
+            w = (codes[None, :] != leave[:, None]).astype(float)
+        z0 = np.repeat(warm[None], len(leave), axis=0)
+        z[leave], _, _, _ = solve_many(problem, z0, w, progress=False)
     pub = law.to_public(z, problem.refs)
     return np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..laws.base import Law
+from . import _programs
 from .observation import RESIDUALS, residual, response
 
 LOSSES = ("mse", "huber", "lad")
@@ -112,6 +113,11 @@ _CACHE: dict[tuple, object] = {}
 #: chunks keep a slow-converging start from holding many finished ones in the vectorised loop
 #: (measured in benchmarks/bench_fit.py: 32 beat 16, 64, 128 and 256).
 CHUNK = 32
+#: Tables with more rows than this screen their starts on a random subsample of
+#: :data:`SCREEN_ROWS` rows (:meth:`Problem.screening`); the best start is then polished on every
+#: row, so a large fit costs one full-table solve instead of one per start.
+SCREEN_ABOVE = 20_000
+SCREEN_ROWS = 4096
 
 
 def _rho(jnp, loss: str, delta: float):
@@ -126,6 +132,34 @@ def _rho(jnp, loss: str, delta: float):
         return scale * jnp.where(a <= d, 0.5 * r**2, d * (a - 0.5 * d))
 
     return rho, d, scale
+
+
+def _row_sum(fn, w, x, logy):
+    """``fn(w, x, logy)`` summed over blocks of rows (one call for small tables).
+
+    Large tables are cut into blocks of ``_programs.BLOCK`` rows and the per-block sums
+    accumulated in a scan, so memory is bounded by a block per start, not by the table.
+    """
+    jax, jnp = _jax()
+    n = logy.shape[0]
+    nb = _programs.n_blocks(n)
+    if nb == 1:
+        return fn(w, x, logy)
+    rows = {k: v for k, v in x.items() if jnp.ndim(v) >= 1 and v.shape[0] == n}
+    const = {k: v for k, v in x.items() if k not in rows}
+
+    def split(a):
+        return a.reshape((nb, n // nb) + a.shape[1:])
+
+    def body(acc, blk):
+        wb, xb, yb = blk
+        out = fn(wb, {**const, **xb}, yb)
+        return jax.tree_util.tree_map(jnp.add, acc, out), None
+
+    first = fn(split(w)[0], {**const, **{k: split(v)[0] for k, v in rows.items()}}, split(logy)[0])
+    rest = (split(w)[1:], {k: split(v)[1:] for k, v in rows.items()}, split(logy)[1:])
+    acc, _ = jax.lax.scan(body, first, rest)
+    return acc
 
 
 def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
@@ -149,21 +183,32 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
         return scale * jnp.where(jnp.abs(r) <= d, 1.0, d / jnp.maximum(jnp.abs(r), 1e-300))
 
     def objective(z, w, x, logy, refs):
-        val = jnp.sum(w * rho(resid(z, x, logy, refs)))
+        val = _row_sum(lambda wb, xb, yb: jnp.sum(wb * rho(resid(z, xb, yb, refs))), w, x, logy)
         return jnp.where(jnp.isfinite(val), val, jnp.inf)
 
-    def newton(z, w, x, logy, refs):
+    def psi_of(r):
+        psi = scale * jnp.where(jnp.abs(r) <= d, r, d * jnp.sign(r))
+        return jnp.where(loss == "mse", r, psi)
+
+    def newton_block(z, w, x, logy, refs, meat=False):
         r = resid(z, x, logy, refs)
-        jac = jax.jacfwd(resid)(z, x, logy, refs)  # (n, P)
+        jac = jax.jacfwd(resid)(z, x, logy, refs)  # (rows, P)
         u = w * irls_weight(r)
         g = jac.T @ (u * r)
         h = jac.T @ (u[:, None] * jac)
-        return g, h, r, jac
+        if not meat:
+            return g, h
+        m = jac.T @ ((w * psi_of(r) ** 2)[:, None] * jac)
+        return g, h, m
+
+    def newton(z, w, x, logy, refs, meat=False):
+        # summed over row blocks for large tables (memory bounded by a block per start)
+        return _row_sum(lambda wb, xb, yb: newton_block(z, wb, xb, yb, refs, meat), w, x, logy)
 
     def solve_one(z0, w, x, logy, refs, max_iter, tol, atol):
         def step(state):
             z, f, lam, nu, it, done, dec = state
-            g, h, _, _ = newton(z, w, x, logy, refs)
+            g, h = newton(z, w, x, logy, refs)
             # Marquardt scaling by the diagonal, and regularisation relative to each diagonal entry,
             # so the step is invariant to the units of every parameter (a parameter of scale 1e-7
             # beside one of scale 1 is not frozen by an absolute ridge).
@@ -203,10 +248,8 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
         z, f, lam, _, it, done, dec = jax.lax.while_loop(cond, step, init)
         conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + atol)
         # Local quantities at the solution (for standard errors), from the same compilation.
-        g, h, r, jac = newton(z, w, x, logy, refs)
-        psi = scale * jnp.where(jnp.abs(r) <= d, r, d * jnp.sign(r))
-        psi = jnp.where(loss == "mse", r, psi)
-        meat = jac.T @ ((w * psi**2)[:, None] * jac)
+        g, h, meat = newton(z, w, x, logy, refs, meat=True)
+        r = resid(z, x, logy, refs)
         tpub = jax.jacfwd(lambda zz: jnp.stack(list(law.to_public(zz, refs, xp=jnp).values())))(z)
         return {
             "z": z,
@@ -226,8 +269,40 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
     return solver
 
 
+def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
+    """The batched solver program at the shapes of ``args``.
+
+    Held in memory per process, and serialised to the user cache when the law has a stable
+    identity (see :mod:`scalefit.fit._programs`), so a later process skips tracing too.
+    """
+    sig = _programs.signature(args)
+    key = ("program", "solve", _law_key(law), loss, float(delta), residuals, sig)
+    if key in _CACHE:
+        return _CACHE[key]
+    base = _build(law, loss, delta, residuals)
+    ident = _programs.law_identity(law)
+    disk = (
+        None if ident is None else "|".join(["solve", ident, loss, repr(float(delta)), residuals])
+    )
+    fn = _programs.cached_program(base, disk, args)
+    _CACHE[key] = fn
+    return fn
+
+
+def _pad_rows(values, n: int, pad: int):
+    """Repeat the last row ``pad`` times (padding rows carry weight zero in every sum)."""
+    a = np.asarray(values)
+    if pad == 0 or a.ndim == 0 or a.shape[0] != n:
+        return a
+    return np.concatenate([a, np.repeat(a[-1:], pad, axis=0)])
+
+
 class Problem:
     """A law, a table's inputs and losses, and a loss function, ready for batched solving.
+
+    Rows are padded (with weight zero) to a bucket of similar table sizes
+    (:func:`scalefit.fit._programs.bucket`), so tables of similar length share one compiled
+    program; results never include the padding (``n`` is the table's own row count).
 
     Parameters
     ----------
@@ -268,19 +343,63 @@ class Problem:
         self.law, self.loss, self.delta = law, loss, float(delta)
         self.residuals = residuals
         self.n = len(y)
+        #: Rows the compiled program sees (``n`` plus zero-weight padding).
+        self.n_padded = _programs.bucket(self.n)
+        pad = self.n_padded - self.n
         raw = {k: np.asarray(x[k], dtype=float) for k in law.inputs}
         self.refs = dict(refs) if refs is not None else law.references(raw)
-        self._x = {k: jnp.asarray(v) for k, v in law.variables(np, raw).items()}
+        self._x = {
+            k: jnp.asarray(_pad_rows(v, self.n, pad)) for k, v in law.variables(np, raw).items()
+        }
         #: Raw input columns (numpy) and the response on the residual scale (numpy).
         self.inputs = raw
-        self.observed = response(np.asarray(y, dtype=float), residuals)
-        self._logy = jnp.asarray(self.observed)
+        self._y = np.asarray(y, dtype=float)
+        self.observed = response(self._y, residuals)
+        self._logy = jnp.asarray(_pad_rows(self.observed, self.n, pad))
         eps = float(np.finfo(float).eps)
         self.atol = max(
             self.n * (ROUNDING * eps * float(np.max(np.abs(self.observed)))) ** 2, 1e-300
         )
         self._refs = {k: jnp.asarray(v) for k, v in self.refs.items()}
         self.weights = None if weights is None else np.asarray(weights, dtype=float)
+
+    def chunk_for(self, k: int) -> int:
+        """Problems per compiled call for ``k`` problems.
+
+        ``CHUNK`` for tables that fit in a block; for larger tables the next power of two, so a
+        lone polish on a large table is not padded to ``CHUNK`` copies.
+        """
+        if self.n_padded <= _programs.BLOCKED_ABOVE:
+            return CHUNK
+        return min(CHUNK, 1 << max(int(k) - 1, 0).bit_length())
+
+    def subset(self, rows: np.ndarray) -> Problem:
+        """The same problem on some of its rows, with the same reference points.
+
+        Used to screen many starts on a subsample of a large table before polishing the best
+        on every row.
+        """
+        rows = np.asarray(rows)
+        return Problem(
+            self.law,
+            {k: v[rows] for k, v in self.inputs.items()},
+            self._y[rows],
+            loss=self.loss,
+            delta=self.delta,
+            refs=self.refs,
+            residuals=self.residuals,
+            weights=None if self.weights is None else self.weights[rows],
+        )
+
+    def screening(self, seed: int = 0) -> Problem | None:
+        """A random subsample of :data:`SCREEN_ROWS` rows for screening starts.
+
+        None for a table small enough to screen on every row (at most :data:`SCREEN_ABOVE`).
+        """
+        if self.n <= SCREEN_ABOVE:
+            return None
+        rng = np.random.default_rng([seed, 2])
+        return self.subset(np.sort(rng.choice(self.n, size=SCREEN_ROWS, replace=False)))
 
     def solve_raw(
         self,
@@ -290,21 +409,37 @@ class Problem:
         max_iter: int = 1000,
         tol: float = 1e-12,
     ) -> dict[str, np.ndarray]:
-        """Solve up to ``CHUNK`` problems (padded to ``CHUNK``); returns every solver output."""
+        """Solve up to ``CHUNK`` problems (padded to a fixed chunk); returns every solver output.
+
+        Row weights are ``(k, n)`` (or None for ones); the padding rows get weight zero.
+        """
         z0 = np.atleast_2d(np.asarray(z0, dtype=float))
         k = len(z0)
         if k > CHUNK:
             raise ValueError(f"at most {CHUNK} problems per call; got {k}.")
+        chunk = self.chunk_for(k)
         w = np.ones((k, self.n)) if weights is None else np.atleast_2d(weights)
         if self.weights is not None:
             w = w * self.weights[None, :]
-        pad = CHUNK - k
-        if pad:
-            z0 = np.concatenate([z0, np.repeat(z0[:1], pad, axis=0)])
-            w = np.concatenate([w, np.repeat(w[:1], pad, axis=0)])
-        solver = _build(self.law, self.loss, self.delta, self.residuals)
-        out = solver(z0, w, self._x, self._logy, self._refs, max_iter, tol, self.atol)
-        return {name: np.asarray(v)[:k] for name, v in out.items()}
+        wp = np.zeros((chunk, self.n_padded))
+        wp[:k, : self.n] = w
+        wp[k:, : self.n] = w[:1]
+        if chunk > k:
+            z0 = np.concatenate([z0, np.repeat(z0[:1], chunk - k, axis=0)])
+        args = (
+            z0,
+            wp,
+            self._x,
+            self._logy,
+            self._refs,
+            np.int64(max_iter),
+            np.float64(tol),
+            np.float64(self.atol),
+        )
+        out = _compiled(self.law, self.loss, self.delta, self.residuals, args)(*args)
+        res = {name: np.asarray(v)[:k] for name, v in out.items()}
+        res["resid"] = res["resid"][:, : self.n]
+        return res
 
     def solve(
         self,

@@ -1,0 +1,129 @@
+"""Compiled programs reused across tables and processes; blocked large tables; chunked bootstrap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import scalefit
+from scalefit.fit import _programs, engine
+from scalefit.fit.bootstrap import resample_groups, resample_weights
+from scalefit.fit.synthetic import TRUTHS, simulate_table
+from scalefit.laws import get_law
+
+
+def test_bucket_sizes():
+    assert _programs.bucket(1) == 32
+    assert _programs.bucket(32) == 32
+    assert _programs.bucket(203) == _programs.bucket(215) == 224
+    assert _programs.bucket(245) == 256
+    sizes = [_programs.bucket(n) for n in range(1, 20_000)]
+    assert all(b >= n for n, b in zip(range(1, 20_000), sizes, strict=True))
+    assert all(np.diff(sizes) >= 0)
+    # at most 25 % padding above the smallest bucket (plus a block for blocked tables)
+    ratio = [b / n for n, b in zip(range(33, 20_000), sizes[32:], strict=True)]
+    assert max(ratio) <= 1.25 + 1e-12
+    big = _programs.bucket(1_000_000)
+    assert big % _programs.BLOCK == 0 and 1_000_000 <= big <= 1.25 * 1_000_000
+    assert _programs.n_blocks(big) == big // _programs.BLOCK
+    assert _programs.n_blocks(224) == 1
+
+
+def _numpy_objective(law, tab, params):
+    pred = law.evaluate(params, tab)
+    return float(np.sum((np.log(tab["loss"]) - np.log(pred)) ** 2))
+
+
+@pytest.mark.parametrize("n", [203, 9000])
+def test_padded_and_blocked_sums_match_numpy(n):
+    law = get_law("decomposed")
+    tab = simulate_table(law, n=n, seed=3)
+    prob = engine.Problem(law, tab, tab["loss"].to_numpy(), loss="mse", delta=1e-3)
+    assert prob.n == n and prob.n_padded == _programs.bucket(n)
+    truth = TRUTHS["decomposed"]
+    z = law.to_internal(truth, prob.refs)
+    assert prob.objective(z) == pytest.approx(_numpy_objective(law, tab, truth), rel=1e-10)
+    loc = prob.local(z)
+    assert loc["resid"].shape == (n,)
+    # the gradient of the summed objective, against central differences of the objective
+    h = 1e-6
+    fd = np.array(
+        [(prob.objective(z + h * e) - prob.objective(z - h * e)) / (2 * h) for e in np.eye(len(z))]
+    )
+    np.testing.assert_allclose(loc["grad"], fd, rtol=1e-4, atol=1e-6 * np.abs(fd).max())
+    assert prob.curvature(z)["h_internal"].shape == (len(law.params),) * 2
+
+
+def test_tables_in_one_bucket_share_one_program():
+    law = get_law("chinchilla")
+    keys_before = {k for k in engine._CACHE if k[0] == "program"}
+    fits = []
+    for n in (203, 215):
+        tab = simulate_table(law, n=n, seed=n)
+        fits.append(scalefit.fit(tab, law, starts=8, seed=0, progress=False))
+    new = {k for k in engine._CACHE if k[0] == "program"} - keys_before
+    solve = [k for k in new if k[1] == "solve" and k[2] == engine._law_key(law)]
+    assert len(solve) <= 1  # one program for both row counts (none if an earlier test built it)
+    for res in fits:
+        assert res.converged
+
+
+def test_program_written_to_disk_and_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALEFIT_JAX_CACHE", str(tmp_path))
+    law = get_law("chinchilla")
+    tab = simulate_table(law, n=100, seed=5)
+    first = scalefit.fit(tab, law, starts=8, seed=0, progress=False)
+    files = sorted((tmp_path / _programs.PROGRAM_DIR).glob("*.jaxexport"))
+    assert files, "no serialised program was written"
+    stamps = {f: f.stat().st_mtime_ns for f in files}
+    # A new process starts with an empty in-memory cache: drop ours and fit again.
+    for k in [k for k in engine._CACHE if k[0] == "program"]:
+        del engine._CACHE[k]
+    again = scalefit.fit(tab, law, starts=8, seed=0, progress=False)
+    assert {f: f.stat().st_mtime_ns for f in files} == stamps  # read, not rewritten
+    assert again.params == pytest.approx(first.params, rel=1e-12)
+    # a damaged file is rebuilt, not trusted
+    for f in files:
+        f.write_bytes(b"not a program")
+    for k in [k for k in engine._CACHE if k[0] == "program"]:
+        del engine._CACHE[k]
+    third = scalefit.fit(tab, law, starts=8, seed=0, progress=False)
+    assert third.params == pytest.approx(first.params, rel=1e-12)
+    assert all(f.read_bytes() != b"not a program" for f in files)
+
+
+def test_lambda_law_has_no_disk_identity():
+    law = scalefit.Law(
+        name="mine",
+        inputs=("params",),
+        params=(scalefit.Param("E", "free", start=(1.0, 2.0)),),
+        expr=lambda xp, p, x: p["E"] + 0.0 * x["params"],
+        formula="E",
+    )
+    assert _programs.law_identity(law) is None
+    assert _programs.law_identity(get_law("decomposed")) is not None
+
+
+def test_resample_groups_are_the_same_stream():
+    tab = simulate_table("chinchilla", n=57, seed=0)
+    full = resample_weights(tab, 70, cluster=None, rng=np.random.default_rng([4, 1]))
+    direct = np.random.default_rng([4, 1]).multinomial(57, np.full(57, 1 / 57), size=70)
+    np.testing.assert_array_equal(full, direct)
+    parts = list(resample_groups(tab, 70, cluster=None, rng=np.random.default_rng([4, 1])))
+    assert [p[0] for p in parts] == [0, 32, 64]
+    np.testing.assert_array_equal(np.concatenate([p[1] for p in parts]), direct)
+
+
+@pytest.mark.slow
+def test_large_table_screens_then_polishes_on_every_row():
+    law = get_law("decomposed")
+    tab = simulate_table(law, n=30_000, seed=2)
+    res = scalefit.fit(tab, law, seed=0, progress=False)
+    assert res.converged
+    assert res.diagnostics["screened_on_rows"] == engine.SCREEN_ROWS
+    for k in ("a_width", "a_depth", "a_tokens"):
+        assert res.params[k] == pytest.approx(TRUTHS["decomposed"][k], rel=0.05)
+    # the polished optimum is the optimum on every row: no start from it does better
+    prob = engine.Problem(law, tab, tab["loss"].to_numpy(), loss="mse", delta=1e-3)
+    z = np.asarray(res.internal)
+    assert np.abs(prob.local(z)["grad"]).max() < 1e-6
