@@ -116,7 +116,7 @@ CHUNK = 32
 #: Tables with more rows than this screen their starts on a random subsample of
 #: :data:`SCREEN_ROWS` rows (:meth:`Problem.screening`); the best start is then polished on every
 #: row, so a large fit costs one full-table solve instead of one per start.
-SCREEN_ABOVE = 20_000
+SCREEN_ABOVE = 8192
 SCREEN_ROWS = 4096
 
 
