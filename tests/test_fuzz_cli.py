@@ -493,16 +493,7 @@ RAW_BAD = [
     ("latin-1", lambda t: t.replace('"chinchilla"', '"chinchill\xe9"', 1)),
 ]
 #: Known holes in the result loader (scalefit/fit, issue 10's share), measured by this test.
-KNOWN = {
-    "params.E=-1.0",
-    "params.E=1e+300",
-    "params.alpha=-1.0",
-    "params.alpha=1e+300",
-    "draws NaN",
-    "law unknown",
-    "law of another family",
-    "corr out of range",
-}
+KNOWN: set[str] = set()
 
 
 @pytest.mark.parametrize(

@@ -44,11 +44,17 @@ def resolve(
             raise ScaleFitError("pass either a FitResult or params, not both.")
         law = source.law
         point = {k: float(v) for k, v in source.params.items()}
+        _check_allocatable(law, point)
         draws = None
         if source.draws is not None and len(source.draws):
             d = np.asarray(source.draws, dtype=float)
             d = d[np.all(np.isfinite(d), axis=1)]
-            draws = {k: d[:, i] for i, k in enumerate(source.params)} if len(d) else None
+            if not len(d):
+                raise ScaleFitError(
+                    f"the {law.name!r} result has {len(source.draws)} draws and none is usable "
+                    "(all failed); re-run the bootstrap or pass use_draws=False."
+                )
+            draws = {k: d[:, i] for i, k in enumerate(source.params)}
         prob = source.ci_prob if prob is None else prob
     else:
         law = get_law(source, **(law_options or {}))
@@ -67,10 +73,27 @@ def resolve(
         bad = [k for k, v in point.items() if not np.isfinite(v)]
         if bad:
             raise ScaleFitError(f"law {law.name!r}: parameter(s) {bad} must be finite numbers.")
+        _check_allocatable(law, point)
         draws, prob = None, 0.95 if prob is None else prob
     if not 0 < prob < 1:
         raise ScaleFitError(f"The 'prob' parameter must be a float in (0, 1). Got {prob!r}.")
     return Source(law, point, draws, float(prob))
+
+
+def _check_allocatable(law, point: dict[str, float]) -> None:
+    """Refuse parameter values under which no compute-optimal allocation exists.
+
+    Coefficients, positive scales and floors must be positive, and every exponent positive: with
+    a non-positive exponent the loss does not fall as that resource grows, so there is nothing to
+    trade off and any "optimum" would sit at an arbitrary bound.
+    """
+    for p in law.params:
+        v = point[p.name]
+        if p.kind in ("coef", "positive", "floor", "exponent") and not v > 0:
+            raise ScaleFitError(
+                f"law {law.name!r}: parameter {p.name!r} must be positive to allocate compute "
+                f"(a {p.kind}). Got {float(v)!r}."
+            )
 
 
 def check_budgets(budgets) -> np.ndarray:

@@ -96,7 +96,14 @@ def _source(args: argparse.Namespace):
     if args.result is not None:
         if args.params or args.law_option:
             raise ScaleFitError("--params/--law-option go with --law, not with RESULT.json.")
-        return FitResult.load(args.result), None, None
+        from ..allocate.api import resolve
+
+        res = FitResult.load(args.result)
+        try:
+            resolve(res)
+        except ScaleFitError as exc:
+            raise ScaleFitError(f"{args.result}: {exc}") from None
+        return res, None, None
     values = {}
     for k, v in parse_mapping(args.params, "--params").items():
         try:

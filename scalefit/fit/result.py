@@ -354,6 +354,52 @@ def _draws(value: Any, n_params: int, where: str) -> np.ndarray | None:
     return arr.reshape(len(value), n_params)
 
 
+#: Largest magnitude a stored parameter may have: beyond it a value is damage, not a fit.
+_ABSURD = 1e100
+
+
+def _check_support(law: Law, values: Mapping[str, float], where: str) -> None:
+    """Positive kinds must be positive and no value may be absurdly large."""
+    for p in law.params:
+        v = values[p.name]
+        if p.kind in ("coef", "positive", "floor") and v <= 0:
+            raise ScaleFitError(
+                f"{where}: parameter {p.name!r} of law {law.name!r} must be positive "
+                f"(a {p.kind}). Got {fmt_value(v)}."
+            )
+        if abs(v) > _ABSURD:
+            raise ScaleFitError(
+                f"{where}: parameter {p.name!r} = {fmt_value(v)} is beyond any fitted value "
+                f"(|value| > {_ABSURD:g}); the file is damaged."
+            )
+
+
+def _corr(value: Any, n: int, where: str) -> list[list[float]]:
+    """A square correlation matrix with entries in [-1, 1] (null for undefined entries)."""
+    if not value:
+        return []
+    ok = isinstance(value, list) and len(value) == n
+    ok = ok and all(isinstance(r, list) and len(r) == n for r in value)
+    if not ok:
+        raise ScaleFitError(f"{where}: 'corr' must be a {n} x {n} matrix (one row per parameter).")
+    out = []
+    for row in value:
+        vals = []
+        for v in row:
+            if v is None:
+                vals.append(float("nan"))
+                continue
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ScaleFitError(f"{where}: 'corr' must hold numbers. Got {fmt_value(v)}.")
+            if not (math.isnan(v) or -1.0 - 1e-9 <= v <= 1.0 + 1e-9):
+                raise ScaleFitError(
+                    f"{where}: 'corr' entries are correlations in [-1, 1]. Got {fmt_value(v)}."
+                )
+            vals.append(float(v))
+        out.append(vals)
+    return out
+
+
 def _from_dict(cls, data: Any, where: str) -> FitResult:
     if not isinstance(data, Mapping) or "law" not in data or "params" not in data:
         raise ScaleFitError(f"{where}: not a scalefit result (no 'law'/'params').")
@@ -368,6 +414,12 @@ def _from_dict(cls, data: Any, where: str) -> FitResult:
             f"({', '.join(names)}). Got {', '.join(map(str, params)) or 'none'}."
         )
     values = {k: _finite(where, f"parameter {k!r}", params[k]) for k in names}
+    _check_support(law, values, where)
+    if data.get("law_spec") is not None and data["law"] != law.name:
+        raise ScaleFitError(
+            f"{where}: 'law' says {fmt_value(data['law'])} but 'law_spec' describes law "
+            f"{law.name!r}; the file was edited or is damaged."
+        )
     kwargs: dict[str, Any] = {"law": law, "params": values}
     fields = {f.name for f in dataclasses.fields(cls)} - {"law", "params", "extras"}
     known = fields | {"law", "params", "law_spec", "law_options", "schema_version", "n_boot"}
@@ -378,6 +430,13 @@ def _from_dict(cls, data: Any, where: str) -> FitResult:
         if key in data:
             kwargs[key] = data[key]
     kwargs["draws"] = _draws(data.get("draws"), len(names), where)
+    if kwargs["draws"] is not None and len(kwargs["draws"]):
+        if not np.any(np.all(np.isfinite(kwargs["draws"]), axis=1)):
+            raise ScaleFitError(
+                f"{where}: 'draws' has {len(kwargs['draws'])} rows and none is usable "
+                "(every row holds a null/NaN); re-run the bootstrap or drop 'draws'."
+            )
+    kwargs["corr"] = _corr(kwargs.get("corr"), len(names), where)
     obj = kwargs.get("objective")
     kwargs["objective"] = float("nan") if obj is None else float(obj)
     for key in ("method",):
