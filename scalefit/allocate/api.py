@@ -89,6 +89,8 @@ def _check_allocatable(law, point: dict[str, float]) -> None:
     """
     for p in law.params:
         v = point[p.name]
+        if p.kind == "floor" and v == 0:  # a floor that ran to its bound: allowed, no trade-off
+            continue
         if p.kind in ("coef", "positive", "floor", "exponent") and not v > 0:
             raise ScaleFitError(
                 f"law {law.name!r}: parameter {p.name!r} must be positive to allocate compute "

@@ -359,10 +359,14 @@ _ABSURD = 1e100
 
 
 def _check_support(law: Law, values: Mapping[str, float], where: str) -> None:
-    """Positive kinds must be positive and no value may be absurdly large."""
+    """Positive kinds must not be negative and no value may be absurdly large.
+
+    Zero is allowed: a fitted floor or coefficient that ran to its lower bound underflows to 0
+    (the fit itself reports that parameter as not identified).
+    """
     for p in law.params:
         v = values[p.name]
-        if p.kind in ("coef", "positive", "floor") and v <= 0:
+        if p.kind in ("coef", "positive", "floor") and v < 0:
             raise ScaleFitError(
                 f"{where}: parameter {p.name!r} of law {law.name!r} must be positive "
                 f"(a {p.kind}). Got {fmt_value(v)}."
