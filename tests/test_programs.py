@@ -56,16 +56,24 @@ def test_padded_and_blocked_sums_match_numpy(n):
 
 def test_tables_in_one_bucket_share_one_program():
     law = get_law("chinchilla")
-    keys_before = {k for k in engine._CACHE if k[0] == "program"}
+    lk = engine._law_key(law)
+
+    def solve_programs():
+        return {k for k in engine._CACHE if k[:3] == ("program", "solve", lk)}
+
+    for k in solve_programs():  # start as a fresh process would
+        del engine._CACHE[k]
     fits = []
     for n in (203, 215):
         tab = simulate_table(law, n=n, seed=n)
         fits.append(scalefit.fit(tab, law, starts=8, seed=0, progress=False))
-    new = {k for k in engine._CACHE if k[0] == "program"} - keys_before
-    solve = [k for k in new if k[1] == "solve" and k[2] == engine._law_key(law)]
-    assert len(solve) <= 1  # one program for both row counts (none if an earlier test built it)
+    # one program for both row counts (the polish and the checks reuse the same chunk shape)
+    assert len(solve_programs()) == 1
     for res in fits:
         assert res.converged
+    tab = simulate_table(law, n=300, seed=1)  # another bucket: a second program
+    scalefit.fit(tab, law, starts=8, seed=0, progress=False)
+    assert len(solve_programs()) == 2
 
 
 def test_program_written_to_disk_and_reused(tmp_path, monkeypatch):
