@@ -248,22 +248,21 @@ def bootstrap(
             rw = counts if problem.weights is None else counts * problem.weights[None, :]
             for i, row in enumerate(rw):
                 degenerate[first + i] = len(np.unique(design[row > 0])) <= n_par
-            flat = np.arange(m * k)  # problems of this group: (resample, start) pairs
-            for c in range(0, m * k, CHUNK):
-                idx = flat[c : c + CHUNK]
-                r_loc, j = idx // k, idx % k
-                r = first + r_loc
-                z0 = np.where(
-                    (j == 0)[:, None],
-                    warm[None, :],
-                    rand[np.clip(r * (k - 1) + j - 1, 0, len(rand) - 1)],
-                )
-                z, obj, conv, _ = solve_many(problem, z0, counts[r_loc], progress=False)
-                obj_ok = np.where(conv & np.isfinite(obj) & ~degenerate[r], obj, np.inf)
-                for q in range(len(idx)):
-                    if j[q] == 0 or obj_ok[q] < best_obj[r[q]]:
-                        best_obj[r[q]], best[r[q]], zb[r[q]] = obj_ok[q], j[q], z[q]
-                bar.update(len(idx))
+            # the group's problems: (resample, start) pairs sharing their resample's counts
+            idx = np.arange(m * k)
+            r_loc, j = idx // k, idx % k
+            r = first + r_loc
+            z0 = np.where(
+                (j == 0)[:, None],
+                warm[None, :],
+                rand[np.clip(r * (k - 1) + j - 1, 0, len(rand) - 1)],
+            )
+            z, obj, conv, _ = solve_many(problem, z0, counts, weight_index=r_loc, progress=False)
+            obj_ok = np.where(conv & np.isfinite(obj) & ~degenerate[r], obj, np.inf)
+            for q in range(len(idx)):
+                if j[q] == 0 or obj_ok[q] < best_obj[r[q]]:
+                    best_obj[r[q]], best[r[q]], zb[r[q]] = obj_ok[q], j[q], z[q]
+            bar.update(len(idx))
     ok = np.isfinite(best_obj)
     pub = law.to_public(zb, problem.refs)
     draws = np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])

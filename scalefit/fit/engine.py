@@ -118,6 +118,9 @@ CHUNK = 32
 #: row, so a large fit costs one full-table solve instead of one per start.
 SCREEN_ABOVE = 8192
 SCREEN_ROWS = 4096
+#: Iterations a chunk runs between retiring finished problems and refilling their slots
+#: (:meth:`Problem.solve_stream`).
+SEGMENT = 16
 
 
 def _rho(jnp, loss: str, delta: float):
@@ -205,7 +208,7 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
         # summed over row blocks for large tables (memory bounded by a block per start)
         return _row_sum(lambda wb, xb, yb: newton_block(z, wb, xb, yb, refs, meat), w, x, logy)
 
-    def solve_one(z0, w, x, logy, refs, max_iter, tol, atol):
+    def solve_one(z0, lam0, nu0, max_iter, w, x, logy, refs, tol, atol):
         def step(state):
             z, f, lam, nu, it, done, dec = state
             g, h = newton(z, w, x, logy, refs)
@@ -239,13 +242,13 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
         init = (
             z0,
             f0,
-            jnp.asarray(1e-3),
-            jnp.asarray(2.0),
+            lam0,
+            nu0,
             jnp.asarray(0),
             ~jnp.isfinite(f0),
             jnp.asarray(jnp.inf),
         )
-        z, f, lam, _, it, done, dec = jax.lax.while_loop(cond, step, init)
+        z, f, lam, nu, it, done, dec = jax.lax.while_loop(cond, step, init)
         conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + atol)
         # Local quantities at the solution (for standard errors), from the same compilation.
         g, h, meat = newton(z, w, x, logy, refs, meat=True)
@@ -257,6 +260,9 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             "decrement": dec,
             "iterations": it,
             "converged": conv,
+            "done": done,
+            "lam": lam,
+            "nu": nu,
             "grad": g,
             "gn": h,
             "meat": meat,
@@ -264,7 +270,7 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             "resid": r,
         }
 
-    solver = jax.jit(jax.vmap(solve_one, in_axes=(0, 0, None, None, None, None, None, None)))
+    solver = jax.jit(jax.vmap(solve_one, in_axes=(0, 0, 0, 0, 0, None, None, None, None, None)))
     _CACHE[key] = solver
     return solver
 
@@ -406,12 +412,16 @@ class Problem:
         z0: np.ndarray,
         weights: np.ndarray | None = None,
         *,
-        max_iter: int = 1000,
+        max_iter: int | np.ndarray = 1000,
         tol: float = 1e-12,
+        lam0: np.ndarray | None = None,
+        nu0: np.ndarray | None = None,
     ) -> dict[str, np.ndarray]:
         """Solve up to ``CHUNK`` problems (padded to a fixed chunk); returns every solver output.
 
         Row weights are ``(k, n)`` (or None for ones); the padding rows get weight zero.
+        ``max_iter`` may differ per problem; ``lam0``/``nu0`` continue a problem's damping state
+        from an earlier call (default: a fresh start).
         """
         z0 = np.atleast_2d(np.asarray(z0, dtype=float))
         k = len(z0)
@@ -424,15 +434,23 @@ class Problem:
         wp = np.zeros((chunk, self.n_padded))
         wp[:k, : self.n] = w
         wp[k:, : self.n] = w[:1]
+        its = np.broadcast_to(np.asarray(max_iter, dtype=np.int64), (k,))
+        lam = np.full(k, 1e-3) if lam0 is None else np.asarray(lam0, dtype=float)
+        nu = np.full(k, 2.0) if nu0 is None else np.asarray(nu0, dtype=float)
         if chunk > k:
             z0 = np.concatenate([z0, np.repeat(z0[:1], chunk - k, axis=0)])
+            its = np.concatenate([its, np.zeros(chunk - k, dtype=np.int64)])
+            lam = np.concatenate([lam, np.full(chunk - k, 1e-3)])
+            nu = np.concatenate([nu, np.full(chunk - k, 2.0)])
         args = (
             z0,
+            lam,
+            nu,
+            its,
             wp,
             self._x,
             self._logy,
             self._refs,
-            np.int64(max_iter),
             np.float64(tol),
             np.float64(self.atol),
         )
@@ -440,6 +458,79 @@ class Problem:
         res = {name: np.asarray(v)[:k] for name, v in out.items()}
         res["resid"] = res["resid"][:, : self.n]
         return res
+
+    def solve_stream(
+        self,
+        z0: np.ndarray,
+        weights: np.ndarray | None = None,
+        *,
+        weight_index: np.ndarray | None = None,
+        max_iter: int = 1000,
+        tol: float = 1e-12,
+        segment: int = SEGMENT,
+        on_done=None,
+    ) -> dict[str, np.ndarray]:
+        """Solve many problems, retiring finished ones and refilling their slots.
+
+        A chunk of ``CHUNK`` problems is advanced ``segment`` iterations at a time (the damping
+        state carried over, so each problem follows exactly the path it would follow in one
+        uninterrupted run); a problem that stopped (converged, stuck, non-finite) or used its
+        ``max_iter`` leaves the chunk and the next problem takes its slot, so a chunk no longer
+        runs until its slowest start has finished.
+
+        Parameters
+        ----------
+        z0 : ndarray
+            Starts (m, P).
+        weights : ndarray, optional
+            Row weights: (m, n), or (g, n) with ``weight_index`` giving each problem's row.
+        weight_index : ndarray of int, optional
+            Problem ``i`` uses ``weights[weight_index[i]]`` (lets many problems share weights).
+        max_iter, tol : int, float
+            Iteration budget per problem and relative decrement tolerance.
+        segment : int
+            Iterations per call between refills.
+        on_done : callable, optional
+            Called with the number of problems that finished after each call (progress).
+
+        Returns
+        -------
+        dict
+            ``z``, ``objective``, ``converged``, ``iterations`` (one row per problem).
+        """
+        z0 = np.atleast_2d(np.asarray(z0, dtype=float))
+        m = len(z0)
+        out = {
+            "z": z0.copy(),
+            "objective": np.full(m, np.nan),
+            "converged": np.zeros(m, dtype=bool),
+            "iterations": np.zeros(m, dtype=np.int64),
+        }
+        cur, lam, nu = z0.copy(), np.full(m, 1e-3), np.full(m, 2.0)
+        active: list[int] = []
+        nxt = 0
+        while active or nxt < m:
+            while len(active) < CHUNK and nxt < m:
+                active.append(nxt)
+                nxt += 1
+            idx = np.asarray(active)
+            w = None
+            if weights is not None:
+                w = weights[idx if weight_index is None else np.asarray(weight_index)[idx]]
+            budget = np.minimum(segment, max_iter - out["iterations"][idx])
+            res = self.solve_raw(cur[idx], w, max_iter=budget, tol=tol, lam0=lam[idx], nu0=nu[idx])
+            out["iterations"][idx] += res["iterations"]
+            cur[idx], lam[idx], nu[idx] = res["z"], res["lam"], res["nu"]
+            finished = res["done"] | (out["iterations"][idx] >= max_iter)
+            for q in np.flatnonzero(finished):
+                i = idx[q]
+                out["z"][i] = res["z"][q]
+                out["objective"][i] = res["objective"][q]
+                out["converged"][i] = res["converged"][q]
+            active = [int(i) for i in idx[~finished]]
+            if on_done is not None and finished.any():
+                on_done(int(finished.sum()))
+        return out
 
     def solve(
         self,

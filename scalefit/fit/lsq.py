@@ -21,7 +21,7 @@ from ..errors import ScaleFitError
 from ..laws import Law, sample_starts
 from .build import FitSettings, Optimum, build_result
 from .data import check_design, inputs_of, weights_of
-from .engine import CHUNK, Problem
+from .engine import Problem
 from .observation import response
 from .result import FitResult
 
@@ -61,10 +61,14 @@ def solve_many(
     progress: bool | None = False,
     desc: str = "fitting",
     tol: float = 1e-12,
+    weight_index: np.ndarray | None = None,
 ):
     """Solve many problems in chunks of :data:`~scalefit.fit.engine.CHUNK` (one compilation).
 
-    Each problem runs until it passes the convergence test or reaches ``MAX_ITER`` iterations.
+    Each problem runs until it passes the convergence test or reaches ``MAX_ITER`` iterations;
+    finished problems leave their chunk and the next ones take their slots
+    (:meth:`~scalefit.fit.engine.Problem.solve_stream`). ``weight_index`` lets many problems
+    share rows of ``weights``.
 
     Returns
     -------
@@ -73,17 +77,11 @@ def solve_many(
     """
     n = len(z0)
     z0 = np.asarray(z0, dtype=float)
-    outs = []
     with _progress(n, desc, progress) as bar:
-        for start in range(0, n, CHUNK):
-            w = None if weights is None else weights[start : start + CHUNK]
-            outs.append(problem.solve_raw(z0[start : start + CHUNK], w, max_iter=MAX_ITER, tol=tol))
-            bar.update(len(outs[-1]["z"]))
-    cat = {
-        k: np.concatenate([o[k] for o in outs])
-        for k in ("z", "objective", "converged", "iterations")
-    }
-    return cat["z"], cat["objective"], cat["converged"], cat["iterations"]
+        out = problem.solve_stream(
+            z0, weights, weight_index=weight_index, max_iter=MAX_ITER, tol=tol, on_done=bar.update
+        )
+    return out["z"], out["objective"], out["converged"], out["iterations"]
 
 
 @dataclass(frozen=True)
