@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..accounting import training_flops
+
 
 def chinchilla_optimum(E, A, B, alpha, beta, budget) -> tuple[np.ndarray, np.ndarray]:
     """Compute-optimal ``(params, tokens)`` of ``E + A/N^alpha + B/T^beta`` under ``C = 6NT``.
@@ -63,7 +65,8 @@ def decomposed_optimum(
 
     def excess(logt):  # log of used compute minus log budget; increasing in logt
         logl, logw = shape(logt)
-        return np.log(6.0 * per_block) + logl + 2.0 * logw + logt - np.log(c)
+        # log C = log(6·N·T) with N = per_block·depth·width², written in logs (no overflow)
+        return np.log(training_flops(per_block, 1.0)) + logl + 2.0 * logw + logt - np.log(c)
 
     lo, hi = np.full_like(c, -50.0), np.full_like(c, 120.0)
     for _ in range(200):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..accounting import standard_params
 from ..laws import Law, get_law
 
 #: Ground truths used by the recovery and calibration checks (raw units).
@@ -55,7 +56,7 @@ def design(law: Law, n: int, rng: np.random.Generator) -> pd.DataFrame:
         cols["tokens"] = np.exp(rng.uniform(np.log(1e8), np.log(1e11), n))
     if "params" in law.inputs:
         if {"depth", "width"} <= set(cols):
-            cols["params"] = 12 * cols["depth"] * cols["width"] ** 2
+            cols["params"] = standard_params(cols["depth"], cols["width"], vocab=0)
         else:
             cols["params"] = np.exp(rng.uniform(np.log(1e7), np.log(1e10), n))
     return pd.DataFrame(cols)
