@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law
 from .observation import on_scale
+from .priors import numpyro_distribution, scipy_distribution
 
 OBS = "log_loss"
 
@@ -58,45 +59,6 @@ def site_name(name: str, kind: str, spec: Mapping[str, Any]) -> str | None:
     if kind in ("positive", "floor"):
         return f"frac_{name}" if spec["dist"] == "below_min" else f"log_{name}"
     return name
-
-
-def _inf_none(v: float) -> float | None:
-    return None if not math.isfinite(v) else v
-
-
-def _distribution(spec: Mapping[str, Any]):
-    import numpyro.distributions as dist
-
-    d = spec["dist"]
-    if d == "normal":
-        return dist.Normal(spec["loc"], spec["scale"])
-    if d == "student_t":
-        return dist.StudentT(spec["df"], spec["loc"], spec["scale"])
-    if d == "cauchy":
-        return dist.Cauchy(spec["loc"], spec["scale"])
-    if d == "laplace":
-        return dist.Laplace(spec["loc"], spec["scale"])
-    if d == "logistic":
-        return dist.Logistic(spec["loc"], spec["scale"])
-    if d == "uniform":
-        return dist.Uniform(spec["low"], spec["high"])
-    if d == "truncated_normal":
-        return dist.TruncatedNormal(
-            spec["loc"], spec["scale"], low=_inf_none(spec["low"]), high=_inf_none(spec["high"])
-        )
-    if d == "halfnormal":
-        return dist.HalfNormal(spec["scale"])
-    if d == "halfcauchy":
-        return dist.HalfCauchy(spec["scale"])
-    if d == "lognormal":
-        return dist.LogNormal(spec["loc"], spec["scale"])
-    if d == "exponential":
-        return dist.Exponential(spec["rate"])
-    if d == "gamma":
-        return dist.Gamma(spec["concentration"], spec["rate"])
-    if d == "below_min":
-        return dist.Uniform(0.0, 1.0)
-    raise AssertionError(d)  # pragma: no cover - validated in priors.check_prior
 
 
 def build_model(
@@ -141,7 +103,7 @@ def build_model(
         if site is None:
             value = jnp.asarray(spec["value"])  # internal coordinate (noise: the value)
             return numpyro.deterministic(name, value) if kind is None else value
-        value = numpyro.sample(site, _distribution(spec))
+        value = numpyro.sample(site, numpyro_distribution(spec))
         if spec["dist"] == "below_min":
             return math.log(spec["fraction"] * lmin) + jnp.log(value)
         return value
@@ -321,42 +283,6 @@ def pointwise(
     return ll, mu + sigma * eps
 
 
-def _scipy_distribution(spec: Mapping[str, Any]):
-    """The same prior as :func:`_distribution`, as a frozen scipy distribution (for numpy draws)."""
-    from scipy import stats
-
-    d = spec["dist"]
-    if d == "normal":
-        return stats.norm(spec["loc"], spec["scale"])
-    if d == "student_t":
-        return stats.t(spec["df"], spec["loc"], spec["scale"])
-    if d == "cauchy":
-        return stats.cauchy(spec["loc"], spec["scale"])
-    if d == "laplace":
-        return stats.laplace(spec["loc"], spec["scale"])
-    if d == "logistic":
-        return stats.logistic(spec["loc"], spec["scale"])
-    if d == "uniform":
-        return stats.uniform(spec["low"], spec["high"] - spec["low"])
-    if d == "truncated_normal":
-        a = (spec["low"] - spec["loc"]) / spec["scale"]
-        b = (spec["high"] - spec["loc"]) / spec["scale"]
-        return stats.truncnorm(a, b, spec["loc"], spec["scale"])
-    if d == "halfnormal":
-        return stats.halfnorm(scale=spec["scale"])
-    if d == "halfcauchy":
-        return stats.halfcauchy(scale=spec["scale"])
-    if d == "lognormal":
-        return stats.lognorm(spec["scale"], scale=math.exp(spec["loc"]))
-    if d == "exponential":
-        return stats.expon(scale=1.0 / spec["rate"])
-    if d == "gamma":
-        return stats.gamma(spec["concentration"], scale=1.0 / spec["rate"])
-    if d == "below_min":
-        return stats.uniform(0.0, 1.0)
-    raise AssertionError(d)  # pragma: no cover - validated in priors.check_prior
-
-
 def prior_draws(
     law: Law,
     specs,
@@ -382,7 +308,7 @@ def prior_draws(
         if site is None:
             z[:, i] = spec["value"]
             continue
-        v = _scipy_distribution(spec).rvs(n, random_state=rng)
+        v = scipy_distribution(spec).rvs(n, random_state=rng)
         out[site] = v
         z[:, i] = np.log(spec["fraction"] * lmin) + np.log(v) if spec["dist"] == "below_min" else v
     with np.errstate(all="ignore"):
@@ -394,7 +320,7 @@ def prior_draws(
                 out[name] = (
                     np.full(n, spec["value"])
                     if spec["dist"] == "fixed"
-                    else _scipy_distribution(spec).rvs(n, random_state=rng)
+                    else scipy_distribution(spec).rvs(n, random_state=rng)
                 )
         pred = np.asarray(law.evaluate({k: out[k][:, None] for k in pub}, raw), float)
         mu = on_scale(np, pred, residuals)

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,25 +37,144 @@ import numpy as np
 from ..errors import ScaleFitError
 from ..laws import Law
 
-#: Distribution name -> (required keys, optional keys with defaults).
+
+def _no_inf(v: float) -> float | None:
+    return None if not math.isfinite(v) else v
+
+
+def _truncnorm(stats, s):
+    a, b = (s["low"] - s["loc"]) / s["scale"], (s["high"] - s["loc"]) / s["scale"]
+    return stats.truncnorm(a, b, s["loc"], s["scale"])
+
+
+@dataclass(frozen=True)
+class PriorFamily:
+    """One prior family: its keys, its support, and its numpyro and scipy constructors.
+
+    ``numpyro(dist, spec)`` gets :mod:`numpyro.distributions`, ``scipy(stats, spec)`` gets
+    :mod:`scipy.stats`; both build the same distribution from a validated spec.
+    """
+
+    required: tuple[str, ...]
+    optional: Mapping[str, float]
+    numpyro: Callable[[Any, Mapping[str, Any]], Any]
+    scipy: Callable[[Any, Mapping[str, Any]], Any]
+    positive: bool = False
+
+
+#: The one table of prior families (validation, the numpyro model and numpy prior draws read it).
+FAMILIES: dict[str, PriorFamily] = {
+    "normal": PriorFamily(
+        ("loc", "scale"),
+        {},
+        lambda d, s: d.Normal(s["loc"], s["scale"]),
+        lambda st, s: st.norm(s["loc"], s["scale"]),
+    ),
+    "student_t": PriorFamily(
+        ("df", "loc", "scale"),
+        {},
+        lambda d, s: d.StudentT(s["df"], s["loc"], s["scale"]),
+        lambda st, s: st.t(s["df"], s["loc"], s["scale"]),
+    ),
+    "cauchy": PriorFamily(
+        ("loc", "scale"),
+        {},
+        lambda d, s: d.Cauchy(s["loc"], s["scale"]),
+        lambda st, s: st.cauchy(s["loc"], s["scale"]),
+    ),
+    "laplace": PriorFamily(
+        ("loc", "scale"),
+        {},
+        lambda d, s: d.Laplace(s["loc"], s["scale"]),
+        lambda st, s: st.laplace(s["loc"], s["scale"]),
+    ),
+    "logistic": PriorFamily(
+        ("loc", "scale"),
+        {},
+        lambda d, s: d.Logistic(s["loc"], s["scale"]),
+        lambda st, s: st.logistic(s["loc"], s["scale"]),
+    ),
+    "uniform": PriorFamily(
+        ("low", "high"),
+        {},
+        lambda d, s: d.Uniform(s["low"], s["high"]),
+        lambda st, s: st.uniform(s["low"], s["high"] - s["low"]),
+    ),
+    "truncated_normal": PriorFamily(
+        ("loc", "scale"),
+        {"low": -math.inf, "high": math.inf},
+        lambda d, s: d.TruncatedNormal(
+            s["loc"], s["scale"], low=_no_inf(s["low"]), high=_no_inf(s["high"])
+        ),
+        _truncnorm,
+    ),
+    "halfnormal": PriorFamily(
+        ("scale",),
+        {},
+        lambda d, s: d.HalfNormal(s["scale"]),
+        lambda st, s: st.halfnorm(scale=s["scale"]),
+        positive=True,
+    ),
+    "halfcauchy": PriorFamily(
+        ("scale",),
+        {},
+        lambda d, s: d.HalfCauchy(s["scale"]),
+        lambda st, s: st.halfcauchy(scale=s["scale"]),
+        positive=True,
+    ),
+    "lognormal": PriorFamily(
+        ("loc", "scale"),
+        {},
+        lambda d, s: d.LogNormal(s["loc"], s["scale"]),
+        lambda st, s: st.lognorm(s["scale"], scale=math.exp(s["loc"])),
+        positive=True,
+    ),
+    "exponential": PriorFamily(
+        ("rate",),
+        {},
+        lambda d, s: d.Exponential(s["rate"]),
+        lambda st, s: st.expon(scale=1.0 / s["rate"]),
+        positive=True,
+    ),
+    "gamma": PriorFamily(
+        ("concentration", "rate"),
+        {},
+        lambda d, s: d.Gamma(s["concentration"], s["rate"]),
+        lambda st, s: st.gamma(s["concentration"], scale=1.0 / s["rate"]),
+        positive=True,
+    ),
+    # a fraction of the smallest observed loss: the model scales a Uniform(0, 1) site
+    "below_min": PriorFamily(
+        (),
+        {"fraction": 1.0},
+        lambda d, s: d.Uniform(0.0, 1.0),
+        lambda st, s: st.uniform(0.0, 1.0),
+    ),
+    # a constant: no sample site, so no constructor is ever called
+    "fixed": PriorFamily(("value",), {}, None, None, positive=True),  # type: ignore[arg-type]
+}
+#: Distribution name -> (required keys, optional keys with defaults), read from :data:`FAMILIES`.
 DISTS: dict[str, tuple[tuple[str, ...], dict[str, float]]] = {
-    "normal": (("loc", "scale"), {}),
-    "student_t": (("df", "loc", "scale"), {}),
-    "cauchy": (("loc", "scale"), {}),
-    "laplace": (("loc", "scale"), {}),
-    "logistic": (("loc", "scale"), {}),
-    "uniform": (("low", "high"), {}),
-    "truncated_normal": (("loc", "scale"), {"low": -math.inf, "high": math.inf}),
-    "halfnormal": (("scale",), {}),
-    "halfcauchy": (("scale",), {}),
-    "lognormal": (("loc", "scale"), {}),
-    "exponential": (("rate",), {}),
-    "gamma": (("concentration", "rate"), {}),
-    "below_min": ((), {"fraction": 1.0}),
-    "fixed": (("value",), {}),
+    k: (f.required, dict(f.optional)) for k, f in FAMILIES.items()
 }
 #: Distributions whose support lies in (0, inf): allowed for ``sigma`` and ``nu``.
-POSITIVE_DISTS = ("halfnormal", "halfcauchy", "lognormal", "exponential", "gamma", "fixed")
+POSITIVE_DISTS = tuple(k for k, f in FAMILIES.items() if f.positive)
+
+
+def numpyro_distribution(spec: Mapping[str, Any]):
+    """The numpyro distribution of a validated prior spec."""
+    import numpyro.distributions as dist
+
+    return FAMILIES[spec["dist"]].numpyro(dist, spec)
+
+
+def scipy_distribution(spec: Mapping[str, Any]):
+    """The same prior as :func:`numpyro_distribution`, as a frozen scipy distribution."""
+    from scipy import stats
+
+    return FAMILIES[spec["dist"]].scipy(stats, spec)
+
+
 NOISE = ("sigma", "nu")
 
 

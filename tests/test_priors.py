@@ -1,0 +1,32 @@
+import numpy as np
+import pytest
+
+pytest.importorskip("numpyro")
+
+from scalefit.fit.priors import DISTS, FAMILIES, numpyro_distribution, scipy_distribution  # noqa: E402
+
+SPEC = {
+    "loc": 0.5,
+    "scale": 1.0,
+    "df": 4.0,
+    "low": 0.1,
+    "high": 2.0,
+    "rate": 2.0,
+    "concentration": 3.0,
+    "fraction": 1.0,
+}
+
+
+@pytest.mark.parametrize("name", [k for k, f in FAMILIES.items() if f.numpyro is not None])
+def test_numpyro_and_scipy_constructors_are_the_same_prior(name):
+    spec = {"dist": name, **SPEC}
+    x = np.array([0.2, 0.7, 1.5])
+    want = scipy_distribution(spec).logpdf(x)
+    got = np.asarray(numpyro_distribution(spec).log_prob(x), dtype=float)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_validation_table_is_read_from_the_family_table():
+    assert set(DISTS) == set(FAMILIES)
+    for name, family in FAMILIES.items():
+        assert DISTS[name][0] == family.required
