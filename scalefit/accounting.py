@@ -138,13 +138,18 @@ def param_count(
             f"The 'embeddings' option must be one of {EMBEDDINGS}. Got {embeddings!r} instead."
         )
     hidden = mlp_hidden(width, block=block, mlp_ratio=mlp_ratio, ffn_hidden=ffn_hidden)
-    mlp = (3 if block == "swiglu" else 2) * width * hidden
-    per_block = 4 * width * width + mlp
-    total = depth * per_block
-    if norms:
-        total += 2 * depth * width + width + 2 * int(tree_merges) * width
-    total += embedding_copies(embeddings) * vocab * width
-    return int(total)
+    total = param_count_array(
+        depth,
+        width,
+        vocab=vocab,
+        block=block,
+        embeddings=embeddings,
+        mlp_ratio=mlp_ratio,
+        ffn_hidden=hidden,
+        norms=norms,
+        tree_merges=int(tree_merges),
+    )
+    return int(round(float(total)))  # exact: counts stay far below 2**53
 
 
 def param_count_array(
@@ -155,10 +160,16 @@ def param_count_array(
     block: str = "standard",
     embeddings: str = "tied",
     mlp_ratio: float = 4.0,
+    ffn_hidden=None,
     norms: bool = True,
+    tree_merges=0,
     continuous: bool = False,
 ):
-    """Vectorised :func:`param_count` over arrays of shapes (float results).
+    """The parameter counter: vectorised over arrays of shapes (float results).
+
+    :func:`param_count` is its validated integer front for one shape; there is no other counter.
+    ``ffn_hidden`` (an explicit MLP hidden size) and ``tree_merges`` (merges of the CR-guided
+    tree residual path, ``2·W`` norm gains each) are as in :func:`param_count`.
 
     With ``continuous=False`` (integer shapes) the count equals :func:`param_count` exactly
     (including the rounded SwiGLU hidden size). With ``continuous=True`` depth and width may be any
@@ -178,16 +189,18 @@ def param_count_array(
         )
     depth = np.asarray(depth, dtype=float)
     width = np.asarray(width, dtype=float)
-    if block == "swiglu":
-        hidden = 8.0 * width / 3.0 if continuous else 8.0 * np.ceil(((8 * width + 2) // 3) / 8)
-        mlp = 3.0 * width * hidden
-    elif block == "standard":
-        mlp = 2.0 * mlp_ratio * width * width
-    else:
+    if block not in BLOCKS:
         raise ScaleFitError(f"The 'block' option must be one of {BLOCKS}. Got {block!r} instead.")
+    if ffn_hidden is not None:
+        hidden = np.asarray(ffn_hidden, dtype=float)
+    elif block == "swiglu":
+        hidden = 8.0 * width / 3.0 if continuous else 8.0 * np.ceil(((8 * width + 2) // 3) / 8)
+    else:
+        hidden = mlp_ratio * width
+    mlp = (3.0 if block == "swiglu" else 2.0) * width * hidden
     total = depth * (4.0 * width * width + mlp)
     if norms:
-        total = total + (2.0 * depth + 1.0) * width
+        total = total + (2.0 * depth + 1.0 + 2.0 * np.asarray(tree_merges, dtype=float)) * width
     return total + embedding_copies(embeddings) * float(vocab) * width
 
 
