@@ -416,18 +416,20 @@ class Problem:
         tol: float = 1e-12,
         lam0: np.ndarray | None = None,
         nu0: np.ndarray | None = None,
+        chunk: int | None = None,
     ) -> dict[str, np.ndarray]:
         """Solve up to ``CHUNK`` problems (padded to a fixed chunk); returns every solver output.
 
         Row weights are ``(k, n)`` (or None for ones); the padding rows get weight zero.
         ``max_iter`` may differ per problem; ``lam0``/``nu0`` continue a problem's damping state
-        from an earlier call (default: a fresh start).
+        from an earlier call (default: a fresh start). ``chunk`` fixes the compiled batch size
+        (default :meth:`chunk_for`).
         """
         z0 = np.atleast_2d(np.asarray(z0, dtype=float))
         k = len(z0)
         if k > CHUNK:
             raise ValueError(f"at most {CHUNK} problems per call; got {k}.")
-        chunk = self.chunk_for(k)
+        chunk = self.chunk_for(k) if chunk is None else max(int(chunk), k)
         w = np.ones((k, self.n)) if weights is None else np.atleast_2d(weights)
         if self.weights is not None:
             w = w * self.weights[None, :]
@@ -509,6 +511,9 @@ class Problem:
         cur, lam, nu = z0.copy(), np.full(m, 1e-3), np.full(m, 2.0)
         active: list[int] = []
         nxt = 0
+        # one batch size for the whole stream (a draining tail would otherwise compile programs
+        # for every smaller size on large tables)
+        size = self.chunk_for(min(m, CHUNK))
         while active or nxt < m:
             while len(active) < CHUNK and nxt < m:
                 active.append(nxt)
@@ -518,7 +523,9 @@ class Problem:
             if weights is not None:
                 w = weights[idx if weight_index is None else np.asarray(weight_index)[idx]]
             budget = np.minimum(segment, max_iter - out["iterations"][idx])
-            res = self.solve_raw(cur[idx], w, max_iter=budget, tol=tol, lam0=lam[idx], nu0=nu[idx])
+            res = self.solve_raw(
+                cur[idx], w, max_iter=budget, tol=tol, lam0=lam[idx], nu0=nu[idx], chunk=size
+            )
             out["iterations"][idx] += res["iterations"]
             cur[idx], lam[idx], nu[idx] = res["z"], res["lam"], res["nu"]
             finished = res["done"] | (out["iterations"][idx] >= max_iter)
