@@ -107,8 +107,12 @@ def load_sharded(run_dir: Path, name: str, model, opt) -> None:
     set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
 
 
-_ALLOWED_MODULE_PREFIXES = ("torch.distributed.checkpoint.",)
+#: Modules whose classes (only classes, never functions) the metadata may name: DCP's metadata
+#: dataclasses. Everything else must be listed one by one in :data:`_ALLOWED`.
+_ALLOWED_MODULES = ("torch.distributed.checkpoint.metadata",)
 _ALLOWED = {
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),  # where each item's bytes lie
+    ("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING"),  # an Enum of layouts
     ("collections", "OrderedDict"),
     ("torch", "Size"),
     ("builtins", "set"),
@@ -122,10 +126,10 @@ _ALLOWED = {
 
 class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
-        ok = (module, name) in _ALLOWED or module.startswith(_ALLOWED_MODULE_PREFIXES)
+        ok = (module, name) in _ALLOWED or module in _ALLOWED_MODULES
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             ok = True
-        if module.startswith("torch.distributed.checkpoint.") and name.startswith("__"):
+        if module in _ALLOWED_MODULES and name.startswith("_") and (module, name) not in _ALLOWED:
             ok = False
         if not ok:
             raise ScaleFitError(
