@@ -38,6 +38,7 @@ BAD = [
     ({"width": 48, "heads": 5}, r"'width' \(48\) must be divisible by 'heads' \(5\)"),
     ({"width": 64, "heads": 2, "head_dim": 16}, r"'heads' × 'head_dim' \(2 × 16\)"),
     ({"learning_rate": 1e-3}, r"unknown key 'learning_rate'"),
+    ({"width": 15, "heads": 1}, r"'width' \(15\) with 1 head\(s\) gives a head dimension of 15"),
 ]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from .._validation import Interval, IsType, Options, validate_mapping
 from ..accounting import BLOCKS
 from ..errors import ScaleFitError
-from .model import VARIANTS, ModelConfig
+from .model import VARIANTS, ModelConfig, head_layout
 
 PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "plain")
@@ -166,6 +166,12 @@ def validate_config(d: dict, *, source: str = "config") -> None:
     if heads is None and head_dim is not None and width % head_dim:
         raise ScaleFitError(
             f"{where}: 'width' ({width}) must be divisible by 'head_dim' ({head_dim})."
+        )
+    n_heads, dim = head_layout(width, heads, head_dim)
+    if width % n_heads == 0 and dim % 2:
+        raise ScaleFitError(
+            f"{where}: 'width' ({width}) with {n_heads} head(s) gives a head dimension of {dim}; "
+            "RoPE needs an even one (choose 'width', 'heads' or 'head_dim' to make it even)."
         )
 
 

@@ -32,6 +32,17 @@ from ..errors import ScaleFitError
 VARIANTS = ("pre_ln", "post_ln", "lns", "scaled_init", "cr_tree")
 
 
+def head_layout(width: int, heads: int | None = None, head_dim: int | None = None):
+    """``(heads, head_dim)`` of a width.
+
+    ``heads`` if given, else ``width // head_dim`` heads with ``head_dim`` defaulting to
+    ``min(32, width)``; the head dimension is ``width // heads``.
+    """
+    if heads is None:
+        heads = max(1, width // (head_dim or min(32, width)))
+    return heads, width // heads
+
+
 @dataclass
 class ModelConfig:
     """Architecture settings; see the module docstring for the variants."""
@@ -60,8 +71,7 @@ class ModelConfig:
                 f"The 'embeddings' option must be 'tied' or 'untied'. Got {self.embeddings!r}."
             )
         if self.heads is None:
-            hd = self.head_dim or min(32, self.width)
-            self.heads = max(1, self.width // hd)
+            self.heads = head_layout(self.width, None, self.head_dim)[0]
         if self.width % self.heads:
             raise ScaleFitError(f"width {self.width} is not divisible by heads {self.heads}.")
         self.head_dim = self.width // self.heads
