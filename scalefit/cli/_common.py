@@ -123,3 +123,35 @@ def plots_dir(path: str | None) -> Path | None:
     from .._io import ensure_folder
 
     return ensure_folder(path)
+
+
+def check_outputs(
+    *, files: dict[str, str | None] | None = None, folders: dict[str, str | None] | None = None
+) -> None:
+    """Refuse output paths that cannot be written, before any work starts.
+
+    Parameters
+    ----------
+    files : dict
+        Option name (``"--out"``) to a file path that will be written (or None).
+    folders : dict
+        Option name (``"--plots"``) to a folder that will be created (or None).
+
+    Raises
+    ------
+    ScaleFitError
+        A file path that names a folder, a folder path that names a file, or a path under a file.
+    """
+    checks = [(k, v, False) for k, v in (files or {}).items()]
+    checks += [(k, v, True) for k, v in (folders or {}).items()]
+    for option, path, want_dir in checks:
+        if not path:
+            continue
+        p = Path(path)
+        if p.exists() and p.is_dir() != want_dir:
+            kind = "a folder" if p.is_dir() else "a file"
+            need = "a folder" if want_dir else "a file name"
+            raise ScaleFitError(f"{option} {path}: is {kind}; expected {need}.")
+        for parent in p.parents:
+            if parent.exists() and not parent.is_dir():
+                raise ScaleFitError(f"{option} {path}: {parent} is a file; expected a folder.")

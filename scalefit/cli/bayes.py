@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from ._common import add_table_args, law_options_arg, load_table_arg, plots_dir
+from ._common import (
+    add_table_args,
+    check_outputs,
+    law_options_arg,
+    load_table_arg,
+    plots_dir,
+)
 
 
 def _positive_int(text: str) -> int:
@@ -74,6 +80,9 @@ def run_bayes(args: argparse.Namespace) -> int:
     from ..fit.priors import read_priors_toml
     from . import EXIT_NOT_CONVERGED
 
+    check_outputs(
+        files={"--out": args.out, "--netcdf": args.netcdf}, folders={"--plots": args.plots}
+    )
     table = load_table_arg(args)
     priors = read_priors_toml(args.priors) if args.priors else None
     with warnings.catch_warnings():

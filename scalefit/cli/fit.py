@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from ._common import add_table_args, law_options_arg, load_table_arg, plots_dir
+from ._common import (
+    add_table_args,
+    check_outputs,
+    law_options_arg,
+    load_table_arg,
+    plots_dir,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,6 +79,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from ..fit import fit
     from . import EXIT_NOT_CONVERGED
 
+    check_outputs(files={"--out": args.out}, folders={"--plots": args.plots})
     table = load_table_arg(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
