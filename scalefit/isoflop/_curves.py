@@ -29,6 +29,20 @@ SHAPE_STARTS = ((0.3, 0.3), (0.5, 0.25), (0.25, 0.5))
 SHAPE_BOUNDS = (0.02, 3.0)
 
 
+class PowerLawExponents:
+    """Mixin for results with an ``exponents`` table indexed by ``params`` and ``tokens``."""
+
+    @property
+    def a(self) -> float:
+        """Exponent of ``N* ∝ C^a``."""
+        return float(self.exponents.loc["params", "exponent"])
+
+    @property
+    def b(self) -> float:
+        """Exponent of ``T* ∝ C^b``."""
+        return float(self.exponents.loc["tokens", "exponent"])
+
+
 @dataclass
 class Optima:
     """Optimum ``x* = ln N*`` per budget and the covariance of the optima."""

@@ -11,10 +11,11 @@ import pandas as pd
 from .._validation import Interval, validate
 from ..accounting import tokens_for_budget, training_flops
 from ..errors import ScaleFitError
+from ._curves import PowerLawExponents
 
 
 @dataclass(frozen=True)
-class EnvelopeResult:
+class EnvelopeResult(PowerLawExponents):
     """Result of :func:`approach1`.
 
     Attributes
@@ -35,16 +36,6 @@ class EnvelopeResult:
     n_runs: int
     n_boot: int
     seed: int
-
-    @property
-    def a(self) -> float:
-        """Exponent of ``N* ∝ C^a``."""
-        return float(self.exponents.loc["params", "exponent"])
-
-    @property
-    def b(self) -> float:
-        """Exponent of ``T* ∝ C^b``."""
-        return float(self.exponents.loc["tokens", "exponent"])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dictionary."""

@@ -11,7 +11,14 @@ import pandas as pd
 from .._validation import Interval, Options, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
-from ._curves import SHAPE_BOUNDS, Optima, fit_parabolas, fit_profile, power_law
+from ._curves import (
+    SHAPE_BOUNDS,
+    Optima,
+    PowerLawExponents,
+    fit_parabolas,
+    fit_profile,
+    power_law,
+)
 from .budgets import assign_budgets
 
 METHODS = ("parabola", "profile")
@@ -20,7 +27,7 @@ OFF_CENTRE = 0.25
 
 
 @dataclass(frozen=True)
-class IsoFLOPResult:
+class IsoFLOPResult(PowerLawExponents):
     """Result of :func:`approach2` (nothing printed; tables are DataFrames).
 
     Attributes
@@ -53,16 +60,6 @@ class IsoFLOPResult:
     curves: tuple = ()
     seed: int | None = None
     tol: float = 0.06
-
-    @property
-    def a(self) -> float:
-        """Exponent of ``N* ∝ C^a``."""
-        return float(self.exponents.loc["params", "exponent"])
-
-    @property
-    def b(self) -> float:
-        """Exponent of ``T* ∝ C^b``."""
-        return float(self.exponents.loc["tokens", "exponent"])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dictionary."""
