@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -155,3 +156,29 @@ def check_outputs(
         for parent in p.parents:
             if parent.exists() and not parent.is_dir():
                 raise ScaleFitError(f"{option} {path}: {parent} is a file; expected a folder.")
+
+
+def positive_flops(text: str) -> float:
+    """Argparse type for a FLOP count: a finite number > 0 (e.g. ``1e21``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of FLOPs; got {text!r}")
+    return value
+
+
+def int_at_least(low: int):
+    """Argparse type factory for a whole number ``>= low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}; got {text!r}")
+        return value
+
+    return parse

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import math
 
 from ..errors import ScaleFitError
-from ._common import law_options_arg, parse_mapping, plots_dir
+from ._common import law_options_arg, parse_mapping, plots_dir, positive_flops
 
 SUMMARY_FIRST = ["budget", "depth", "width", "tokens", "params", "loss", "loss_lo", "loss_hi"]
 
@@ -28,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--law-option", default=None, metavar="K=V,...", help="options for --law")
     p.add_argument(
         "--budget",
-        type=_budget,
+        type=positive_flops,
         action="append",
         required=True,
         metavar="FLOPS",
@@ -75,16 +74,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print no report, only the names of the files written",
     )
     p.set_defaults(func=run_allocate)
-
-
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"budget must be a positive number of FLOPs: {text!r}")
-    return value
 
 
 def _source(args: argparse.Namespace):

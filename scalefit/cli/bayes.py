@@ -8,26 +8,17 @@ import warnings
 from ._common import (
     add_table_args,
     check_outputs,
+    int_at_least,
     law_options_arg,
     load_table_arg,
     plots_dir,
 )
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}")
-    return value
-
-
 def _sampler_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--chains", type=_positive_int, default=4, help="number of chains (4)")
-    p.add_argument("--draws", type=_positive_int, default=1000, help="kept draws per chain")
-    p.add_argument("--warmup", type=_positive_int, default=1000, help="warm-up steps per chain")
+    p.add_argument("--chains", type=int_at_least(1), default=4, help="number of chains (4)")
+    p.add_argument("--draws", type=int_at_least(1), default=1000, help="kept draws per chain")
+    p.add_argument("--warmup", type=int_at_least(1), default=1000, help="warm-up steps per chain")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--likelihood", default="student_t", choices=["student_t", "normal"])
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")

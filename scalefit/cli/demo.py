@@ -13,13 +13,13 @@ names no non-identified parameter and the quantity's interval spans less than a 
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ScaleFitError
+from ._common import int_at_least, positive_flops
 
 CHINCHILLA = {
     "table": "chinchilla",
@@ -51,25 +51,10 @@ LABELS = {
 }
 
 
-def _positive_float(text: str) -> str:
-    """Check a budget on the command line (kept as typed, to print the commands verbatim)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"budget must be a positive number of FLOPs: {text!r}")
+def _budget_text(text: str) -> str:
+    """A budget checked like any FLOP count, kept as typed (commands are printed verbatim)."""
+    positive_flops(text)
     return text
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"need at least 2 bootstrap resamples: {text!r}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -85,13 +70,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--budget",
         action="append",
-        type=_positive_float,
+        type=_budget_text,
         default=None,
         metavar="FLOPS",
         help="training budget in FLOPs, repeatable (default: 1e19 1e20 1e21 on Chinchilla, "
         "1e13 1e14 1e15 on the bundled table)",
     )
-    p.add_argument("--bootstrap", type=_count, default=100, metavar="B", help="bootstrap resamples")
+    p.add_argument(
+        "--bootstrap", type=int_at_least(2), default=100, metavar="B", help="bootstrap resamples"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     p.add_argument(
         "--data-dir",

@@ -5,16 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ScaleFitError
-
-
-def _flops(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a number of FLOPs, got {text!r}") from exc
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of FLOPs, got {text!r}")
-    return value
+from ._common import int_at_least, positive_flops
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,11 +19,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "linearised update. Writes the runs to train as CSV with the expected gain of each.",
     )
     p.add_argument("result", metavar="RESULT.json", help="a saved fit result with draws")
-    p.add_argument("--target", type=_flops, required=True, metavar="FLOPS", help="target budget")
     p.add_argument(
-        "--compute", type=_flops, required=True, metavar="FLOPS", help="total compute for the runs"
+        "--target", type=positive_flops, required=True, metavar="FLOPS", help="target budget"
     )
-    p.add_argument("--k", type=int, default=12, help="most runs to choose (default 12)")
+    p.add_argument(
+        "--compute",
+        type=positive_flops,
+        required=True,
+        metavar="FLOPS",
+        help="total compute for the runs",
+    )
+    p.add_argument("--k", type=int_at_least(1), default=12, help="most runs to choose (default 12)")
     p.add_argument(
         "--quantity",
         default="log_params",
