@@ -1,5 +1,4 @@
 import os
-import socket
 import subprocess
 import sys
 
@@ -9,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
+from train_support import _one_torch_thread, free_port  # noqa: E402, F401 - autouse fixture
 from train_support import make_corpus as _make_corpus  # noqa: E402
 
 from scalefit.train.data import build_tokens  # noqa: E402
@@ -24,12 +23,6 @@ def make_corpus(folder):
         words=3000,
         seed=1,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_process_gloo_torchrun_matches_single_process(tmp_path):

@@ -7,7 +7,6 @@ compared with single-process training on the same global batches. Slow: two proc
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_support import _one_torch_thread, make_corpus  # noqa: E402, F401 - autouse fixture
+from train_support import _one_torch_thread, free_port, make_corpus  # noqa: E402, F401 - autouse fixture
 
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
@@ -35,12 +34,6 @@ settings = json.loads(open(sys.argv[1]).read())
 stop = int(sys.argv[3]) if len(sys.argv) > 3 else None
 train(config_from_dict(settings), sys.argv[2], stop_after=stop)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(tmp_path, *args):

@@ -22,3 +22,12 @@ def make_corpus(folder, *, vocab, n_docs=4, words=3000, seed=0):
     for d in range(n_docs):
         (folder / f"doc{d}.txt").write_text(" ".join(rng.choice(vocab, size=words)) + "\n")
     return folder
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback address (for torchrun's rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
