@@ -18,7 +18,6 @@ dtypes and sizes, so loading a crafted checkpoint folder cannot run code.
 from __future__ import annotations
 
 import io
-import os
 import pickle
 import shutil
 from pathlib import Path
@@ -160,8 +159,3 @@ def safe_reader(path: str):
             return metadata
 
     return SafeReader(path)
-
-
-def world_info() -> tuple[int, int]:
-    """``(RANK, WORLD_SIZE)`` from the environment that ``torchrun`` sets."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
