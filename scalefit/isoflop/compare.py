@@ -9,8 +9,9 @@ import pandas as pd
 
 from ..errors import ScaleFitError
 
-#: Hoffmann et al. (2022), Table 2: a of N* ∝ C^a and b of T* ∝ C^b, with their intervals
-#: (10th–90th percentiles for Approaches 1–2 from bootstrap; see docs/isoflop.md for the source).
+#: Hoffmann et al. (2022), Table 2: a of N* ∝ C^a and b of T* ∝ C^b, with the table's ranges
+#: (10th–90th percentiles from a bootstrap of 80 % subsamples, i.e. 80 % ranges, not 95 %;
+#: see docs/isoflop.md for the source).
 PUBLISHED = pd.DataFrame(
     [
         {"approach": "1 (published)", "a": 0.50, "a_lo": 0.488, "a_hi": 0.502, "b": 0.50,
@@ -124,6 +125,6 @@ def compare_approaches(
         raise ScaleFitError("compare_approaches: give at least one of envelope, isoflops, result.")
     out = pd.DataFrame(rows)
     if published:
-        pub = PUBLISHED.assign(note="Hoffmann et al. 2022, Table 2")
+        pub = PUBLISHED.assign(note="Hoffmann et al. 2022, Table 2; 10th-90th percentiles")
         out = pd.concat([out, pub], ignore_index=True)
     return out
