@@ -65,6 +65,20 @@ def pin_threads(n: int = 1) -> dict[str, str]:
     return out
 
 
+def argv_threads(default: int = 1, argv: Sequence[str] | None = None) -> int:
+    """The ``--threads N`` (or ``--threads=N``) value of the command line, before argparse runs.
+
+    For scripts that must pin threads before their module-level ``import torch``.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(args):
+        if arg == "--threads" and i + 1 < len(args):
+            return int(args[i + 1])
+        if arg.startswith("--threads="):
+            return int(arg.split("=", 1)[1])
+    return default
+
+
 def pin_torch() -> None:
     """Apply the pinned thread count to torch (call after importing torch)."""
     n = os.environ.get("SCALEFIT_BENCH_THREADS")

@@ -1,9 +1,12 @@
 """LM layer probes: peak memory against the token budget, and time per 1k tokens per layer.
 
-    nice -n 10 python benchmarks/bench_probes_hf.py [--tokens 4096,16384,32768] [--seq-len 128]
+    nice -n 10 python benchmarks/bench_probes_hf.py --tokens 4096,16384,32768 --repeats 3
 
 Side by side, each in a fresh process (peak RSS from ``getrusage``, minus the RSS after loading
-the model and the corpus):
+the model and the corpus; wall and CPU seconds of the probing itself, ``time.process_time``),
+under the same pinned thread settings (``--threads``, default 2: torch, BLAS, OpenMP; printed
+with the date, machine and load average), alternating ``--repeats`` times at each token budget
+(scalefit, plain; plain, scalefit; ...); medians with min-max are printed:
 
 - ``scalefit``: :func:`scalefit.probes.hf.probe_hf` (per-batch reduction, no pruning, no CR);
 - ``plain``: the obvious way, keep every token's hidden states, then one
@@ -19,10 +22,12 @@ import argparse
 import json
 import os
 import resource
-import subprocess
+import statistics
 import sys
 import time
 from pathlib import Path
+
+from _harness import header, loadavg, pin_threads, pin_torch, run_fresh
 
 
 def _corpus() -> Path:
@@ -47,21 +52,23 @@ def _one(mode: str, tokens: int, seq_len: int) -> dict:
     from scalefit.probes._text import iter_documents
     from scalefit.probes.hf import load_model, probe_hf
 
-    torch.set_num_threads(2)
+    pin_torch()
     lm = load_model(str(get_model_path()))
     docs = list(iter_documents(_corpus()))
     base = _rss_mb()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if mode == "scalefit":
         res = probe_hf(lm, docs, tokens=tokens, seq_len=seq_len, prune=False, cr=False, bootstrap=0)
         theta = res.layers["theta"].to_numpy()
     else:
         theta = _plain(lm, docs, tokens, seq_len)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {
         "mode": mode,
         "tokens": tokens,
         "wall_s": wall,
+        "cpu_s": cpu,
+        "threads": torch.get_num_threads(),
         "peak_extra_mb": _rss_mb() - base,
         "depth": lm.depth,
         "theta_1": float(theta[0]),
@@ -102,48 +109,68 @@ def _forward(lm, ids):
     return torch.stack([h.reshape(-1, h.shape[-1]) for h in out.hidden_states])
 
 
+def _med(values: list[float], fmt: str = ".2f") -> str:
+    return (
+        f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+        if len(values) > 1
+        else f"{values[0]:{fmt}}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", default="4096,16384,32768")
     ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--repeats", type=int, default=3, help="alternating repeats per budget")
+    ap.add_argument("--threads", type=int, default=2, help="torch/BLAS threads for both ways")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "TOKENS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(_one(args.one[0], int(args.one[1]), args.seq_len)))
         return
+    threads = pin_threads(args.threads)
+    header("LM layer probes: probe_hf's per-batch reduction vs keeping every state", threads)
     _corpus()
-    rows = []
+    modes = ("scalefit", "plain")
+    rows: list[dict] = []
     for tokens in (int(t) for t in args.tokens.split(",")):
-        for mode in ("scalefit", "plain"):
-            cmd = [
-                sys.executable,
-                __file__,
-                "--one",
-                mode,
-                str(tokens),
-                "--seq-len",
-                str(args.seq_len),
-            ]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-            rows.append(json.loads(out.strip().splitlines()[-1]))
-            r = rows[-1]
-            per = r["wall_s"] / (tokens / 1000) / r["depth"]
-            print(
-                f"{mode:9s} tokens {tokens:6d}: peak +{r['peak_extra_mb']:7.1f} MB, "
-                f"{r['wall_s']:6.1f} s, {per * 1000:6.1f} ms per 1k tokens per layer, "
-                f"theta_1 {r['theta_1']:.6f}",
-                flush=True,
-            )
+        for r in range(args.repeats):
+            for mode in modes if r % 2 == 0 else modes[::-1]:
+                cmd = [sys.executable, __file__, "--one", mode, str(tokens)]
+                f = run_fresh([*cmd, "--seq-len", str(args.seq_len)])
+                if f.returncode != 0:
+                    raise RuntimeError(f"{mode} {tokens} failed:\n{f.stderr[-3000:]}")
+                row = json.loads(f.stdout.strip().splitlines()[-1])
+                row["process_cpu_s"] = f.cpu
+                rows.append(row)
+                per = row["cpu_s"] / (tokens / 1000) / row["depth"]
+                print(
+                    f"  repeat {r}: {mode:9s} tokens {tokens:6d}: peak +{row['peak_extra_mb']:7.1f}"
+                    f" MB, {row['wall_s']:6.1f} s wall, {row['cpu_s']:6.1f} CPU-s, "
+                    f"{per * 1000:6.1f} CPU-ms per 1k tokens per layer, theta_1 "
+                    f"{row['theta_1']:.6f}, {row['threads']} torch threads (load {loadavg()})",
+                    flush=True,
+                )
+    print(f"\nmedians (min-max) of {args.repeats} alternating fresh-process repeats:")
     for tokens in sorted({r["tokens"] for r in rows}):
-        s, p = (
-            next(r for r in rows if r["tokens"] == tokens and r["mode"] == m)
-            for m in ("scalefit", "plain")
-        )
+        got = {m: [r for r in rows if r["tokens"] == tokens and r["mode"] == m] for m in modes}
+        for m in modes:
+            v = got[m]
+            per = [r["cpu_s"] / (tokens / 1000) / r["depth"] * 1000 for r in v]
+            print(
+                f"tokens {tokens} {m:9s}: peak +{_med([r['peak_extra_mb'] for r in v], '.0f')} MB,"
+                f" wall {_med([r['wall_s'] for r in v])} s, CPU {_med([r['cpu_s'] for r in v])} s,"
+                f" {_med(per, '.0f')} CPU-ms per 1k tokens per layer"
+            )
+        pairs = list(zip(got["scalefit"], got["plain"], strict=True))
+        mem = [p["peak_extra_mb"] / max(s["peak_extra_mb"], 1) for s, p in pairs]
+        cpu = [p["cpu_s"] / s["cpu_s"] for s, p in pairs]
+        wall = [p["wall_s"] / s["wall_s"] for s, p in pairs]
         print(
-            f"tokens {tokens}: memory plain/scalefit "
-            f"{p['peak_extra_mb'] / max(s['peak_extra_mb'], 1):.1f}x, "
-            f"time plain/scalefit {p['wall_s'] / s['wall_s']:.2f}x"
+            f"tokens {tokens}: memory plain/scalefit {_med(mem, '.1f')}x, CPU time "
+            f"plain/scalefit {_med(cpu)}x, wall time {_med(wall)}x"
         )
+    print(f"load average at end: {loadavg()}")
 
 
 if __name__ == "__main__":

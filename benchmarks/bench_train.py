@@ -8,9 +8,13 @@ way: attention written out (QKᵀ/√d, causal mask, softmax, ·V), RMSNorm and 
 plain loop. The two are checked to give the same initial loss before timing. Repeats alternate
 (ours, reference, ours, …). Throughput is reported per CPU-second of this process
 (``time.process_time``, robust to other processes on a shared machine; with one thread it is the
-work done) and per wall-clock second; the median ratios are printed.
+work done) and per wall-clock second. Both sides run under the same pinned thread settings
+(``--threads``: torch, BLAS, OpenMP; printed with the date, machine and load average), the order
+alternates between repeats (ours, reference; reference, ours; ...), and the median of the
+per-repeat ratios is printed with its min-max.
 
-    python benchmarks/bench_train.py --threads 1 --repeats 5
+    nice -n 10 python benchmarks/bench_train.py --threads 1 --depth 4 --width 128 --steps 10 \
+        --repeats 5
 """
 
 from __future__ import annotations
@@ -19,17 +23,21 @@ import argparse
 import math
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
+from _harness import alternate, argv_threads, header, loadavg, pin_threads
 
-from scalefit.train.data import build_tokens
-from scalefit.train.loop import config_from_dict, lr_at, train
-from scalefit.train.model import Transformer
+# Pin the thread settings before numpy and torch are imported (they read them at import).
+_THREADS = pin_threads(argv_threads())
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from scalefit.train.data import build_tokens  # noqa: E402
+from scalefit.train.loop import config_from_dict, lr_at, train  # noqa: E402
+from scalefit.train.model import Transformer  # noqa: E402
 
 
 class PlainBlock(nn.Module):
@@ -118,13 +126,6 @@ def plain_train(cfg, data) -> float:
     return float(loss.detach())
 
 
-def timed(fn, *args) -> tuple[float, float]:
-    """CPU seconds and wall seconds of ``fn(*args)``."""
-    c0, w0 = time.process_time(), time.perf_counter()
-    fn(*args)
-    return time.process_time() - c0, time.perf_counter() - w0
-
-
 def corpus(folder: Path) -> Path:
     rng = np.random.default_rng(0)
     words = ["to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis", "nobler"]
@@ -146,6 +147,7 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="token folder (default: a generated corpus)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    header("trainer: scalefit.train.loop.train vs a plain PyTorch loop", _THREADS)
     with tempfile.TemporaryDirectory() as tmp:
         tokens = args.data or str(build_tokens(corpus(Path(tmp) / "c"), Path(tmp) / "t"))
         cfg = config_from_dict(
@@ -172,24 +174,27 @@ def main() -> None:
         print(f"initial loss: ours {ours0:.6f}, reference {ref0:.6f} (must agree)")
         assert abs(ours0 - ref0) < 1e-4
         n_tok = cfg.steps * cfg.batch_size * cfg.model.seq_len
-        ours, ref = [], []
-        for _ in range(args.repeats):
-            ours.append(timed(train, cfg))
-            ref.append(timed(plain_train, cfg, warm.data))
+        runs = alternate(
+            {"ours": lambda: train(cfg), "reference": lambda: plain_train(cfg, warm.data)},
+            args.repeats,
+        )
     print(
         f"depth {args.depth} width {args.width} seq {args.seq_len} batch {args.batch_size}, "
-        f"{args.steps} steps x {args.repeats} alternating repeats, {args.threads} thread(s); "
+        f"{args.steps} steps x {args.repeats} alternating repeats, "
+        f"{torch.get_num_threads()} torch thread(s); "
         f"ours includes set-up and a {args.seq_len}-token evaluation"
     )
-    for k, clock in enumerate(("CPU", "wall")):
-        a = [n_tok / o[k] for o in ours]
-        b = [n_tok / r[k] for r in ref]
+    for clock in ("CPU", "wall"):
+        attr = clock.lower()
+        a = [n_tok / t for t in getattr(runs["ours"], attr)]
+        b = [n_tok / t for t in getattr(runs["reference"], attr)]
         ratio = [x / y for x, y in zip(a, b, strict=True)]
         print(
             f"tokens per {clock}-second: ours median {statistics.median(a):,.0f}, reference "
             f"median {statistics.median(b):,.0f}; ratio median {statistics.median(ratio):.3f} "
             f"(min {min(ratio):.3f}, max {max(ratio):.3f})"
         )
+    print(f"load average at end: {loadavg()}")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,14 @@ repeats alternate eager/compiled. Throughput is tokens per CPU-second of this pr
 (``time.process_time``: with one thread that is the work done, robust to other processes on a
 shared machine); the median ratio compiled/eager is printed. MFU is reported against the best
 float32 matmul rate this process reaches (``scalefit.train.mfu.measure_matmul_peak``; a CPU has no
-datasheet peak in the table).
+datasheet peak in the table). Both sides run under the same pinned thread settings
+(``--threads``: torch, BLAS, OpenMP; printed with the date, machine and load average), the order
+alternates between repeats (eager, compiled; compiled, eager; ...), and the median of the
+per-repeat ratios is printed with its min-max. Inductor keeps its compiled kernels in its own
+on-disk cache, so a second run of this script compiles much faster than the first.
 
-    python benchmarks/bench_train_compile.py --threads 1 --depth 4 --width 64 --steps 20
+    nice -n 10 python benchmarks/bench_train_compile.py --threads 1 --depth 4 --width 64 \
+        --steps 20 --repeats 3
 """
 
 from __future__ import annotations
@@ -20,13 +25,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+from _harness import argv_threads, header, loadavg, pin_threads
 
-from scalefit.accounting import flops_per_token
-from scalefit.train.data import build_tokens
-from scalefit.train.loop import config_from_dict, train
-from scalefit.train.mfu import measure_matmul_peak
+# Pin the thread settings before numpy and torch are imported (they read them at import).
+_THREADS = pin_threads(argv_threads())
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from scalefit.accounting import flops_per_token  # noqa: E402
+from scalefit.train.data import build_tokens  # noqa: E402
+from scalefit.train.loop import config_from_dict, train  # noqa: E402
+from scalefit.train.mfu import measure_matmul_peak  # noqa: E402
 
 
 def _corpus(root: Path) -> Path:
@@ -49,6 +59,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    header("trainer: torch.compile (inductor, CPU) vs eager", _THREADS)
     with tempfile.TemporaryDirectory() as tmp:
         tokens = _corpus(Path(tmp))
         base = dict(
@@ -70,10 +81,16 @@ def main() -> None:
             flush=True,
         )
         rates = {"eager": [], "compiled": []}
-        for _ in range(args.repeats):
-            for name, cfg in (("eager", eager), ("compiled", compiled)):
+        ways = (("eager", eager), ("compiled", compiled))
+        for r in range(args.repeats):
+            for name, cfg in ways if r % 2 == 0 else ways[::-1]:
                 res = train(cfg)
                 rates[name].append(res.row["tokens"] / res.row["cpu_s"])
+                print(
+                    f"  repeat {r}: {name}: {rates[name][-1]:,.0f} tokens per CPU-s, "
+                    f"{res.row['tokens'] / res.row['wall_s']:,.0f} per wall-s (load {loadavg()})",
+                    flush=True,
+                )
         peak = measure_matmul_peak()
     params = first.row["params"]
     fpt = flops_per_token(params, depth=args.depth, width=args.width, seq_len=args.seq_len)
@@ -90,6 +107,7 @@ def main() -> None:
         f"(min {min(ratios):.3f}, max {max(ratios):.3f}); depth {args.depth} width {args.width} "
         f"seq {args.seq_len} batch {args.batch}, {args.threads} thread(s)"
     )
+    print(f"load average at end: {loadavg()}")
 
 
 if __name__ == "__main__":
