@@ -1,35 +1,56 @@
 """Fitting speed: scalefit's vectorised JAX solver against a plain loop of scipy least_squares.
 
 Same law (decomposed), same 203 rows (Liu et al.'s Chinchilla table), same starting points, same
-reference-pinned coordinates, both run to convergence, in one process. JAX compilation is included
-in scalefit's times (the first call in a fresh process). Run with a cold compile cache (default: a
-fresh temporary folder) or ``--warm-cache`` (the user cache, as a second CLI call would see it).
+reference-pinned coordinates, both run to convergence. Three works, each timed on its own:
 
-    SCALEFIT_DATA_DIR=../shared/data python benchmarks/bench_fit.py [--warm-cache] [--quick]
+1. the global fit from 256 starts (``scalefit.fit``; the reference gets the same 256 starts);
+2. a bootstrap: ``--boot`` resamples x (the fit's optimum as warm start + 7 random starts), the
+   best kept (scalefit: one ``solve_many`` over all problems, resamples sharing their counts);
+3. the same resamples from the warm start alone.
+
+Each way runs in a **fresh process** (so scalefit's times include JAX start-up, tracing and
+compilation or loading the compiled program, as a CLI call sees them), under the same pinned
+thread settings (``--threads``, default 1: BLAS, OpenMP, XLA), alternating ``--repeats`` times:
+``scalefit-cold`` (an empty compile cache each time), ``scalefit-warm`` (the cache left by one
+warm-up run before the repeats) and ``scipy``. The medians of wall and CPU seconds (the child's
+own ``time.process_time`` around each work) are reported with their min-max and the load
+average; on a shared machine the CPU-time ratio is the figure to trust.
+
+    SCALEFIT_DATA_DIR=../shared/data nice -n 10 python benchmarks/bench_fit.py \
+        --boot 1000 --repeats 3
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
+import shutil
+import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from _harness import header, loadavg, pin_threads
+from _harness import header, loadavg, pin_threads, run_fresh
+
+WORKS = (
+    "global fit, 256 starts",
+    "bootstrap x (warm + 7 starts), best kept",
+    "bootstrap, warm only",
+)
+WAYS = ("scalefit-cold", "scalefit-warm", "scipy")
 
 
-def scipy_loop(law, table, z0s, weights=None):
+def scipy_loop(law, table, refs, z0s, weights=None, index=None):
     """Plain reference: one scipy least_squares call per start (and per resample)."""
     import numpy as np
     from scipy.optimize import least_squares
 
     x = law.variables(np, {k: table[k].to_numpy(float) for k in law.inputs})
     logy = np.log(table["loss"].to_numpy(float))
-    refs = law.references(table)
     best = []
     for i, z0 in enumerate(z0s):
-        sw = None if weights is None else np.sqrt(weights[i])
+        sw = None if weights is None else np.sqrt(weights[i if index is None else index[i]])
 
         def resid(z, sw=sw):
             with np.errstate(all="ignore"):
@@ -42,89 +63,140 @@ def scipy_loop(law, table, z0s, weights=None):
     return np.asarray(best)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--warm-cache", action="store_true")
-    ap.add_argument("--quick", action="store_true", help="fewer resamples (smoke run)")
-    ap.add_argument("--threads", type=int, default=1, help="BLAS/XLA threads for both ways")
-    args = ap.parse_args()
-    threads = pin_threads(args.threads)
-    header("fitting: scalefit's JAX solver vs a plain scipy least_squares loop", threads)
+def _timed(fn):
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+
+
+def child(way: str, n_boot: int, shared: Path) -> dict:
+    """One way's three works in this (fresh) process; returns timings and objectives."""
     import numpy as np
 
-    if not args.warm_cache:
-        os.environ["SCALEFIT_JAX_CACHE"] = tempfile.mkdtemp(prefix="jaxcache-")
     import scalefit
     from scalefit.fit.bootstrap import resample_weights
-    from scalefit.fit.engine import Problem
-    from scalefit.fit.lsq import solve_many
+    from scalefit.fit.lsq import starts_for
     from scalefit.laws import get_law, sample_starts
 
     table = scalefit.datasets.load("chinchilla", drop_highest=40)
     law = get_law("decomposed")
     y = table["loss"].to_numpy(float)
-    n_boot = 100 if args.quick else 1000
-    rows = []
+    refs = law.references({k: table[k].to_numpy(float) for k in law.inputs})
+    w = resample_weights(table, n_boot, cluster=None, rng=np.random.default_rng([0, 1]))
+    index = np.repeat(np.arange(n_boot), 8)
+    times, out = {}, {}
+    if way == "scipy":
+        warm_z = np.asarray(json.loads((shared / "warm.json").read_text())["internal"])
+        z0 = starts_for(law, y, refs, 256, 0)
+        obj, times[WORKS[0]] = _timed(lambda: scipy_loop(law, table, refs, z0))
+        out["global_objective"] = float(np.nanmin(obj))
+    else:
+        from scalefit.fit.engine import Problem
+        from scalefit.fit.lsq import solve_many
 
-    # 1. global fit from 256 starts
-    t0 = time.perf_counter()
-    res = scalefit.fit(table, law, starts=256, seed=0, progress=False)
-    t_ours = time.perf_counter() - t0
-    z0 = sample_starts(law, 256, y, seed=0)
-    t0 = time.perf_counter()
-    obj_sp = scipy_loop(law, table, z0)
-    t_sp = time.perf_counter() - t0
-    rows.append(
-        (
-            "global fit, 256 starts",
-            t_ours,
-            t_sp,
-            f"best objective ours {res.objective:.12g} / scipy {np.nanmin(obj_sp):.12g}",
+        res, times[WORKS[0]] = _timed(
+            lambda: scalefit.fit(table, law, starts=256, seed=0, progress=False)
         )
-    )
-
-    # 2. bootstrap: warm start + 7 random starts per resample, best kept
-    prob = Problem(law, table, y, loss="mse", delta=1e-3)
-    rng = np.random.default_rng([0, 1])
-    w = resample_weights(table, n_boot, cluster=None, rng=rng)
+        out["global_objective"] = float(res.objective)
+        warm_z = np.asarray(res.internal, dtype=float)
+        out["internal"] = warm_z.tolist()
     rand = sample_starts(law, n_boot * 7, y, seed=99).reshape(n_boot, 7, -1)
-    starts = np.concatenate([np.broadcast_to(np.asarray(res.internal), (n_boot, 1, 7)), rand], 1)
-    t0 = time.perf_counter()
-    _, obj, conv, _ = solve_many(prob, starts.reshape(-1, 7), np.repeat(w, 8, axis=0))
-    t_ours = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    obj_sp = scipy_loop(law, table, starts.reshape(-1, 7), np.repeat(w, 8, axis=0))
-    t_sp = time.perf_counter() - t0
-    ours_best = np.nanmin(np.where(conv, obj, np.inf).reshape(n_boot, 8), axis=1)
-    sp_best = np.nanmin(obj_sp.reshape(n_boot, 8), axis=1)
-    worse = int(np.sum(ours_best > sp_best * (1 + 1e-7)))
-    rows.append(
-        (
-            f"bootstrap {n_boot} x (warm + 7 starts)",
-            t_ours,
-            t_sp,
-            f"resamples where scipy found a lower optimum than ours: {worse}",
+    starts = np.concatenate([np.broadcast_to(warm_z, (n_boot, 1, len(warm_z))), rand], 1)
+    starts = starts.reshape(-1, len(warm_z))
+    warm = np.broadcast_to(warm_z, (n_boot, len(warm_z)))
+    if way == "scipy":
+        obj, times[WORKS[1]] = _timed(lambda: scipy_loop(law, table, refs, starts, w, index))
+        best = np.nanmin(obj.reshape(n_boot, 8), axis=1)
+        _, times[WORKS[2]] = _timed(lambda: scipy_loop(law, table, refs, warm, w))
+    else:
+        prob = Problem(
+            law, {k: table[k].to_numpy(float) for k in law.inputs}, y, loss="mse", delta=1e-3
         )
-    )
+        (_, obj, conv, _), times[WORKS[1]] = _timed(
+            lambda: solve_many(prob, starts, w, weight_index=index)
+        )
+        best = np.nanmin(np.where(conv, obj, np.inf).reshape(n_boot, 8), axis=1)
+        _, times[WORKS[2]] = _timed(lambda: solve_many(prob, warm, w))
+    out["boot_best"] = best.tolist()
+    return {"way": way, "times": times, **out}
 
-    # 3. bootstrap from the warm start alone
-    warm = np.broadcast_to(np.asarray(res.internal), (n_boot, 7))
-    t0 = time.perf_counter()
-    solve_many(prob, warm, w)
-    t_ours = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    scipy_loop(law, table, warm, w)
-    t_sp = time.perf_counter() - t0
-    rows.append((f"bootstrap {n_boot}, warm start only", t_ours, t_sp, ""))
 
-    cache = "warm" if args.warm_cache else "cold"
-    print(
-        f"# bench_fit ({cache} JAX compile cache; python {sys.version.split()[0]}, "
-        f"{os.cpu_count()} cores)"
-    )
-    print(f"{'work':<38}{'scalefit s':>12}{'scipy loop s':>14}{'speed-up':>10}  note")
-    for name, a, b, note in rows:
-        print(f"{name:<38}{a:>12.2f}{b:>14.2f}{b / a:>9.1f}x  {note}")
+def _fmt(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--boot", type=int, default=200, help="bootstrap resamples (docs: 1000)")
+    ap.add_argument("--repeats", type=int, default=3, help="alternating repeats of each way")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS/XLA threads for both ways")
+    ap.add_argument("--child", choices=WAYS, help=argparse.SUPPRESS)
+    ap.add_argument("--shared", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.boot, Path(args.shared))))
+        return
+    threads = pin_threads(args.threads)
+    header("fitting: scalefit's JAX solver vs a plain scipy least_squares loop", threads)
+    print(f"decomposed on Chinchilla's 203 rows; {args.boot} resamples; {args.repeats} repeats")
+    shared = Path(tempfile.mkdtemp(prefix="bench-fit-"))
+    warm_cache = shared / "warm-cache"
+    base = [sys.executable, __file__, "--boot", str(args.boot), "--shared", str(shared)]
+
+    def run(way: str) -> dict:
+        cache = warm_cache if way == "scalefit-warm" else Path(tempfile.mkdtemp(dir=shared))
+        f = run_fresh([*base, "--child", way], env={"SCALEFIT_JAX_CACHE": str(cache)})
+        if f.returncode != 0:
+            raise RuntimeError(f"{way} failed ({f.returncode}):\n{f.stderr[-3000:]}")
+        if way == "scalefit-cold":
+            shutil.rmtree(cache, ignore_errors=True)
+        out = json.loads(f.stdout.strip().splitlines()[-1])
+        out["process"] = {"wall": f.wall, "cpu": f.cpu, "peak_mb": f.peak_mb}
+        return out
+
+    try:
+        first = run("scalefit-warm")  # fills the warm cache; its optimum seeds the reference
+        (shared / "warm.json").write_text(json.dumps({"internal": first["internal"]}))
+        t = first["times"][WORKS[0]]
+        print(f"warm-up (fills the cache): global fit {t['wall']:.2f} s wall, {t['cpu']:.2f} CPU-s")
+        runs: dict[str, list[dict]] = {way: [] for way in WAYS}
+        for r in range(args.repeats):
+            for way in WAYS if r % 2 == 0 else tuple(reversed(WAYS)):
+                out = run(way)
+                runs[way].append(out)
+                tt = " | ".join(
+                    f"{t['wall']:.2f} s / {t['cpu']:.2f} CPU-s" for t in out["times"].values()
+                )
+                print(f"  repeat {r}: {way:13s} {tt}  (load {loadavg()})", flush=True)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+    print(f"\nmedians (min-max) of {args.repeats} fresh-process repeats, seconds:")
+    print(f"{'work':<42}{'clock':>6}  " + "".join(f"{w:>24}" for w in WAYS))
+    for work in WORKS:
+        for clock in ("wall", "cpu"):
+            cells = "".join(f"{_fmt([o['times'][work][clock] for o in runs[w]]):>24}" for w in WAYS)
+            print(f"{work:<42}{clock:>6}  {cells}")
+    print("\nspeed-up = scipy / scalefit (ratio of medians; min-max over repeat pairs):")
+    for work in WORKS:
+        for cache in ("cold", "warm"):
+            parts = []
+            for clock in ("wall", "cpu"):
+                ref = [o["times"][work][clock] for o in runs["scipy"]]
+                ours = [o["times"][work][clock] for o in runs[f"scalefit-{cache}"]]
+                pair = [a / b for a, b in zip(ref, ours, strict=True)]
+                med = statistics.median(ref) / statistics.median(ours)
+                parts.append(f"{clock} {med:.1f}x ({min(pair):.1f}-{max(pair):.1f})")
+            print(f"  {work:<42} {cache}: " + ", ".join(parts))
+    import numpy as np
+
+    ours_obj = runs["scalefit-warm"][0]["global_objective"]
+    sp_obj = runs["scipy"][0]["global_objective"]
+    ours_best = np.asarray(runs["scalefit-warm"][0]["boot_best"])
+    sp_best = np.asarray(runs["scipy"][0]["boot_best"])
+    worse = int(np.sum(ours_best > sp_best * (1 + 1e-7)))
+    print(f"best objective: scalefit {ours_obj:.12g}, scipy {sp_obj:.12g}")
+    print(f"resamples where scipy found a lower optimum than scalefit: {worse} of {args.boot}")
     print(f"load average at end: {loadavg()}")
 
 
