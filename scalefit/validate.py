@@ -100,6 +100,7 @@ def extrapolation_check(
     drop_highest: int = 0,
     seed: int = 0,
     calibrated: bool = True,
+    tails: str = "student_t",
     **fit_kw: Any,
 ) -> pd.DataFrame:
     """Score extrapolation to the highest-compute rows at several cuts.
@@ -124,6 +125,8 @@ def extrapolation_check(
         Seed of the fits and predictive draws.
     calibrated : bool, default True
         Also score the calibrated predictive distribution.
+    tails : {"student_t", "normal"}, default "student_t"
+        Tails of the calibrated predictive (:func:`scalefit.fit.discrepancy.fit_discrepancy`).
     **fit_kw
         Passed to the fitter.
 
@@ -132,7 +135,7 @@ def extrapolation_check(
     DataFrame
         One row per cut, predictive (``"today"``/``"calibrated"``) and probability: ``coverage,
         width_log, lpd, mae_log, n_train, n_test, seed`` and, for calibrated rows, ``sigma, gamma,
-        tau, kappa``.
+        tau, kappa, nu`` (``nu`` NaN for a normal predictive).
     """
     from .fit.discrepancy import fit_discrepancy, predictive_sims
     from .fit.validate import split_by_compute
@@ -140,12 +143,19 @@ def extrapolation_check(
 
     validate(
         "extrapolation_check",
-        {"method": method, "n_boot": n_boot, "seed": seed, "calibrated": calibrated},
+        {
+            "method": method,
+            "n_boot": n_boot,
+            "seed": seed,
+            "calibrated": calibrated,
+            "tails": tails,
+        },
         {
             "method": [Options({"lsq", "bayes"})],
             "n_boot": [Interval(int, 20, None)],
             "seed": [Interval(int, 0, None)],
             "calibrated": ["boolean"],
+            "tails": [Options({"student_t", "normal"})],
         },
     )
     for name, values in (("cuts", cuts), ("probs", probs)):
@@ -171,10 +181,11 @@ def extrapolation_check(
         for r in _score(y, sims, probs):
             rows.append({**base, "predictive": "today", **r, "lpd": lpd, "mae_log": mae})
         if calibrated:
-            disc = fit_discrepancy(train, law, seed=seed)
+            disc = fit_discrepancy(train, law, seed=seed, tails=tails)
             sims, logmean, sd = predictive_sims(res, test, disc, seed=seed)
-            lpd = _lpd(logy, logmean, sd[None, :])
+            lpd = _lpd(logy, logmean, sd[None, :], disc.nu)
             extra = {k: getattr(disc, k) for k in ("sigma", "gamma", "tau", "kappa")}
+            extra["nu"] = np.nan if disc.nu is None else disc.nu
             for r in _score(y, sims, probs):
                 rows.append(
                     {**base, "predictive": "calibrated", **r, "lpd": lpd, "mae_log": mae, **extra}

@@ -483,6 +483,7 @@ def holdout_bayes(
     *,
     ci_prob: float = 0.95,
     seed: int = 0,
+    predictive: str = "law",
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Fit on the lowest-compute ``1 - fraction`` of rows; posterior-predictive check on the rest.
@@ -499,6 +500,12 @@ def holdout_bayes(
         Probability of the predictive interval whose coverage is reported.
     seed : int, default 0
         Seed of the fit and the predictive draws.
+    predictive : {"law", "calibrated"}, default "law"
+        Which predictive distribution scores the held-out rows: the law's own posterior
+        predictive (the fitted likelihood around the law), or the calibrated one of
+        :mod:`scalefit.fit.discrepancy` (per-model random effect, a discrepancy growing beyond
+        the data in log-compute and Student-t tails, learned from the training rows; the same
+        posterior draws). Off by default: see ``docs/extrapolation.md`` for the protocol and why.
     **kwargs
         Passed to :func:`~scalefit.fit.bayes.fit_bayes`.
 
@@ -506,11 +513,21 @@ def holdout_bayes(
     -------
     dict
         ``n_train, n_test, split_by, threshold, mae_log, max_rel_err, coverage, band_prob,
-        coverage_50, elpd_test`` (mean log predictive density of the held-out rows) and the
-        training fit's parameters and convergence.
+        coverage_50, width_log`` (mean width of the ``ci_prob`` interval on log loss), ``lpd``
+        (mean log predictive density of the held-out log losses), ``predictive`` (the
+        observation model that produced them, one line) and the training fit's parameters and
+        convergence. With ``predictive="calibrated"``, ``uncalibrated`` holds the law's own
+        ``predictive, coverage, coverage_50, width_log, lpd`` beside them and ``calibration``
+        the calibration's ``sigma, gamma, tau, kappa, nu``.
     """
+    from .discrepancy import calibrated_holdout, score_holdout
     from .validate import split_by_compute
 
+    if predictive not in ("law", "calibrated"):
+        raise ScaleFitError(
+            "The 'predictive' parameter of holdout_bayes must be one of law, calibrated. "
+            f"Got {predictive!r} instead."
+        )
     train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit_bayes")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -524,13 +541,43 @@ def holdout_bayes(
         "n_train": int(len(train)),
         "n_test": int(len(test)),
     }
-    pred = np.median(predictive_draws(res, test, noise=False), axis=0)
+    means = predictive_draws(res, test, noise=False)
+    pred = np.median(means, axis=0)
     out["mae_log"] = float(np.mean(np.abs(np.log(y) - np.log(pred))))
     out["max_rel_err"] = float(np.max(np.abs(pred - y) / y))
-    for prob, label in ((ci_prob, "coverage"), (0.5, "coverage_50")):
-        lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        out[label] = float(np.mean((y >= lo) & (y <= hi)))
+    law_part = _law_holdout_scores(res, y, sims, means, ci_prob, score_holdout)
+    if predictive == "calibrated":
+        cal = calibrated_holdout(res, train, test, law, ci_prob=ci_prob, seed=seed)
+        out.update({k: cal[k] for k in ("predictive", "coverage", "coverage_50", "width_log")})
+        out["lpd"] = cal["lpd"]
+        out["uncalibrated"] = law_part
+        out["calibration"] = {k: cal[k] for k in ("sigma", "gamma", "tau", "kappa", "nu")}
+    else:
+        out.update(law_part)
     out["band_prob"] = float(ci_prob)
     out["train_params"] = res.params
     out["train_converged"] = res.converged
+    return out
+
+
+def _law_holdout_scores(res: FitResult, y, sims, means, ci_prob, score_holdout) -> dict[str, Any]:
+    """Coverage, width and log predictive density of the law's own posterior predictive."""
+    likelihood = res.conventions.get("likelihood", "student_t")
+    residuals = res.conventions.get("residuals", "log")
+    sc = score_holdout(y, sims, np.log(means), 1.0, probs=(0.5, ci_prob))
+    tag = f"{100 * ci_prob:g}"
+    out: dict[str, Any] = {
+        "predictive": f"law: posterior predictive ({likelihood} likelihood on {residuals} loss)",
+        "coverage": sc[f"coverage_{tag}"],
+        "coverage_50": sc["coverage_50"],
+        "width_log": sc[f"width_log_{tag}"],
+        "lpd": None,
+    }
+    idata = res.extras.get("inference_data")
+    if residuals == "log" and idata is not None:
+        post = idata.posterior
+        idx = np.linspace(0, len(res.draws) - 1, len(means)).astype(int)
+        sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
+        nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
+        out["lpd"] = score_holdout(y, sims, np.log(means), sigma, nu, probs=())["lpd"]
     return out

@@ -3,8 +3,8 @@
 Observation model on log loss for a row ``i`` of model (group) ``g``::
 
     log y_i = log f(x_i; θ) + u_g + δ_i + ε_i,
-    u_g + ε_i ~ N(0, s(C_i)²),  s(C) = σ · exp(γ · (log C - m)),
-    δ_i ~ N(0, (κ · d_i)²),     d_i = max(0, log C_i - log C_max)
+    u_g + ε_i ~ s(C_i) · t_ν,   s(C) = σ · exp(γ · (log C - m)),
+    δ_i ~ (κ · d_i) · t_ν,      d_i = max(0, log C_i - log C_max)
 
 (natural logs; ``m`` is the training rows' mean log-compute, ``C_max`` their largest compute),
 where ``u_g ~ N(0, τ²)`` is a per-model random effect and ``ε_i`` the noise within a model:
@@ -22,12 +22,18 @@ Estimation (empirical Bayes, two stages, cheap enough for any fitter):
 1. ``σ`` and ``γ`` by maximum likelihood from the residuals of a least-squares fit on the training
    rows (``r_i ~ N(0, s(C_i)²)``); ``τ`` by the method of moments (pooled within-model variance of
    models with two or more rows against the total).
-2. ``κ`` by maximum likelihood from *forward validation inside the training data*: for each inner
-   share ``h`` (default 0.15, 0.25, 0.35) the law is refitted on the lowest-compute ``1 - h`` of
-   the training rows and its residuals ``r_j`` on the rest, at distances ``d_j``, are modelled as
-   ``N(0, s(C_j)² + κ² d_j²)``. The inner fits are point fits, so ``κ`` absorbs both the misfit
-   and the parameter error of extrapolating that far; adding the outer fit's draws on top is
-   slightly conservative.
+2. ``κ`` (and, with ``tails="student_t"``, the predictive's degrees of freedom ``ν``) by maximum
+   likelihood from *forward validation inside the training data*: for each inner share ``h``
+   (default 0.15, 0.25, 0.35) the law is refitted on the lowest-compute ``1 - h`` of the training
+   rows; its residuals ``r_j`` on the rest, less their model's shrunken shift from the inner fit
+   (the same correction the predictive applies), at distances ``d_j``, are modelled as
+   ``sqrt(s_j² + κ² d_j²) · t_ν`` (``s_j``: the scatter left after the shift). The inner fits are
+   point fits, so ``κ`` absorbs both the misfit and the parameter error of extrapolating that
+   far; adding the outer fit's draws on top is slightly conservative. ``ν`` lets the predictive
+   have the heavier tails that held-out errors of a law show (whole models off the law); when
+   the forward-validation residuals are normal, its estimate is large and the predictive is
+   normal in effect. ``tails="normal"`` fixes ``ν = ∞`` (the calibration of issue 14's first
+   version).
 
 This is not a joint hierarchical model fitted with the law (``τ`` and ``κ`` are plugged in after
 the fit); it calibrates the *predictive* distribution, which is what extrapolation needs.
@@ -47,6 +53,10 @@ from ..errors import ScaleFitError
 
 #: Inner held-out shares used to learn the growth of the discrepancy.
 INNER = (0.15, 0.25, 0.35)
+#: Tail models of the calibrated predictive.
+TAILS = ("student_t", "normal")
+#: Largest degrees of freedom reported (beyond it the Student-t is a normal in effect).
+NU_MAX = 1000.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,8 @@ class Discrepancy:
         Natural log of the training rows' mean and largest compute.
     group : tuple of str
         Columns that identify a model.
+    nu : float or None
+        Degrees of freedom of the Student-t predictive (``None``: normal).
     """
 
     sigma: float
@@ -76,6 +88,21 @@ class Discrepancy:
     log_c_max: float
     group: tuple[str, ...]
     details: dict[str, Any] = field(default_factory=dict)
+    nu: float | None = None
+
+    @property
+    def tails(self) -> str:
+        """``"student_t"`` or ``"normal"``."""
+        return "normal" if self.nu is None else "student_t"
+
+    def describe(self) -> str:
+        """One line naming the observation model (for reports and JSON)."""
+        t = "normal" if self.nu is None else f"Student-t (nu {self.nu:.3g})"
+        return (
+            f"calibrated: law + per-model random effect + log-compute discrepancy, {t} "
+            f"(sigma {self.sigma:.3g}, gamma {self.gamma:.3g}, tau {self.tau:.3g}, "
+            f"kappa {self.kappa:.3g})"
+        )
 
     def sd(self, log_c) -> np.ndarray:
         """Predictive sd of log loss (noise + random effect + discrepancy) at ``log C``."""
@@ -136,6 +163,30 @@ def _scatter(r: np.ndarray, lc: np.ndarray) -> tuple[float, float]:
     return float(np.exp(sol.x[0])), float(sol.x[1])
 
 
+def _kappa_nu(r: np.ndarray, d: np.ndarray, s0: np.ndarray) -> tuple[float, float]:
+    """Joint maximum-likelihood ``(κ, ν)`` for ``r ~ sqrt(s0² + κ² d²) · t_ν``."""
+    from scipy import stats
+
+    def nll(th):
+        scale = np.sqrt(s0**2 + np.exp(2 * th[0]) * d**2)
+        return -float(np.sum(stats.t.logpdf(r / scale, 1.0 + np.exp(th[1])) - np.log(scale)))
+
+    best = None
+    for a0 in (-8.0, -5.0, -3.0) if np.any(d > 0) else (-30.0,):
+        for b0 in (0.5, 1.5, 3.0):
+            sol = optimize.minimize(
+                nll,
+                [a0, b0],
+                method="Nelder-Mead",
+                options={"xatol": 1e-6, "fatol": 1e-9, "maxiter": 2000},
+            )
+            if best is None or sol.fun < best.fun:
+                best = sol
+    k = float(np.exp(best.x[0])) if np.any(d > 0) else 0.0
+    nu = float(min(1.0 + np.exp(best.x[1]), NU_MAX))
+    return (0.0 if k < 1e-5 else k), nu
+
+
 def _kappa(r: np.ndarray, d: np.ndarray, s0: np.ndarray) -> float:
     """Maximum-likelihood ``κ`` for ``r ~ N(0, s0² + κ² d²)``."""
     if not np.any(d > 0):
@@ -158,8 +209,9 @@ def fit_discrepancy(
     starts: int = 64,
     seed: int = 0,
     loss: str = "mse",
+    tails: str = "student_t",
 ) -> Discrepancy:
-    """Estimate ``σ, τ, κ`` from the training rows (see the module docstring).
+    """Estimate ``σ, γ, τ, κ`` (and ``ν``) from the training rows (see the module docstring).
 
     Parameters
     ----------
@@ -171,6 +223,9 @@ def fit_discrepancy(
         Inner held-out shares for forward validation.
     starts, seed, loss
         Passed to :func:`scalefit.fit` for the least-squares fits.
+    tails : {"student_t", "normal"}, default "student_t"
+        Tails of the predictive: Student-t with ``ν`` estimated with ``κ`` from the forward
+        validation, or normal.
 
     Returns
     -------
@@ -178,6 +233,11 @@ def fit_discrepancy(
     """
     from ..laws import get_law
 
+    if tails not in TAILS:
+        raise ScaleFitError(
+            f"The 'tails' parameter of fit_discrepancy must be one of {', '.join(TAILS)}. "
+            f"Got {tails!r} instead."
+        )
     law = get_law(law)
     if len(train) < 3 * len(law.params):
         raise ScaleFitError(
@@ -188,10 +248,12 @@ def fit_discrepancy(
     keys = train[list(group)].astype(str).agg("|".join, axis=1)
     with warnings.catch_warnings(record=True) as caught:  # the calibration's own fits: recorded
         warnings.simplefilter("always")
-        return _fit_discrepancy(train, law, group, keys, inner, starts, seed, loss, caught)
+        return _fit_discrepancy(train, law, group, keys, inner, starts, seed, loss, tails, caught)
 
 
-def _fit_discrepancy(train, law, group, keys, inner, starts, seed, loss, caught) -> Discrepancy:
+def _fit_discrepancy(
+    train, law, group, keys, inner, starts, seed, loss, tails, caught
+) -> Discrepancy:
     from . import fit
     from .validate import split_by_compute
 
@@ -208,14 +270,20 @@ def _fit_discrepancy(train, law, group, keys, inner, starts, seed, loss, caught)
         tr, te, _, _ = split_by_compute(train, law, float(h), who="fit_discrepancy")
         res = fit(tr, law, starts=starts, seed=seed, loss=loss, progress=False)
         r = np.log(te["loss"].to_numpy(float)) - np.log(res.predict(te))
+        r_tr = np.log(tr["loss"].to_numpy(float)) - np.log(res.predict(tr))
+        shift, keep = _effects(r_tr, _keys(tr, group), _keys(te, group), tau, sigma_w)
         lc = log_compute(te, law)
-        rs.append(r)
+        rs.append(r - shift)
         ds.append(np.clip(lc - log_compute(tr, law).max(), 0.0, None))
-        ss.append(sigma * np.exp(gamma * (lc - ref)))
+        ss.append(sigma * np.exp(gamma * (lc - ref)) * np.sqrt(keep))
         per.append(
             {"inner": float(h), "n_test": len(te), "rmse_log": float(np.sqrt(np.mean(r**2)))}
         )
-    kappa = _kappa(np.concatenate(rs), np.concatenate(ds), np.concatenate(ss))
+    r_all, d_all, s_all = (np.concatenate(v) for v in (rs, ds, ss))
+    if tails == "student_t":
+        kappa, nu = _kappa_nu(r_all, d_all, s_all)
+    else:
+        kappa, nu = _kappa(r_all, d_all, s_all), None
     return Discrepancy(
         sigma,
         gamma,
@@ -232,7 +300,29 @@ def _fit_discrepancy(train, law, group, keys, inner, starts, seed, loss, caught)
             "offsets": offsets,
             "fit_warnings": sorted({str(w.message) for w in caught}),
         },
+        nu,
     )
+
+
+def _keys(tab: pd.DataFrame, group) -> np.ndarray:
+    return tab[list(group)].astype(str).agg("|".join, axis=1).to_numpy()
+
+
+def _effects(resid, keys_train, keys_x, tau: float, sigma_w: float):
+    """Shrunken per-model shift and the share of scatter it leaves (see :func:`model_effects`)."""
+    t2, sw2 = tau**2, sigma_w**2
+    shift, keep = np.zeros(len(keys_x)), np.ones(len(keys_x))
+    if t2 == 0 or t2 + sw2 == 0:
+        return shift, keep
+    rho = t2 / (t2 + sw2)
+    grp = pd.DataFrame({"g": keys_train, "r": resid}).groupby("g")["r"].agg(["mean", "size"])
+    means, sizes = grp["mean"].to_dict(), grp["size"].to_dict()
+    for i, k in enumerate(keys_x):
+        if k in means:
+            w = sizes[k] * t2 / (sizes[k] * t2 + sw2)
+            shift[i] = w * means[k]
+            keep[i] = 1.0 - rho * w
+    return shift, keep
 
 
 def model_effects(disc: Discrepancy, x: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -264,8 +354,9 @@ def predictive_sims(result, x: pd.DataFrame, disc: Discrepancy, *, seed: int = 0
     """Calibrated predictive draws of the loss at ``x`` (n_draws, n_rows).
 
     Each of the result's draws (bootstrap or posterior) is shifted by the row's model effect
-    (:func:`model_effects`) and combined with a noise term whose variance is the scatter left by
-    that effect plus the discrepancy (:meth:`Discrepancy.sd`).
+    (:func:`model_effects`) and combined with a noise term (normal, or Student-t with
+    ``disc.nu`` degrees of freedom) whose scale is the scatter left by that effect plus the
+    discrepancy (:meth:`Discrepancy.sd`).
 
     Returns
     -------
@@ -287,12 +378,62 @@ def predictive_sims(result, x: pd.DataFrame, disc: Discrepancy, *, seed: int = 0
     sd = np.sqrt(scatter**2 * keep + (disc.kappa * dist) ** 2)
     log_mean = np.log(mean) + shift[None, :]
     rng = np.random.default_rng(seed)
-    sims = np.exp(log_mean + rng.standard_normal(mean.shape) * sd[None, :])
+    eps = (
+        rng.standard_normal(mean.shape) if disc.nu is None else rng.standard_t(disc.nu, mean.shape)
+    )
+    sims = np.exp(log_mean + eps * sd[None, :])
     return sims, log_mean, sd
 
 
+def score_holdout(y, sims, log_mean, scale, nu=None, *, probs=(0.5, 0.95)) -> dict[str, Any]:
+    """Coverage, interval width and log predictive density of held-out losses.
+
+    Parameters
+    ----------
+    y : array (n_rows,)
+        Held-out losses.
+    sims : array (n_draws, n_rows)
+        Predictive draws of the loss.
+    log_mean : array (n_draws, n_rows)
+        Log of each draw's mean (the centre of its noise term).
+    scale : float or array
+        Scale of the noise on log loss (per row, or per draw and row).
+    nu : float or array, optional
+        Student-t degrees of freedom of the noise (per draw allowed); ``None``: normal.
+    probs : sequence of float
+        Interval probabilities: ``coverage_{p}`` and ``width_log_{p}`` for each (percent).
+
+    Returns
+    -------
+    dict
+        ``coverage_50``, ``width_log_50``, ..., and ``lpd``: the mean over rows of
+        ``log mean_draws p(log y | draw)`` (higher is better).
+    """
+    from scipy import special, stats
+
+    y = np.asarray(y, dtype=float)
+    out: dict[str, Any] = {}
+    for prob in probs:
+        lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        tag = f"{100 * prob:g}"
+        out[f"coverage_{tag}"] = float(np.mean((y >= lo) & (y <= hi)))
+        out[f"width_log_{tag}"] = float(np.mean(np.log(hi) - np.log(lo)))
+    scale = np.broadcast_to(np.asarray(scale, dtype=float), np.shape(log_mean))
+    z = (np.log(y)[None, :] - log_mean) / scale
+    logp = (stats.norm.logpdf(z) if nu is None else stats.t.logpdf(z, nu)) - np.log(scale)
+    out["lpd"] = float(np.mean(special.logsumexp(logp, axis=0) - np.log(len(log_mean))))
+    return out
+
+
 def calibrated_holdout(
-    result, train: pd.DataFrame, test: pd.DataFrame, law, *, ci_prob: float = 0.95, seed: int = 0
+    result,
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    law,
+    *,
+    ci_prob: float = 0.95,
+    seed: int = 0,
+    tails: str = "student_t",
 ) -> dict[str, Any]:
     """Score held-out rows with the calibrated predictive (for a hold-out report).
 
@@ -308,27 +449,28 @@ def calibrated_holdout(
         Probability of the interval whose coverage is reported as ``coverage``.
     seed : int, default 0
         Seed of the calibration fits and the predictive draws.
+    tails : {"student_t", "normal"}, default "student_t"
+        Passed to :func:`fit_discrepancy`.
 
     Returns
     -------
     dict
         ``coverage`` (at ``ci_prob``), ``coverage_50``, ``width_log`` (mean width of the
         ``ci_prob`` interval on log loss), ``lpd`` (mean log predictive density of the held-out
-        log losses) and the calibration ``sigma, gamma, tau, kappa``.
+        log losses), ``predictive`` (the observation model, one line) and the calibration
+        ``sigma, gamma, tau, kappa, nu``.
     """
-    from scipy import special, stats
-
-    disc = fit_discrepancy(train, law, seed=seed)
+    disc = fit_discrepancy(train, law, seed=seed, tails=tails)
     sims, log_mean, sd = predictive_sims(result, test, disc, seed=seed)
-    y = test["loss"].to_numpy(float)
-    out: dict[str, Any] = {"model": "random effect + log-compute discrepancy (issue 14)"}
-    for prob, label in ((ci_prob, "coverage"), (0.5, "coverage_50")):
-        lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        out[label] = float(np.mean((y >= lo) & (y <= hi)))
-        if label == "coverage":
-            out["width_log"] = float(np.mean(np.log(hi) - np.log(lo)))
-    z = (np.log(y)[None, :] - log_mean) / sd[None, :]
-    logp = stats.norm.logpdf(z) - np.log(sd)[None, :]
-    out["lpd"] = float(np.mean(special.logsumexp(logp, axis=0) - np.log(len(log_mean))))
+    sc = score_holdout(test["loss"], sims, log_mean, sd[None, :], disc.nu, probs=(0.5, ci_prob))
+    tag = f"{100 * ci_prob:g}"
+    out: dict[str, Any] = {
+        "predictive": disc.describe(),
+        "coverage": sc[f"coverage_{tag}"],
+        "coverage_50": sc["coverage_50"],
+        "width_log": sc[f"width_log_{tag}"],
+        "lpd": sc["lpd"],
+    }
     out.update({k: float(getattr(disc, k)) for k in ("sigma", "gamma", "tau", "kappa")})
+    out["nu"] = disc.nu
     return out
