@@ -8,6 +8,12 @@ same random stream as drawing them all at once), each chunk of problems gets its
 ``chunk x rows`` weight matrix, and every resample's starts are reduced to its best converged
 solution as soon as they are solved. The BCa jackknife builds its leave-one-out weights chunk by
 chunk too (never an ``n x n`` matrix).
+
+Large tables (more than :data:`~scalefit.fit.engine.SCREEN_ABOVE` rows) screen the random starts
+the way a single fit does: each resample's starts are solved on a fixed random subsample of rows
+weighted by the resample's counts there, the warm start is solved on every row, and a screened
+start is polished on every row only when it lies in another basin and is not clearly worse on
+the subsample (:func:`_screened`).
 """
 
 from __future__ import annotations
@@ -140,6 +146,7 @@ def bootstrap(
     ci_prob: float = 0.95,
     ci_method: str = "percentile",
     progress: bool | None = None,
+    screen: bool = True,
 ) -> FitResult:
     """A new result with bootstrap draws and intervals added to a least-squares result.
 
@@ -169,6 +176,15 @@ def bootstrap(
         Interval type (BCa uses a jackknife of warm-started leave-one-out fits).
     progress : bool, optional
         Progress bar (default: when stderr is a terminal).
+    screen : bool, default True
+        On tables of more than :data:`~scalefit.fit.engine.SCREEN_ABOVE` rows, solve the random
+        starts on a row subsample of each resample and polish on every row only a start that
+        lies in another basin than the warm start and is not clearly worse there (more than
+        4 standard errors above the warm start's objective on the subsample); the warm start is
+        always solved on every row, so a resample costs about one full-table solve instead of
+        ``1 + boot_starts``. ``diagnostics["boot_polished"]`` counts the resamples that needed a
+        polish. ``False`` solves every start on every row. Tables up to ``SCREEN_ABOVE`` rows
+        are never screened (results there do not depend on this setting).
 
     Returns
     -------
@@ -193,6 +209,7 @@ def bootstrap(
             "ci_prob": ci_prob,
             "ci_method": ci_method,
             "progress": progress,
+            "screen": screen,
         },
         {
             "res": [IsType(FitResult, "a FitResult")],
@@ -203,6 +220,7 @@ def bootstrap(
             "ci_prob": [Interval(float, 0, 1, closed="neither")],
             "ci_method": [Options(set(CI_METHODS))],
             "progress": [None, "boolean"],
+            "screen": ["boolean"],
         },
     )
     if res.method == "bayes":
@@ -242,6 +260,9 @@ def bootstrap(
         leave=False,
         disable=not (progress if progress is not None else sys.stderr.isatty()),
     )
+    # Large tables: random starts screened on a row subsample of each resample (see _screened).
+    screening = problem.screening(seed) if screen and k > 1 else None
+    polished = np.zeros(n_boot, dtype=bool)
     with bar:
         for first, counts in resample_groups(tab, n_boot, cluster=cluster, rng=rng):
             m = len(counts)
@@ -257,9 +278,16 @@ def bootstrap(
                 warm[None, :],
                 rand[np.clip(r * (k - 1) + j - 1, 0, len(rand) - 1)],
             )
-            z, obj, conv, _ = solve_many(problem, z0, counts, weight_index=r_loc, progress=False)
+            if screening is not None:
+                r_loc, j, z, obj, conv, pol = _screened(problem, screening, z0, counts, k)
+                r = first + r_loc
+                polished[first : first + m] = pol
+            else:
+                z, obj, conv, _ = solve_many(
+                    problem, z0, counts, weight_index=r_loc, progress=False
+                )
             obj_ok = np.where(conv & np.isfinite(obj) & ~degenerate[r], obj, np.inf)
-            for q in range(len(idx)):
+            for q in range(len(r)):
                 if j[q] == 0 or obj_ok[q] < best_obj[r[q]]:
                     best_obj[r[q]], best[r[q]], zb[r[q]] = obj_ok[q], j[q], z[q]
             bar.update(len(idx))
@@ -298,6 +326,8 @@ def bootstrap(
         "resample": f"clusters of {cluster!r}" if cluster else "rows",
         "boot_starts": int(boot_starts),
         "boot_warm_start_best": float(np.mean(best == 0)),
+        "boot_screened_on_rows": None if screening is None else int(screening.n),
+        "boot_polished": int(polished.sum()),
         "boot_corr_max_internal": float(np.max(np.abs(zc[iu]))) if len(iu[0]) else 0.0,
         "boot_corr_max_raw": float(np.max(np.abs(raw[iu]))) if len(iu[0]) else 0.0,
     }
@@ -339,6 +369,74 @@ def bootstrap(
         diagnostics=diagnostics,
         conventions=conventions,
         extras=dict(res.extras),
+    )
+
+
+#: A screened random start whose subsample objective exceeds the warm start's by more than this
+#: many standard errors (of the sum of per-row differences) is not polished on every row.
+SCREEN_Z = 4.0
+#: Screened solutions whose internal coordinates all agree within this relative distance lie in
+#: one basin.
+BASIN_RTOL = 1e-3
+
+
+def _screened(problem: Problem, screening: Problem, z0: np.ndarray, counts: np.ndarray, k: int):
+    """One group of resamples of a large table, with the random starts screened on a subsample.
+
+    ``z0`` holds ``k`` starts per resample (the warm start first), ``counts`` the group's
+    resample counts. Every start is solved on the subsample rows (``screening.rows``) weighted by
+    the resample's counts there; the warm start is solved on every row. The best screened random
+    start that lies outside the warm start's screened basin is polished on every row unless its
+    subsample objective is clearly worse: more than :data:`SCREEN_Z` standard errors above the
+    warm start's, the standard error taken from the spread of the per-row differences (the
+    subsample is a random sample of the resample's rows, so a basin that is better on every row
+    is missed with probability below about 3e-5). When the warm start fails on every row, the
+    best converged screened start is polished whatever its basin.
+
+    Returns
+    -------
+    tuple
+        ``(resample, start, z, objective, converged, polished)``: one entry per full-row solve
+        (every resample's warm start, then the polished starts; ``start`` indexes ``z0`` within
+        the resample) and a per-resample flag saying whether a start was polished.
+    """
+    from .engine import _rho
+
+    m = len(counts)
+    sub = counts[:, screening.rows]
+    zs, fs, cs, _ = solve_many(screening, z0, sub, weight_index=np.repeat(np.arange(m), k))
+    zs, fs = zs.reshape(m, k, -1), fs.reshape(m, k)
+    ok = cs.reshape(m, k) & np.isfinite(fs)
+    zw, fw, cw, _ = solve_many(problem, z0[::k], counts)
+    warm_ok = cw & np.isfinite(fw)
+    near = np.abs(zs[:, 1:] - zs[:, :1]) <= BASIN_RTOL * (1.0 + np.abs(zs[:, :1]))
+    same = near.all(axis=2) & ok[:, :1]
+    cand = np.where(ok[:, 1:] & ~(same & warm_ok[:, None]), fs[:, 1:], np.inf)
+    c = 1 + np.argmin(cand, axis=1)
+    polish = np.isfinite(cand[np.arange(m), c - 1])
+    test = np.flatnonzero(polish & warm_ok & ok[:, 0])
+    if len(test):
+        pts = np.concatenate([zs[test, 0], zs[test, c[test]]])
+        resid = np.concatenate(
+            [
+                screening.solve_raw(pts[i : i + CHUNK], max_iter=0)["resid"]
+                for i in range(0, len(pts), CHUNK)
+            ]
+        )
+        rho, _, _ = _rho(np, screening.loss, screening.delta)
+        w = sub[test] if screening.weights is None else sub[test] * screening.weights[None, :]
+        d = w * (rho(resid[len(test) :]) - rho(resid[: len(test)]))
+        worse = d.sum(axis=1) > SCREEN_Z * np.sqrt(d.shape[1]) * d.std(axis=1)
+        polish[test[worse]] = False
+    pi = np.flatnonzero(polish)
+    zp, fp, cp, _ = solve_many(problem, zs[pi, c[pi]], counts, weight_index=pi)
+    return (
+        np.concatenate([np.arange(m), pi]),
+        np.concatenate([np.zeros(m, dtype=int), c[pi]]),
+        np.concatenate([zw, zp]),
+        np.concatenate([fw, fp]),
+        np.concatenate([cw, cp]),
+        polish,
     )
 
 

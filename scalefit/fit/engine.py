@@ -369,6 +369,9 @@ class Problem:
         self._refs = {k: jnp.asarray(v) for k, v in self.refs.items()}
         self.weights = None if weights is None else np.asarray(weights, dtype=float)
 
+    #: For a problem made by :meth:`subset`, the indices of its rows in the parent problem.
+    rows: np.ndarray | None = None
+
     def chunk_for(self, k: int) -> int:
         """Problems per compiled call for ``k`` problems.
 
@@ -386,7 +389,7 @@ class Problem:
         on every row.
         """
         rows = np.asarray(rows)
-        return Problem(
+        sub = Problem(
             self.law,
             {k: v[rows] for k, v in self.inputs.items()},
             self._y[rows],
@@ -396,6 +399,8 @@ class Problem:
             residuals=self.residuals,
             weights=None if self.weights is None else self.weights[rows],
         )
+        sub.rows = rows
+        return sub
 
     def screening(self, seed: int = 0) -> Problem | None:
         """A random subsample of :data:`SCREEN_ROWS` rows for screening starts.
