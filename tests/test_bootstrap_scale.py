@@ -15,7 +15,7 @@ import pytest
 import scalefit
 from scalefit.errors import ScaleFitError
 from scalefit.fit import engine
-from scalefit.fit.bootstrap import resample_weights
+from scalefit.fit.bootstrap import _jackknife, _jackknife_linear, resample_weights
 from scalefit.fit.synthetic import simulate_table
 
 
@@ -71,6 +71,11 @@ def test_screened_bootstrap_catches_basin_jumps():
         f_screened, f_full = (_objective(res, d[i], counts[i]) for d in (screened, full))
         assert f_screened < f_full * (1 - 1e-9)
         assert jumped_screened[i] and not jumped[i]
+    # BCa on a large table: the same draws, jackknife values from one Newton step per row
+    bca = scalefit.bootstrap(res, table, 16, ci_method="bca", **kw)
+    assert bca.diagnostics["bca_jackknife"] == "one-step"
+    np.testing.assert_array_equal(bca.draws, screened.draws)
+    assert all(np.isfinite(lo) and lo <= hi for lo, hi in bca.ci.values())
 
 
 def test_screen_is_validated_and_inert_on_small_tables():
@@ -95,3 +100,28 @@ def test_screened_bootstrap_equals_full_multistart_decomposed():
     np.testing.assert_allclose(screened.draws, full.draws, rtol=1e-6)
     for name in res.params:
         assert screened.ci[name] == pytest.approx(full.ci[name], rel=1e-6)
+
+
+def _acceleration(jack: np.ndarray) -> np.ndarray:
+    dev = jack.mean(axis=0) - jack
+    return np.sum(dev**3, axis=0) / (6.0 * np.sum(dev**2, axis=0) ** 1.5)
+
+
+@pytest.mark.parametrize("cluster", [None, "group"])
+def test_one_step_jackknife_matches_refits(cluster):
+    table = simulate_table("decomposed", n=600, seed=4)
+    table["group"] = np.arange(len(table)) % 300  # clusters of two rows
+    res = scalefit.fit(table, "decomposed", seed=0, starts=32, progress=False)
+    problem = res.extras["problem"]
+    refit = _jackknife(problem, res, table, cluster)
+    one_step = _jackknife_linear(problem, res, table, cluster)
+    theta = np.array([res.params[name] for name in res.law.param_names])
+    # the leave-one-out moves agree to first order; the BCa acceleration to a few per cent
+    for j in range(len(theta)):
+        move, approx = refit[:, j] - theta[j], one_step[:, j] - theta[j]
+        assert np.corrcoef(move, approx)[0, 1] > 0.999
+        np.testing.assert_allclose(approx, move, rtol=0, atol=0.05 * np.abs(move).max())
+    a_refit = _acceleration(refit)
+    np.testing.assert_allclose(
+        _acceleration(one_step), a_refit, rtol=0.05, atol=0.05 * np.abs(a_refit).max()
+    )
