@@ -1,22 +1,55 @@
 """Bootstrap at scale: 200 resamples from 10^3 to 2·10^5 rows, time and peak memory.
 
-Each size runs in a fresh process with the same thread settings (see ``bench_large_table.py``
-for the table and the fit): ``scalefit.bootstrap(res, table, 200)`` with its defaults (the warm
-start plus 7 random starts per resample, best converged solution kept). Memory is O(rows +
-resamples): counts are drawn per group of resamples and each chunk of 32 problems carries only its
-own weights. Reported: the bootstrap's wall and CPU time, CPU microseconds per row and resample,
-and the process's peak resident memory.
+Each size runs in a fresh process with the same thread settings: a synthetic table of the law
+(``scalefit.fit.synthetic.simulate_table``, as in ``bench_large_table.py``) is fitted with
+``scalefit.fit`` defaults, then ``scalefit.bootstrap(res, table, B)`` runs with its defaults (the
+warm start plus 7 random starts per resample, best converged solution kept). Tables above
+``engine.SCREEN_ABOVE`` rows screen the random starts on a 4,096-row subsample of each resample
+and solve the warm start on every row, polishing a screened start on every row only when it lies
+in another basin and is not clearly worse (``--no-screen`` solves every start on every row).
+Memory is O(rows + resamples). Reported: the bootstrap's wall and CPU time, CPU microseconds per
+row and resample, the process's peak resident memory, failed resamples and how many resamples
+needed a polish on every row.
 
     nice -n 10 python benchmarks/bench_bootstrap_scaling.py [--sizes 1000,10000,50000,200000]
+        [--boot 200] [--ci-method percentile|bca] [--no-screen]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
 import sys
-from pathlib import Path
+import time
 
-from _harness import header, loadavg, pin_threads
+from _harness import header, loadavg, pin_threads, run_fresh
+
+
+def child(n: int, law: str, n_boot: int, ci_method: str, screen: bool) -> None:
+    import scalefit
+    from scalefit.fit.synthetic import simulate_table
+
+    table = simulate_table(law, n=n, seed=1)
+    res = scalefit.fit(table, law, seed=0, progress=False)
+    base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t0, c0 = time.perf_counter(), time.process_time()
+    boot = scalefit.bootstrap(
+        res, table, n_boot, seed=0, ci_method=ci_method, screen=screen, progress=False
+    )
+    d = boot.diagnostics
+    out = {
+        "n": n,
+        "boot_wall": time.perf_counter() - t0,
+        "boot_cpu": time.process_time() - c0,
+        "base_mb": base_mb,
+        "boot_failed": int(d["boot_failed"]),
+        "boot_polished": int(d["boot_polished"]),
+        "screened_on_rows": d["boot_screened_on_rows"],
+        "bca_jackknife": d["bca_jackknife"],
+        "converged": bool(res.converged),
+    }
+    print("RESULT " + json.dumps(out))
 
 
 def main() -> None:
@@ -25,26 +58,47 @@ def main() -> None:
     ap.add_argument("--law", default="decomposed")
     ap.add_argument("--boot", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
+    ap.add_argument("--no-screen", action="store_true", help="solve every start on every row")
+    ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    screen = not args.no_screen
+    if args.child:
+        child(args.child, args.law, args.boot, args.ci_method, screen)
+        return
     threads = pin_threads(args.threads)
-    header(f"bootstrap scaling: {args.law}, {args.boot} resamples, fresh process per size", threads)
-    sys.path.insert(0, str(Path(__file__).parent))
-    from bench_large_table import run_sizes
-
-    script = str(Path(__file__).parent / "bench_large_table.py")
-    sizes = [int(s) for s in args.sizes.split(",")]
-    rows = run_sizes(sizes, args.law, args.boot, script, args.threads)
+    header(
+        f"bootstrap scaling: {args.law}, {args.boot} resamples, ci_method={args.ci_method}, "
+        f"screen={screen}, fresh process per size",
+        threads,
+    )
+    rows = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        cmd = [sys.executable, __file__, "--child", str(n), "--law", args.law]
+        cmd += ["--boot", str(args.boot), "--ci-method", args.ci_method]
+        cmd += ["--no-screen"] if args.no_screen else []
+        f = run_fresh(cmd)
+        if f.returncode != 0:
+            print(f"n={n}: failed ({f.returncode})\n{f.stderr[-3000:]}")
+            break
+        line = [ln for ln in f.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+        r = json.loads(line[len("RESULT ") :])
+        r.update(peak_mb=f.peak_mb, load=loadavg())
+        rows.append(r)
+        print("  " + json.dumps(r))
+        sys.stdout.flush()
     print(f"\nload average at end: {loadavg()}")
     print(
         "| rows | bootstrap wall | bootstrap CPU | CPU µs per row per resample | peak memory | "
-        "failed resamples |"
+        "failed resamples | polished on every row |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         per = 1e6 * r["boot_cpu"] / (r["n"] * args.boot)
+        polished = f"{r['boot_polished']}" if r["screened_on_rows"] else "(not screened)"
         print(
             f"| {r['n']:,} | {r['boot_wall']:.1f} s | {r['boot_cpu']:.1f} s | {per:.2f} | "
-            f"{r['peak_mb']:.0f} MB | {r['boot_failed']} |"
+            f"{r['peak_mb']:.0f} MB | {r['boot_failed']} | {polished} |"
         )
 
 
