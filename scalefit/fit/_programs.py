@@ -28,6 +28,7 @@ import inspect
 import json
 import math
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -193,17 +194,85 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
         :32
     ]
     path = root / f"{digest}.jaxexport"
-    exported = None
+    exported, data = None, b""
     if path.exists():
         try:
-            exported = jax.export.deserialize(bytearray(path.read_bytes()))
+            data = path.read_bytes()
+            exported = jax.export.deserialize(bytearray(data))
         except Exception:  # noqa: BLE001 - corrupt or foreign file: rebuild it
             exported = None
     if exported is None:
         try:
             exported = jax.export.export(fn)(*args)
+            data = bytes(exported.serialize())
             root.mkdir(parents=True, exist_ok=True)
-            _write_atomic(path, bytes(exported.serialize()))
+            _write_atomic(path, data)
         except Exception:  # noqa: BLE001 - a program that cannot be exported runs as it is
             return fn
-    return jax.jit(exported.call)
+    call = jax.jit(exported.call)
+    return call if uses_lapack(data) else _lapack_free(call)
+
+
+@functools.lru_cache(maxsize=1)
+def _lapack_targets() -> tuple[bytes, ...] | None:
+    """Names of jaxlib's CPU LAPACK custom-call targets (None when they cannot be listed)."""
+    try:
+        from jaxlib.cpu import _lapack
+
+        names = tuple(str(name).encode() for name in _lapack.registrations())
+    except Exception:  # noqa: BLE001 - another jaxlib layout: assume every program needs LAPACK
+        return None
+    return names or None
+
+
+def uses_lapack(serialized: bytes) -> bool:
+    """Whether a serialised program may call one of jaxlib's CPU LAPACK routines.
+
+    Custom-call target names are stored as plain strings in the serialised module, so a program
+    none of whose bytes spell a LAPACK target name calls none. When the names cannot be listed,
+    every program is assumed to need LAPACK.
+    """
+    targets = _lapack_targets()
+    return targets is None or any(t in serialized for t in targets)
+
+
+_LOWERING = threading.Lock()
+
+
+def _lapack_free(call: Callable[..., Any]) -> Callable[..., Any]:
+    """``call`` (a jitted ``Exported.call``) lowered without initialising CPU LAPACK.
+
+    Lowering a deserialised program on the CPU makes JAX initialise its LAPACK routines first,
+    which imports ``scipy.linalg`` (0.11-0.13 CPU-s in a fresh process on the 2-core test
+    machine). A program that calls no LAPACK routine (:func:`uses_lapack`) does not need it, so
+    its first call (the one that lowers it) runs with that step skipped; any later program that does use LAPACK initialises it as
+    usual (JAX's own linear-algebra lowering always does). When JAX's internals differ from the
+    ones this relies on, the program is lowered the ordinary way.
+    """
+    try:
+        from jax._src.export import _export
+    except ImportError:  # pragma: no cover - another JAX layout
+        return call
+    if not callable(getattr(_export, "_ensure_backends_initialized", None)):
+        return call  # pragma: no cover - another JAX layout
+    lowered = False
+
+    def run(*args):
+        nonlocal lowered
+        if lowered:
+            return call(*args)
+        with _LOWERING:
+            saved = _export._ensure_backends_initialized
+            _export._ensure_backends_initialized = _no_init
+            try:
+                out = call(*args)
+            finally:
+                _export._ensure_backends_initialized = saved
+            lowered = True
+        return out
+
+    return run
+
+
+def _no_init(platforms) -> None:
+    """Stand-in for JAX's backend initialisation while a LAPACK-free program is lowered."""

@@ -137,6 +137,66 @@ def _rho(jnp, loss: str, delta: float):
     return rho, d, scale
 
 
+#: Laws with at most this many parameters solve their small linear systems with an unrolled
+#: Cholesky factorisation written in ``jnp`` (a handful of fused vector operations, and no LAPACK
+#: custom call in the program, so loading a serialised solver does not initialise LAPACK);
+#: larger ones use ``jnp.linalg.solve``.
+UNROLL_MAX = 16
+
+
+def _cholesky(jnp, a):
+    """Lower Cholesky factor of a small symmetric positive-definite matrix, one column per step.
+
+    Unrolled over the (static) size, each column one matrix-vector product. A pivot that
+    rounding pushes below ``eps * a_jj`` (a matrix singular to working precision) is floored
+    there, so the solve stays finite like a pivoted LU would.
+    """
+    p = a.shape[-1]
+    idx = jnp.arange(p)
+    eps = float(jnp.finfo(a.dtype).eps)
+    chol = jnp.zeros_like(a)
+    for j in range(p):
+        v = a[:, j] - chol @ chol[j]  # row j holds only the columns already computed
+        ljj = jnp.sqrt(jnp.maximum(v[j], eps * a[j, j]))
+        chol = chol.at[:, j].set(jnp.where(idx > j, v / ljj, jnp.where(idx == j, ljj, 0.0)))
+    return chol
+
+
+def _forward(jnp, chol, b):
+    """``L^{-1} b``."""
+    y = jnp.zeros_like(b)
+    for i in range(b.shape[-1]):
+        y = y.at[i].set((b[i] - chol[i] @ y) / chol[i, i])
+    return y
+
+
+def _backward(jnp, chol, c):
+    """``L^{-T} c``."""
+    x = jnp.zeros_like(c)
+    for i in reversed(range(c.shape[-1])):
+        x = x.at[i].set((c[i] - chol[:, i] @ x) / chol[i, i])
+    return x
+
+
+def damped_step(jnp, h, ridge_step, ridge_dec, g):
+    """The Levenberg–Marquardt step and the Newton decrement from one batched factorisation.
+
+    Returns ``s = -(h + diag(ridge_step))^{-1} g`` and ``g^T (h + diag(ridge_dec))^{-1} g``
+    for a small symmetric positive semi-definite ``h`` (P x P) and positive ridges (P,). Both
+    matrices are factorised together by an unrolled Cholesky in ``jnp`` for
+    ``P <= UNROLL_MAX`` (no LAPACK call in the program); larger ones use ``jnp.linalg.solve``.
+    """
+    a_step = h + jnp.diag(ridge_step)
+    a_dec = h + jnp.diag(ridge_dec)
+    if h.shape[-1] > UNROLL_MAX:
+        return jnp.linalg.solve(a_step, -g), jnp.abs(g @ jnp.linalg.solve(a_dec, g))
+    import jax
+
+    chol = jax.vmap(lambda a: _cholesky(jnp, a))(jnp.stack([a_step, a_dec]))
+    y = jax.vmap(lambda c, b: _forward(jnp, c, b))(chol, jnp.stack([-g, g]))
+    return _backward(jnp, chol[0], y[0]), y[1] @ y[1]
+
+
 def _row_sum(fn, w, x, logy):
     """``fn(w, x, logy)`` summed over blocks of rows (one call for small tables).
 
@@ -185,10 +245,6 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             return 2.0 * jnp.ones_like(r)
         return scale * jnp.where(jnp.abs(r) <= d, 1.0, d / jnp.maximum(jnp.abs(r), 1e-300))
 
-    def objective(z, w, x, logy, refs):
-        val = _row_sum(lambda wb, xb, yb: jnp.sum(wb * rho(resid(z, xb, yb, refs))), w, x, logy)
-        return jnp.where(jnp.isfinite(val), val, jnp.inf)
-
     def psi_of(r):
         psi = scale * jnp.where(jnp.abs(r) <= d, r, d * jnp.sign(r))
         return jnp.where(loss == "mse", r, psi)
@@ -208,37 +264,52 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
         # summed over row blocks for large tables (memory bounded by a block per start)
         return _row_sum(lambda wb, xb, yb: newton_block(z, wb, xb, yb, refs, meat), w, x, logy)
 
+    def value_block(z, w, x, logy, refs):
+        # objective, gradient and Gauss-Newton matrix from one evaluation of the residuals
+        r = resid(z, x, logy, refs)
+        jac = jax.jacfwd(resid)(z, x, logy, refs)  # (rows, P)
+        u = w * irls_weight(r)
+        return jnp.sum(w * rho(r)), jac.T @ (u * r), jac.T @ (u[:, None] * jac)
+
+    def value_and_newton(z, w, x, logy, refs):
+        val, g, h = _row_sum(lambda wb, xb, yb: value_block(z, wb, xb, yb, refs), w, x, logy)
+        return jnp.where(jnp.isfinite(val), val, jnp.inf), g, h
+
     def solve_one(z0, lam0, nu0, max_iter, w, x, logy, refs, tol, atol):
+        # The gradient and Gauss-Newton matrix of the current point are carried in the state:
+        # each trial point's residuals give its objective and, if the step is accepted, the
+        # next iteration's gradient and matrix (one residual evaluation per iteration, not two).
         def step(state):
-            z, f, lam, nu, it, done, dec = state
-            g, h = newton(z, w, x, logy, refs)
+            z, f, lam, nu, it, done, dec, g, h = state
             # Marquardt scaling by the diagonal, and regularisation relative to each diagonal entry,
             # so the step is invariant to the units of every parameter (a parameter of scale 1e-7
             # beside one of scale 1 is not frozen by an absolute ridge).
             diag = jnp.maximum(jnp.diag(h), DIAG_FLOOR * jnp.max(jnp.abs(jnp.diag(h))) + 1e-300)
-            s = jnp.linalg.solve(h + (lam + 1e-14) * jnp.diag(diag), -g)
+            # step and Newton decrement (predicted remaining decrease at the current point)
+            s, quad = damped_step(jnp, h, (lam + 1e-14) * diag, 1e-12 * diag, g)
             z_new = z + s
-            f_new = objective(z_new, w, x, logy, refs)
+            f_new, g_new, h_new = value_and_newton(z_new, w, x, logy, refs)
             ok = (f_new <= f) & jnp.all(jnp.isfinite(z_new))
-            # Newton decrement at the current point: predicted remaining decrease.
-            hs = h + 1e-12 * jnp.diag(diag)
-            dec_now = jnp.abs(g @ jnp.linalg.solve(hs, g)) / 2.0
+            dec_now = quad / 2.0
             small = dec_now <= tol * jnp.maximum(f, 1e-300) + atol
             stuck = lam > 1e16
             # Nielsen's damping update from the gain ratio of actual to predicted decrease.
             pred = -(g @ s) - 0.5 * (s @ (h @ s))
             gain = (f - f_new) / jnp.maximum(pred, 1e-300)
             factor = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
-            z = jnp.where(ok & ~done, z_new, z)
-            f = jnp.where(ok & ~done, f_new, f)
+            move = ok & ~done
+            z = jnp.where(move, z_new, z)
+            f = jnp.where(move, f_new, f)
+            g = jnp.where(move, g_new, g)
+            h = jnp.where(move, h_new, h)
             lam = jnp.where(ok, jnp.maximum(lam * factor, 1e-15), lam * nu)
             nu = jnp.where(ok, 2.0, nu * 2.0)
-            return z, f, lam, nu, it + 1, done | small | stuck, dec_now
+            return z, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
 
         def cond(state):
             return (~state[5]) & (state[4] < max_iter)
 
-        f0 = objective(z0, w, x, logy, refs)
+        f0, g0, h0 = value_and_newton(z0, w, x, logy, refs)
         init = (
             z0,
             f0,
@@ -247,8 +318,10 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             jnp.asarray(0),
             ~jnp.isfinite(f0),
             jnp.asarray(jnp.inf),
+            g0,
+            h0,
         )
-        z, f, lam, nu, it, done, dec = jax.lax.while_loop(cond, step, init)
+        z, f, lam, nu, it, done, dec, _, _ = jax.lax.while_loop(cond, step, init)
         conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + atol)
         # Local quantities at the solution (for standard errors), from the same compilation.
         g, h, meat = newton(z, w, x, logy, refs, meat=True)
@@ -343,7 +416,7 @@ class Problem:
         residuals: str = "log",
         weights: np.ndarray | None = None,
     ):
-        _, jnp = _jax()
+        jax, _ = _jax()
         if residuals not in RESIDUALS:
             raise ValueError(f"residuals must be one of {RESIDUALS}; got {residuals!r}.")
         self.law, self.loss, self.delta = law, loss, float(delta)
@@ -355,18 +428,18 @@ class Problem:
         raw = {k: np.asarray(x[k], dtype=float) for k in law.inputs}
         self.refs = dict(refs) if refs is not None else law.references(raw)
         self._x = {
-            k: jnp.asarray(_pad_rows(v, self.n, pad)) for k, v in law.variables(np, raw).items()
+            k: jax.device_put(_pad_rows(v, self.n, pad)) for k, v in law.variables(np, raw).items()
         }
         #: Raw input columns (numpy) and the response on the residual scale (numpy).
         self.inputs = raw
         self._y = np.asarray(y, dtype=float)
         self.observed = response(self._y, residuals)
-        self._logy = jnp.asarray(_pad_rows(self.observed, self.n, pad))
+        self._logy = jax.device_put(_pad_rows(self.observed, self.n, pad))
         eps = float(np.finfo(float).eps)
         self.atol = max(
             self.n * (ROUNDING * eps * float(np.max(np.abs(self.observed)))) ** 2, 1e-300
         )
-        self._refs = {k: jnp.asarray(v) for k, v in self.refs.items()}
+        self._refs = {k: jax.device_put(v) for k, v in self.refs.items()}
         self.weights = None if weights is None else np.asarray(weights, dtype=float)
 
     #: For a problem made by :meth:`subset`, the indices of its rows in the parent problem.
@@ -599,7 +672,11 @@ class Problem:
         floor = self.n * (1e-3 * float(np.sqrt(np.mean(self.observed**2)))) ** 2
         f = max(float(loc["objective"]), floor, self.atol)
         diag = np.abs(np.diag(gn))
-        step = np.where(diag > 0, 1e-3 * np.sqrt(f / np.where(diag > 0, diag, 1.0)), 1e-6)
+        # a parameter whose Gauss-Newton diagonal is below the solver's DIAG_FLOOR (no effect on
+        # the fit, e.g. a floor term that ran to ~1e-38) gets the same small step as one with
+        # none at all; its "natural scale" would be astronomically large
+        live = diag > DIAG_FLOOR * (float(np.max(diag)) if diag.size else 0.0)
+        step = np.where(live, 1e-3 * np.sqrt(f / np.where(live, diag, 1.0)), 1e-6)
         step = np.where(np.isfinite(step) & (step > 0), step, 1e-6)
         shifts = np.concatenate([np.diag(step), -np.diag(step)])
         grads = []
