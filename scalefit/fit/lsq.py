@@ -45,12 +45,27 @@ class Backend(Protocol):
         ...
 
 
-def _progress(total: int, desc: str, enabled: bool | None):
-    from tqdm.auto import tqdm
+class _NoProgress:
+    """A progress bar that shows nothing (tqdm is not even imported when bars are off)."""
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        """Ignore progress."""
+
+
+def _progress(total: int, desc: str, enabled: bool | None):
     if enabled is None:
         enabled = sys.stderr.isatty()
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="fit")
+    if not enabled:
+        return _NoProgress()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, unit="fit")
 
 
 def solve_many(

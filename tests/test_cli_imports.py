@@ -1,0 +1,62 @@
+"""``scalefit fit`` stays light: a real fresh process, checked through its ``sys.modules``.
+
+The fit path needs jax, numpy and pandas; it must not import the plotting, statistics, Bayesian,
+lmfit or torch stacks, nor SciPy (JAX pulls ``scipy.linalg`` in when it sets up its LAPACK
+routines, which the solver program does not use). Each would add tenths of a second to every
+``scalefit fit`` (see benchmarks/bench_latency.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import needs_reference_data
+
+HEAVY = (
+    "matplotlib",
+    "scipy",
+    "arviz",
+    "numpyro",
+    "lmfit",
+    "torch",
+    "xarray",
+    "tqdm",
+)
+
+SCRIPT = """
+import io, json, sys, contextlib
+from scalefit.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = main(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})
+print(json.dumps({{"code": code, "heavy": heavy, "report": out.getvalue()}}))
+"""
+
+
+def _fit_in_fresh_process(cache, *args):
+    env = dict(os.environ, SCALEFIT_JAX_CACHE=str(cache))
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(heavy=set(HEAVY)), "fit", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_reference_data
+def test_fit_imports_no_heavy_module(tmp_path):
+    args = ["chinchilla", "--law", "decomposed", "--drop-highest", "40", "--starts", "8"]
+    # first process: compiles and writes the solver program; second: loads it (the path on
+    # which JAX would set up LAPACK, importing scipy.linalg)
+    for run in ("cold", "warm"):
+        res = _fit_in_fresh_process(tmp_path, *args)
+        assert res["code"] == 0
+        assert "converged" in res["report"]
+        assert res["heavy"] == [], f"{run} `scalefit fit` imported {res['heavy']}"
