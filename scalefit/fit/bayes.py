@@ -238,7 +238,17 @@ def _fit_bayes(
     )
     z_lsq, rmse = bm.least_squares_start(tab, law_obj, seed, settings)
     init = bm.init_values(law_obj, specs, z_lsq, rmse, lmin)
-    mcmc, seconds, cpu = bm.run_nuts(
+    key = bm.program_key(
+        law_obj,
+        specs,
+        refs,
+        lmin,
+        likelihood,
+        residuals,
+        w,
+        {"chains": chains, "draws": draws, "warmup": warmup, "target_accept": target_accept},
+    )
+    samples, stats, seconds, cpu = bm.run_nuts(
         model,
         x,
         logy,
@@ -250,9 +260,20 @@ def _fit_bayes(
         chain_method=chain_method,
         progress=bool(progress),
         target_accept=target_accept,
+        key=key,
     )
     idata = bm.inference_data(
-        mcmc, specs, refs, lmin, law_obj, raw, obs, likelihood, seed=seed, residuals=residuals
+        samples,
+        stats,
+        specs,
+        refs,
+        lmin,
+        law_obj,
+        raw,
+        obs,
+        likelihood,
+        seed=seed,
+        residuals=residuals,
     )
     names = [p.name for p in law_obj.params if specs[p.name]["dist"] != "fixed"]
     noise = [n for n in ("sigma", "nu") if n in specs and specs[n]["dist"] != "fixed"]
@@ -297,7 +318,7 @@ def _fit_bayes(
         warnings=tuple(warns + loo_warn),
         converged=bool(diag["divergences"] == 0 and not diag["r_hat_max"] > checks.RHAT_MAX),
         conventions=conventions,
-        extras={"inference_data": idata, "mcmc": mcmc, "table": tab},
+        extras={"inference_data": idata, "table": tab},
     )
     if holdout is not None:
         hold = holdout_bayes(

@@ -191,6 +191,140 @@ def least_squares_start(tab, law: Law, seed: int, settings=None) -> tuple[np.nda
     return np.asarray(res.internal), float(res.metrics[key])
 
 
+#: Sampler statistics collected per draw (numpyro's ``HMCState`` fields).
+STAT_FIELDS = ("diverging", "energy", "num_steps", "accept_prob", "potential_energy")
+#: Standard deviation of the per-chain jitter added to the start in unconstrained space.
+JITTER = 0.05
+
+
+def _source_hashes() -> list[str]:
+    from pathlib import Path
+
+    from ._programs import _file_hash
+
+    here = Path(__file__).resolve().parent
+    return [_file_hash(str(here / f)) for f in ("bayes_model.py", "priors.py", "observation.py")]
+
+
+def program_key(
+    law: Law,
+    specs: Mapping[str, Mapping[str, Any]],
+    refs: Mapping[str, float],
+    lmin: float,
+    likelihood: str,
+    residuals: str,
+    weights: np.ndarray | None,
+    settings: Mapping[str, Any],
+) -> str | None:
+    """Disk-cache key of the compiled sampler of one model, or None when the law has no identity.
+
+    Everything baked into the program as a constant is part of the key: the law's identity, the
+    priors, the reference points, the smallest loss, the likelihood, the residual scale, a hash of
+    the row weights and the sampler settings, with the versions of numpyro and of the sources that
+    build the model.
+    """
+    import hashlib
+    import json
+
+    import numpyro
+
+    from ._programs import law_identity
+
+    ident = law_identity(law)
+    if ident is None:
+        return None
+    wsum = None
+    if weights is not None:
+        wsum = hashlib.sha256(np.ascontiguousarray(weights, dtype=float).tobytes()).hexdigest()
+    return json.dumps(
+        {
+            "kind": "nuts",
+            "law": ident,
+            "specs": {k: dict(v) for k, v in specs.items()},
+            "refs": {k: float(v) for k, v in refs.items()},
+            "lmin": float(lmin),
+            "likelihood": likelihood,
+            "residuals": residuals,
+            "weights": wsum,
+            "settings": dict(settings),
+            "numpyro": numpyro.__version__,
+            "src": _source_hashes(),
+        },
+        sort_keys=True,
+        default=str,
+    )
+
+
+def nuts_program(
+    model, *, chains: int, draws: int, warmup: int, target_accept: float, dense_mass: bool = True
+):
+    """The whole NUTS run as one function of ``(key, init, x, logy)``, ready for ``jax.jit``.
+
+    ``init`` holds the constrained starting value of every sample site. The function maps it to
+    unconstrained space, adds N(0, ``JITTER``) per chain, runs numpyro's functional NUTS kernel
+    (:func:`numpyro.infer.hmc.hmc`, the kernel :class:`numpyro.infer.NUTS` wraps, with the same
+    settings: adapted step size and mass matrix, tree depth 10) for ``warmup`` adaptation steps and
+    ``draws`` kept steps on ``chains`` vectorised chains, and returns the constrained draws
+    (deterministic sites included), each ``(chains, draws, ...)``, and the per-draw statistics
+    :data:`STAT_FIELDS`. As one program it is traced, lowered and compiled once, with no eager
+    set-up operations, and can be serialised (see :func:`run_nuts`).
+    """
+    from functools import partial
+
+    import jax
+    from jax import lax, random
+    from numpyro.infer.hmc import hmc
+    from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
+
+    def program(key, init, x, logy):
+        args, kwargs = (x,), {"logy": logy}
+        u0 = unconstrain_fn(model, args, kwargs, init)
+        names = sorted(u0)
+        key_init, key_run = random.split(key)
+        keys = random.split(key_init, len(names))
+        start = {
+            n: u0[n] + JITTER * random.normal(k, (chains,) + u0[n].shape)
+            for k, n in zip(keys, names, strict=True)
+        }
+        init_kernel, sample_kernel = hmc(
+            potential_fn_gen=lambda *a, **k: partial(potential_energy, model, a, k), algo="NUTS"
+        )
+
+        def step(state, _):
+            state = sample_kernel(state, model_args=args, model_kwargs=kwargs)
+            return state, tuple(getattr(state, f) for f in ("z",) + STAT_FIELDS)
+
+        def chain(rng, u):
+            rng, _ = random.split(rng)  # as numpyro's MCMC does before initialising a chain
+            state = init_kernel(
+                u,
+                warmup,
+                step_size=1.0,
+                adapt_step_size=True,
+                adapt_mass_matrix=True,
+                dense_mass=[tuple(names)] if dense_mass else [],
+                target_accept_prob=target_accept,
+                trajectory_length=None,
+                max_tree_depth=10,
+                find_heuristic_step_size=False,
+                regularize_mass_matrix=True,
+                model_args=args,
+                model_kwargs=kwargs,
+                rng_key=rng,
+            )
+            # one loop over warm-up and kept draws (one copy of the kernel to compile); the
+            # warm-up part of its output is dropped
+            _, out = lax.scan(step, state, None, length=warmup + draws)
+            return jax.tree.map(lambda v: v[warmup:], out)
+
+        out = jax.vmap(chain)(random.split(key_run, chains), start)
+        constrain = partial(constrain_fn, model, args, kwargs, return_deterministic=True)
+        samples = jax.vmap(jax.vmap(constrain))(out[0])
+        return samples, dict(zip(STAT_FIELDS, out[1:], strict=True))
+
+    return program
+
+
 def run_nuts(
     model,
     x,
@@ -205,13 +339,76 @@ def run_nuts(
     progress: bool,
     target_accept: float = 0.9,
     dense_mass: bool = True,
+    key: str | None = None,
 ):
     """Run NUTS from jittered copies of ``init`` (one per chain).
 
-    Returns ``(mcmc, wall_seconds, cpu_seconds)`` (compilation included).
+    Vectorised chains without a progress bar run as one compiled program
+    (:func:`nuts_program`); with a ``key`` (see :func:`program_key`) that program is serialised
+    into the user's compile cache, so a later process with the same model skips tracing it.
+    Other chain methods, or a progress bar, use numpyro's :class:`~numpyro.infer.MCMC`; with
+    vectorised chains it draws the same chains from the same seed (equal to rounding; tested).
+
+    Returns ``(samples, stats, wall_seconds, cpu_seconds)``: constrained draws of every sample
+    and deterministic site and the per-draw statistics :data:`STAT_FIELDS`, each as numpy arrays
+    of shape ``(chains, draws, ...)``; the times include tracing and compilation.
     """
     import jax
     import jax.numpy as jnp
+
+    init_j = {k: jnp.asarray(v, dtype=float) for k, v in init.items()}
+    rng = jax.random.PRNGKey(seed)
+    t0, c0 = time.perf_counter(), time.process_time()
+    if chain_method == "vectorized" and not progress:
+        from ._programs import cached_program
+
+        fn = nuts_program(
+            model,
+            chains=chains,
+            draws=draws,
+            warmup=warmup,
+            target_accept=target_accept,
+            dense_mass=dense_mass,
+        )
+        args = (rng, init_j, x, logy)
+        samples, stats = cached_program(jax.jit(fn), key, args)(*args)
+    else:
+        samples, stats = _run_mcmc(
+            model,
+            x,
+            logy,
+            init_j,
+            rng,
+            chains=chains,
+            draws=draws,
+            warmup=warmup,
+            chain_method=chain_method,
+            progress=progress,
+            target_accept=target_accept,
+            dense_mass=dense_mass,
+        )
+    samples = {k: np.asarray(v) for k, v in samples.items()}
+    stats = {k: np.asarray(v) for k, v in stats.items()}
+    return samples, stats, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _run_mcmc(
+    model,
+    x,
+    logy,
+    init,
+    rng,
+    *,
+    chains,
+    draws,
+    warmup,
+    chain_method,
+    progress,
+    target_accept,
+    dense_mass,
+):
+    """NUTS through numpyro's :class:`~numpyro.infer.MCMC` (any chain method, progress bar)."""
+    import jax
     from numpyro.infer import MCMC, NUTS, init_to_value
     from numpyro.infer.util import unconstrain_fn
 
@@ -230,27 +427,22 @@ def run_nuts(
         progress_bar=progress,
         jit_model_args=True,  # data as arguments: same-shaped fits reuse the compiled sampler
     )
-    u0 = unconstrain_fn(model, (x,), {"logy": logy}, {k: jnp.asarray(v) for k, v in init.items()})
-    key_init, key_run = jax.random.split(jax.random.PRNGKey(seed))
+    u0 = unconstrain_fn(model, (x,), {"logy": logy}, dict(init))
+    key_init, key_run = jax.random.split(rng)
     keys = jax.random.split(key_init, len(u0))
     init_params = {
-        k: u0[k] + 0.05 * jax.random.normal(kk, (chains,) + jnp.shape(u0[k]))
+        k: u0[k] + JITTER * jax.random.normal(kk, (chains,) + jax.numpy.shape(u0[k]))
         for kk, k in zip(keys, sorted(u0), strict=True)
     }
     if chains == 1:
         init_params = {k: v[0] for k, v in init_params.items()}
-    t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*There are not enough devices.*")
-        mcmc.run(
-            key_run,
-            x,
-            logy=logy,
-            init_params=init_params,
-            extra_fields=("diverging", "energy", "num_steps", "accept_prob", "potential_energy"),
-        )
-    jax.block_until_ready(mcmc.get_samples())
-    return mcmc, time.perf_counter() - t0, time.process_time() - c0
+        mcmc.run(key_run, x, logy=logy, init_params=init_params, extra_fields=STAT_FIELDS)
+    samples = mcmc.get_samples(group_by_chain=True)
+    stats = mcmc.get_extra_fields(group_by_chain=True)
+    jax.block_until_ready((samples, stats))
+    return samples, {k: stats[k] for k in STAT_FIELDS}
 
 
 def pointwise(
@@ -332,7 +524,8 @@ def prior_draws(
 
 
 def inference_data(
-    mcmc,
+    samples: Mapping[str, np.ndarray],
+    stats: Mapping[str, np.ndarray],
     specs,
     refs,
     lmin,
@@ -345,18 +538,33 @@ def inference_data(
     n_prior: int = 500,
     residuals: str = "log",
 ):
-    """ArviZ object with posterior, sample stats, log likelihood, posterior and prior predictive."""
+    """ArviZ object with posterior, sample stats, log likelihood, posterior and prior predictive.
+
+    ``samples`` and ``stats`` are what :func:`run_nuts` returns. Sample statistics carry ArviZ's
+    names (as :func:`arviz.from_numpyro` writes them): ``diverging``, ``energy``, ``lp`` (minus
+    the potential energy), ``n_steps``, ``tree_depth`` and ``acceptance_rate``.
+    """
     import arviz as az
 
-    samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    samples = {k: np.asarray(v) for k, v in samples.items()}
     ll, pp = pointwise(law, samples, raw, logy, likelihood, seed=seed, residuals=residuals)
     prior, prior_pp = prior_draws(
         law, specs, refs, lmin, raw, likelihood, n=n_prior, seed=seed, residuals=residuals
     )
+    steps = np.asarray(stats["num_steps"])
+    sample_stats = {
+        "diverging": np.asarray(stats["diverging"], dtype=bool),
+        "energy": np.asarray(stats["energy"]),
+        "lp": -np.asarray(stats["potential_energy"]),
+        "n_steps": steps,
+        "tree_depth": np.log2(np.maximum(steps, 1)).astype(int) + 1,
+        "acceptance_rate": np.asarray(stats["accept_prob"]),
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        idata = az.from_numpyro(mcmc, log_likelihood=False, dims={OBS: ["row"]})
-        extra = az.from_dict(
+        return az.from_dict(
+            posterior=samples,
+            sample_stats=sample_stats,
             log_likelihood={OBS: ll},
             posterior_predictive={OBS: pp},
             prior={k: v[None] for k, v in prior.items()},
@@ -364,5 +572,3 @@ def inference_data(
             observed_data={OBS: logy},
             dims={OBS: ["row"]},
         )
-        idata.extend(extra)
-    return idata

@@ -1,0 +1,85 @@
+"""Benchmark: cold then warm start of `scalefit bayes` in one run (issue 16, item 2).
+
+Runs ``scalefit bayes chinchilla --law decomposed --drop-highest 40`` twice in fresh processes
+with the same, initially empty compile cache (``SCALEFIT_JAX_CACHE`` set to a new temporary
+folder): the first run is a user's first-ever command (every program traced and compiled), the
+second finds the cache the first one filled. For each run it prints the load average before and
+after, wall time, CPU time (user + system of the child), peak resident memory, the sampler's own
+time (``mcmc_seconds``, compilation included) and the chains' quality: smallest bulk ESS, ESS per
+second of the whole command, largest R-hat and the number of divergences.
+
+Threads are left at their defaults (the command as a user runs it). Targets on a quiet machine:
+first run <= 30 s, warm <= 15 s.
+
+Usage::
+
+    SCALEFIT_DATA_DIR=../shared/data python benchmarks/bench_bayes_start.py [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from _harness import header, loadavg, run_fresh
+
+COMMAND = ["bayes", "chinchilla", "--law", "decomposed", "--drop-highest", "40", "--no-progress"]
+
+
+def one(cache: Path, out: Path) -> dict:
+    """One fresh-process run of the command with compile cache ``cache``."""
+    before = loadavg()
+    cmd = [sys.executable, "-m", "scalefit", *COMMAND, "--out", str(out)]
+    res = run_fresh(cmd, env={"SCALEFIT_JAX_CACHE": str(cache)})
+    if res.returncode not in (0, 3):
+        raise SystemExit(f"command failed ({res.returncode}):\n{res.stderr}")
+    d = json.loads(out.read_text())["diagnostics"]
+    return {
+        "load_before": before,
+        "load_after": loadavg(),
+        "wall": res.wall,
+        "cpu": res.cpu,
+        "peak_mb": res.peak_mb,
+        "mcmc_s": d["mcmc_seconds"],
+        "mcmc_cpu_s": d.get("mcmc_cpu_seconds", float("nan")),
+        "ess": d["ess_bulk_min"],
+        "r_hat": d["r_hat_max"],
+        "div": d["divergences"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=1, help="cold+warm pairs, each a fresh cache")
+    args = ap.parse_args()
+    header("scalefit bayes: first-ever (empty compile cache) and warm runs")
+    print("command: scalefit " + " ".join(COMMAND))
+    rows = []
+    for r in range(args.repeats):
+        with tempfile.TemporaryDirectory(prefix="bench-bayes-start-") as tmp:
+            cache = Path(tmp) / "jax"
+            for kind in ("cold", "warm"):
+                m = one(cache, Path(tmp) / f"{kind}.json")
+                rows.append((r, kind, m))
+                print(
+                    f"  pair {r} {kind}: {m['wall']:.1f} s wall, {m['cpu']:.1f} s CPU", flush=True
+                )
+    print(
+        f"{'pair':>4} {'run':<5}{'wall s':>8}{'CPU s':>8}{'peak MB':>9}{'mcmc s':>8}"
+        f"{'mcmc CPU':>9}{'ESS min':>9}{'ESS/s':>7}{'R-hat':>7}{'div':>5}  load before -> after"
+    )
+    for r, kind, m in rows:
+        print(
+            f"{r:>4} {kind:<5}{m['wall']:>8.1f}{m['cpu']:>8.1f}{m['peak_mb']:>9.0f}"
+            f"{m['mcmc_s']:>8.1f}{m['mcmc_cpu_s']:>9.1f}{m['ess']:>9.0f}"
+            f"{m['ess'] / m['wall']:>7.0f}{m['r_hat']:>7.3f}{m['div']:>5}"
+            f"  {m['load_before']} -> {m['load_after']}"
+        )
+    print(f"load average (1/5/15 min) at end: {loadavg()}")
+
+
+if __name__ == "__main__":
+    main()
