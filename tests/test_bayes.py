@@ -80,6 +80,41 @@ def test_same_seed_same_draws(depth_fit):
     np.testing.assert_array_equal(again.draws, depth_fit.draws)
 
 
+def test_compiled_sampler_matches_numpyro_mcmc_and_is_reused(tmp_path, monkeypatch):
+    """The one-program sampler draws numpyro MCMC's chains; it is serialised to the compile cache
+    and a second fit reuses that file (no new one) and gives the same draws."""
+    from scalefit.fit import _programs
+
+    monkeypatch.setenv("SCALEFIT_JAX_CACHE", str(tmp_path / "jax"))
+    real, exported = _programs.cached_program, []
+
+    def spy(fn, key, args):
+        out = real(fn, key, args)
+        if key is not None and '"kind": "nuts"' in key:
+            exported.append(out is not fn)
+        return out
+
+    monkeypatch.setattr(_programs, "cached_program", spy)
+    tab = synthetic_depth_table(4)
+    tiny = {"chains": 2, "draws": 60, "warmup": 60, "seed": 5}
+    folder = tmp_path / "jax" / "programs"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = fit_bayes(tab, "depth_power", **tiny)
+        files = {f: f.stat().st_mtime_ns for f in folder.glob("*.jaxexport")}
+        again = fit_bayes(tab, "depth_power", **tiny)
+        mcmc = fit_bayes(tab, "depth_power", progress=True, **tiny)  # numpyro's MCMC driver
+    assert exported == [True, True]  # serialised, then read back
+    assert {f: f.stat().st_mtime_ns for f in folder.glob("*.jaxexport")} == files
+    np.testing.assert_array_equal(again.draws, fast.draws)
+    np.testing.assert_allclose(fast.draws, mcmc.draws, rtol=1e-9, atol=1e-12)
+    stats = fast.extras["inference_data"].sample_stats
+    ref = mcmc.extras["inference_data"].sample_stats
+    for name in ("diverging", "n_steps", "tree_depth"):
+        np.testing.assert_array_equal(np.asarray(stats[name]), np.asarray(ref[name]))
+    np.testing.assert_allclose(np.asarray(stats["lp"]), np.asarray(ref["lp"]), rtol=1e-7)
+
+
 def test_netcdf_round_trip(depth_fit, tmp_path):
     path = save_netcdf(depth_fit, tmp_path / "post.nc")
     back = load_netcdf(path)
