@@ -131,3 +131,21 @@ def test_predictive_flag_and_option_errors(tmp_path, capsys):
         holdout_bayes(_misspecified(), get_law("chinchilla"), 0.2, predictive="joint")
     with pytest.raises(ScaleFitError, match="'tails' parameter of fit_discrepancy"):
         fit_discrepancy(_misspecified(), "chinchilla", tails="cauchy")
+
+
+def test_least_squares_holdout_check_reports_calibrated_beside_law():
+    from scalefit.fit.build import FitSettings
+    from scalefit.fit.validate import holdout_check
+    from scalefit.laws import get_law
+
+    law = get_law("chinchilla")
+    settings = FitSettings(starts=32)
+    h = holdout_check(
+        _misspecified(2, bend=0.003), law, 0.2, settings, bootstrap=40, predictive="calibrated"
+    )
+    assert h["predictive"].startswith("calibrated") and h["calibration"]["kappa"] > 0
+    assert h["uncalibrated"]["predictive"].startswith("law")
+    assert {"coverage", "coverage_50", "width_log", "lpd"} <= set(h)
+    assert h["coverage"] > h["uncalibrated"]["coverage"]
+    with pytest.raises(ScaleFitError, match="'predictive' parameter of holdout_check"):
+        holdout_check(_misspecified(), law, 0.2, settings, predictive="joint")

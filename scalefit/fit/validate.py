@@ -61,6 +61,7 @@ def holdout_check(
     backend: Backend | None = None,
     bootstrap: int = 200,
     progress: bool | None = None,
+    predictive: str = "law",
 ) -> dict[str, Any]:
     """Fit on the lowest-compute ``1 - fraction`` of rows and test on the highest-compute rest.
 
@@ -80,13 +81,25 @@ def holdout_check(
         Resamples of the training fit used for the predictive interval.
     progress : bool, optional
         Progress bars.
+    predictive : {"law", "calibrated"}, default "law"
+        Which predictive scores the held-out rows: the bootstrap draws with normal noise of the
+        training RMSE, or the calibrated predictive of :mod:`scalefit.fit.discrepancy` on the
+        same draws (off by default; see ``docs/extrapolation.md``).
 
     Returns
     -------
     dict
-        ``n_train, n_test, split_by, threshold, mae_log, max_rel_err, coverage, band_prob`` and
-        the training fit's parameters.
+        ``n_train, n_test, split_by, threshold, mae_log, max_rel_err, coverage, band_prob,
+        predictive`` (the observation model, one line) and the training fit's parameters; with
+        ``predictive="calibrated"`` also ``coverage_50, width_log, lpd`` of the calibrated
+        predictive, ``uncalibrated`` (the law's own ``predictive`` and ``coverage``) and
+        ``calibration`` (``sigma, gamma, tau, kappa, nu``).
     """
+    if predictive not in ("law", "calibrated"):
+        raise ScaleFitError(
+            "The 'predictive' parameter of holdout_check must be one of law, calibrated. "
+            f"Got {predictive!r} instead."
+        )
     train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit")
     res = least_squares(train, law, settings, backend=backend)
     res = run_bootstrap(
@@ -99,7 +112,7 @@ def holdout_check(
     with np.errstate(all="ignore"):
         mae_log = float(np.mean(np.abs(np.log(y) - np.log(pred))))
         mae = float(np.mean(np.abs(y - pred)))
-    return {
+    out = {
         "fraction": float(fraction),
         "split_by": key,
         "threshold": threshold,
@@ -108,8 +121,20 @@ def holdout_check(
         "mae_log": mae_log,
         "mae": mae,
         "max_rel_err": float(np.max(np.abs(pred - y) / np.abs(y))),
+        "predictive": "law: bootstrap draws with normal noise of the training RMSE",
         "coverage": float(np.mean(inside)),
         "band_prob": float(settings.ci_prob),
         "train_params": res.params,
         "train_converged": res.converged,
     }
+    if predictive == "calibrated":
+        from .discrepancy import calibrated_holdout
+
+        cal = calibrated_holdout(
+            res, train, test, law, ci_prob=settings.ci_prob, seed=settings.seed
+        )
+        out["uncalibrated"] = {"predictive": out["predictive"], "coverage": out["coverage"]}
+        out.update({k: cal[k] for k in ("predictive", "coverage", "coverage_50", "width_log")})
+        out["lpd"] = cal["lpd"]
+        out["calibration"] = {k: cal[k] for k in ("sigma", "gamma", "tau", "kappa", "nu")}
+    return out
