@@ -102,7 +102,7 @@ def test_program_written_to_disk_and_reused(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("p", [3, 7, 12, 20])
 def test_damped_step_solves_like_lapack(p):
-    """The unrolled Cholesky step (and the LAPACK path above UNROLL_MAX) against numpy."""
+    """The Cholesky step (and the LAPACK path above CHOLESKY_MAX) against numpy."""
     jax, jnp = engine.load_jax()
     rng = np.random.default_rng(p)
     step = jax.jit(lambda h, r1, r2, g: engine.damped_step(jnp, h, r1, r2, g))
