@@ -245,9 +245,10 @@ def _lapack_free(call: Callable[..., Any]) -> Callable[..., Any]:
     Lowering a deserialised program on the CPU makes JAX initialise its LAPACK routines first,
     which imports ``scipy.linalg`` (0.11-0.13 CPU-s in a fresh process on the 2-core test
     machine). A program that calls no LAPACK routine (:func:`uses_lapack`) does not need it, so
-    its first call (the one that lowers it) runs with that step skipped; any later program that does use LAPACK initialises it as
-    usual (JAX's own linear-algebra lowering always does). When JAX's internals differ from the
-    ones this relies on, the program is lowered the ordinary way.
+    its first call (the one that lowers it) runs with that step skipped; any later program that
+    does use LAPACK initialises it as usual (JAX's own linear-algebra lowering always does).
+    When JAX's internals differ from the ones this relies on, the program is lowered the
+    ordinary way.
     """
     try:
         from jax._src.export import _export
