@@ -107,12 +107,12 @@ def test_compiled_sampler_matches_numpyro_mcmc_and_is_reused(tmp_path, monkeypat
     assert exported == [True, True]  # serialised, then read back
     assert {f: f.stat().st_mtime_ns for f in folder.glob("*.jaxexport")} == files
     np.testing.assert_array_equal(again.draws, fast.draws)
-    np.testing.assert_allclose(fast.draws, mcmc.draws, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fast.draws, mcmc.draws, rtol=1e-6, atol=1e-9)
     stats = fast.extras["inference_data"].sample_stats
     ref = mcmc.extras["inference_data"].sample_stats
     for name in ("diverging", "n_steps", "tree_depth"):
         np.testing.assert_array_equal(np.asarray(stats[name]), np.asarray(ref[name]))
-    np.testing.assert_allclose(np.asarray(stats["lp"]), np.asarray(ref["lp"]), rtol=1e-7)
+    np.testing.assert_allclose(np.asarray(stats["lp"]), np.asarray(ref["lp"]), rtol=1e-6)
 
 
 def test_netcdf_round_trip(depth_fit, tmp_path):
