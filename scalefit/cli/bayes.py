@@ -86,21 +86,17 @@ def run_bayes(args: argparse.Namespace) -> int:
     priors = read_priors_toml(args.priors) if args.priors else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
+        sampler = _sampler_options(args, priors)
         res = fit_bayes(
             table,
             args.law,
-            likelihood=args.likelihood,
-            priors=priors,
-            chains=args.chains,
-            draws=args.draws,
-            warmup=args.warmup,
-            seed=args.seed,
+            **sampler,
             law_options=law_options_arg(args.law_option),
             holdout=args.holdout if args.predictive == "law" else None,
             progress=False if args.no_progress else None,
         )
         if args.holdout is not None and args.predictive != "law":
-            res = res.replace(holdout=_holdout(res, args, priors))
+            res = res.replace(holdout=_holdout(res, args, sampler))
     print(report_bayes(res, hdi_frame))
     if args.out:
         res.save(args.out)
@@ -118,7 +114,19 @@ def run_bayes(args: argparse.Namespace) -> int:
     return 0 if res.converged else EXIT_NOT_CONVERGED
 
 
-def _holdout(res, args: argparse.Namespace, priors) -> dict:
+def _sampler_options(args: argparse.Namespace, priors) -> dict:
+    """The likelihood, priors and sampler settings shared by the fit and its hold-out check."""
+    return {
+        "likelihood": args.likelihood,
+        "priors": priors,
+        "chains": args.chains,
+        "draws": args.draws,
+        "warmup": args.warmup,
+        "seed": args.seed,
+    }
+
+
+def _holdout(res, args: argparse.Namespace, sampler: dict) -> dict:
     """The hold-out check with the chosen predictive, on the fit's own table and sampler."""
     from ..fit.bayes import holdout_bayes
 
@@ -127,12 +135,7 @@ def _holdout(res, args: argparse.Namespace, priors) -> dict:
         res.get_law(),
         args.holdout,
         predictive=args.predictive,
-        likelihood=args.likelihood,
-        priors=priors,
-        chains=args.chains,
-        draws=args.draws,
-        warmup=args.warmup,
-        seed=args.seed,
+        **sampler,
         ci_prob=res.ci_prob,
         progress=False,
     )
