@@ -79,7 +79,8 @@ def cache_root() -> Path | None:
 
 
 @functools.cache
-def _file_hash(path: str) -> str:
+def file_hash(path: str) -> str:
+    """First 16 hex digits of the SHA-256 of a file (a source file's identity in cache keys)."""
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
     except OSError:
@@ -108,7 +109,7 @@ def _versions() -> str:
             "scalefit": __version__,
             "x64": bool(jax.config.jax_enable_x64),
             "backend": jax.default_backend(),
-            "src": [_file_hash(str(p)) for p in sources],
+            "src": [file_hash(str(p)) for p in sources],
         },
         sort_keys=True,
     )
@@ -154,8 +155,8 @@ def law_identity(law) -> str | None:
             "params": params,
             "inputs": list(law.inputs),
             "expr": f"{expr.__module__}.{expr.__qualname__}",
-            "src": _file_hash(src),
-            "features": _file_hash(feats) if feats else None,
+            "src": file_hash(src),
+            "features": file_hash(feats) if feats else None,
         },
         sort_keys=True,
     )

@@ -200,10 +200,10 @@ JITTER = 0.05
 def _source_hashes() -> list[str]:
     from pathlib import Path
 
-    from ._programs import _file_hash
+    from ._programs import file_hash
 
     here = Path(__file__).resolve().parent
-    return [_file_hash(str(here / f)) for f in ("bayes_model.py", "priors.py", "observation.py")]
+    return [file_hash(str(here / f)) for f in ("bayes_model.py", "priors.py", "observation.py")]
 
 
 def program_key(

@@ -27,7 +27,7 @@ from .._validation import Interval, IsType, Options, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
 from .data import as_table
-from .engine import CHUNK, SCREEN_ABOVE, Problem, _rho
+from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_rho
 from .lsq import solve_many
 from .result import FitResult
 
@@ -433,7 +433,7 @@ def _screened(problem: Problem, screening: Problem, z0: np.ndarray, counts: np.n
                 for i in range(0, len(pts), CHUNK)
             ]
         )
-        rho, _, _ = _rho(np, screening.loss, screening.delta)
+        rho, _, _ = robust_rho(np, screening.loss, screening.delta)
         w = sub[test] if screening.weights is None else sub[test] * screening.weights[None, :]
         d = w * (rho(resid[len(test) :]) - rho(resid[: len(test)]))
         worse = d.sum(axis=1) > SCREEN_Z * np.sqrt(d.shape[1]) * d.std(axis=1)
@@ -474,7 +474,7 @@ def _jackknife_linear(
         ]
     )
     jac = ((resid[1 : p + 1] - resid[p + 1 :]) / (2.0 * step[:, None])).T  # (rows, P)
-    _, d, scale = _rho(np, problem.loss, problem.delta)
+    _, d, scale = robust_rho(np, problem.loss, problem.delta)
     r = resid[0]
     psi = 2.0 * r if problem.loss == "mse" else scale * np.clip(r, -d, d)
     w = np.ones(problem.n) if problem.weights is None else problem.weights

@@ -123,7 +123,7 @@ class Discrepancy:
 
 def log_compute(tab: pd.DataFrame, law) -> np.ndarray:
     """Natural log of each row's compute (``flops``, else the product of the law's inputs)."""
-    from .validate import compute_key
+    from .split import compute_key
 
     return np.log(compute_key(tab, law)[1])
 
@@ -255,7 +255,7 @@ def _fit_discrepancy(
     train, law, group, keys, inner, starts, seed, loss, tails, caught
 ) -> Discrepancy:
     from . import fit
-    from .validate import split_by_compute
+    from .split import split_by_compute
 
     full = fit(train, law, starts=starts, seed=seed, loss=loss, progress=False)
     resid = np.log(train["loss"].to_numpy(float)) - np.log(full.predict(train))

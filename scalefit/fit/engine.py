@@ -123,7 +123,7 @@ SCREEN_ROWS = 4096
 SEGMENT = 16
 
 
-def _rho(jnp, loss: str, delta: float):
+def robust_rho(jnp, loss: str, delta: float):
     """The robust loss ``rho(r)`` and its IRLS weight, summed over rows by the callers."""
     d = LAD_DELTA if loss == "lad" else float(delta)
     scale = 1.0 / d if loss == "lad" else 1.0
@@ -250,7 +250,7 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
         p = law.to_public(z, refs, xp=jnp)
         return residual(jnp, logy, law.expr(jnp, p, x), residuals)
 
-    rho, _, _ = _rho(jnp, loss, delta)
+    rho, _, _ = robust_rho(jnp, loss, delta)
 
     def irls_weight(r):
         if loss == "mse":
