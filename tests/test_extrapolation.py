@@ -149,3 +149,26 @@ def test_least_squares_holdout_check_reports_calibrated_beside_law():
     assert h["coverage"] > h["uncalibrated"]["coverage"]
     with pytest.raises(ScaleFitError, match="'predictive' parameter of holdout_check"):
         holdout_check(_misspecified(), law, 0.2, settings, predictive="joint")
+
+
+def test_fit_and_cli_take_the_calibrated_predictive_for_the_holdout(tmp_path, capsys):
+    """`fit(..., predictive=)` and `scalefit fit --predictive` reach the calibrated hold-out."""
+    from scalefit.cli import main
+    from scalefit.fit import fit
+    from scalefit.fit.result import FitResult
+
+    table = _misspecified(2, bend=0.003)
+    res = fit(table, "chinchilla", starts=32, holdout=0.2, predictive="calibrated")
+    assert res.holdout["predictive"].startswith("calibrated")
+    assert res.holdout["uncalibrated"]["predictive"].startswith("law")
+    with pytest.raises(ScaleFitError, match="'predictive' parameter of fit"):
+        fit(table, "chinchilla", holdout=0.2, predictive="joint")
+    csv, out = tmp_path / "t.csv", tmp_path / "r.json"
+    table.to_csv(csv, index=False)
+    argv = ["fit", str(csv), "--law", "chinchilla", "--starts", "32", "--holdout", "0.2"]
+    code = main([*argv, "--predictive", "calibrated", "--no-progress", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code in (0, 3)
+    assert "predictive calibrated:" in text and "without calibration (law:" in text
+    h = FitResult.load(out).holdout
+    assert h["coverage"] == res.holdout["coverage"]  # same seed, same table: same hold-out

@@ -62,6 +62,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FRACTION",
         help="also fit on the lowest-compute rows and test on this share of the rest",
     )
+    p.add_argument(
+        "--predictive",
+        choices=["law", "calibrated"],
+        default="law",
+        help="predictive that scores the --holdout rows: bootstrap draws with the training "
+        "RMSE's noise (default) or the calibrated one (see docs/extrapolation.md)",
+    )
     p.add_argument("--method", default="jax", choices=["jax", "lmfit"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
@@ -98,6 +105,7 @@ def run_fit(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             ci_method=args.ci_method,
             holdout=args.holdout,
+            predictive=args.predictive,
             law_options=law_options_arg(args.law_option),
             progress=False if args.no_progress else None,
         )

@@ -86,6 +86,14 @@ def format_report(res: Any) -> str:
             f"{h['max_rel_err']:.3%}, {100 * h['band_prob']:g}% interval coverage "
             f"{h['coverage']:.0%}"
         )
+        if h.get("predictive"):
+            lines.append(f"predictive {h['predictive']}")
+        u = h.get("uncalibrated")
+        if u:
+            lines.append(
+                f"           without calibration ({u['predictive']}): "
+                f"{100 * h['band_prob']:g}% coverage {u['coverage']:.0%}"
+            )
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
