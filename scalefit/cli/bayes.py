@@ -145,6 +145,8 @@ def report_bayes(res, hdi_frame) -> str:
     """Text report of a Bayesian fit: header, posterior table, diagnostics, LOO, warnings."""
     import pandas as pd
 
+    from ..fit.report import predictive_lines
+
     d = res.diagnostics
     c = res.conventions
     pct = f"{100 * res.ci_prob:g}%"
@@ -175,23 +177,10 @@ def report_bayes(res, hdi_frame) -> str:
             f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, {100 * h['band_prob']:g}% "
             f"predictive coverage {h['coverage']:.0%}, 50% coverage {h['coverage_50']:.0%}"
         )
-        if h.get("predictive"):
-            lines.append(f"predictive {h['predictive']}")
-        u = h.get("uncalibrated")
-        if u:
-            lines.append(
-                f"           without calibration ({u['predictive']}): "
-                f"{100 * h['band_prob']:g}% coverage {u['coverage']:.0%}, 50% coverage "
-                f"{u['coverage_50']:.0%}, width (log) {u['width_log']:.4f} vs "
-                f"{h['width_log']:.4f}, lpd {_num(u['lpd'])} vs {_num(h['lpd'])}"
-            )
+        lines.extend(predictive_lines(h))
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
-
-
-def _num(v) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
 
 
 def run_compare(args: argparse.Namespace) -> int:

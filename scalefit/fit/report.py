@@ -86,14 +86,43 @@ def format_report(res: Any) -> str:
             f"{h['max_rel_err']:.3%}, {100 * h['band_prob']:g}% interval coverage "
             f"{h['coverage']:.0%}"
         )
-        if h.get("predictive"):
-            lines.append(f"predictive {h['predictive']}")
-        u = h.get("uncalibrated")
-        if u:
-            lines.append(
-                f"           without calibration ({u['predictive']}): "
-                f"{100 * h['band_prob']:g}% coverage {u['coverage']:.0%}"
-            )
+        lines.extend(predictive_lines(h))
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def predictive_lines(holdout: dict) -> list[str]:
+    """Report lines naming a hold-out's predictive, with the law's scores beside calibrated ones.
+
+    Parameters
+    ----------
+    holdout : dict
+        A hold-out record (``FitResult.holdout``) of least squares or of the Bayesian fitter.
+
+    Returns
+    -------
+    list of str
+        The ``predictive`` line and, for a calibrated predictive, the uncalibrated scores.
+    """
+    lines = []
+    if holdout.get("predictive"):
+        lines.append(f"predictive {holdout['predictive']}")
+    u = holdout.get("uncalibrated")
+    if u:
+        text = (
+            f"           without calibration ({u['predictive']}): "
+            f"{100 * holdout['band_prob']:g}% coverage {u['coverage']:.0%}"
+        )
+        if "coverage_50" in u:
+            text += f", 50% coverage {u['coverage_50']:.0%}"
+        if "width_log" in u:
+            text += f", width (log) {u['width_log']:.4f} vs {holdout['width_log']:.4f}"
+        if "lpd" in u:
+            text += f", lpd {_lpd(u['lpd'])} vs {_lpd(holdout.get('lpd'))}"
+        lines.append(text)
+    return lines
+
+
+def _lpd(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
