@@ -127,11 +127,18 @@ def plot_comparison(frame: pd.DataFrame, *, ax=None, truth: tuple | None = None,
         err = np.clip(err, 0, None)  # published points are rounded: some lie outside their CI
         pub = frame["approach"].str.contains("published").to_numpy()
         axis.errorbar(v[~pub], y[~pub], xerr=err[:, ~pub], fmt="o", color="C0", label="this data")
-        axis.errorbar(v[pub], y[pub], xerr=err[:, pub], fmt="s", color="C1", label="published")
+        axis.errorbar(
+            v[pub],
+            y[pub],
+            xerr=err[:, pub],
+            fmt="s",
+            color="C1",
+            label="published (10th–90th pct.)",
+        )
         if truth is not None:
             axis.axvline(truth[0 if q == "a" else 1], color="k", ls="--", lw=1, label="truth")
         axis.set_yticks(y, frame["approach"] if q == "a" else [""] * len(y))
         axis.set_xlabel("a  (N* ∝ C^a)" if q == "a" else "b  (T* ∝ C^b)")
-    left.legend(fontsize=7)
+    left.legend(fontsize=7, loc="lower right")
     fig.suptitle(title or "Compute-optimal exponents by approach")
     return fig
