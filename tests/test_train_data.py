@@ -81,3 +81,11 @@ def test_bad_sources(tmp_path):
         build_tokens(make_corpus(tmp_path / "c"), tmp_path / "t", tokenizer="wordpiece")
     with pytest.raises(ScaleFitError, match="meta.json"):
         TokenData(tmp_path / "nothing", seq_len=4)
+
+
+def test_too_short_split_is_refused_with_its_size(tmp_path):
+    out = build_tokens(make_corpus(tmp_path / "c", words=40), tmp_path / "tok", val_fraction=0.34)
+    val = json.loads((out / "meta.json").read_text())["val_tokens"]
+    assert TokenData(out, seq_len=val - 2).vocab == 256
+    with pytest.raises(ScaleFitError, match=rf"val split of .* has {val} tokens; need more than"):
+        TokenData(out, seq_len=val - 1)

@@ -125,3 +125,14 @@ def test_trainer_streams_shards_and_resumes_mid_shard_with_identical_losses(shar
     assert full.row["epochs"] == pytest.approx(64 * 60 / data.meta["train_tokens"])
     assert full.row["epochs"] > 1  # the stream wrapped around
     assert full.row["vocab"] == data.vocab and full.history[-1]["loss"] < full.history[0]["loss"]
+
+
+def test_shard_source_shares_the_token_source_properties(shard_dir):
+    from scalefit.train.data import TokenSource
+
+    data = ShardData(shard_dir, 16)
+    m = data.meta
+    assert isinstance(data, TokenSource) and data.vocab == m["vocab"]
+    assert data.bytes_per_token == m["val_bytes"] / m["val_tokens"] > 1.0
+    with pytest.raises(ScaleFitError, match=rf"val split of .* has {m['val_tokens']} tokens"):
+        ShardData(shard_dir, m["val_tokens"] - 1)

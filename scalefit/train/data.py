@@ -214,31 +214,29 @@ def _train_bpe(texts: list[str], vocab_size: int, path: Path):
     return (lambda text: tok.encode(text).ids), tok.get_vocab_size()
 
 
-class TokenData:
-    """Memory-mapped token splits with step-addressed batches.
+class TokenSource:
+    """What every trainer data source has: its folder, metadata, window length and seed.
 
-    ``batch(step, batch_size)`` draws ``batch_size`` random windows of ``seq_len + 1`` tokens from
-    the training split with a generator seeded by ``(seed, step)``; ``rank``/``world`` take a
-    contiguous slice of that global batch, so data-parallel training sees the same global batch as
-    one process and a resumed run sees the same batches as an uninterrupted one.
+    :class:`TokenData` (``train.bin``/``val.bin``) and
+    :class:`~scalefit.train.shards.ShardData` (manifest and shards) build on it; the trainer
+    reads ``vocab``, ``bytes_per_token``, ``batch`` and ``val_batches`` from either.
+
+    Parameters
+    ----------
+    data_dir : str or os.PathLike
+        The token folder.
+    meta : dict
+        Its metadata; must carry ``dtype``, ``vocab``, ``val_bytes`` and ``val_tokens``.
+    seq_len : int
+        Tokens per training window (inputs; targets are shifted by one).
+    seed : int, keyword-only
+        Seed of the batch order (where the source draws batches at random).
     """
 
-    def __init__(self, data_dir: str | os.PathLike, seq_len: int, *, seed: int = 0) -> None:
+    def __init__(self, data_dir: str | os.PathLike, meta: dict, seq_len: int, *, seed: int = 0):
         self.dir = Path(data_dir)
-        meta_path = self.dir / "meta.json"
-        if not meta_path.exists():
-            raise ScaleFitError(f"{meta_path} not found; build the token files with build_tokens.")
-        self.meta = json.loads(meta_path.read_text())
+        self.meta = meta
         self.seq_len, self.seed = int(seq_len), int(seed)
-        dtype = np.dtype(self.meta["dtype"])
-        self.train = np.memmap(self.dir / "train.bin", dtype=dtype, mode="r")
-        self.val = np.memmap(self.dir / "val.bin", dtype=dtype, mode="r")
-        for split, arr in (("train", self.train), ("val", self.val)):
-            if arr.size <= self.seq_len + 1:
-                raise ScaleFitError(
-                    f"{split} split of {self.dir} has {arr.size} tokens; "
-                    f"need more than seq_len + 1 = {self.seq_len + 1}."
-                )
 
     @property
     def vocab(self) -> int:
@@ -249,6 +247,35 @@ class TokenData:
     def bytes_per_token(self) -> float:
         """UTF-8 bytes per token on the validation split (1 for byte tokens)."""
         return self.meta["val_bytes"] / self.meta["val_tokens"]
+
+    def _check_split_size(self, split: str, tokens: int) -> None:
+        """Refuse a split too short for one window of ``seq_len + 1`` tokens."""
+        if tokens <= self.seq_len + 1:
+            raise ScaleFitError(
+                f"{split} split of {self.dir} has {tokens} tokens; "
+                f"need more than seq_len + 1 = {self.seq_len + 1}."
+            )
+
+
+class TokenData(TokenSource):
+    """Memory-mapped token splits with step-addressed batches.
+
+    ``batch(step, batch_size)`` draws ``batch_size`` random windows of ``seq_len + 1`` tokens from
+    the training split with a generator seeded by ``(seed, step)``; ``rank``/``world`` take a
+    contiguous slice of that global batch, so data-parallel training sees the same global batch as
+    one process and a resumed run sees the same batches as an uninterrupted one.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike, seq_len: int, *, seed: int = 0) -> None:
+        meta_path = Path(data_dir) / "meta.json"
+        if not meta_path.exists():
+            raise ScaleFitError(f"{meta_path} not found; build the token files with build_tokens.")
+        super().__init__(data_dir, json.loads(meta_path.read_text()), seq_len, seed=seed)
+        dtype = np.dtype(self.meta["dtype"])
+        self.train = np.memmap(self.dir / "train.bin", dtype=dtype, mode="r")
+        self.val = np.memmap(self.dir / "val.bin", dtype=dtype, mode="r")
+        for split, arr in (("train", self.train), ("val", self.val)):
+            self._check_split_size(split, arr.size)
 
     def batch(self, step: int, batch_size: int, *, rank: int = 0, world: int = 1):
         """Return this rank's share of the batch: inputs and targets, (b, seq_len) int64."""

@@ -32,6 +32,7 @@ import numpy as np
 
 from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text
 from ..errors import ScaleFitError
+from .data import TokenSource
 
 FORMAT = "scalefit-shards-1"
 EOT = "<|endoftext|>"
@@ -262,17 +263,16 @@ def _read_manifest(data: Path) -> dict:
     return manifest
 
 
-class ShardData:
+class ShardData(TokenSource):
     """Memory-mapped token shards read as one sequential stream (see the module docstring).
 
-    Same interface as :class:`~scalefit.train.data.TokenData` (``batch``, ``val_batches``,
-    ``vocab``, ``bytes_per_token``, ``meta``), plus :meth:`position`.
+    Same interface as :class:`~scalefit.train.data.TokenData` (``batch``, ``val_batches``, and
+    ``vocab``, ``bytes_per_token``, ``meta`` from :class:`~scalefit.train.data.TokenSource`),
+    plus :meth:`position`.
     """
 
     def __init__(self, data_dir: str | os.PathLike, seq_len: int, *, seed: int = 0) -> None:
-        self.dir = Path(data_dir)
-        self.meta = _read_manifest(self.dir)
-        self.seq_len, self.seed = int(seq_len), int(seed)
+        super().__init__(data_dir, _read_manifest(Path(data_dir)), seq_len, seed=seed)
         dtype = np.dtype(self.meta["dtype"])
         self.splits = {}
         for split in ("train", "val"):
@@ -284,23 +284,8 @@ class ShardData:
                         f"{path}: missing or not {shard['tokens']} tokens as manifest.json says."
                     )
                 maps.append(np.memmap(path, dtype=dtype, mode="r"))
-            total = sum(m.size for m in maps)
-            if total <= self.seq_len + 1:
-                raise ScaleFitError(
-                    f"{split} split of {self.dir} has {total} tokens; need more than "
-                    f"seq_len + 1 = {self.seq_len + 1}."
-                )
+            self._check_split_size(split, sum(m.size for m in maps))
             self.splits[split] = (maps, np.cumsum([0] + [m.size for m in maps]))
-
-    @property
-    def vocab(self) -> int:
-        """Vocabulary size."""
-        return int(self.meta["vocab"])
-
-    @property
-    def bytes_per_token(self) -> float:
-        """UTF-8 bytes per token on the validation split."""
-        return self.meta["val_bytes"] / self.meta["val_tokens"]
 
     def position(self, step: int, batch_size: int) -> dict:
         """Where step ``step`` starts reading: ``epoch``, ``shard`` index and ``offset`` in it."""
