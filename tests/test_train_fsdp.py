@@ -7,15 +7,18 @@ compared with single-process training on the same global batches. Slow: two proc
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_support import _one_torch_thread, free_port, make_corpus  # noqa: E402, F401 - autouse fixture
+from train_support import (  # noqa: E402, F401 - autouse fixture
+    _one_torch_thread,
+    make_corpus,
+    tiny_settings,
+    torchrun,
+)
 
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
@@ -36,52 +39,23 @@ train(config_from_dict(settings), sys.argv[2], stop_after=stop)
 """
 
 
-def torchrun(tmp_path, *args):
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes=1",
-        "--nproc_per_node=2",
-        "--master_addr=127.0.0.1",
-        f"--master_port={free_port()}",
-        str(tmp_path / "run_fsdp.py"),
-        *map(str, args),
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[:6000]
-
-
 @pytest.mark.slow
 def test_fsdp2_two_processes_resume_from_dcp_and_match_single_process(tmp_path):
     corpus = make_corpus(
         tmp_path / "corpus", vocab=["fa", "so", "la", "ti", "do", "re"], n_docs=4, words=3000
     )
     tokens = build_tokens(corpus, tmp_path / "tokens", val_fraction=0.25)
-    settings = dict(
-        data=str(tokens),
-        depth=2,
-        width=32,
-        seq_len=32,
-        batch_size=8,
-        tokens=8 * 32 * 12,
-        lr=3e-3,
-        eval_tokens=2048,
-        device="cpu",
-        seed=3,
-        parallel="fsdp",
-    )
+    settings = tiny_settings(tokens, parallel="fsdp")
     (tmp_path / "settings.json").write_text(json.dumps(settings))
     (tmp_path / "run_fsdp.py").write_text(SCRIPT)
-    out = tmp_path / "fsdp_run"
-    torchrun(tmp_path, tmp_path / "settings.json", out, 6)
+    out, script = tmp_path / "fsdp_run", tmp_path / "run_fsdp.py"
+    torchrun(script, tmp_path / "settings.json", out, 6)
     state = load_checkpoint(out / "checkpoint.pt")
     assert state["step"] == 6 and state["dcp"] == "checkpoint.dcp/step-000000006"
     assert "model" not in state  # the weights live in the shards
     shards = sorted(p.name for p in (out / "checkpoint.dcp" / "step-000000006").iterdir())
     assert ".metadata" in shards and sum(p.endswith(".distcp") for p in shards) == 2
-    torchrun(tmp_path, tmp_path / "settings.json", out)  # resumes from the DCP shards
+    torchrun(script, tmp_path / "settings.json", out)  # resumes from the DCP shards
     state = load_checkpoint(out / "checkpoint.pt")
     assert state["step"] == 12
     assert [p.name for p in (out / "checkpoint.dcp").iterdir()] == ["step-000000012"]

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
+from train_support import _one_torch_thread, tiny_settings  # noqa: E402, F401 - autouse fixture
 from train_support import make_corpus as _make_corpus  # noqa: E402
 
 from scalefit.errors import ScaleFitError  # noqa: E402
@@ -31,19 +31,7 @@ def token_dir(tmp_path_factory):
 
 
 def tiny(token_dir, **kw):
-    base = dict(
-        data=token_dir,
-        depth=2,
-        width=32,
-        seq_len=32,
-        batch_size=8,
-        tokens=8 * 32 * 40,
-        lr=3e-3,
-        eval_tokens=2048,
-        device="cpu",
-        seed=0,
-    )
-    return config_from_dict({**base, **kw})
+    return config_from_dict(tiny_settings(token_dir, **{"tokens": 8 * 32 * 40, "seed": 0, **kw}))
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,8 @@
-"""Shared pieces of the trainer tests: a one-thread torch fixture and a synthetic corpus."""
+"""Shared pieces of the trainer tests: a one-thread torch fixture, a synthetic corpus, torchrun."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -24,6 +28,23 @@ def make_corpus(folder, *, vocab, n_docs=4, words=3000, seed=0):
     return folder
 
 
+def tiny_settings(data, **overrides) -> dict:
+    """Settings of a tiny CPU language model (2 x 32, 12 steps of 8 x 32 tokens), overridable."""
+    base = dict(
+        data=str(data),
+        depth=2,
+        width=32,
+        seq_len=32,
+        batch_size=8,
+        tokens=8 * 32 * 12,
+        lr=3e-3,
+        eval_tokens=2048,
+        device="cpu",
+        seed=3,
+    )
+    return {**base, **overrides}
+
+
 def free_port() -> int:
     """A free TCP port on the loopback address (for torchrun's rendezvous)."""
     import socket
@@ -31,3 +52,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def torchrun(*target, nproc: int = 2, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``target`` (a script and its arguments, or ``-m module ...``) under a real ``torchrun``.
+
+    One node, ``nproc`` processes, rendezvous on 127.0.0.1 at a free port (the default address
+    aborted once), one OpenMP thread per process. Fails the test with the tail of stderr when
+    the launch does not exit 0.
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        f"--nproc_per_node={nproc}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        *map(str, target),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return proc
