@@ -15,7 +15,14 @@ and counts the solver programs that had to be compiled (a persistent-cache hit i
 compilation), and reports where a warm fresh process spends its time (tracing, loading compiled
 programs, imports) from the same log. Timed repeats all see the warm cache.
 
+With ``--before DIR`` (a copy of an older ``scalefit`` package tree, e.g. from ``git archive
+<commit> scalefit | tar -x -C DIR``) a fourth command, ``fit 203 rows (before)``, runs the same fit
+with that tree first on ``PYTHONPATH``, alternating with the others, so the old and the new code
+are compared under the same load; its programs are put in the same compile cache (their keys
+differ) before the timed repeats.
+
     SCALEFIT_DATA_DIR=../shared/data nice -n 10 python benchmarks/bench_latency.py [--repeats 3]
+        [--before DIR]
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--keep-cache", action="store_true", help="use the user's compile cache")
+    ap.add_argument("--before", help="folder holding an older scalefit package to compare")
     args = ap.parse_args()
     threads = pin_threads(args.threads)
     header("fresh-process latency: scalefit fit vs the bare interpreter floor", threads)
@@ -98,6 +106,12 @@ def main() -> None:
         "fit 203 rows": [cli, "fit", "chinchilla", "--law", "decomposed", "--drop-highest", "40"],
         "fit 215 rows": [cli, "fit", "chinchilla", "--law", "decomposed", "--drop-highest", "30"],
     }
+    if args.before:
+        before = str(Path(args.before).resolve())
+        if not (Path(before) / "scalefit" / "__init__.py").exists():
+            sys.exit(f"--before {args.before}: no scalefit package in that folder")
+        cmds["fit 203 rows (before)"] = ["env", f"PYTHONPATH={before}", *cmds["fit 203 rows"]]
+        print(f"before: {before} (first on PYTHONPATH for 'fit 203 rows (before)')")
     try:
         print(f"compile cache: {cache or 'user cache'}")
         # fill the byte-code cache (jax's and pandas' modules too) without touching the compile
@@ -138,6 +152,11 @@ def main() -> None:
         if imp.returncode == 0:
             print(f"import scalefit.cli alone: {imp.stdout.strip()} s")
         run_fresh(cmds["floor"], cwd=work)  # warm the OS page cache for the floor too
+        if args.before:  # the older tree's byte code and programs, before any timed run
+            for _ in range(2):
+                warmup = run_fresh(cmds["fit 203 rows (before)"], cwd=work)
+                if warmup.returncode != 0:
+                    sys.exit(f"--before run failed:\n{warmup.stderr[-2000:]}")
         print(f"\nalternating fresh-process runs ({args.repeats} repeats), warm compile cache:")
         timing, _ = alternate_fresh(cmds, args.repeats, cwd=work)
         f = timing["floor"]
