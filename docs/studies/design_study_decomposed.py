@@ -1,7 +1,7 @@
 """Design study, decomposed law: designed runs against a standard IsoFLOP grid (shapes included).
 
-The same protocol as ``design_study.py`` with truths around Liu et al.'s decomposed law
-(``L = c_W/W^a_W + c_l/l^a_l + c_T/T^a_T + L0``):
+The same protocol as ``design_study.py`` (shared steps in ``design_common.py``) with truths around
+Liu et al.'s decomposed law (``L = c_W/W^a_W + c_l/l^a_l + c_T/T^a_T + L0``):
 
 1. The decomposed law is fitted to Liu's 203 Chinchilla rows (``drop_highest=40``) with 100
    bootstrap resamples; ``--truths`` draws are the truths; a run's noise is a resampled residual.
@@ -22,7 +22,6 @@ Run::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -30,23 +29,16 @@ import numpy as np
 import pandas as pd
 
 from scalefit import datasets, fit
-from scalefit._io import atomic_write_csv
 from scalefit.accounting import tokens_for_budget, training_flops
-from scalefit.allocate.api import resolve
 from scalefit.allocate.solve import solve
 from scalefit.allocate.space import Space
-from scalefit.design import default_candidates, next_runs
 from scalefit.laws import get_law
 
 sys.path.insert(0, str(Path(__file__).parent))
-from design_study import compute_ratio  # noqa: E402  (same folder)
+from design_common import TARGET, R, Study, parse_args, run  # noqa: E402  (same folder)
 
-TARGET, R = 1e24, 1e21
-FRACTIONS = (1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 0.002)
-VARIANTS = {"free": (2.0, 0.0), "grid range": (1.5, 1e18)}
 LAW = get_law("decomposed")
 SPACE = Space.of(LAW)
-NAMES = tuple(LAW.param_names)
 
 
 def log_nstar(p: dict) -> float:
@@ -55,49 +47,19 @@ def log_nstar(p: dict) -> float:
     return float(np.log(solve(SPACE, one, [TARGET], sets=False)["params"].iloc[0]))
 
 
-def fisher_sd(truth: dict, runs: pd.DataFrame, sigma: float) -> float:
-    """Asymptotic sd of the refitted log N*(target) at the truth (log-parameter coordinates)."""
-    x = {k: runs[k].to_numpy(float) for k in LAW.inputs}
-    z0 = np.log([truth[k] for k in NAMES])
-    jac, grad = np.zeros((len(runs), len(NAMES))), np.zeros(len(NAMES))
-    for i in range(len(NAMES)):
-        zp, zm = z0.copy(), z0.copy()
-        zp[i] += 1e-5
-        zm[i] -= 1e-5
-        pp, pm = (
-            dict(zip(NAMES, np.exp(zp), strict=True)),
-            dict(zip(NAMES, np.exp(zm), strict=True)),
-        )
-        jac[:, i] = (np.log(LAW.evaluate(pp, x)) - np.log(LAW.evaluate(pm, x))) / 2e-5
-        zp[i] += 1e-2 - 1e-5
-        zm[i] -= 1e-2 - 1e-5
-        pp, pm = (
-            dict(zip(NAMES, np.exp(zp), strict=True)),
-            dict(zip(NAMES, np.exp(zm), strict=True)),
-        )
-        grad[i] = (log_nstar(pp) - log_nstar(pm)) / 2e-2
-    info = jac.T @ jac / sigma**2
-    return float(np.sqrt(grad @ np.linalg.pinv(info) @ grad))
-
-
-def simulate(truth, runs, resid, rng) -> pd.DataFrame:
-    """Losses of ``runs`` under the truth with resampled residual noise."""
-    out = runs[["depth", "width", "params", "tokens"]].copy()
-    loss = np.asarray(LAW.evaluate(truth, {k: out[k] for k in LAW.inputs}), dtype=float)
-    out["loss"] = loss * np.exp(rng.choice(resid, len(out), replace=True))
-    out["flops"] = training_flops(out["params"], out["tokens"])
-    return out
-
-
-def mc_sd(truth, pilot, runs, resid, n_rep, rng) -> float:
-    """Empirical sd of log N*(target) over least-squares refits of simulated pilot + runs."""
-    vals = []
-    for _ in range(n_rep):
-        data = pd.concat([simulate(truth, pilot, resid, rng), simulate(truth, runs, resid, rng)])
-        res = fit(data, LAW, starts=64, seed=0, progress=False)
-        if res.converged:
-            vals.append(log_nstar(res.params))
-    return float(np.std(vals, ddof=1)) if len(vals) >= 5 else float("nan")
+STUDY = Study(
+    name="design_study_decomposed",
+    law=LAW,
+    fit_law=LAW,
+    log_nstar=log_nstar,
+    fractions=(1.0, 0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 0.002),
+    log_names=tuple(LAW.param_names),  # every parameter in log coordinates
+    grad_step=1e-2,  # log N* from the solver, differenced over ±0.01 in log coordinates
+    pinv=True,
+    keep=("depth", "width", "params", "tokens"),
+    pilot_bootstrap=100,
+    mc_starts=64,
+)
 
 
 def grid_runs(pilot_fit) -> pd.DataFrame:
@@ -122,71 +84,12 @@ def grid_runs(pilot_fit) -> pd.DataFrame:
 
 def main() -> None:
     """Command line."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--truths", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--mc-truths", type=int, default=0, help="truths checked by Monte Carlo")
-    ap.add_argument("--mc", type=int, default=10, help="refits per Monte Carlo check")
-    ap.add_argument("--out", default="docs/studies/results")
-    args = ap.parse_args()
+    args = parse_args(__doc__, mc_truths=0, mc=10)
     rng = np.random.default_rng(args.seed)
-    tab = datasets.load("chinchilla", drop_highest=40)
-    base = fit(tab, LAW, bootstrap=100, seed=args.seed, progress=False)
-    resid = np.log(tab["loss"].to_numpy()) - np.log(base.predict(tab))
-    resid = resid - np.median(resid)
-    sigma = float(1.4826 * np.median(np.abs(resid)))
-    draws = base.draws[np.all(np.isfinite(base.draws), axis=1)]
-    pilot_shapes = tab[tab["flops"] < 3e19].reset_index(drop=True)
-    rows, designs = [], {}
-    for t_i, d in enumerate(draws[rng.choice(len(draws), args.truths, replace=False)]):
-        truth = dict(zip(NAMES, d, strict=True))
-        pilot = simulate(truth, pilot_shapes, resid, rng)
-        pf = fit(pilot, LAW, bootstrap=100, seed=args.seed + t_i, progress=False)
-        grid = grid_runs(pf)
-        sd_grid = fisher_sd(truth, pd.concat([pilot, grid]), sigma)
-        row = {"truth": t_i, **truth, "sd_pilot": fisher_sd(truth, pilot, sigma)}
-        row.update(sd_grid=sd_grid, grid_flops=float(grid["flops"].sum()))
-        for label, (span, floor) in VARIANTS.items():
-            sds = []
-            for f in FRACTIONS:
-                src = resolve(pf)
-                cand = default_candidates(src, SPACE, f * R, span=span)
-                cand = cand[cand["flops"] >= floor]
-                if cand.empty:
-                    sds.append(np.inf)
-                    continue
-                d_res = next_runs(pf, TARGET, f * R, k=12, noise=sigma, candidates=cand)
-                sds.append(fisher_sd(truth, pd.concat([pilot, d_res.runs]), sigma))
-                row[f"sd_{label}_{f:g}"] = sds[-1]
-                if f == 1.0:
-                    designs[label] = d_res.runs
-            row[f"ratio_{label}"] = compute_ratio(FRACTIONS, sds, sd_grid)
-        if t_i < args.mc_truths:
-            for label, runs in [("grid", grid)] + [(k, designs[k]) for k in VARIANTS]:
-                row[f"mc_sd_{label}"] = mc_sd(truth, pilot, runs, resid, args.mc, rng)
-        rows.append(row)
-        print(
-            f"truth {t_i}: sd grid {sd_grid:.4f}, designed at full compute "
-            f"{row['sd_free_1']:.4f} (free) {row['sd_grid range_1']:.4f} (grid range), ratio "
-            f"{row['ratio_free']:.4f} (free) {row['ratio_grid range']:.4f} (grid range)",
-            flush=True,
-        )
-        atomic_write_csv(Path(args.out) / "design_study_decomposed.csv", pd.DataFrame(rows))
-    frame = pd.DataFrame(rows)
-    print(f"noise sd {sigma:.4f}; {len(frame)} truths; median sd of log N*(1e24): pilot "
-          f"{frame['sd_pilot'].median():.4f}, grid {frame['sd_grid'].median():.4f}, designed "
-          f"{frame['sd_free_1'].median():.4f} (free), {frame['sd_grid range_1'].median():.4f} "
-          "(grid range)")  # fmt: skip
-    if "mc_sd_grid" in frame:
-        cols = ["truth", "mc_sd_grid", "sd_grid", "mc_sd_free", "sd_free_1"]
-        cols += ["mc_sd_grid range", "sd_grid range_1"]
-        print("Monte Carlo refits vs Fisher sd:")
-        print(frame.dropna(subset=["mc_sd_grid"])[cols].to_string(index=False))
-    for label in VARIANTS:
-        r = frame[f"ratio_{label}"]
-        print(f"{label}: compute share to match the grid: median {r.median():.4f}, quartiles "
-              f"{r.quantile(0.25):.4f}-{r.quantile(0.75):.4f}, truths <= 0.5: "
-              f"{int((r <= 0.5).sum())} of {len(r)}")  # fmt: skip
+    table = datasets.load("chinchilla", drop_highest=40)
+    base = fit(table, LAW, bootstrap=100, seed=args.seed, progress=False)
+    pilot_shapes = table[table["flops"] < 3e19].reset_index(drop=True)
+    run(STUDY, base, table, pilot_shapes, grid_runs, args, rng)
 
 
 if __name__ == "__main__":
