@@ -1,4 +1,8 @@
-"""Atomic file writes: a reader never sees a half-written file, a kill never leaves one."""
+"""Atomic file writes and checked readers of user files.
+
+A reader never sees a half-written file and a kill never leaves one; TOML, JSONL texts and torch
+checkpoints are read with one clear error naming the file for bad input.
+"""
 
 from __future__ import annotations
 
@@ -260,6 +264,44 @@ def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScaleFitError(f"{path}: not valid TOML ({exc}); expected a {what}.") from None
+
+
+def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[str]:
+    """Yield the string ``field`` of every JSON object in a JSONL file, in file order.
+
+    Blank lines are skipped; bytes that are not UTF-8 are replaced (as the text readers of the
+    corpora do). Empty texts are yielded: filtering them is the caller's choice.
+
+    Parameters
+    ----------
+    path : path-like
+        The ``.jsonl`` file.
+    field : str
+        The field holding the text.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and line of a line that is not JSON, or not an object with a string
+        ``field``.
+    """
+    from .errors import ScaleFitError
+
+    path = Path(path)
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from None
+            text = record.get(field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise ScaleFitError(
+                    f"{path}, line {number}: expected a JSON object with a string field {field!r}."
+                )
+            yield text
 
 
 def _umask() -> int:

@@ -107,6 +107,21 @@ def test_bad_jsonl_line_is_named(tmp_path):
     path.write_text('{"text": "fine words here"}\n{"body": "no text"}\n')
     with pytest.raises(ScaleFitError, match=r"bad.jsonl, line 2: .* string field 'text'"):
         prepare_shards(path, tmp_path / "out")
+    path.write_text('{"text": "fine words here"}\n{"text": "cut\n')
+    with pytest.raises(ScaleFitError, match=r"bad.jsonl, line 2: not valid JSON"):
+        prepare_shards(path, tmp_path / "out")
+
+
+def test_jsonl_reader_is_shared_by_the_shards_and_the_probes(tmp_path):
+    from scalefit._io import iter_jsonl_texts
+    from scalefit.probes._text import iter_documents as probe_documents
+    from scalefit.train.shards import iter_documents
+
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"text": "caf\xe9 ok"}\n\n{"text": ""}\n{"text": "two"}\n')
+    assert list(iter_jsonl_texts(path)) == ["caf\ufffd ok", "", "two"]  # not UTF-8: replaced
+    assert list(iter_documents(path)) == ["caf\ufffd ok", "", "two"]
+    assert list(probe_documents(path)) == ["caf\ufffd ok", "two"]  # the probes skip empty texts
 
 
 def test_trainer_streams_shards_and_resumes_mid_shard_with_identical_losses(shard_dir, tmp_path):

@@ -8,12 +8,12 @@ corpus. Each window carries a per-position flag for the first token of a documen
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from .._io import iter_jsonl_texts
 from ..errors import ScaleFitError
 
 
@@ -46,20 +46,9 @@ def iter_documents(path: str | Path, *, text_field: str = "text") -> Iterator[st
 
 
 def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from exc
-            if not isinstance(obj, dict) or not isinstance(obj.get(field), str):
-                raise ScaleFitError(
-                    f"{path}, line {number}: expected a JSON object with a string field '{field}'."
-                )
-            if obj[field].strip():
-                yield obj[field]
+    for text in iter_jsonl_texts(path, field):
+        if text.strip():
+            yield text
 
 
 def iter_windows(

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text, iter_jsonl_texts
 from ..errors import ScaleFitError
 from .data import TokenSource
 
@@ -44,23 +44,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _jsonl_docs(path: Path, field: str) -> Iterator[str]:
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ScaleFitError(f"{path}, line {n}: not a JSON object ({exc.msg}).") from None
-            text = record.get(field) if isinstance(record, dict) else None
-            if not isinstance(text, str):
-                raise ScaleFitError(
-                    f"{path}, line {n}: expected a JSON object with a string field {field!r}."
-                )
-            yield text
 
 
 def _parquet_docs(path: Path, field: str) -> Iterator[str]:
@@ -86,7 +69,7 @@ def iter_documents(source: str | os.PathLike, *, text_field: str = "text") -> It
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     if not path.exists():
         raise ScaleFitError(f"Corpus {str(source)!r}: no such file or folder.")
-    readers = {".jsonl": _jsonl_docs, ".parquet": _parquet_docs}
+    readers = {".jsonl": iter_jsonl_texts, ".parquet": _parquet_docs}
     used = [f for f in files if f.suffix in (*readers, ".txt")]
     if not used:
         raise ScaleFitError(f"Corpus {path} holds no .jsonl, .txt or .parquet files.")
