@@ -4,6 +4,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
+
 from scalefit.train.cr import (  # noqa: E402
     aux_layers,
     coherence,
@@ -12,15 +14,6 @@ from scalefit.train.cr import (  # noqa: E402
     ortho_loss,
     regulariser,
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # tiny models: one thread is faster and steadier on a shared 2-core machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_coherence_is_in_unit_interval_and_one_for_identical_inputs():

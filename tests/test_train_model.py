@@ -4,17 +4,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
+
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.train.model import VARIANTS, ModelConfig, Transformer, tree_parents  # noqa: E402
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # tiny models: one thread is faster and steadier on a shared 2-core machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
