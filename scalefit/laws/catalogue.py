@@ -23,6 +23,11 @@ def inv_power(xp, x, a):
     return xp.exp(-a * xp.log(x))
 
 
+def _coef(name: str, exponent: str, x: str, desc: str) -> Param:
+    """A non-negative coefficient ``name`` of the term ``name / x**exponent``."""
+    return Param(name, "coef", pivot=(exponent, x), bounds=(0, float("inf")), description=desc)
+
+
 def _exponent(name: str, desc: str, start=(0.0, 1.5)) -> Param:
     return Param(name, "exponent", start=start, bounds=(0.0, 5.0), description=desc)
 
@@ -43,20 +48,8 @@ def chinchilla() -> Law:
         inputs=("params", "tokens"),
         params=(
             Param("E", "floor", bounds=(0.0, 10.0), description="irreducible loss"),
-            Param(
-                "A",
-                "coef",
-                pivot=("alpha", "params"),
-                bounds=(0, float("inf")),
-                description="params-term coefficient",
-            ),
-            Param(
-                "B",
-                "coef",
-                pivot=("beta", "tokens"),
-                bounds=(0, float("inf")),
-                description="tokens-term coefficient",
-            ),
+            _coef("A", "alpha", "params", "params-term coefficient"),
+            _coef("B", "beta", "tokens", "tokens-term coefficient"),
             _exponent("alpha", "params exponent"),
             _exponent("beta", "tokens exponent"),
         ),
@@ -83,29 +76,11 @@ def decomposed() -> Law:
         name="decomposed",
         inputs=("width", "depth", "tokens"),
         params=(
-            Param(
-                "c_width",
-                "coef",
-                pivot=("a_width", "width"),
-                bounds=(0, float("inf")),
-                description="width-term coefficient (width in d_model)",
-            ),
+            _coef("c_width", "a_width", "width", "width-term coefficient (width in d_model)"),
             _exponent("a_width", "width exponent", (0.0, 2.0)),
-            Param(
-                "c_depth",
-                "coef",
-                pivot=("a_depth", "depth"),
-                bounds=(0, float("inf")),
-                description="depth-term coefficient (depth in layers)",
-            ),
+            _coef("c_depth", "a_depth", "depth", "depth-term coefficient (depth in layers)"),
             _exponent("a_depth", "depth exponent", (0.0, 2.0)),
-            Param(
-                "c_tokens",
-                "coef",
-                pivot=("a_tokens", "tokens"),
-                bounds=(0, float("inf")),
-                description="tokens-term coefficient",
-            ),
+            _coef("c_tokens", "a_tokens", "tokens", "tokens-term coefficient"),
             _exponent("a_tokens", "tokens exponent", (0.0, 1.0)),
             Param("L0", "floor", bounds=(0.0, 10.0), description="irreducible loss"),
         ),
@@ -190,29 +165,11 @@ def critical_depth(
         name="critical_depth" if form == "log" else "critical_depth_power",
         inputs=inputs,
         params=(
-            Param(
-                "A",
-                "coef",
-                pivot=("alpha", "n"),
-                bounds=(0, float("inf")),
-                description="params-term coefficient",
-            ),
+            _coef("A", "alpha", "n", "params-term coefficient"),
             _exponent("alpha", "params exponent", (0.0, 1.0)),
-            Param(
-                "B",
-                "coef",
-                pivot=("delta", "tokens"),
-                bounds=(0, float("inf")),
-                description="tokens-term coefficient",
-            ),
+            _coef("B", "delta", "tokens", "tokens-term coefficient"),
             _exponent("delta", "tokens exponent", (0.0, 1.0)),
-            Param(
-                "gamma",
-                "coef",
-                pivot=("mu", "width"),
-                bounds=(0, float("inf")),
-                description="depth-penalty coefficient",
-            ),
+            _coef("gamma", "mu", "width", "depth-penalty coefficient"),
             _exponent("mu", "depth-penalty width exponent", (0.0, 1.0)),
             *crit,
         ),
@@ -251,13 +208,7 @@ def depth_power() -> Law:
         name="depth_power",
         inputs=("depth",),
         params=(
-            Param(
-                "c",
-                "coef",
-                pivot=("alpha", "depth"),
-                bounds=(0, float("inf")),
-                description="depth-term coefficient",
-            ),
+            _coef("c", "alpha", "depth", "depth-term coefficient"),
             _exponent("alpha", "depth exponent", (0.0, 4.0)),
             Param("L0", "floor", bounds=(0.0, float("inf")), description="loss floor"),
         ),
