@@ -219,6 +219,40 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def decode_utf8(path: str | os.PathLike, raw: bytes, *, expected: str) -> str:
+    """Decode a user file's bytes as UTF-8 (a byte-order mark is dropped).
+
+    Parameters
+    ----------
+    path : path-like
+        The file, for the message.
+    raw : bytes
+        Its content.
+    expected : str
+        What the file should be, for the message (e.g. ``"a UTF-8 CSV"``).
+
+    Returns
+    -------
+    str
+        The text.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file, the line and the first byte that is not UTF-8.
+    """
+    from .errors import ScaleFitError
+
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ScaleFitError(
+            f"{path}: line {line}: byte 0x{raw[exc.start]:02x} is not valid UTF-8 (a Latin-1 or "
+            f"binary file?); expected {expected} (re-save it as UTF-8)."
+        ) from None
+
+
 def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
     """Read a UTF-8 TOML file; a missing, binary, non-UTF-8 or malformed file is one clear error.
 
@@ -252,14 +286,7 @@ def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
         raise ScaleFitError(
             f"{path}: a binary, compressed or UTF-16 file; expected a {what} as UTF-8 TOML text."
         )
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ScaleFitError(
-            f"{path}: line {line}: byte 0x{raw[exc.start]:02x} is not valid UTF-8; expected a "
-            f"{what} as UTF-8 TOML text (re-save it as UTF-8)."
-        ) from None
+    text = decode_utf8(path, raw, expected=f"a {what} as UTF-8 TOML text")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._io import decode_utf8
 from ._validation import fmt_value
 from .accounting import tokens_for_budget, training_flops
 from .errors import ScaleFitError
@@ -77,14 +78,7 @@ def _decode(path: Path, raw: bytes) -> str:
         raise ScaleFitError(
             f"{path}: the file contains NUL bytes (binary or UTF-16 data); expected a UTF-8 CSV."
         )
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ScaleFitError(
-            f"{path}: line {line}: byte 0x{raw[exc.start]:02x} is not valid UTF-8 (a Latin-1 or "
-            f"binary file?); expected a UTF-8 CSV (re-save it as UTF-8)."
-        ) from None
+    return decode_utf8(path, raw, expected="a UTF-8 CSV")
 
 
 def _check_header(path: Path, header: list[str]) -> None:
