@@ -197,7 +197,23 @@ def _byte_encoder(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
 
 
-def _train_bpe(texts: list[str], vocab_size: int, path: Path):
+def train_bpe(texts: list[str], vocab_size: int, *, special_tokens: tuple[str, ...] = ()):
+    """Train a GPT-2-style byte-level BPE tokenizer on ``texts``, offline.
+
+    Parameters
+    ----------
+    texts : list of str
+        The training documents.
+    vocab_size : int
+        Largest vocabulary (the 256 byte symbols, ``special_tokens`` and the merges).
+    special_tokens : tuple of str
+        Tokens kept whole (e.g. an end-of-text separator).
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+        The trained tokenizer.
+    """
     from ..errors import require
 
     tk = require("tokenizers", "torch")
@@ -207,9 +223,15 @@ def _train_bpe(texts: list[str], vocab_size: int, path: Path):
     trainer = tk.trainers.BpeTrainer(
         vocab_size=vocab_size,
         show_progress=False,
+        special_tokens=list(special_tokens),
         initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def _train_bpe(texts: list[str], vocab_size: int, path: Path):
+    tok = train_bpe(texts, vocab_size)
     atomic_write_text(path, tok.to_str())
     return (lambda text: tok.encode(text).ids), tok.get_vocab_size()
 

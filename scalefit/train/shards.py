@@ -32,7 +32,7 @@ import numpy as np
 
 from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text, iter_jsonl_texts
 from ..errors import ScaleFitError
-from .data import TokenSource
+from .data import TokenSource, train_bpe
 
 FORMAT = "scalefit-shards-1"
 EOT = "<|endoftext|>"
@@ -103,17 +103,7 @@ def _tokenizer(kind: str, train_docs: list[str], vocab_size: int):
             return tk.Tokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises its own Exception type
             raise ScaleFitError(f"{path}: not a tokenizers JSON file ({exc}).") from None
-    tok = tk.Tokenizer(tk.models.BPE())
-    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = tk.decoders.ByteLevel()
-    trainer = tk.trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        show_progress=False,
-        special_tokens=[EOT],
-        initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(train_docs, trainer=trainer)
-    return tok
+    return train_bpe(train_docs, vocab_size, special_tokens=(EOT,))
 
 
 def prepare_shards(
