@@ -143,10 +143,12 @@ def robust_rho(jnp, loss: str, delta: float):
 CHOLESKY_MAX = 16
 
 
-def _cholesky(jnp, a):
-    """Lower Cholesky factor of a small symmetric positive-definite matrix.
+def _cholesky(jnp, a, b):
+    """Lower Cholesky factor ``L`` of a small symmetric positive-definite matrix, and ``L^{-1} b``.
 
-    A ``fori_loop`` over the columns, each one matrix-vector product. A loop rather than an
+    A ``fori_loop`` over the columns, each one matrix-vector product; the forward substitution
+    rides in the same loop (row ``j`` of ``L`` is complete once column ``j`` is), so a solve
+    costs two short loops, not three. A loop rather than an
     unrolled sequence keeps the compiled program small (unrolled, the solver took 1.1-1.4 CPU-s
     longer to compile and its cached executable was 23 % larger, for the same solve time within
     noise). A pivot that rounding pushes below ``eps * a_jj`` (a matrix singular to working
@@ -158,23 +160,16 @@ def _cholesky(jnp, a):
     idx = jnp.arange(p)
     eps = float(jnp.finfo(a.dtype).eps)
 
-    def body(j, chol):
+    def body(j, state):
+        chol, y = state
         v = a[:, j] - chol @ chol[j]
         ljj = jnp.sqrt(jnp.maximum(v[j], eps * a[j, j]))
         col = jnp.where(idx > j, v / ljj, jnp.where(idx == j, ljj, 0.0))
-        return chol.at[:, j].set(col)
+        chol = chol.at[:, j].set(col)
+        # columns after j are still zero, so row j times y is the forward-substitution sum
+        return chol, y.at[j].set((b[j] - chol[j] @ y) / ljj)
 
-    return jax.lax.fori_loop(0, p, body, jnp.zeros_like(a))
-
-
-def _forward(jnp, chol, b):
-    """``L^{-1} b``."""
-    import jax
-
-    def body(i, y):
-        return y.at[i].set((b[i] - chol[i] @ y) / chol[i, i])
-
-    return jax.lax.fori_loop(0, b.shape[-1], body, jnp.zeros_like(b))
+    return jax.lax.fori_loop(0, p, body, (jnp.zeros_like(a), jnp.zeros_like(b)))
 
 
 def _backward(jnp, chol, c):
@@ -204,8 +199,9 @@ def damped_step(jnp, h, ridge_step, ridge_dec, g):
         return jnp.linalg.solve(a_step, -g), jnp.abs(g @ jnp.linalg.solve(a_dec, g))
     import jax
 
-    chol = jax.vmap(lambda a: _cholesky(jnp, a))(jnp.stack([a_step, a_dec]))
-    y = jax.vmap(lambda c, b: _forward(jnp, c, b))(chol, jnp.stack([-g, g]))
+    chol, y = jax.vmap(lambda a, b: _cholesky(jnp, a, b))(
+        jnp.stack([a_step, a_dec]), jnp.stack([-g, g])
+    )
     return _backward(jnp, chol[0], y[0]), y[1] @ y[1]
 
 
