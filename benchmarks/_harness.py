@@ -9,6 +9,8 @@
   machine's changing load the best run flatters whichever way got lucky).
 - :func:`run_fresh` times a command in a fresh process: wall time, the child's CPU time and its
   peak resident memory (``os.wait4``).
+- :func:`word_tokens` writes a seeded corpus of random words and builds its token files, for the
+  trainer benchmarks that need no real text.
 
 Benchmarks import this module as ``from _harness import ...`` (they are run as scripts from the
 repository root, ``python benchmarks/bench_x.py``, so ``benchmarks/`` is on ``sys.path``).
@@ -24,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 THREAD_VARS = (
     "OMP_NUM_THREADS",
@@ -234,3 +237,30 @@ def alternate_fresh(
                 )
                 sys.stdout.flush()
     return out, runs
+
+
+def word_tokens(
+    root: Path,
+    words: Sequence[str],
+    *,
+    n_docs: int,
+    words_per_doc: int,
+    end: str = "",
+    seed: int = 0,
+    **build,
+) -> Path:
+    """Token files of ``n_docs`` documents of random ``words`` (seeded) under ``root``.
+
+    The documents go to ``root/c/d<i>.txt`` (each ending with ``end``), the tokens to ``root/t``
+    through :func:`scalefit.train.data.build_tokens` with ``build`` as its options.
+    """
+    import numpy as np
+
+    from scalefit.train.data import build_tokens
+
+    rng = np.random.default_rng(seed)
+    folder = Path(root) / "c"
+    folder.mkdir(parents=True, exist_ok=True)
+    for d in range(n_docs):
+        (folder / f"d{d}.txt").write_text(" ".join(rng.choice(words, size=words_per_doc)) + end)
+    return build_tokens(folder, Path(root) / "t", **build)

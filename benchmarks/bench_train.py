@@ -25,17 +25,15 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from _harness import alternate, argv_threads, header, loadavg, pin_threads
+from _harness import alternate, argv_threads, header, loadavg, pin_threads, word_tokens
 
 # Pin the thread settings before numpy and torch are imported (they read them at import).
 _THREADS = pin_threads(argv_threads())
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.loop import config_from_dict, lr_at, train  # noqa: E402
 from scalefit.train.model import Transformer  # noqa: E402
 
@@ -126,13 +124,7 @@ def plain_train(cfg, data) -> float:
     return float(loss.detach())
 
 
-def corpus(folder: Path) -> Path:
-    rng = np.random.default_rng(0)
-    words = ["to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis", "nobler"]
-    folder.mkdir(parents=True, exist_ok=True)
-    for d in range(6):
-        (folder / f"d{d}.txt").write_text(" ".join(rng.choice(words, size=40_000)) + "\n")
-    return folder
+WORDS = ["to", "be", "or", "not", "that", "is", "the", "question", "whether", "tis", "nobler"]
 
 
 def main() -> None:
@@ -149,7 +141,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     header("trainer: scalefit.train.loop.train vs a plain PyTorch loop", _THREADS)
     with tempfile.TemporaryDirectory() as tmp:
-        tokens = args.data or str(build_tokens(corpus(Path(tmp) / "c"), Path(tmp) / "t"))
+        tokens = args.data or str(
+            word_tokens(Path(tmp), WORDS, n_docs=6, words_per_doc=40_000, end="\n")
+        )
         cfg = config_from_dict(
             dict(
                 data=tokens,

@@ -25,27 +25,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import argv_threads, header, loadavg, pin_threads
+from _harness import argv_threads, header, loadavg, pin_threads, word_tokens
 
 # Pin the thread settings before numpy and torch are imported (they read them at import).
 _THREADS = pin_threads(argv_threads())
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from scalefit.accounting import flops_per_token  # noqa: E402
-from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402
 from scalefit.train.mfu import measure_matmul_peak  # noqa: E402
 
-
-def _corpus(root: Path) -> Path:
-    rng = np.random.default_rng(0)
-    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
-    (root / "c").mkdir(parents=True, exist_ok=True)
-    for d in range(4):
-        (root / "c" / f"d{d}.txt").write_text(" ".join(rng.choice(words, size=20000)))
-    return build_tokens(root / "c", root / "t", val_fraction=0.25)
+WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
 
 
 def main() -> None:
@@ -61,7 +52,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     header("trainer: torch.compile (inductor, CPU) vs eager", _THREADS)
     with tempfile.TemporaryDirectory() as tmp:
-        tokens = _corpus(Path(tmp))
+        tokens = word_tokens(Path(tmp), WORDS, n_docs=4, words_per_doc=20000, val_fraction=0.25)
         base = dict(
             data=str(tokens),
             depth=args.depth,
