@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
 
 from ._validation import Interval, Options, validate
 from .errors import ScaleFitError
@@ -33,28 +32,20 @@ PROBS = (0.5, 0.8, 0.95)
 CUTS = (0.1, 0.2, 0.3)
 
 
-def _lpd(logy: np.ndarray, logmean: np.ndarray, scale, nu=None) -> float:
-    """Mean over rows of ``log mean_s p(log y | log f_s, scale)`` (normal, or Student-t ``nu``)."""
-    z = (logy[None, :] - logmean) / scale
-    if nu is None:
-        logp = stats.norm.logpdf(z) - np.log(scale)
-    else:
-        logp = stats.t.logpdf(z, nu) - np.log(scale)
-    return float(np.mean(special.logsumexp(logp, axis=0) - np.log(len(logmean))))
+def _score(y, logmean, scale, nu, probs) -> tuple[list[dict], float]:
+    """Exact coverage and width per probability, and the lpd, of a mixture predictive."""
+    from .fit.discrepancy import score_holdout
 
-
-def _score(y, sims, probs) -> list[dict]:
-    rows = []
-    for p in probs:
-        lo, hi = np.quantile(sims, [(1 - p) / 2, (1 + p) / 2], axis=0)
-        rows.append(
-            {
-                "prob": float(p),
-                "coverage": float(np.mean((y >= lo) & (y <= hi))),
-                "width_log": float(np.mean(np.log(hi) - np.log(lo))),
-            }
-        )
-    return rows
+    sc = score_holdout(y, logmean, scale, nu, probs=tuple(probs))
+    rows = [
+        {
+            "prob": float(p),
+            "coverage": sc[f"coverage_{100 * p:g}"],
+            "width_log": sc[f"width_log_{100 * p:g}"],
+        }
+        for p in probs
+    ]
+    return rows, sc["lpd"]
 
 
 def _fit(train, law, method, seed, n_boot, fit_kw):
@@ -69,24 +60,30 @@ def _fit(train, law, method, seed, n_boot, fit_kw):
         return fit_bayes(train, law, seed=seed, **fit_kw)
 
 
-def _baseline(res, test, method, seed):
-    """Today's predictive draws and the pieces of its density."""
+def _baseline(res, test, method):
+    """Today's predictive on log loss: draws' means, noise scale and degrees of freedom.
+
+    Least squares: the bootstrap draws with normal noise of the training RMSE. Bayes: the
+    posterior draws with each draw's own ``sigma`` and ``nu`` (what ``scalefit bayes --holdout
+    --predictive law`` scores).
+    """
     law = res.get_law()
     d = np.asarray(res.draws)
-    d = d[np.all(np.isfinite(d), axis=1)]
-    idx = np.linspace(0, len(d) - 1, min(2000, len(d))).astype(int)
+    keep = np.all(np.isfinite(d), axis=1)
+    idx = np.flatnonzero(keep)[np.linspace(0, keep.sum() - 1, min(2000, keep.sum())).astype(int)]
     mean = np.asarray(
         law.evaluate({k: d[idx, i][:, None] for i, k in enumerate(res.params)}, test), dtype=float
     )
-    rng = np.random.default_rng(seed)
     if method == "lsq":
-        sd = float(res.metrics["rmse_log"])
-        return mean * np.exp(sd * rng.standard_normal(mean.shape)), np.log(mean), sd, None
+        return np.log(mean), float(res.metrics["rmse_log"]), None
+    idata = res.extras.get("inference_data")
+    if idata is not None and "sigma" in idata.posterior:
+        post = idata.posterior
+        sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
+        nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
+        return np.log(mean), sigma, nu
     noise = res.diagnostics.get("noise", {})
-    sigma = float(noise.get("sigma", res.metrics["rmse_log"]))
-    nu = noise.get("nu")
-    eps = rng.standard_t(nu, mean.shape) if nu is not None else rng.standard_normal(mean.shape)
-    return mean * np.exp(sigma * eps), np.log(mean), sigma, nu
+    return np.log(mean), float(noise.get("sigma", res.metrics["rmse_log"])), noise.get("nu")
 
 
 def extrapolation_check(
@@ -175,18 +172,18 @@ def extrapolation_check(
         logy = np.log(y)
         base = {"cut": float(cut), "n_train": len(train), "n_test": len(test), "method": method}
         base["seed"] = int(seed)
-        sims, logmean, scale, nu = _baseline(res, test, method, seed)
+        logmean, scale, nu = _baseline(res, test, method)
         mae = float(np.mean(np.abs(logy - np.median(logmean, axis=0))))
-        lpd = _lpd(logy, logmean, scale, nu)
-        for r in _score(y, sims, probs):
+        scored, lpd = _score(y, logmean, scale, nu, probs)
+        for r in scored:
             rows.append({**base, "predictive": "today", **r, "lpd": lpd, "mae_log": mae})
         if calibrated:
             disc = fit_discrepancy(train, law, seed=seed, tails=tails)
-            sims, logmean, sd = predictive_sims(res, test, disc, seed=seed)
-            lpd = _lpd(logy, logmean, sd[None, :], disc.nu)
+            _, logmean, sd = predictive_sims(res, test, disc, seed=seed)
+            scored, lpd = _score(y, logmean, sd[None, :], disc.nu, probs)
             extra = {k: getattr(disc, k) for k in ("sigma", "gamma", "tau", "kappa")}
             extra["nu"] = np.nan if disc.nu is None else disc.nu
-            for r in _score(y, sims, probs):
+            for r in scored:
                 rows.append(
                     {**base, "predictive": "calibrated", **r, "lpd": lpd, "mae_log": mae, **extra}
                 )

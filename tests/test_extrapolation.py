@@ -96,7 +96,8 @@ def test_kappa_and_nu_recover_known_tails():
 
 @pytest.mark.slow
 def test_calibrated_holdout_covers_better_and_cli_reports_both(tmp_path, capsys):
-    """One real Bayesian hold-out (short chains) through the CLI: keys, flag, coverage."""
+    """One real Bayesian hold-out (short chains) through the CLI: the calibrated predictive is
+    the default, the law's own is reported beside it; keys, coverage, PIT line."""
     from scalefit.cli import main
     from scalefit.fit.result import FitResult
 
@@ -104,7 +105,7 @@ def test_calibrated_holdout_covers_better_and_cli_reports_both(tmp_path, capsys)
     _misspecified().to_csv(csv, index=False)
     out = tmp_path / "r.json"
     argv = ["bayes", str(csv), "--law", "chinchilla", "--holdout", "0.2", "--no-progress"]
-    argv += ["--chains", "2", "--draws", "300", "--warmup", "300", "--predictive", "calibrated"]
+    argv += ["--chains", "2", "--draws", "300", "--warmup", "300"]
     code = main([*argv, "--out", str(out)])
     text = capsys.readouterr().out
     assert code in (0, 3)
@@ -116,11 +117,15 @@ def test_calibrated_holdout_covers_better_and_cli_reports_both(tmp_path, capsys)
     assert h["calibration"]["kappa"] > 0  # the misfit grows with compute
     assert h["coverage"] > u["coverage"] and h["lpd"] > u["lpd"]
     assert h["width_log"] < 2 * u["width_log"]
+    assert len(h["pit"]) == h["n_test"] and len(u["pit"]) == h["n_test"]
+    inside = np.mean([0.025 <= v <= 0.975 for v in h["pit"]])
+    assert h["coverage"] == pytest.approx(inside)
+    assert f"of {h['n_test']} (exact predictive CDF)" in text
 
 
 def test_predictive_flag_and_option_errors(tmp_path, capsys):
     from scalefit.cli import main
-    from scalefit.fit.bayes import holdout_bayes
+    from scalefit.fit.bayes import fit_bayes, holdout_bayes
     from scalefit.fit.discrepancy import fit_discrepancy
     from scalefit.laws import get_law
 
@@ -129,6 +134,8 @@ def test_predictive_flag_and_option_errors(tmp_path, capsys):
     assert exc.value.code == 2 and "--predictive" in capsys.readouterr().err
     with pytest.raises(ScaleFitError, match="'predictive' parameter of holdout_bayes"):
         holdout_bayes(_misspecified(), get_law("chinchilla"), 0.2, predictive="joint")
+    with pytest.raises(ScaleFitError, match="'predictive' parameter of fit_bayes"):
+        fit_bayes(_misspecified(), "chinchilla", holdout=0.2, predictive="joint")
     with pytest.raises(ScaleFitError, match="'tails' parameter of fit_discrepancy"):
         fit_discrepancy(_misspecified(), "chinchilla", tails="cauchy")
 
@@ -172,3 +179,41 @@ def test_fit_and_cli_take_the_calibrated_predictive_for_the_holdout(tmp_path, ca
     assert "predictive calibrated:" in text and "without calibration (law:" in text
     h = FitResult.load(out).holdout
     assert h["coverage"] == res.holdout["coverage"]  # same seed, same table: same hold-out
+
+
+@pytest.mark.parametrize("nu", [None, 3.0, "per_draw"])
+def test_mixture_quantiles_and_coverage_are_exact(nu):
+    from scipy import stats
+
+    from scalefit.fit.discrepancy import Mixture, score_holdout
+
+    rng = np.random.default_rng(3)
+    m = rng.normal(0.0, 0.02, (400, 6)) + np.linspace(-1, 1, 6)
+    s = rng.uniform(0.005, 0.02, (400, 1))
+    df = rng.uniform(2.5, 30.0, (400, 1)) if nu == "per_draw" else nu
+    mix = Mixture(m, s, df)
+    for q in (0.025, 0.25, 0.5, 0.975):
+        x = mix.ppf(q)
+        assert np.max(np.abs(mix.cdf(x) - q)) < 1e-9
+    # one component: the mixture is that location-scale distribution
+    one = Mixture(m[:1], s[:1], None if df is None else np.atleast_2d(df)[:1])
+    dist = stats.norm if df is None else stats.t(np.atleast_2d(df)[0, 0])
+    ref = m[0] + s[0, 0] * dist.ppf(0.975)
+    assert np.allclose(one.ppf(0.975), ref, atol=1e-9)
+    # against simulation: quantiles of many predictive draws
+    reps = 200
+    eps = (
+        rng.standard_normal((reps, *m.shape))
+        if df is None
+        else rng.standard_t(np.broadcast_to(df, m.shape), (reps, *m.shape))
+    )
+    sims = (m + s * eps).reshape(-1, m.shape[1])
+    assert np.allclose(np.quantile(sims, 0.9, axis=0), mix.ppf(0.9), atol=2e-3 * 0.02 + 5e-4)
+    # coverage from the PIT equals coverage against the exact interval's ends
+    y = np.exp(mix.ppf(0.5) + np.array([-0.2, -0.05, -0.01, 0.01, 0.05, 0.2]))
+    sc = score_holdout(y, m, s, df, probs=(0.5, 0.95))
+    lo, hi = mix.ppf(0.025), mix.ppf(0.975)
+    inside = (np.log(y) >= lo) & (np.log(y) <= hi)
+    assert sc["coverage_95"] == pytest.approx(inside.mean())
+    assert sc["width_log_95"] == pytest.approx(np.mean(hi - lo))
+    assert len(sc["pit"]) == 6 and sc["pit"][0] < 0.025 and sc["pit"][-1] > 0.975

@@ -5,9 +5,11 @@ of the Bayesian fitter (``--method bayes``; defaults, seed 0), the law is fitted
 below the cut; forward-validation residuals inside those training rows (point fits on the lowest
 ``1 - h`` of them, ``h`` in 0.1-0.5) are computed once; then each configuration below builds its
 calibrated predictive from the training rows only and the held-out rows are scored (coverage at
-50/80/95 %, mean 95 % width on log loss, mean log predictive density). ``today`` is the
-uncalibrated predictive (bootstrap draws x normal noise with the training RMSE, or the posterior
-draws x Student-t noise with the posterior-median sigma and nu).
+50/80/95 %, mean 95 % width on log loss, mean log predictive density; the intervals and
+coverages are exact for the mixture over draws, :func:`scalefit.fit.discrepancy.score_holdout`).
+``today`` is the uncalibrated predictive, the one ``scalefit fit/bayes --holdout --predictive
+law`` scores: bootstrap draws x normal noise with the training RMSE, or the posterior draws x
+Student-t noise with each draw's own sigma and nu.
 
 Configurations (combinations of these switches):
 
@@ -27,7 +29,7 @@ Run::
 
     nice -n 10 python docs/studies/extrapolation_configs.py --method lsq \\
         --out docs/studies/results/extrapolation_configs_lsq.csv
-    nice -n 10 python docs/studies/extrapolation_configs.py --method bayes --tables chinchilla \\
+    nice -n 10 python docs/studies/extrapolation_configs.py --method bayes \\
         --out docs/studies/results/extrapolation_configs_bayes.csv
 """
 
@@ -41,13 +43,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special, stats
+from scipy import optimize, stats
 
 from scalefit import fit
 from scalefit._io import atomic_write_csv
-from scalefit.fit.discrepancy import _groups, _moments, _scatter, log_compute
+from scalefit.fit.discrepancy import _groups, _moments, _scatter, log_compute, score_holdout
 from scalefit.fit.validate import split_by_compute
 from scalefit.laws import get_law
+from scalefit.validate import _baseline
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extrapolation_study import cases  # noqa: E402
@@ -84,16 +87,13 @@ def prepare(name, tab, law, kw, cut, method):
     train, test, _, _ = split_by_compute(tab, lawo, cut)
     if method == "lsq":
         res = fit(train, lawo, bootstrap=100, seed=0, progress=False, **kw)
-        noise = {"sigma": float(res.metrics["rmse_log"]), "nu": None}
     else:
         from scalefit.fit.bayes import fit_bayes
 
         res = fit_bayes(train, lawo, seed=0, progress=False)
-        noise = {k: res.diagnostics["noise"].get(k) for k in ("sigma", "nu")}
-    d = np.asarray(res.draws)
-    d = d[np.all(np.isfinite(d), axis=1)]
-    idx = np.linspace(0, len(d) - 1, min(2000, len(d))).astype(int)
-    mean = lawo.evaluate({k: d[idx, i][:, None] for i, k in enumerate(res.params)}, test)
+    # today's predictive: the same draws, noise scale and tails as `holdout_check` /
+    # `holdout_bayes(predictive="law")` score
+    logmean, scale, nu = _baseline(res, test, method)
     full = fit(train, lawo, starts=64, seed=0, progress=False)
     inner = {}
     for h in INNER_ALL:
@@ -111,8 +111,8 @@ def prepare(name, tab, law, kw, cut, method):
         "train": train,
         "test": test,
         "law": lawo,
-        "mean": np.asarray(mean, float),
-        "noise": noise,
+        "mean": np.exp(logmean),
+        "noise": {"sigma": scale, "nu": nu},
         "resid": np.log(train["loss"].to_numpy(float)) - np.log(full.predict(train)),
         "lc_train": log_compute(train, lawo),
         "lc_test": log_compute(test, lawo),
@@ -249,20 +249,12 @@ def _calibrate(c, cfg):
     return shift, sd, nu, {**info, "nu": nu, "inner_nll": inner_nll}
 
 
-def score(logy, logmean, sd, nu, seed=0):
-    """Coverage, 95 % width and lpd of a location-scale predictive mixed over draws."""
-    rng = np.random.default_rng(seed)
-    eps = rng.standard_t(nu, logmean.shape) if nu else rng.standard_normal(logmean.shape)
-    sims = logmean + eps * sd
-    out = {}
-    for p in PROBS:
-        lo, hi = np.quantile(sims, [(1 - p) / 2, (1 + p) / 2], axis=0)
-        out[f"cov{round(100 * p)}"] = float(np.mean((logy >= lo) & (logy <= hi)))
-        if p == 0.95:
-            out["width95"] = float(np.mean(hi - lo))
-    z = (logy[None, :] - logmean) / sd
-    lp = (stats.t.logpdf(z, nu) if nu else stats.norm.logpdf(z)) - np.log(sd)
-    out["lpd"] = float(np.mean(special.logsumexp(lp, axis=0) - np.log(len(logmean))))
+def score(logy, logmean, sd, nu):
+    """Exact coverage, 95 % width and lpd of a location-scale predictive mixed over draws."""
+    sc = score_holdout(np.exp(logy), logmean, sd, nu, probs=PROBS)
+    out = {f"cov{round(100 * p)}": sc[f"coverage_{100 * p:g}"] for p in PROBS}
+    out["width95"] = sc["width_log_95"]
+    out["lpd"] = sc["lpd"]
     return out
 
 
@@ -288,7 +280,7 @@ def main() -> None:
             logmean = np.log(c["mean"])
             base = {"dataset": name, "cut": cut, "method": args.method, "n_test": len(logy)}
             n = c["noise"]
-            today = score(logy, logmean, np.full(len(logy), n["sigma"]), n["nu"])
+            today = score(logy, logmean, n["sigma"], n["nu"])
             rows.append({**base, "config": "today", **today})
             for cname, cfg in CONFIGS.items():
                 shift, sd, nu, info = calibrate(c, cfg)

@@ -27,7 +27,7 @@ from .._validation import Interval, IsType, Options, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
 from .data import as_table
-from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_rho
+from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_psi, robust_rho
 from .lsq import solve_many
 from .result import FitResult
 
@@ -474,9 +474,7 @@ def _jackknife_linear(
         ]
     )
     jac = ((resid[1 : p + 1] - resid[p + 1 :]) / (2.0 * step[:, None])).T  # (rows, P)
-    _, d, scale = robust_rho(np, problem.loss, problem.delta)
-    r = resid[0]
-    psi = 2.0 * r if problem.loss == "mse" else scale * np.clip(r, -d, d)
+    psi = robust_psi(np, problem.loss, problem.delta)(resid[0])
     w = np.ones(problem.n) if problem.weights is None else problem.weights
     g = (w * psi)[:, None] * jac
     if cluster is not None:

@@ -385,32 +385,135 @@ def predictive_sims(result, x: pd.DataFrame, disc: Discrepancy, *, seed: int = 0
     return sims, log_mean, sd
 
 
-def score_holdout(y, sims, log_mean, scale, nu=None, *, probs=(0.5, 0.95)) -> dict[str, Any]:
-    """Coverage, interval width and log predictive density of held-out losses.
+class Mixture:
+    """Predictive distribution of log loss: an equal-weight mixture over draws of ``m + s·ε``.
+
+    ``ε`` is standard normal or Student-t with ``nu`` degrees of freedom; ``m`` (draws × rows),
+    ``s`` and ``nu`` broadcast against each other (per draw, per row or both). The intervals and
+    coverages of :func:`score_holdout` are computed from this distribution exactly (its CDF, and
+    its quantiles by safeguarded Newton iterations), not from simulated draws: a count of rows
+    inside a 95 % interval then carries no Monte Carlo noise.
+
+    Parameters
+    ----------
+    log_mean : array (n_draws, n_rows)
+        Centre of each draw's noise term on log loss.
+    scale : float or array
+        Scale of the noise (broadcast to ``log_mean``).
+    nu : float or array, optional
+        Student-t degrees of freedom (scalar, or per draw as an ``(n_draws, 1)`` array); ``None``:
+        normal.
+    """
+
+    def __init__(self, log_mean, scale, nu=None) -> None:
+        self.m = np.asarray(log_mean, dtype=float)
+        self.s = np.broadcast_to(np.asarray(scale, dtype=float), self.m.shape)
+        self.nu = None if nu is None else np.asarray(nu, dtype=float)
+
+    def _std(self, z, what: str):
+        from scipy import special
+
+        if self.nu is None:
+            return special.ndtr(z) if what == "cdf" else np.exp(-0.5 * z**2) / np.sqrt(2 * np.pi)
+        if what == "cdf":
+            return special.stdtr(self.nu, z)
+        nu = self.nu
+        logc = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
+        return np.exp(logc - (nu + 1) / 2 * np.log1p(z**2 / nu))
+
+    def cdf(self, v) -> np.ndarray:
+        """Mixture CDF at ``v`` (one value per row), shape (n_rows,)."""
+        return np.mean(self._std((np.asarray(v, float)[None, :] - self.m) / self.s, "cdf"), axis=0)
+
+    def logpdf(self, v) -> np.ndarray:
+        """Log mixture density at ``v`` (one value per row), shape (n_rows,)."""
+        from scipy import special, stats
+
+        z = (np.asarray(v, float)[None, :] - self.m) / self.s
+        lp = (stats.norm.logpdf(z) if self.nu is None else stats.t.logpdf(z, self.nu)) - np.log(
+            self.s
+        )
+        return special.logsumexp(lp, axis=0) - np.log(len(self.m))
+
+    def ppf(self, q: float, *, tol: float = 1e-10, max_iter: int = 60) -> np.ndarray:
+        """Mixture quantile at probability ``q`` for every row, shape (n_rows,).
+
+        The quantile lies between the smallest and largest of the components' own ``q``-quantiles;
+        Newton steps on the CDF are taken inside that bracket and bisection replaces any step that
+        leaves it.
+        """
+        from scipy import special
+
+        if self.nu is None:
+            zq = special.ndtri(q)
+        else:
+            zq = special.stdtrit(self.nu, q)
+        comp = self.m + self.s * zq
+        lo, hi = comp.min(axis=0), comp.max(axis=0)
+        x = np.median(comp, axis=0)
+        for _ in range(max_iter):
+            z = (x[None, :] - self.m) / self.s
+            f = np.mean(self._std(z, "cdf"), axis=0) - q
+            if np.all(np.abs(f) < tol):
+                break
+            lo = np.where(f < 0, x, lo)
+            hi = np.where(f > 0, x, hi)
+            dens = np.mean(self._std(z, "pdf") / self.s, axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = x - f / dens
+            bad = ~np.isfinite(step) | (step <= lo) | (step >= hi)
+            x = np.where(bad, 0.5 * (lo + hi), step)
+        return x
+
+
+def score_holdout(y, log_mean, scale, nu=None, *, probs=(0.5, 0.95)) -> dict[str, Any]:
+    """Coverage, interval width and log predictive density of held-out losses, computed exactly.
+
+    The predictive distribution of each row's log loss is the mixture over draws of
+    ``log_mean + scale·ε`` (:class:`Mixture`); a row is inside the central ``p`` interval when
+    its predictive CDF lies in ``[(1 - p)/2, (1 + p)/2]``.
 
     Parameters
     ----------
     y : array (n_rows,)
         Held-out losses.
-    sims : array (n_draws, n_rows)
-        Predictive draws of the loss.
     log_mean : array (n_draws, n_rows)
         Log of each draw's mean (the centre of its noise term).
     scale : float or array
         Scale of the noise on log loss (per row, or per draw and row).
     nu : float or array, optional
-        Student-t degrees of freedom of the noise (per draw allowed); ``None``: normal.
+        Student-t degrees of freedom of the noise (per draw allowed, as ``(n_draws, 1)``);
+        ``None``: normal.
     probs : sequence of float
         Interval probabilities: ``coverage_{p}`` and ``width_log_{p}`` for each (percent).
 
     Returns
     -------
     dict
-        ``coverage_50``, ``width_log_50``, ..., and ``lpd``: the mean over rows of
-        ``log mean_draws p(log y | draw)`` (higher is better).
+        ``coverage_50``, ``width_log_50``, ..., ``lpd``: the mean over rows of
+        ``log mean_draws p(log y | draw)`` (higher is better), and ``pit``: each row's predictive
+        CDF at its loss (the probability integral transform; a list, a value near 0 or 1 is a
+        row far outside the predictive).
     """
-    from scipy import special, stats
+    logy = np.log(np.asarray(y, dtype=float))
+    mix = Mixture(log_mean, scale, nu)
+    cdf = mix.cdf(logy)
+    out: dict[str, Any] = {}
+    for prob in probs:
+        tag = f"{100 * prob:g}"
+        out[f"coverage_{tag}"] = float(np.mean((cdf >= (1 - prob) / 2) & (cdf <= (1 + prob) / 2)))
+        out[f"width_log_{tag}"] = float(np.mean(mix.ppf((1 + prob) / 2) - mix.ppf((1 - prob) / 2)))
+    out["lpd"] = float(np.mean(mix.logpdf(logy)))
+    out["pit"] = [float(v) for v in cdf]
+    return out
 
+
+def sample_scores(y, sims, *, probs=(0.5, 0.95)) -> dict[str, Any]:
+    """Coverage and width of intervals taken as quantiles of predictive draws ``sims``.
+
+    For predictive distributions that are not a location-scale mixture on log loss (a law fitted
+    with residuals on the linear scale); :func:`score_holdout` is exact where it applies.
+    """
     y = np.asarray(y, dtype=float)
     out: dict[str, Any] = {}
     for prob in probs:
@@ -418,10 +521,6 @@ def score_holdout(y, sims, log_mean, scale, nu=None, *, probs=(0.5, 0.95)) -> di
         tag = f"{100 * prob:g}"
         out[f"coverage_{tag}"] = float(np.mean((y >= lo) & (y <= hi)))
         out[f"width_log_{tag}"] = float(np.mean(np.log(hi) - np.log(lo)))
-    scale = np.broadcast_to(np.asarray(scale, dtype=float), np.shape(log_mean))
-    z = (np.log(y)[None, :] - log_mean) / scale
-    logp = (stats.norm.logpdf(z) if nu is None else stats.t.logpdf(z, nu)) - np.log(scale)
-    out["lpd"] = float(np.mean(special.logsumexp(logp, axis=0) - np.log(len(log_mean))))
     return out
 
 
@@ -457,12 +556,14 @@ def calibrated_holdout(
     dict
         ``coverage`` (at ``ci_prob``), ``coverage_50``, ``width_log`` (mean width of the
         ``ci_prob`` interval on log loss), ``lpd`` (mean log predictive density of the held-out
-        log losses), ``predictive`` (the observation model, one line) and the calibration
-        ``sigma, gamma, tau, kappa, nu``.
+        log losses), ``pit`` (each held-out row's predictive CDF at its loss), ``predictive``
+        (the observation model, one line) and the calibration ``sigma, gamma, tau, kappa, nu``.
+        Coverages and widths are exact for the mixture over the result's draws
+        (:func:`score_holdout`).
     """
     disc = fit_discrepancy(train, law, seed=seed, tails=tails)
-    sims, log_mean, sd = predictive_sims(result, test, disc, seed=seed)
-    sc = score_holdout(test["loss"], sims, log_mean, sd[None, :], disc.nu, probs=(0.5, ci_prob))
+    _, log_mean, sd = predictive_sims(result, test, disc, seed=seed)
+    sc = score_holdout(test["loss"], log_mean, sd[None, :], disc.nu, probs=(0.5, ci_prob))
     tag = f"{100 * ci_prob:g}"
     out: dict[str, Any] = {
         "predictive": disc.describe(),
@@ -470,6 +571,7 @@ def calibrated_holdout(
         "coverage_50": sc["coverage_50"],
         "width_log": sc[f"width_log_{tag}"],
         "lpd": sc["lpd"],
+        "pit": sc["pit"],
     }
     out.update({k: float(getattr(disc, k)) for k in ("sigma", "gamma", "tau", "kappa")})
     out["nu"] = disc.nu

@@ -137,6 +137,21 @@ def robust_rho(jnp, loss: str, delta: float):
     return rho, d, scale
 
 
+def robust_psi(xp, loss: str, delta: float):
+    """``psi(r) = rho'(r)``, the derivative of :func:`robust_rho`'s ``rho`` (one definition).
+
+    ``2 r`` for ``mse``; ``scale * clip(r, -d, d)`` for ``huber`` and ``lad``.
+    """
+    _, d, scale = robust_rho(xp, loss, delta)
+
+    def psi(r):
+        if loss == "mse":
+            return 2.0 * r
+        return scale * xp.clip(r, -d, d)
+
+    return psi
+
+
 #: Laws with at most this many parameters solve their small linear systems with a Cholesky
 #: factorisation written in ``jnp`` (no LAPACK custom call in the program, so loading a
 #: serialised solver does not initialise LAPACK); larger ones use ``jnp.linalg.solve``.
@@ -297,9 +312,12 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             return 2.0 * jnp.ones_like(r)
         return scale * jnp.where(jnp.abs(r) <= d, 1.0, d / jnp.maximum(jnp.abs(r), 1e-300))
 
+    psi = robust_psi(jnp, loss, delta)
+
     def psi_of(r):
-        psi = scale * jnp.where(jnp.abs(r) <= d, r, d * jnp.sign(r))
-        return jnp.where(loss == "mse", r, psi)
+        # the sandwich's middle keeps the halved scale for mse (rho'/2 = r exactly), like the
+        # halved Gauss-Newton matrix that checks._covariance uses for mse
+        return 0.5 * psi(r) if loss == "mse" else psi(r)
 
     def newton_block(z, w, x, logy, refs, meat=False):
         r = resid(z, x, logy, refs)

@@ -121,7 +121,20 @@ def predictive_lines(holdout: dict) -> list[str]:
         if "lpd" in u:
             text += f", lpd {_lpd(u['lpd'])} vs {_lpd(holdout.get('lpd'))}"
         lines.append(text)
+    pit = holdout.get("pit")
+    if pit:
+        lines.append("           " + _pit_line(np.asarray(pit, float), holdout["band_prob"]))
     return lines
+
+
+def _pit_line(pit: np.ndarray, prob: float) -> str:
+    """Rows below, above and near the edges of the central ``prob`` interval, from their PIT."""
+    lo, hi = (1 - prob) / 2, (1 + prob) / 2
+    edge = np.sum((np.abs(pit - lo) < 0.005) | (np.abs(pit - hi) < 0.005))
+    return (
+        f"outside the {100 * prob:g}% interval: {np.sum(pit < lo)} below, {np.sum(pit > hi)} "
+        f"above, of {len(pit)} (exact predictive CDF); {edge} within 0.005 of its ends"
+    )
 
 
 def _lpd(value) -> str:

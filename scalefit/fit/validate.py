@@ -99,7 +99,7 @@ def holdout_check(
             res, train, test, law, ci_prob=settings.ci_prob, seed=settings.seed
         )
         out["uncalibrated"] = {"predictive": out["predictive"], "coverage": out["coverage"]}
-        out.update({k: cal[k] for k in ("predictive", "coverage", "coverage_50", "width_log")})
-        out["lpd"] = cal["lpd"]
+        keys = ("predictive", "coverage", "coverage_50", "width_log", "lpd", "pit")
+        out.update({k: cal[k] for k in keys})
         out["calibration"] = {k: cal[k] for k in ("sigma", "gamma", "tau", "kappa", "nu")}
     return out
