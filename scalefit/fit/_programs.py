@@ -173,6 +173,20 @@ def signature(args: tuple) -> str:
     return json.dumps({"tree": str(tree), "leaves": shapes})
 
 
+def shape_key(args: tuple) -> tuple:
+    """A hashable key of the tree structure, shapes and dtypes of ``args`` (in-memory lookups).
+
+    The same information as :func:`signature` without building a string: the solver looks its
+    program up once per call, and a streamed solve makes dozens of calls.
+    """
+    import jax
+
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    return tree, tuple(
+        (getattr(a, "shape", ()), getattr(a, "dtype", None) or type(a)) for a in leaves
+    )
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     from .._io import atomic_write_bytes
 

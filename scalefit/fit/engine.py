@@ -443,7 +443,7 @@ def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
     Held in memory per process, and serialised to the user cache when the law has a stable
     identity (see :mod:`scalefit.fit._programs`), so a later process skips tracing too.
     """
-    sig = _programs.signature(args)
+    sig = _programs.shape_key(args)
     key = ("program", "solve", _law_key(law), loss, float(delta), residuals, sig)
     if key in _CACHE:
         return _CACHE[key]
