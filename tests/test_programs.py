@@ -199,3 +199,34 @@ def test_streamed_chunks_follow_the_uninterrupted_path():
     # a budget smaller than a segment is honoured per problem
     short = prob.solve_stream(z0[:8], max_iter=3, segment=5)
     assert short["iterations"].max() <= 3
+
+
+def test_local_quantities_only_when_asked():
+    """``local=False`` skips the end-point quantities and changes nothing else."""
+    law = get_law("decomposed")
+    tab = simulate_table(law, n=60, seed=5)
+    prob = engine.Problem(law, tab, tab["loss"].to_numpy(), loss="huber", delta=1e-3)
+    z0 = scalefit.laws.sample_starts(law, 4, tab["loss"].to_numpy(), seed=1)
+    on = prob.solve_raw(z0, max_iter=20)
+    off = prob.solve_raw(z0, max_iter=20, local=False)
+    for key in ("z", "objective", "iterations", "converged", "done", "lam", "nu"):
+        np.testing.assert_array_equal(on[key], off[key])
+    for key in ("grad", "gn", "meat", "tpub", "resid"):
+        assert np.all(off[key] == 0.0) and np.any(on[key] != 0.0), key
+    np.testing.assert_allclose(
+        on["resid"][0],
+        prob.observed - np.log(law.evaluate(law.to_public(on["z"][0], prob.refs), tab)),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_input_logs_are_served_from_the_table_and_nothing_else():
+    import jax.numpy as jnp
+
+    x = jnp.arange(1.0, 5.0)
+    logs = jnp.log(x) + 0.0
+    xp = engine._InputLogs(jnp, [(x, logs)])
+    assert xp.log(x) is logs  # an input column: the precomputed logs
+    np.testing.assert_allclose(xp.log(2.0 * x), np.log(2.0 * np.arange(1.0, 5.0)))
+    assert xp.exp is jnp.exp and xp.where is jnp.where  # everything else is jnp's
