@@ -49,7 +49,8 @@ def holdout_check(
     predictive : {"law", "calibrated"}, default "law"
         Which predictive scores the held-out rows: the bootstrap draws with normal noise of the
         training RMSE, or the calibrated predictive of :mod:`scalefit.fit.discrepancy` on the
-        same draws (off by default; see ``docs/extrapolation.md``).
+        same draws (off by default for least squares: it loses on one case measured in
+        ``docs/extrapolation.md``; the Bayesian hold-out uses it by default).
 
     Returns
     -------
