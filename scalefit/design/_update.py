@@ -22,6 +22,10 @@ import numpy as np
 
 #: Largest number of subsets the exhaustive search will enumerate.
 MAX_SUBSETS = 500_000
+#: Scores (or final variances) within this relative distance of the best count as tied; a tie
+#: goes to the lowest candidate index (or to the gain ordering), so rounding-level changes of the
+#: draws cannot flip a choice between runs that are equally good.
+TIE = 1e-9
 
 
 @dataclass
@@ -66,7 +70,7 @@ def greedy(
         if not ok.any():
             break
         score = np.where(ok, gain / cost if per_cost else gain, -np.inf)
-        j = int(np.argmax(score))
+        j = _first_best(score)
         col = cov[:, j + 1].copy()
         cov -= np.outer(col, col) / (col[j + 1] + ens.noise)
         chosen.append(j)
@@ -82,7 +86,17 @@ def best_greedy(ens: Ensemble, cost, budget, k, *, replace: bool):
     runs = [r for r in runs if r[0]]
     if not runs:
         return [], []
-    return min(runs, key=lambda r: r[1][-1])
+    best = runs[0]
+    for r in runs[1:]:
+        if r[1][-1] < best[1][-1] - TIE * abs(best[1][-1]):
+            best = r
+    return best
+
+
+def _first_best(score: np.ndarray) -> int:
+    """Lowest index whose score is within :data:`TIE` (relative) of the largest."""
+    top = float(np.max(score))
+    return int(np.flatnonzero(score >= top - TIE * abs(top))[0])
 
 
 def exhaustive(ens: Ensemble, cost, budget, k: int):

@@ -25,7 +25,10 @@ def default_candidates(
     ``budget_for_runs / 2``; at each, ``n_sizes`` model sizes span ``span`` decades around the
     optimum ``N*`` of the point estimate. For laws with depth and width, each size comes at
     ``depth_factors`` times the optimal depth, rounded to a whole depth and a width that is a
-    multiple of ``multiple_of``; the parameter count is the exact one of that shape.
+    multiple of ``multiple_of``; the parameter count is the exact one of that shape. Tokens are
+    whole numbers rounded *down*, so a run never costs more than its budget: whether runs whose
+    budgets add up to ``budget_for_runs`` fit within it then does not hinge on the last digits of
+    the fit (rounding to nearest put ``6·N·T`` up to ~1e-9 above or below the budget).
 
     Returns
     -------
@@ -55,7 +58,7 @@ def default_candidates(
                 p = float(space.accounting.params(depth, width, exact=True))
                 rows.append({"depth": depth, "width": width, "params": p, "budget": b})
     frame = pd.DataFrame(rows).drop_duplicates(["depth", "width", "params", "budget"])
-    frame["tokens"] = np.round(tokens_for_budget(frame["budget"], frame["params"]))
+    frame["tokens"] = np.floor(tokens_for_budget(frame["budget"], frame["params"]))
     frame["flops"] = training_flops(frame["params"], frame["tokens"])
     return frame.drop(columns="budget").reset_index(drop=True)
 
