@@ -80,39 +80,121 @@ def test_same_seed_same_draws(depth_fit):
     np.testing.assert_array_equal(again.draws, depth_fit.draws)
 
 
-def test_compiled_sampler_matches_numpyro_mcmc_and_is_reused(tmp_path, monkeypatch):
-    """The one-program sampler draws numpyro MCMC's chains; it is serialised to the compile cache
-    and a second fit reuses that file (no new one) and gives the same draws."""
-    from scalefit.fit import _programs
+_SPLIT_SCRIPT = """
+import json, sys, warnings
+import jax
+jax.config.update("jax_num_cpu_devices", 2)
+import numpy as np, pandas as pd
+from scalefit.fit import _programs, bayes_model as bm
+from scalefit.fit.bayes import fit_bayes
 
-    monkeypatch.setenv("SCALEFIT_JAX_CACHE", str(tmp_path / "jax"))
-    real, exported = _programs.cached_program, []
+real, exported = _programs.cached_program, []
+def spy(fn, key, args):
+    out = real(fn, key, args)
+    if key is not None and '"kind": "nuts"' in key:
+        exported.append(out is not fn)
+    return out
+_programs.cached_program = spy
+tab = pd.read_csv(sys.argv[1])
+tiny = {"chains": 2, "draws": 60, "warmup": 60, "seed": 5}
+folder = sys.argv[2] + "/jax/programs"
+files = lambda: {str(f): f.stat().st_mtime_ns for f in __import__("pathlib").Path(folder).glob("*")}
+warnings.simplefilter("ignore")
+split = fit_bayes(tab, "depth_power", **tiny)  # chains split over the 2 CPU devices
+written = files()
+again = fit_bayes(tab, "depth_power", **tiny)  # the saved program read back
+reread = files()
+bm.chain_devices = lambda chains: 1  # both chains on one device: another program
+one = fit_bayes(tab, "depth_power", **tiny)
+mcmc = fit_bayes(tab, "depth_power", progress=True, **tiny)  # numpyro's MCMC driver
+out = {"devices": jax.local_device_count(), "exported": exported,
+       "files": [len(written), written == reread, len(files())]}
+arrays = {}
+for name, res in (("split", split), ("again", again), ("one", one), ("mcmc", mcmc)):
+    arrays[name] = res.draws.reshape(2, 60, -1)
+    st = res.extras["inference_data"].sample_stats
+    for f in ("diverging", "n_steps", "tree_depth", "lp"):
+        arrays[f"{name}_{f}"] = np.asarray(st[f])
+np.savez(sys.argv[3], **arrays)
+print(json.dumps(out))
+"""
 
-    def spy(fn, key, args):
-        out = real(fn, key, args)
-        if key is not None and '"kind": "nuts"' in key:
-            exported.append(out is not fn)
-        return out
 
-    monkeypatch.setattr(_programs, "cached_program", spy)
-    tab = synthetic_depth_table(4)
-    tiny = {"chains": 2, "draws": 60, "warmup": 60, "seed": 5}
-    folder = tmp_path / "jax" / "programs"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fast = fit_bayes(tab, "depth_power", **tiny)
-        files = {f: f.stat().st_mtime_ns for f in folder.glob("*.jaxexport")}
-        again = fit_bayes(tab, "depth_power", **tiny)
-        mcmc = fit_bayes(tab, "depth_power", progress=True, **tiny)  # numpyro's MCMC driver
-    assert exported == [True, True]  # serialised, then read back
-    assert {f: f.stat().st_mtime_ns for f in folder.glob("*.jaxexport")} == files
-    np.testing.assert_array_equal(again.draws, fast.draws)
-    np.testing.assert_allclose(fast.draws, mcmc.draws, rtol=1e-6, atol=1e-9)
-    stats = fast.extras["inference_data"].sample_stats
-    ref = mcmc.extras["inference_data"].sample_stats
-    for name in ("diverging", "n_steps", "tree_depth"):
-        np.testing.assert_array_equal(np.asarray(stats[name]), np.asarray(ref[name]))
-    np.testing.assert_allclose(np.asarray(stats["lp"]), np.asarray(ref["lp"]), rtol=1e-6)
+def test_compiled_sampler_matches_numpyro_mcmc_per_chain_on_any_device_count(tmp_path):
+    """In a process with 2 CPU devices the one-program sampler splits the chains over both; each
+    chain equals numpyro MCMC's vectorised chain and the one-device program's (to rounding); the
+    program is serialised once per device count and a second fit reads it back (same draws)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    table, arrays = tmp_path / "t.csv", tmp_path / "draws.npz"
+    synthetic_depth_table(4).to_csv(table, index=False)
+    env = {**os.environ, "SCALEFIT_JAX_CACHE": str(tmp_path / "jax")}
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SPLIT_SCRIPT, str(table), str(tmp_path), str(arrays)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["devices"] == 2
+    assert out["exported"] == [True, True, True]  # split: written, read back; one device: written
+    written, untouched, final = out["files"]
+    assert untouched and final == written + 1  # one program per device count, none rewritten
+    d = np.load(arrays)
+    np.testing.assert_array_equal(d["again"], d["split"])
+    for chain in range(2):
+        for ref in ("one", "mcmc"):
+            np.testing.assert_allclose(
+                d["split"][chain], d[ref][chain], rtol=1e-6, atol=1e-9, err_msg=f"{ref} {chain}"
+            )
+            for name in ("diverging", "n_steps", "tree_depth"):
+                np.testing.assert_array_equal(
+                    d[f"split_{name}"][chain], d[f"{ref}_{name}"][chain], err_msg=name
+                )
+            np.testing.assert_allclose(d["split_lp"][chain], d[f"{ref}_lp"][chain], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("chains", "env", "expected"),
+    [
+        (4, {}, None),  # one device per core, a divisor of the chains
+        (1, {}, 1),
+        (4, {"JAX_NUM_CPU_DEVICES": "1"}, 1),  # the user's setting wins
+        (4, {"XLA_FLAGS": "--xla_force_host_platform_device_count=3"}, 3),
+    ],
+)
+def test_bayes_cli_gives_jax_one_cpu_device_per_chain(chains, env, expected):
+    """``scalefit bayes`` asks JAX for min(chains, cores) CPU devices (a divisor of the chains)
+    before JAX starts, unless the user set the count; a one-device process samples unsplit."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from scalefit.cli.bayes import _devices_for_chains; "
+        "_devices_for_chains(int(sys.argv[1])); import jax; "
+        "from scalefit.fit.bayes_model import chain_devices; "
+        "print(jax.local_device_count(), chain_devices(int(sys.argv[1])))"
+    )
+    base = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(chains)],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    devices, used = map(int, proc.stdout.split())
+    if expected is None:
+        cores = len(os.sched_getaffinity(0))
+        expected = max(n for n in range(1, min(chains, cores) + 1) if chains % n == 0)
+    assert devices == expected
+    assert used == max(n for n in range(1, min(chains, devices) + 1) if chains % n == 0)
 
 
 def test_netcdf_round_trip(depth_fit, tmp_path):

@@ -24,6 +24,38 @@ def _sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _devices_for_chains(chains: int) -> None:
+    """Give JAX one CPU device per chain (at most one per core) before it starts.
+
+    The compiled sampler splits the chains evenly over the CPU devices
+    (:func:`scalefit.fit.bayes_model.chain_devices`), so with two cores four chains sample on two
+    threads. Nothing changes when the user set the device count (``JAX_NUM_CPU_DEVICES``,
+    ``XLA_FLAGS=--xla_force_host_platform_device_count``), when JAX already started, or when
+    only one core is available.
+    """
+    import os
+
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cores = os.cpu_count() or 1
+    n = min(chains, cores)
+    while n > 1 and chains % n:
+        n -= 1
+    if n <= 1:
+        return
+    import jax
+
+    if jax.config.jax_num_cpu_devices != -1:  # set by the user
+        return
+    try:
+        jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError:  # pragma: no cover - the backend already started in this process
+        pass
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``bayes`` and ``compare`` commands."""
     p = sub.add_parser(
@@ -82,6 +114,7 @@ def run_bayes(args: argparse.Namespace) -> int:
     check_outputs(
         files={"--out": args.out, "--netcdf": args.netcdf}, folders={"--plots": args.plots}
     )
+    _devices_for_chains(args.chains)
     table = load_table_arg(args)
     priors = read_priors_toml(args.priors) if args.priors else None
     with warnings.catch_warnings():
@@ -181,6 +214,7 @@ def run_compare(args: argparse.Namespace) -> int:
                 f"--laws: unknown law {name!r}.{did_you_mean(name, list_laws())} Known laws: "
                 f"{', '.join(list_laws())}."
             )
+    _devices_for_chains(args.chains)
     table = load_table_arg(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

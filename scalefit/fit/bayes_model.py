@@ -255,8 +255,31 @@ def program_key(
     )
 
 
+def chain_devices(chains: int) -> int:
+    """How many CPU devices the compiled sampler spreads ``chains`` over (1: all on one).
+
+    The largest divisor of ``chains`` not above the number of JAX devices of the default backend
+    (each device then runs the same number of vectorised chains on its own thread). A process has
+    several CPU devices only when it asked for them before JAX started (``jax_num_cpu_devices``,
+    as ``scalefit bayes`` does, or ``XLA_FLAGS=--xla_force_host_platform_device_count``).
+    """
+    import jax
+
+    n = min(int(chains), jax.local_device_count())
+    while n > 1 and chains % n:
+        n -= 1
+    return max(n, 1)
+
+
 def nuts_program(
-    model, *, chains: int, draws: int, warmup: int, target_accept: float, dense_mass: bool = True
+    model,
+    *,
+    chains: int,
+    draws: int,
+    warmup: int,
+    target_accept: float,
+    dense_mass: bool = True,
+    devices: int = 1,
 ):
     """The whole NUTS run as one function of ``(key, init, x, logy)``, ready for ``jax.jit``.
 
@@ -268,6 +291,11 @@ def nuts_program(
     (deterministic sites included), each ``(chains, draws, ...)``, and the per-draw statistics
     :data:`STAT_FIELDS`. As one program it is traced, lowered and compiled once, with no eager
     set-up operations, and can be serialised (see :func:`run_nuts`).
+
+    With ``devices`` > 1 (a divisor of ``chains``; see :func:`chain_devices`) the chains are split
+    evenly over the first ``devices`` JAX devices (``shard_map`` over the chain axis), so on CPU
+    devices they sample on as many threads. Each chain gets the same key and start whatever the
+    split, so the draws are the same as with one device up to rounding.
     """
     from functools import partial
 
@@ -317,7 +345,16 @@ def nuts_program(
             _, out = lax.scan(step, state, None, length=warmup + draws)
             return jax.tree.map(lambda v: v[warmup:], out)
 
-        out = jax.vmap(chain)(random.split(key_run, chains), start)
+        run = jax.vmap(chain)
+        if devices > 1:
+            from jax.sharding import Mesh, PartitionSpec
+
+            mesh = Mesh(np.asarray(jax.devices()[:devices]), ("chain",))
+            by_chain = PartitionSpec("chain")
+            run = jax.shard_map(
+                run, mesh=mesh, in_specs=by_chain, out_specs=by_chain, check_vma=False
+            )
+        out = run(random.split(key_run, chains), start)
         constrain = partial(constrain_fn, model, args, kwargs, return_deterministic=True)
         samples = jax.vmap(jax.vmap(constrain))(out[0])
         return samples, dict(zip(STAT_FIELDS, out[1:], strict=True))
@@ -340,6 +377,7 @@ def run_nuts(
     target_accept: float = 0.9,
     dense_mass: bool = True,
     key: str | None = None,
+    devices: int | None = None,
 ):
     """Run NUTS from jittered copies of ``init`` (one per chain).
 
@@ -348,6 +386,8 @@ def run_nuts(
     into the user's compile cache, so a later process with the same model skips tracing it.
     Other chain methods, or a progress bar, use numpyro's :class:`~numpyro.infer.MCMC`; with
     vectorised chains it draws the same chains from the same seed (equal to rounding; tested).
+    The compiled program spreads the chains over ``devices`` JAX devices (default
+    :func:`chain_devices`: as many as divide ``chains`` evenly), the same draws to rounding.
 
     Returns ``(samples, stats, wall_seconds, cpu_seconds)``: constrained draws of every sample
     and deterministic site and the per-draw statistics :data:`STAT_FIELDS`, each as numpy arrays
@@ -362,6 +402,9 @@ def run_nuts(
     if chain_method == "vectorized" and not progress:
         from ._programs import cached_program
 
+        devices = chain_devices(chains) if devices is None else int(devices)
+        if key is not None:  # a program split over devices is a different program
+            key = f"{key}\ndevices={devices}"
         fn = nuts_program(
             model,
             chains=chains,
@@ -369,8 +412,16 @@ def run_nuts(
             warmup=warmup,
             target_accept=target_accept,
             dense_mass=dense_mass,
+            devices=devices,
         )
         args = (rng, init_j, x, logy)
+        if devices > 1:
+            # inputs replicated on every device: a saved program split over ``devices`` devices
+            # must be called where that many take part
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            mesh = Mesh(np.asarray(jax.devices()[:devices]), ("chain",))
+            args = jax.device_put(args, NamedSharding(mesh, PartitionSpec()))
         samples, stats = cached_program(jax.jit(fn), key, args)(*args)
     else:
         samples, stats = _run_mcmc(
