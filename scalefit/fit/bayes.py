@@ -10,6 +10,8 @@ the draws in raw units, and the ArviZ object in ``result.extras["inference_data"
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import math
 import os
 import tempfile
@@ -62,6 +64,43 @@ def _check_options(likelihood, chains, draws, warmup, seed, chain_method, ci_pro
             f"The 'ci_prob' parameter of fit_bayes must be a float in (0, 1). "
             f"Got {ci_prob!r} instead."
         )
+
+
+class _BackgroundImport:
+    """Import a module on a helper thread while the caller keeps working.
+
+    ``scalefit bayes`` needs ArviZ only after sampling, and importing it (with xarray, SciPy's
+    statistics and matplotlib) takes about 1.8 s; started just before the sampler runs (which
+    releases the GIL), the import overlaps with sampling. :meth:`result` waits for it and
+    imports on the calling thread when the helper failed, so any error surfaces there.
+    """
+
+    def __init__(self, module: str, extra: str):
+        import importlib.util
+        import sys
+        import threading
+
+        self.module, self.extra, self.thread = module, extra, None
+        if module in sys.modules:
+            return
+        if importlib.util.find_spec(module) is None:
+            require(module, extra)  # raises the helpful missing-extra error
+        self.thread = threading.Thread(
+            target=self._run, name=f"scalefit-import-{module}", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self) -> None:
+        import importlib
+
+        with contextlib.suppress(Exception):  # retried (and reported) by result()
+            importlib.import_module(self.module)
+
+    def result(self):
+        """The imported module (waits for the helper thread)."""
+        if self.thread is not None:
+            self.thread.join()
+        return require(self.module, self.extra)
 
 
 def _versions() -> dict[str, str]:
@@ -168,8 +207,9 @@ def fit_bayes(
             f"The 'predictive' parameter of fit_bayes must be one of {', '.join(PREDICTIVES)}. "
             f"Got {predictive!r} instead."
         )
-    for mod in ("numpyro", "arviz"):
-        require(mod, "bayes")
+    require("numpyro", "bayes")
+    if importlib.util.find_spec("arviz") is None:
+        require("arviz", "bayes")  # the missing-extra error before any work
     from . import bayes_model as bm
 
     with bm.cache_small_compiles():
@@ -250,6 +290,12 @@ def _fit_bayes(
     )
     z_lsq, rmse = bm.least_squares_start(tab, law_obj, seed, settings)
     init = bm.init_values(law_obj, specs, z_lsq, rmse, lmin)
+    # the sampler's modules first, on this thread; ArviZ (needed after sampling) on a helper
+    # thread while the sampler runs
+    import numpyro.infer.hmc  # noqa: F401
+    import numpyro.infer.util  # noqa: F401
+
+    arviz = _BackgroundImport("arviz", "bayes")
     key = bm.program_key(
         law_obj,
         specs,
@@ -274,6 +320,7 @@ def _fit_bayes(
         target_accept=target_accept,
         key=key,
     )
+    arviz.result()
     idata = bm.inference_data(
         samples,
         stats,
@@ -302,6 +349,10 @@ def _fit_bayes(
             "warmup": warmup,
             "mcmc_seconds": seconds,
             "mcmc_cpu_seconds": cpu,
+            # CPU devices the compiled sampler split the chains over (1: all vectorised on one)
+            "chain_devices": bm.chain_devices(chains)
+            if chain_method == "vectorized" and not progress
+            else 1,
             "ess_bulk_per_s_min": diag["ess_bulk_min"] / seconds,
         }
     )
