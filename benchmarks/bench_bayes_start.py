@@ -5,8 +5,10 @@ with the same, initially empty compile cache (``SCALEFIT_JAX_CACHE`` set to a ne
 folder): the first run is a user's first-ever command (every program traced and compiled), the
 second finds the cache the first one filled. For each run it prints the load average before and
 after, wall time, CPU time (user + system of the child), peak resident memory, the sampler's own
-time (``mcmc_seconds``, compilation included) and the chains' quality: smallest bulk ESS, ESS per
-second of the whole command, largest R-hat and the number of divergences.
+time (``mcmc_seconds``, compilation included), the chains' quality (smallest bulk ESS, ESS per
+second of the whole command, largest R-hat, the number of divergences) and how many CPU devices
+the chains were split over (``dev``; the command asks JAX for min(chains, cores); set
+``JAX_NUM_CPU_DEVICES=1`` to run all chains on one thread).
 
 Threads are left at their defaults (the command as a user runs it). Targets on a quiet machine:
 first run <= 30 s, warm <= 15 s.
@@ -60,6 +62,7 @@ def one(cache: Path, out: Path, tree: str | None = None) -> dict:
         "ess": d["ess_bulk_min"],
         "r_hat": d["r_hat_max"],
         "div": d["divergences"],
+        "devices": d.get("chain_devices", 1),
     }
 
 
@@ -83,13 +86,14 @@ def main() -> None:
                     sys.stdout.flush()
     print(
         f"{'pair':>4} {'run':<12}{'wall s':>8}{'CPU s':>8}{'peak MB':>9}{'mcmc s':>8}"
-        f"{'mcmc CPU':>9}{'ESS min':>9}{'ESS/s':>7}{'R-hat':>7}{'div':>5}  load before -> after"
+        f"{'mcmc CPU':>9}{'ESS min':>9}{'ESS/s':>7}{'R-hat':>7}{'div':>5}{'dev':>4}"
+        "  load before -> after"
     )
     for r, kind, m in rows:
         print(
             f"{r:>4} {kind:<12}{m['wall']:>8.1f}{m['cpu']:>8.1f}{m['peak_mb']:>9.0f}"
             f"{m['mcmc_s']:>8.1f}{m['mcmc_cpu_s']:>9.1f}{m['ess']:>9.0f}"
-            f"{m['ess'] / m['wall']:>7.0f}{m['r_hat']:>7.3f}{m['div']:>5}"
+            f"{m['ess'] / m['wall']:>7.0f}{m['r_hat']:>7.3f}{m['div']:>5}{m['devices']:>4}"
             f"  {m['load_before']} -> {m['load_after']}"
         )
     print(f"load average (1/5/15 min) at end: {loadavg()}")
