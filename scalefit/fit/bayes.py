@@ -288,14 +288,6 @@ def _fit_bayes(
     settings = FitSettings(
         residuals=residuals, weight_column=weight_column, weights_label=weights_label
     )
-    z_lsq, rmse = bm.least_squares_start(tab, law_obj, seed, settings)
-    init = bm.init_values(law_obj, specs, z_lsq, rmse, lmin)
-    # the sampler's modules first, on this thread; ArviZ (needed after sampling) on a helper
-    # thread while the sampler runs
-    import numpyro.infer.hmc  # noqa: F401
-    import numpyro.infer.util  # noqa: F401
-
-    arviz = _BackgroundImport("arviz", "bayes")
     key = bm.program_key(
         law_obj,
         specs,
@@ -306,6 +298,29 @@ def _fit_bayes(
         w,
         {"chains": chains, "draws": draws, "warmup": warmup, "target_accept": target_accept},
     )
+    # the sampler's modules first, on this thread; then the sampler program is traced and
+    # compiled on a helper thread (it needs the starting values' shapes only) while this thread
+    # finds the least-squares start
+    import numpyro.infer.hmc  # noqa: F401
+    import numpyro.infer.util  # noqa: F401
+
+    prepared = None
+    if chain_method == "vectorized" and not progress:
+        prepared = bm.PreparedNuts(
+            model,
+            x,
+            logy,
+            bm.init_values(law_obj, specs, None, 1.0, lmin),
+            chains=chains,
+            draws=draws,
+            warmup=warmup,
+            target_accept=target_accept,
+            key=key,
+        )
+    z_lsq, rmse = bm.least_squares_start(tab, law_obj, seed, settings)
+    init = bm.init_values(law_obj, specs, z_lsq, rmse, lmin)
+    # ArviZ (needed after sampling) on another helper thread while the sampler runs
+    arviz = _BackgroundImport("arviz", "bayes")
     samples, stats, seconds, cpu = bm.run_nuts(
         model,
         x,
@@ -319,6 +334,7 @@ def _fit_bayes(
         progress=bool(progress),
         target_accept=target_accept,
         key=key,
+        prepared=prepared,
     )
     arviz.result()
     idata = bm.inference_data(

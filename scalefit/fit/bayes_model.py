@@ -362,6 +362,93 @@ def nuts_program(
     return program
 
 
+def _placed(args: tuple, devices: int) -> tuple:
+    """``args`` replicated on the first ``devices`` devices (unchanged for one device).
+
+    A saved program split over several devices must be called where that many take part.
+    """
+    if devices <= 1:
+        return args
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    mesh = Mesh(np.asarray(jax.devices()[:devices]), ("chain",))
+    return jax.device_put(args, NamedSharding(mesh, PartitionSpec()))
+
+
+class PreparedNuts:
+    """The compiled sampler of one model, built on a helper thread while the caller works on.
+
+    Tracing, lowering and compiling the sampler needs only the shapes of its inputs, not the
+    starting values, so :func:`scalefit.fit.bayes.fit_bayes` starts it before its least-squares
+    start and hands it to :func:`run_nuts`. ``init_like`` holds a value of every sample site
+    (any values: only the names and shapes count). Any failure leaves :meth:`result` None and
+    :func:`run_nuts` builds the program itself.
+    """
+
+    def __init__(
+        self,
+        model,
+        x,
+        logy,
+        init_like: Mapping[str, float],
+        *,
+        chains: int,
+        draws: int,
+        warmup: int,
+        target_accept: float,
+        dense_mass: bool = True,
+        key: str | None = None,
+        devices: int | None = None,
+    ):
+        import threading
+
+        self.devices = chain_devices(chains) if devices is None else int(devices)
+        self.settings = (chains, draws, warmup, target_accept, dense_mass)
+        self._compiled = None
+        self._thread = threading.Thread(
+            target=self._build,
+            args=(model, x, logy, dict(init_like), key),
+            name="scalefit-nuts-compile",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _build(self, model, x, logy, init_like, key) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        from ._programs import cached_program
+
+        try:
+            chains, draws, warmup, target_accept, dense_mass = self.settings
+            fn = nuts_program(
+                model,
+                chains=chains,
+                draws=draws,
+                warmup=warmup,
+                target_accept=target_accept,
+                dense_mass=dense_mass,
+                devices=self.devices,
+            )
+            init_j = {k: jnp.asarray(v, dtype=float) for k, v in init_like.items()}
+            args = _placed((jax.random.PRNGKey(0), init_j, x, logy), self.devices)
+            spec = jax.tree.map(
+                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), args
+            )
+            if key is not None:
+                key = f"{key}\ndevices={self.devices}"
+            program = cached_program(jax.jit(fn), key, spec)
+            self._compiled = program.lower(*spec).compile()
+        except Exception:  # noqa: BLE001 - run_nuts builds the program on its own thread
+            self._compiled = None
+
+    def result(self):
+        """The compiled program (waits for the helper thread), or None when building failed."""
+        self._thread.join()
+        return self._compiled
+
+
 def run_nuts(
     model,
     x,
@@ -378,6 +465,7 @@ def run_nuts(
     dense_mass: bool = True,
     key: str | None = None,
     devices: int | None = None,
+    prepared: PreparedNuts | None = None,
 ):
     """Run NUTS from jittered copies of ``init`` (one per chain).
 
@@ -388,6 +476,8 @@ def run_nuts(
     vectorised chains it draws the same chains from the same seed (equal to rounding; tested).
     The compiled program spreads the chains over ``devices`` JAX devices (default
     :func:`chain_devices`: as many as divide ``chains`` evenly), the same draws to rounding.
+    ``prepared`` (a :class:`PreparedNuts` of the same model and settings) is that program
+    already being compiled on a helper thread; the times then count only the wait for it.
 
     Returns ``(samples, stats, wall_seconds, cpu_seconds)``: constrained draws of every sample
     and deterministic site and the per-draw statistics :data:`STAT_FIELDS`, each as numpy arrays
@@ -402,27 +492,27 @@ def run_nuts(
     if chain_method == "vectorized" and not progress:
         from ._programs import cached_program
 
+        settings = (chains, draws, warmup, target_accept, dense_mass)
+        compiled = None
+        if prepared is not None and prepared.settings == settings:
+            compiled, devices = prepared.result(), prepared.devices
         devices = chain_devices(chains) if devices is None else int(devices)
-        if key is not None:  # a program split over devices is a different program
-            key = f"{key}\ndevices={devices}"
-        fn = nuts_program(
-            model,
-            chains=chains,
-            draws=draws,
-            warmup=warmup,
-            target_accept=target_accept,
-            dense_mass=dense_mass,
-            devices=devices,
-        )
-        args = (rng, init_j, x, logy)
-        if devices > 1:
-            # inputs replicated on every device: a saved program split over ``devices`` devices
-            # must be called where that many take part
-            from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-            mesh = Mesh(np.asarray(jax.devices()[:devices]), ("chain",))
-            args = jax.device_put(args, NamedSharding(mesh, PartitionSpec()))
-        samples, stats = cached_program(jax.jit(fn), key, args)(*args)
+        args = _placed((rng, init_j, x, logy), devices)
+        if compiled is not None:
+            samples, stats = compiled(*args)
+        else:
+            if key is not None:  # a program split over devices is a different program
+                key = f"{key}\ndevices={devices}"
+            fn = nuts_program(
+                model,
+                chains=chains,
+                draws=draws,
+                warmup=warmup,
+                target_accept=target_accept,
+                dense_mass=dense_mass,
+                devices=devices,
+            )
+            samples, stats = cached_program(jax.jit(fn), key, args)(*args)
     else:
         samples, stats = _run_mcmc(
             model,
