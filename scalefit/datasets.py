@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,6 +152,9 @@ def resolve(name: str, data_dir: str | os.PathLike | None = None, *, download: b
             f"dataset {name!r} not found in {', '.join(map(str, folders))} and downloads are off."
         )
     target = cache_dir() / ds.filename
+    import urllib.error  # here, not at the top: http/ssl/email cost ~20 ms of every command
+    import urllib.request
+
     try:
         with urllib.request.urlopen(ds.url, timeout=30) as resp:  # noqa: S310 - fixed https URL
             payload = resp.read()

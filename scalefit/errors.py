@@ -15,6 +15,10 @@ class ConvergenceWarning(UserWarning):
     """A fit, resample or chain did not converge, or a parameter is not identified by the data."""
 
 
+class SweepError(RuntimeError):
+    """One or more runs of a sweep raised; the finished runs are kept and listed."""
+
+
 class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the ``pip install`` extra."""
 

@@ -16,8 +16,7 @@ import warnings
 from collections.abc import Sequence
 
 from .._validation import did_you_mean
-from ..errors import MissingExtraError, ScaleFitError
-from ..sweep.runner import SweepError
+from ..errors import MissingExtraError, ScaleFitError, SweepError
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tomllib
 from pathlib import Path
 
 from ..errors import ScaleFitError
@@ -132,6 +131,8 @@ def _read_toml(path: str) -> dict:
 
 
 def _overrides(items: list[str]) -> dict:
+    import tomllib
+
     out = {}
     for item in items:
         if "=" not in item:

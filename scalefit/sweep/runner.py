@@ -18,7 +18,7 @@ from typing import Any
 
 from .._io import atomic_write_csv, atomic_write_json, folder_lock, remove_stale_temps
 from .._validation import Interval, Options, validate
-from ..errors import ScaleFitError
+from ..errors import ScaleFitError, SweepError
 from .registry import resolve_task, task_ref
 from .spec import Run, SweepSpec
 
@@ -27,10 +27,6 @@ CONFIG_FILE = "config.json"
 ERROR_FILE = "error.txt"
 SPECS_DIR = "specs"
 _EXECUTORS = ("local", "slurm")
-
-
-class SweepError(RuntimeError):
-    """One or more runs of a sweep raised; the finished runs are kept and listed."""
 
 
 def run_dir_of(out_dir: str | os.PathLike, run: Run) -> Path:
