@@ -376,6 +376,22 @@ def _placed(args: tuple, devices: int) -> tuple:
     return jax.device_put(args, NamedSharding(mesh, PartitionSpec()))
 
 
+def _initialize_lapack() -> None:
+    """Initialise JAX's CPU LAPACK routines now, on the calling thread.
+
+    The sampler (dense mass matrix: Cholesky factors) calls LAPACK. JAX initialises it when it
+    lowers such a program, but the least-squares solver's first call skips that step while it
+    runs (:func:`scalefit.fit._programs.uses_lapack`, a process-wide switch), so a sampler
+    lowered on another thread at that moment would call uninitialised routines. Initialising
+    first removes the race (it is idempotent).
+    """
+    try:
+        from jax._src.lax.linalg import initialize_lapack
+    except ImportError:  # pragma: no cover - another JAX layout: lowering initialises it
+        return
+    initialize_lapack()
+
+
 class PreparedNuts:
     """The compiled sampler of one model, built on a helper thread while the caller works on.
 
@@ -406,6 +422,7 @@ class PreparedNuts:
         self.devices = chain_devices(chains) if devices is None else int(devices)
         self.settings = (chains, draws, warmup, target_accept, dense_mass)
         self._compiled = None
+        _initialize_lapack()
         self._thread = threading.Thread(
             target=self._build,
             args=(model, x, logy, dict(init_like), key),
