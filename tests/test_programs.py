@@ -230,3 +230,27 @@ def test_input_logs_are_served_from_the_table_and_nothing_else():
     assert xp.log(x) is logs  # an input column: the precomputed logs
     np.testing.assert_allclose(xp.log(2.0 * x), np.log(2.0 * np.arange(1.0, 5.0)))
     assert xp.exp is jnp.exp and xp.where is jnp.where  # everything else is jnp's
+
+
+def test_lapack_free_lowering_skips_initialisation_on_its_own_thread_only():
+    """While one thread lowers a LAPACK-free program, JAX's backend initialisation is skipped on
+    that thread only: another thread that lowers a program at the same moment (the Bayesian
+    fitter compiles its sampler on a helper thread) still initialises."""
+    import threading
+
+    calls = []
+
+    def init(platforms):
+        calls.append((threading.current_thread().name, tuple(platforms)))
+
+    ensure = _programs._skip_on_this_thread(init)
+    _programs._SKIPPING.on = True
+    try:
+        ensure(("cpu",))  # the lowering thread: skipped
+        other = threading.Thread(target=ensure, args=(("cpu",),), name="other")
+        other.start()
+        other.join()
+    finally:
+        _programs._SKIPPING.on = False
+    ensure(("cpu",))  # after the lowering: initialises again
+    assert calls == [("other", ("cpu",)), (threading.current_thread().name, ("cpu",))]

@@ -252,6 +252,8 @@ def uses_lapack(serialized: bytes) -> bool:
 
 
 _LOWERING = threading.Lock()
+#: Set on the one thread that is lowering a LAPACK-free program (see :func:`_lapack_free`).
+_SKIPPING = threading.local()
 
 
 def _lapack_free(call: Callable[..., Any]) -> Callable[..., Any]:
@@ -262,8 +264,11 @@ def _lapack_free(call: Callable[..., Any]) -> Callable[..., Any]:
     machine). A program that calls no LAPACK routine (:func:`uses_lapack`) does not need it, so
     its first call (the one that lowers it) runs with that step skipped; any later program that
     does use LAPACK initialises it as usual (JAX's own linear-algebra lowering always does).
-    When JAX's internals differ from the ones this relies on, the program is lowered the
-    ordinary way.
+    The step is skipped only on the thread that lowers this program: JAX's initialisation is
+    swapped, under a lock, for a stand-in that defers to the real one on every other thread, so a
+    program lowered on another thread at the same moment (the Bayesian fitter compiles its
+    sampler on a helper thread) is initialised as usual. When JAX's internals differ from the
+    ones this relies on, the program is lowered the ordinary way.
     """
     try:
         from jax._src.export import _export
@@ -279,10 +284,12 @@ def _lapack_free(call: Callable[..., Any]) -> Callable[..., Any]:
             return call(*args)
         with _LOWERING:
             saved = _export._ensure_backends_initialized
-            _export._ensure_backends_initialized = _no_init
+            _export._ensure_backends_initialized = _skip_on_this_thread(saved)
+            _SKIPPING.on = True
             try:
                 out = call(*args)
             finally:
+                _SKIPPING.on = False
                 _export._ensure_backends_initialized = saved
             lowered = True
         return out
@@ -290,5 +297,12 @@ def _lapack_free(call: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _no_init(platforms) -> None:
-    """Stand-in for JAX's backend initialisation while a LAPACK-free program is lowered."""
+def _skip_on_this_thread(init: Callable[..., Any]) -> Callable[..., Any]:
+    """Stand-in for JAX's backend initialisation: skipped on the lowering thread only."""
+
+    def ensure(platforms):
+        if getattr(_SKIPPING, "on", False):
+            return None
+        return init(platforms)
+
+    return ensure
