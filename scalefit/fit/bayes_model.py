@@ -438,24 +438,13 @@ class PreparedNuts:
         from ._programs import cached_program
 
         try:
-            chains, draws, warmup, target_accept, dense_mass = self.settings
-            fn = nuts_program(
-                model,
-                chains=chains,
-                draws=draws,
-                warmup=warmup,
-                target_accept=target_accept,
-                dense_mass=dense_mass,
-                devices=self.devices,
-            )
+            jitted, key = _sampler_program(model, self.settings, self.devices, key)
             init_j = {k: jnp.asarray(v, dtype=float) for k, v in init_like.items()}
             args = _placed((jax.random.PRNGKey(0), init_j, x, logy), self.devices)
             spec = jax.tree.map(
                 lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), args
             )
-            if key is not None:
-                key = f"{key}\ndevices={self.devices}"
-            program = cached_program(jax.jit(fn), key, spec)
+            program = cached_program(jitted, key, spec)
             self._compiled = program.lower(*spec).compile()
         except Exception:  # noqa: BLE001 - run_nuts builds the program on its own thread
             self._compiled = None
@@ -464,6 +453,27 @@ class PreparedNuts:
         """The compiled program (waits for the helper thread), or None when building failed."""
         self._thread.join()
         return self._compiled
+
+
+def _sampler_program(model, settings, devices: int, key: str | None):
+    """The jitted sampler for ``settings`` split over ``devices``, and its cache key.
+
+    ``settings`` is ``(chains, draws, warmup, target_accept, dense_mass)``; a program split over
+    another number of devices is a different program, so the device count joins the key.
+    """
+    import jax
+
+    chains, draws, warmup, target_accept, dense_mass = settings
+    fn = nuts_program(
+        model,
+        chains=chains,
+        draws=draws,
+        warmup=warmup,
+        target_accept=target_accept,
+        dense_mass=dense_mass,
+        devices=devices,
+    )
+    return jax.jit(fn), (None if key is None else f"{key}\ndevices={devices}")
 
 
 def run_nuts(
@@ -518,18 +528,8 @@ def run_nuts(
         if compiled is not None:
             samples, stats = compiled(*args)
         else:
-            if key is not None:  # a program split over devices is a different program
-                key = f"{key}\ndevices={devices}"
-            fn = nuts_program(
-                model,
-                chains=chains,
-                draws=draws,
-                warmup=warmup,
-                target_accept=target_accept,
-                dense_mass=dense_mass,
-                devices=devices,
-            )
-            samples, stats = cached_program(jax.jit(fn), key, args)(*args)
+            jitted, key = _sampler_program(model, settings, devices, key)
+            samples, stats = cached_program(jitted, key, args)(*args)
     else:
         samples, stats = _run_mcmc(
             model,
