@@ -380,10 +380,10 @@ def _initialize_lapack() -> None:
     """Initialise JAX's CPU LAPACK routines now, on the calling thread.
 
     The sampler (dense mass matrix: Cholesky factors) calls LAPACK. JAX initialises it when it
-    lowers such a program, but the least-squares solver's first call skips that step while it
-    runs (:func:`scalefit.fit._programs.uses_lapack`, a process-wide switch), so a sampler
-    lowered on another thread at that moment would call uninitialised routines. Initialising
-    first removes the race (it is idempotent).
+    lowers such a program; the least-squares solver's first call skips that step, on its own
+    thread only (:func:`scalefit.fit._programs.cached_program`). Initialising here as well, before
+    the sampler is lowered on a helper thread, keeps the sampler independent of that mechanism
+    (it is idempotent).
     """
     try:
         from jax._src.lax.linalg import initialize_lapack
