@@ -76,14 +76,10 @@ def _baseline(res, test, method):
     )
     if method == "lsq":
         return np.log(mean), float(res.metrics["rmse_log"]), None
-    idata = res.extras.get("inference_data")
-    if idata is not None and "sigma" in idata.posterior:
-        post = idata.posterior
-        sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
-        nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
-        return np.log(mean), sigma, nu
-    noise = res.diagnostics.get("noise", {})
-    return np.log(mean), float(noise.get("sigma", res.metrics["rmse_log"])), noise.get("nu")
+    from .fit.bayes import noise_draws
+
+    sigma, nu = noise_draws(res, idx)
+    return np.log(mean), sigma, nu
 
 
 def extrapolation_check(

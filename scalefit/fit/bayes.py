@@ -510,17 +510,26 @@ def predictive_draws(
     if not noise:
         return sims
     rng = np.random.default_rng(seed)
+    sigma, nu = noise_draws(result, idx)
+    eps = rng.standard_t(nu, sims.shape) if nu is not None else rng.standard_normal(sims.shape)
+    return add_noise(sims, sigma * eps, result.conventions.get("residuals", "log"))
+
+
+def noise_draws(result: FitResult, idx) -> tuple[Any, Any]:
+    """The likelihood's ``sigma`` and ``nu`` of the posterior draws ``idx``, as (n, 1) arrays.
+
+    Without the ArviZ object (a result read back from JSON) the posterior medians are returned
+    as scalars (the RMSE when no median was kept); ``nu`` is ``None`` for a normal likelihood.
+    """
     idata = result.extras.get("inference_data")
-    med = result.diagnostics.get("noise", {})
-    if idata is not None:
+    if idata is not None and "sigma" in idata.posterior:
         post = idata.posterior
         sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
         nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
-    else:
-        key = "rmse_log" if result.conventions.get("residuals", "log") == "log" else "rmse"
-        sigma, nu = med.get("sigma", result.metrics[key]), med.get("nu")
-    eps = rng.standard_t(nu, sims.shape) if nu is not None else rng.standard_normal(sims.shape)
-    return add_noise(sims, sigma * eps, result.conventions.get("residuals", "log"))
+        return sigma, nu
+    med = result.diagnostics.get("noise", {})
+    key = "rmse_log" if result.conventions.get("residuals", "log") == "log" else "rmse"
+    return med.get("sigma", result.metrics[key]), med.get("nu")
 
 
 def save_netcdf(result: FitResult, path: str | os.PathLike) -> Path:
@@ -679,10 +688,8 @@ def _law_holdout_scores(res: FitResult, y, sims, means, ci_prob) -> dict[str, An
     tag = f"{100 * ci_prob:g}"
     idata = res.extras.get("inference_data")
     if residuals == "log" and idata is not None:
-        post = idata.posterior
         idx = np.linspace(0, len(res.draws) - 1, len(means)).astype(int)
-        sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
-        nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
+        sigma, nu = noise_draws(res, idx)
         sc = score_holdout(y, np.log(means), sigma, nu, probs=(0.5, ci_prob))
     else:
         sc = {**sample_scores(y, sims, probs=(0.5, ci_prob)), "lpd": None, "pit": None}
