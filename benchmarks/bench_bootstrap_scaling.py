@@ -8,8 +8,10 @@ warm start plus 7 random starts per resample, best converged solution kept). Tab
 and solve the warm start on every row, polishing a screened start on every row only when it lies
 in another basin and is not clearly worse (``--no-screen`` solves every start on every row).
 Memory is O(rows + resamples). Reported: the bootstrap's wall and CPU time, CPU microseconds per
-row and resample, the process's peak resident memory, failed resamples and how many resamples
-needed a polish on every row.
+row and resample, the marginal CPU microseconds per added row and resample between consecutive
+sizes on the same path (the per-resample constant of the screened starts cancels in it), the
+process's peak resident memory, failed resamples and how many resamples needed a polish on every
+row.
 
     nice -n 10 python benchmarks/bench_bootstrap_scaling.py [--sizes 1000,10000,50000,200000]
         [--boot 200] [--ci-method percentile|bca] [--no-screen]
@@ -88,18 +90,29 @@ def main() -> None:
         print("  " + json.dumps(r))
         sys.stdout.flush()
     print(f"\nload average at end: {loadavg()}")
+    # The marginal cost compares a size with the previous one on the same path (both screened or
+    # both not): the CPU seconds the added rows cost, per added row and resample. A per-resample
+    # constant (the screened starts) cancels in it, so it shows whether the work that grows with
+    # the rows stays linear (no cache cliff) where the plain per-row figure mostly shows that
+    # constant being spread over more rows.
     print(
-        "| rows | bootstrap wall | bootstrap CPU | CPU µs per row per resample | peak memory | "
-        "failed resamples | polished on every row |"
+        "| rows | bootstrap wall | bootstrap CPU | CPU µs per row per resample | marginal CPU µs "
+        "per added row per resample | peak memory | failed resamples | polished on every row |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
+    prev = None
     for r in rows:
         per = 1e6 * r["boot_cpu"] / (r["n"] * args.boot)
+        marginal = "—"
+        if prev is not None and bool(prev["screened_on_rows"]) == bool(r["screened_on_rows"]):
+            added = (r["n"] - prev["n"]) * args.boot
+            marginal = f"{1e6 * (r['boot_cpu'] - prev['boot_cpu']) / added:.2f}"
         polished = f"{r['boot_polished']}" if r["screened_on_rows"] else "(not screened)"
         print(
             f"| {r['n']:,} | {r['boot_wall']:.1f} s | {r['boot_cpu']:.1f} s | {per:.2f} | "
-            f"{r['peak_mb']:.0f} MB | {r['boot_failed']} | {polished} |"
+            f"{marginal} | {r['peak_mb']:.0f} MB | {r['boot_failed']} | {polished} |"
         )
+        prev = r
 
 
 if __name__ == "__main__":
