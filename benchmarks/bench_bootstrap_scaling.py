@@ -13,16 +13,24 @@ sizes on the same path (the per-resample constant of the screened starts cancels
 process's peak resident memory, failed resamples and how many resamples needed a polish on every
 row.
 
+By default each child uses the user's compile cache, so once the programs of a size have been
+compiled (by an earlier run) the figures exclude compilation. ``--cold`` gives every size's child
+an empty compile cache of its own, so its bootstrap time includes compiling its solver programs
+(what the first bootstrap on a table of that size costs). The output says which it was.
+
     nice -n 10 python benchmarks/bench_bootstrap_scaling.py [--sizes 1000,10000,50000,200000]
-        [--boot 200] [--ci-method percentile|bca] [--no-screen]
+        [--boot 200] [--ci-method percentile|bca] [--no-screen] [--cold]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import shutil
 import sys
+import tempfile
 import time
 
 from _harness import header, loadavg, pin_threads, run_fresh
@@ -62,6 +70,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
     ap.add_argument("--no-screen", action="store_true", help="solve every start on every row")
+    ap.add_argument(
+        "--cold", action="store_true", help="an empty compile cache for every size's child"
+    )
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     screen = not args.no_screen
@@ -74,12 +85,26 @@ def main() -> None:
         f"screen={screen}, fresh process per size",
         threads,
     )
+    print(
+        "compile cache: "
+        + (
+            "an empty one per size (--cold): times include compiling the solver programs"
+            if args.cold
+            else f"the user's ({os.environ.get('SCALEFIT_JAX_CACHE') or 'default'}): times "
+            "exclude compilation once a size's programs are cached"
+        )
+    )
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         cmd = [sys.executable, __file__, "--child", str(n), "--law", args.law]
         cmd += ["--boot", str(args.boot), "--ci-method", args.ci_method]
         cmd += ["--no-screen"] if args.no_screen else []
-        f = run_fresh(cmd)
+        cache = tempfile.mkdtemp(prefix="scalefit-boot-cache-") if args.cold else None
+        try:
+            f = run_fresh(cmd, env={"SCALEFIT_JAX_CACHE": cache} if cache else None)
+        finally:
+            if cache:
+                shutil.rmtree(cache, ignore_errors=True)
         if f.returncode != 0:
             print(f"n={n}: failed ({f.returncode})\n{f.stderr[-3000:]}")
             break
