@@ -70,10 +70,19 @@ def hidden_state_metrics(hidden: list[torch.Tensor]) -> list[tuple[int, str, flo
     return rows
 
 
+def _device_of(model) -> torch.device:
+    """The device of a model's parameters (inputs are moved there: data batches live on CPU)."""
+    return next(model.parameters()).device
+
+
 def layer_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """Gradient norm of the loss with respect to each block's parameters, shape ``(depth,)``."""
+    """Gradient norm of the loss with respect to each block's parameters, shape ``(depth,)``.
+
+    ``x`` and ``y`` are moved to the model's device.
+    """
+    device = _device_of(model)
     model.zero_grad(set_to_none=True)
-    model(x, y).loss.backward()
+    model(x.to(device), y.to(device)).loss.backward()
     norms = []
     for block in model.blocks:
         sq = sum(
@@ -144,11 +153,12 @@ def tau_width_exponent(taus: pd.DataFrame) -> dict:
 def mechanism_summary(model, x: torch.Tensor) -> dict[str, float]:
     """Return the probes' scalar summary of the residual stream (see the module docstring).
 
-    Keys are prefixed ``probe_`` (e.g. ``probe_theta_mid``, ``probe_dtheta_mid``).
+    Keys are prefixed ``probe_`` (e.g. ``probe_theta_mid``, ``probe_dtheta_mid``). ``x`` (token
+    ids, on any device) is moved to the model's device.
     """
     from ..probes import summarize_states
 
-    hidden = model(x, return_hidden=True).hidden
+    hidden = model(x.to(_device_of(model)), return_hidden=True).hidden
     states = torch.stack([h.double().cpu() for h in hidden]).flatten(1, 2)
     return {f"probe_{k}": float(v) for k, v in summarize_states(states).items() if k != "depth"}
 
@@ -184,7 +194,7 @@ def diagnose(model, data, *, eval_tokens: int = 16_384, batch_size: int = 16, st
     """
     from .loop import evaluate
 
-    device = next(model.parameters()).device
+    device = _device_of(model)
     was_training = model.training
     model.eval()
     x_val, _ = next(iter(data.val_batches(eval_tokens, batch_size)))
@@ -196,7 +206,7 @@ def diagnose(model, data, *, eval_tokens: int = 16_384, batch_size: int = 16, st
         )
         rows.append((i + 1, "prune_drop", pruned - full))
     x, y = data.batch(step, batch_size)
-    norms = layer_grad_norms(model, x.to(device), y.to(device))
+    norms = layer_grad_norms(model, x, y)
     for i, g in enumerate(norms):
         rows.append((i + 1, "grad_norm", float(g)))
         rows.append((i + 1, "grad_norm_rel", float(g / norms[-1]) if norms[-1] > 0 else math.nan))
