@@ -12,11 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_support import _one_torch_thread, make_corpus  # noqa: E402, F401 - autouse fixture
+from train_support import _one_torch_thread, token_folder  # noqa: E402, F401 - autouse fixture
 
 from scalefit.accounting import flops_per_token  # noqa: E402
 from scalefit.train.config import TrainConfig, runtime_choices  # noqa: E402
-from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.loop import config_from_dict, load_checkpoint, make_optimizer, train  # noqa: E402
 from scalefit.train.model import Transformer  # noqa: E402
 
@@ -36,10 +35,7 @@ PATHS = {
 @pytest.fixture(scope="module")
 def token_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("accel")
-    corpus = make_corpus(
-        root / "corpus", vocab=["ab", "cd", "ef", "g", "hij", "k"], n_docs=4, words=3000, seed=2
-    )
-    return str(build_tokens(corpus, root / "tokens", val_fraction=0.25))
+    return token_folder(root, vocab=["ab", "cd", "ef", "g", "hij", "k"], seed=2)
 
 
 def settings(token_dir, **kw):

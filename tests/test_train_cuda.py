@@ -14,9 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_support import make_corpus  # noqa: E402
+from train_support import tiny_settings, token_folder  # noqa: E402
 
-from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.diagnostics import layer_grad_norms, mechanism_summary  # noqa: E402
 from scalefit.train.grid import run_train_task  # noqa: E402
 
@@ -25,26 +24,15 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @pytest.fixture(scope="module")
 def token_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cuda")
-    corpus = make_corpus(
-        root / "c", vocab=["to", "be", "or", "not", "that", "is"], n_docs=4, words=3000, seed=1
+    return token_folder(
+        tmp_path_factory.mktemp("cuda"), vocab=["to", "be", "or", "not", "that", "is"], seed=1
     )
-    return str(build_tokens(corpus, root / "t", val_fraction=0.25))
 
 
 @pytest.mark.parametrize("compile_", [False, True])
 def test_a_grid_point_trains_and_diagnoses_on_cuda(token_dir, tmp_path, compile_):
-    config = dict(
-        data=token_dir,
-        depth=2,
-        width=64,
-        seq_len=32,
-        batch_size=8,
-        tokens=8 * 32 * 20,
-        eval_tokens=512,
-        diag_tokens=256,
-        device="cuda",
-        compile=compile_,
+    config = tiny_settings(
+        token_dir, width=64, eval_tokens=512, diag_tokens=256, device="cuda", compile=compile_
     )
     row = run_train_task(config, tmp_path / "run")
     assert not row["diverged"] and math.isfinite(row["loss"])

@@ -28,6 +28,14 @@ def make_corpus(folder, *, vocab, n_docs=4, words=3000, seed=0):
     return folder
 
 
+def token_folder(root, *, vocab, seed, words=3000) -> str:
+    """A byte-level token folder of a 4-document random corpus under ``root`` (val 25 %)."""
+    from scalefit.train.data import build_tokens
+
+    corpus = make_corpus(root / "corpus", vocab=vocab, n_docs=4, words=words, seed=seed)
+    return str(build_tokens(corpus, root / "tokens", val_fraction=0.25))
+
+
 def tiny_settings(data, **overrides) -> dict:
     """Settings of a tiny CPU language model (2 x 32, 12 steps of 8 x 32 tokens), overridable."""
     base = dict(
