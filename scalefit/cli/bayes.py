@@ -41,9 +41,9 @@ def _devices_for_chains(chains: int) -> None:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         cores = os.cpu_count() or 1
-    n = min(chains, cores)
-    while n > 1 and chains % n:
-        n -= 1
+    from ..fit.bayes_model import even_split
+
+    n = even_split(chains, cores)
     if n <= 1:
         return
     import jax

@@ -76,7 +76,6 @@ class _BackgroundImport:
     """
 
     def __init__(self, module: str, extra: str):
-        import importlib.util
         import sys
         import threading
 

@@ -255,6 +255,17 @@ def program_key(
     )
 
 
+def even_split(chains: int, cap: int) -> int:
+    """The largest divisor of ``chains`` not above ``cap`` (at least 1).
+
+    How many devices can share ``chains`` evenly when at most ``cap`` are available.
+    """
+    n = min(int(chains), int(cap))
+    while n > 1 and chains % n:
+        n -= 1
+    return max(n, 1)
+
+
 def chain_devices(chains: int) -> int:
     """How many CPU devices the compiled sampler spreads ``chains`` over (1: all on one).
 
@@ -265,10 +276,7 @@ def chain_devices(chains: int) -> int:
     """
     import jax
 
-    n = min(int(chains), jax.local_device_count())
-    while n > 1 and chains % n:
-        n -= 1
-    return max(n, 1)
+    return even_split(chains, jax.local_device_count())
 
 
 def nuts_program(
