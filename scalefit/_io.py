@@ -11,6 +11,7 @@ import json
 import os
 import re
 import socket
+import stat
 import tempfile
 import time
 import warnings
@@ -65,11 +66,26 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 
 
 def _check_target(path: Path) -> None:
-    """Create the parent folders of ``path``; name a folder or file that is in the way."""
+    """Create the parent folders of ``path``; refuse a folder, device, FIFO or socket in the way.
+
+    Replacing a character device or a FIFO with a regular file (as root, ``os.replace`` would)
+    is never what a user meant by an output name.
+    """
     from .errors import ScaleFitError
 
-    if path.is_dir():
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise ScaleFitError(f"{path}: cannot write here ({exc.strerror or exc}).") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise ScaleFitError(f"{path}: is a folder; expected a file name to write to.")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ScaleFitError(
+            f"{path}: is {_kind(st.st_mode)}, not a regular file; refusing to replace it "
+            "(choose another output name)."
+        )
     ensure_folder(path.parent)
 
 
@@ -219,6 +235,233 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+#: Largest input file read by default (bytes): tables, result files, configurations.
+MAX_INPUT_BYTES = 1 << 30
+#: Deepest nesting of arrays and objects accepted in a JSON or TOML input.
+MAX_NESTING = 64
+#: Most digits accepted in one JSON integer literal (larger ones are refused, not rounded).
+MAX_INT_DIGITS = 30
+#: Largest configuration file (TOML) read (bytes).
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def _kind(mode: int) -> str:
+    """Words for a file type that is not a regular file."""
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_input_file(
+    path: str | os.PathLike, *, what: str, max_bytes: int = MAX_INPUT_BYTES
+) -> os.stat_result:
+    """Check that ``path`` names a readable regular file of at most ``max_bytes`` bytes.
+
+    Symbolic links are followed, so a link to ``/dev/zero`` is refused as a device. FIFOs,
+    devices and sockets are refused at once (reading them could block or never end).
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages (e.g. ``"fit result (JSON)"``).
+    max_bytes : int
+        The largest size accepted.
+
+    Returns
+    -------
+    os.stat_result
+        The file's status.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and why it cannot be read.
+    """
+    from .errors import ScaleFitError
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ScaleFitError(f"{path}: no such file; expected a {what}.") from None
+    except OSError as exc:  # name too long, permission, loop of links, ...
+        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ScaleFitError(f"{path}: is {_kind(st.st_mode)}; expected a {what} (a regular file).")
+    if st.st_size > max_bytes:
+        raise ScaleFitError(
+            f"{path}: {st.st_size:,} bytes, over the {max_bytes:,}-byte limit for a {what}."
+        )
+    return st
+
+
+def read_input_bytes(
+    path: str | os.PathLike, *, what: str, max_bytes: int = MAX_INPUT_BYTES
+) -> bytes:
+    """Read a user file's bytes after :func:`check_input_file`; never blocks, never unbounded.
+
+    The file is opened non-blocking and checked again through its descriptor, so a file swapped
+    for a FIFO after the check cannot block, and at most ``max_bytes`` bytes are read.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages.
+    max_bytes : int
+        The largest size accepted.
+
+    Returns
+    -------
+    bytes
+        The content.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and why it cannot be read.
+    """
+    from .errors import ScaleFitError
+
+    check_input_file(path, what=what, max_bytes=max_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ScaleFitError(f"{path}: is {_kind(st.st_mode)}; expected a {what}.")
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    if len(data) > max_bytes:
+        raise ScaleFitError(f"{path}: over the {max_bytes:,}-byte limit for a {what}.")
+    return data
+
+
+def _depth(obj: Any, limit: int) -> int:
+    """Nesting depth of lists and dicts in ``obj`` (stops counting past ``limit``); no recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((c, level + 1) for c in children if isinstance(c, dict | list))
+    return deepest
+
+
+def _bounded_int(text: str) -> int:
+    from .errors import ScaleFitError
+
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ScaleFitError(f"an integer of {digits} digits (at most {MAX_INT_DIGITS} accepted)")
+    return int(text)
+
+
+def _refuse_constant(text: str) -> float:
+    from .errors import ScaleFitError
+
+    raise ScaleFitError(f"{text} is not JSON (write null for a missing number)")
+
+
+def parse_json_text(
+    text: str, *, path: str | os.PathLike, what: str, max_nesting: int = MAX_NESTING
+) -> Any:
+    """Parse JSON text from a user file with bounded nesting and integer size.
+
+    Parameters
+    ----------
+    text : str
+        The JSON text.
+    path : path-like
+        The file, for messages.
+    what : str
+        What the file should be, for messages.
+    max_nesting : int
+        The deepest nesting of arrays and objects accepted.
+
+    Returns
+    -------
+    object
+        The parsed value.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and what is wrong (malformed JSON, nesting too deep, an integer too
+        long, ``NaN``/``Infinity`` literals).
+    """
+    from .errors import ScaleFitError
+
+    try:
+        value = json.loads(text, parse_int=_bounded_int, parse_constant=_refuse_constant)
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{path}: not a valid {what} ({exc}).") from None
+    except RecursionError:
+        raise ScaleFitError(
+            f"{path}: not a valid {what} (nested deeper than {max_nesting} levels)."
+        ) from None
+    except (json.JSONDecodeError, ValueError) as exc:
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).splitlines()[0]
+        raise ScaleFitError(f"{path}: not a valid {what} (JSON: {msg}).") from None
+    if _depth(value, max_nesting) > max_nesting:
+        raise ScaleFitError(
+            f"{path}: not a valid {what} (nested deeper than {max_nesting} levels)."
+        )
+    return value
+
+
+def read_json(
+    path: str | os.PathLike,
+    *,
+    what: str,
+    max_bytes: int = MAX_INPUT_BYTES,
+    max_nesting: int = MAX_NESTING,
+) -> Any:
+    """Read a user's UTF-8 JSON file: a regular file of bounded size, nesting and integers.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages (e.g. ``"fit result"``).
+    max_bytes : int
+        The largest size accepted.
+    max_nesting : int
+        The deepest nesting of arrays and objects accepted.
+
+    Returns
+    -------
+    object
+        The parsed value.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and what is wrong with it.
+    """
+    raw = read_input_bytes(path, what=what, max_bytes=max_bytes)
+    text = decode_utf8(path, raw, expected=f"a {what} as UTF-8 JSON")
+    return parse_json_text(text, path=path, what=what, max_nesting=max_nesting)
+
+
 def decode_utf8(path: str | os.PathLike, raw: bytes, *, expected: str) -> str:
     """Decode a user file's bytes as UTF-8 (a byte-order mark is dropped).
 
@@ -278,19 +521,21 @@ def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
     from .errors import ScaleFitError
 
     path = Path(path)
-    if not path.is_file():
-        kind = "a folder" if path.is_dir() else "no such file"
-        raise ScaleFitError(f"{path}: {kind}; expected a {what} (TOML file).")
-    raw = path.read_bytes()
+    raw = read_input_bytes(path, what=f"{what} (TOML file)", max_bytes=MAX_CONFIG_BYTES)
     if raw[:2] == b"\x1f\x8b" or b"\x00" in raw[:4096]:
         raise ScaleFitError(
             f"{path}: a binary, compressed or UTF-16 file; expected a {what} as UTF-8 TOML text."
         )
     text = decode_utf8(path, raw, expected=f"a {what} as UTF-8 TOML text")
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScaleFitError(f"{path}: not valid TOML ({exc}); expected a {what}.") from None
+    except RecursionError:
+        data = None
+    if data is None or _depth(data, MAX_NESTING) > MAX_NESTING:
+        raise ScaleFitError(f"{path}: a {what} nested deeper than {MAX_NESTING} levels.")
+    return data
 
 
 def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[str]:
@@ -315,6 +560,7 @@ def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[s
     from .errors import ScaleFitError
 
     path = Path(path)
+    check_input_file(path, what="JSONL text file", max_bytes=1 << 40)
     with path.open(encoding="utf-8", errors="replace") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
@@ -417,8 +663,7 @@ def load_torch(path: str | os.PathLike, *, what: str, map_location: Any = "cpu")
     from .errors import ScaleFitError
 
     path = Path(path)
-    if not path.is_file():
-        raise ScaleFitError(f"{path}: no such file; expected a {what} file.")
+    check_input_file(path, what=f"{what} file")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._io import decode_utf8
+from ._io import decode_utf8, read_input_bytes
 from ._validation import fmt_value
 from .accounting import tokens_for_budget, training_flops
 from .errors import ScaleFitError
@@ -164,14 +164,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
 
 def _read_csv(path: Path) -> pd.DataFrame:
     """Read a CSV with strict checks on encoding, emptiness, delimiter, header and row shape."""
-    if not path.exists():
-        raise ScaleFitError(f"{path}: no such file.")
-    if path.is_dir():
-        raise ScaleFitError(f"{path}: is a folder, expected a CSV file.")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    raw = read_input_bytes(path, what="CSV file")
     text = _decode(path, raw)
     if not text.strip():
         raise ScaleFitError(f"{path}: the file is empty; expected a CSV with a header row.")

@@ -170,6 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return EXIT_OK
+    except (
+        OSError
+    ) as exc:  # after BrokenPipeError; e.g. a file name too long, a path the system cannot use
+        if exc.filename is None and not exc.strerror:
+            raise
+        where = exc.filename if exc.filename is not None else "a path"
+        print(f"scalefit: error: {str(where)[:120]}: {exc.strerror or exc}.", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("scalefit: interrupted", file=sys.stderr)
         return 130
