@@ -30,6 +30,8 @@ Kind = Literal["coef", "positive", "floor", "exponent", "free"]
 
 #: Canonical columns a formula law may read without naming them in ``inputs=``.
 CANONICAL_INPUTS = ("params", "tokens", "flops", "width", "depth")
+#: The response column: what a law predicts, never one of its inputs or parameters.
+RESPONSE = "loss"
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,13 @@ class Law:
     start_points: tuple[dict[str, float], ...] = ()
     spec: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if RESPONSE in self.inputs:
+            raise ScaleFitError(
+                f"law {self.name!r} reads {RESPONSE!r}, the response column it predicts; a law "
+                "may not use the response as an input."
+            )
+
     def __repr__(self) -> str:
         return f"Law({self.name!r}: {self.formula})"
 
@@ -170,6 +179,7 @@ class Law:
 
         text = _strip_lhs(formula)
         expression = parse(text, kind="formula")
+        _refuse_response(expression.names, expression.text)
         names = set(expression.names) - set(CONSTANTS)
         if inputs is None:
             known = set(CANONICAL_INPUTS) | set(columns or ())
@@ -388,6 +398,15 @@ def _strip_lhs(formula: Any) -> Any:
     return formula[m.end() :] if m else formula
 
 
+def _refuse_response(names, text: str, where: str = "") -> None:
+    """A formula may not read the response column (it would "fit" by predicting y from y)."""
+    if RESPONSE in names:
+        raise ScaleFitError(
+            f"{where}the formula {text!r} reads {RESPONSE!r}, the response column the law "
+            "predicts; a formula may not use the response as an input or parameter."
+        )
+
+
 def _default_range(kind: str, lo: float, hi: float, start: Any) -> tuple[float, float]:
     """Random-start range of a formula parameter (see :meth:`Law.from_formula`)."""
     if start is not None and np.ndim(start) == 1:
@@ -452,6 +471,7 @@ def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ScaleFitError(f"{where}: malformed formula law spec ({exc!r}).") from None
     expression = parse(text, kind="formula")
+    _refuse_response(expression.names, expression.text, where=f"{where}: ")
     from ..expr import CONSTANTS
 
     declared = set(inputs) | {p.name for p in params}
