@@ -19,14 +19,20 @@ from scalefit.train.loop import config_from_dict, train  # noqa: E402
 from scalefit.train.rundir import claim  # noqa: E402
 
 BAD = [
-    ({"depth": "two"}, r"'depth' key of trainer config must be an int >= 1\. Got 'two' instead"),
-    ({"heads": 0}, r"'heads' key .* must be None or an int >= 1\. Got 0"),
-    ({"batch_size": -8}, r"'batch_size' key .* an int >= 1\. Got -8"),
+    (
+        {"depth": "two"},
+        r"'depth' key of trainer config must be an int in the range \[1, 4096\]\. Got 'two'",
+    ),
+    ({"heads": 0}, r"'heads' key .* must be None or an int in the range \[1, 65536\]\. Got 0"),
+    ({"batch_size": -8}, r"'batch_size' key .* an int in the range \[1, 16777216\]\. Got -8"),
     ({"lr": float("nan")}, r"'lr' key .* a finite float > 0\. Got nan"),
     ({"lr": float("inf")}, r"'lr' key .* a finite float > 0\. Got inf"),
     ({"device": "tpu"}, r"'device' key .* 'cuda:<index>'\. Got 'tpu'"),
-    ({"tokens": 0}, r"'tokens' key .* an int >= 1\. Got 0"),
-    ({"tokens": 1.5e6}, r"'tokens' key .* an int >= 1\. Got 1500000\.0"),
+    ({"tokens": 0}, r"'tokens' key .* an int in the range \[1, 100000000000000\]\. Got 0"),
+    (
+        {"tokens": 1.5e6},
+        r"'tokens' key .* an int in the range \[1, 100000000000000\]\. Got 1500000\.0",
+    ),
     ({"grad_clip": -1.0}, r"'grad_clip' key .* a float >= 0\. Got -1\.0"),
     ({"warmup_frac": 2.0}, r"'warmup_frac' key .* in the range \[0, 1\]\. Got 2\.0"),
     ({"checkpoint_every": -5}, r"'checkpoint_every' key .* an int >= 0\. Got -5"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from ..errors import ScaleFitError
@@ -52,11 +53,19 @@ def _run(args: argparse.Namespace) -> int:
 
     validate(
         "toy run",
-        {"--workers": args.workers, "--threads": args.threads, "--timeout-min": args.timeout_min},
         {
-            "--workers": [Interval(int, 0, None)],
-            "--threads": [Interval(int, 1, None)],
-            "--timeout-min": [None, Interval(int, 1, None)],
+            "--workers": args.workers,
+            "--threads": args.threads,
+            "--timeout-min": args.timeout_min,
+            "--slurm-partition": args.slurm_partition,
+            "--cluster": args.cluster,
+        },
+        {
+            "--workers": [Interval(int, 0, 4096)],
+            "--threads": [Interval(int, 1, 4096)],
+            "--timeout-min": [None, Interval(int, 1, 10**6)],
+            "--slurm-partition": [None, _Name()],
+            "--cluster": [None, _Name()],
         },
         noun="option",
     )
@@ -68,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
             f"{args.spec}: [sweep] task must be 'toy' for `scalefit toy run`. Got "
             f"{spec.task!r} instead (run other tasks from Python with scalefit.sweep.run_sweep)."
         )
+    _check_runs(args.spec, spec.runs(), workers=args.workers if args.executor == "local" else 1)
     out = Path(args.out) if args.out else Path("runs") / spec.name
     slurm = None
     if args.executor == "slurm":
@@ -98,6 +108,57 @@ def _run(args: argparse.Namespace) -> int:
         f"{out / 'results.csv'}"
     )
     return 0
+
+
+class _Name:
+    """A Slurm partition or submitit cluster name: letters, digits and ``_ . , : -`` only.
+
+    The value ends up in a job script; a newline there would start a line of its own.
+    """
+
+    def accepts(self, value) -> bool:  # noqa: D102 - see scalefit._validation
+        return (
+            isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.,:-]{1,128}", value) is not None
+        )
+
+    def describe(self) -> str:  # noqa: D102
+        return "a name of letters, digits and _ . , : - (one line, at most 128 characters)"
+
+
+def _check_runs(path: str, runs, *, workers: int) -> None:
+    """Validate every run's settings and refuse one that cannot fit in memory, before any work.
+
+    The estimate is :meth:`scalefit.sim.config.ToyConfig.memory_bytes`; on the CPU the local
+    workers run side by side, so the largest run counts once per worker.
+    """
+    import os
+
+    from .._torch import pick_device
+    from ..sim.sweep_task import build_config
+    from ..train.memory import _gb, available_memory
+
+    worst, need = None, 0
+    for run in runs:
+        try:
+            cfg = build_config(dict(run.config))
+        except ScaleFitError as exc:
+            raise ScaleFitError(f"{path}: {exc}") from None
+        device = pick_device(cfg.device)
+        size = cfg.memory_bytes(device_type=device.type)
+        if size > need:
+            worst, need = (run, device), size
+    if worst is None or os.environ.get("SCALEFIT_MEMORY_CHECK", "1").strip() == "0":
+        return
+    run, device = worst
+    sharing = max(1, min(workers, len(runs))) if device.type == "cpu" else 1
+    free = available_memory(device)
+    if free is not None and need * sharing > free:
+        each = f" for each of {sharing} workers" if sharing > 1 else ""
+        raise ScaleFitError(
+            f"{path}: run {run.run_id} needs about {_gb(need)}{each}, but {_gb(free)} is "
+            f"available on {device}; lower width, depths, replicas, batch or test_size "
+            "(SCALEFIT_MEMORY_CHECK=0 skips this check)."
+        )
 
 
 def _fit(args: argparse.Namespace) -> int:

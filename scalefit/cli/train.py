@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import unicodedata
 from pathlib import Path
 
+from .._validation import fmt_value
 from ..errors import ScaleFitError
 
 
@@ -131,17 +134,30 @@ def _read_toml(path: str) -> dict:
 
 
 def _overrides(items: list[str]) -> dict:
+    """``--set KEY=VALUE`` items as settings: one line each, the value in TOML syntax.
+
+    A value that is not TOML is taken as a string (the settings' validation names it when a
+    string does not belong there). Control characters are refused: a newline would let one
+    ``--set`` carry a second, silently dropped TOML line.
+    """
     import tomllib
 
     out = {}
     for item in items:
-        if "=" not in item:
-            raise ScaleFitError(f"--set expects KEY=VALUE; got {item!r}.")
-        key, value = item.split("=", 1)
+        shown = fmt_value(item)
+        if any(unicodedata.category(c) == "Cc" for c in item):
+            raise ScaleFitError(
+                f"--set expects one KEY=VALUE on one line, without newlines or other control "
+                f"characters; got {shown}."
+            )
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ScaleFitError(f"--set expects KEY=VALUE with KEY a setting name; got {shown}.")
         try:
-            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+            out[key] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
-            out[key.strip()] = value
+            out[key] = value
     return out
 
 

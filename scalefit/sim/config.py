@@ -123,6 +123,39 @@ class ToyConfig:
         """JSON-safe dict of every setting."""
         return asdict(self)
 
+    def memory_bytes(self, *, device_type: str = "cpu") -> int:
+        """Upper bound of the bytes one run of this configuration allocates.
+
+        Counted in the run's dtype: the teacher's layers (``8·W² + 4·W`` values each, three
+        copies while they are drawn) and head; every student layer (``k`` active students, the
+        same size each) and head four times over (weights, gradients, Adam's two moments); the
+        hand-written backward pass's caches (``2·4W + 2·W`` values per example, student and
+        layer, twice for the midpoint block) and logits for one chunk of the batch
+        (``micro_batch`` on CPUs, else the whole batch); the test set with the teacher's
+        targets, and one evaluation chunk of at most 8192 examples.
+
+        Examples
+        --------
+        >>> preset("cpu").memory_bytes() < 2e9
+        True
+        """
+        size = 8 if self.dtype == "float64" else 4
+        w, hidden, c = self.width, 4 * self.width, self.classes
+        layer = 2 * w * hidden + hidden
+        students = self.replicas * len(self.depths)
+        student_layers = self.replicas * sum(self.depths)
+        teacher = 3 * self.teacher_depth * layer + w * c
+        states = 4 * (student_layers * layer + (0 if self.loss == "mse" else students * w * c))
+        chunk = self.batch
+        if device_type == "cpu" and 0 < self.micro_batch < self.batch:
+            chunk = self.micro_batch
+        branches = 2 if self.block == "midpoint" else 1
+        caches = chunk * (student_layers * branches * (2 * hidden + 2 * w) + students * 4 * c)
+        batch = self.batch * (3 * hidden + 2 * w + 2 * c)
+        evaluation = min(self.test_size, 8192) * students * (4 * c + 4 * w)
+        test = self.test_size * (w + c)
+        return size * (teacher + states + caches + batch + evaluation + test)
+
     @classmethod
     def from_dict(cls, config: dict, *, where: str = "toy config") -> ToyConfig:
         """Build from a dict, rejecting unknown keys and bad values before any work starts.

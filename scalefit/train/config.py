@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .._validation import Interval, IsType, Options, validate_mapping
+from .._validation import Interval, Options, validate_mapping
 from ..accounting import BLOCKS
 from ..errors import ScaleFitError
 from .model import VARIANTS, ModelConfig, head_layout
@@ -100,29 +101,65 @@ class _Device:
         return "one of 'auto', 'cpu', 'cuda', 'cuda:<index>'"
 
 
-_POS_INT = [Interval(int, 1, None)]
+@dataclass(frozen=True)
+class _Text:
+    """A one-line string: no control characters (newlines, tabs, NUL), at most 4096 long."""
+
+    what: str
+
+    def accepts(self, value: Any) -> bool:
+        return (
+            isinstance(value, str)
+            and len(value) <= 4096
+            and not any(unicodedata.category(c) == "Cc" for c in value)
+        )
+
+    def describe(self) -> str:
+        return f"{self.what} on one line, without control characters"
+
+
+def _up_to(limit: int) -> list:
+    """A positive int no larger than ``limit``: sizes beyond it are typing slips, not runs."""
+    return [Interval(int, 1, limit)]
+
+
 _UNIT = [Interval(float, 0, 1)]
+#: Upper bounds of the sizes: far beyond any run this trainer serves, small enough that a slip
+#: (``width = 1e12``, ``batch_size = 1000000000``) is named here; whether a run within them fits
+#: in memory is checked before it starts (:mod:`scalefit.train.memory`).
+LIMITS = {
+    "depth": 4096,
+    "width": 1 << 18,
+    "heads": 1 << 16,
+    "vocab": 1 << 24,
+    "seq_len": 1 << 20,
+    "ffn_hidden": 1 << 20,
+    "batch_size": 1 << 24,
+    "tokens": 10**14,
+    "eval_tokens": 10**12,
+    "threads": 4096,
+}
 CONSTRAINTS: dict[str, list] = {
     # model
-    "depth": _POS_INT,
-    "width": _POS_INT,
-    "heads": [None, Interval(int, 1, None)],
-    "head_dim": [None, Interval(int, 2, None)],
-    "vocab": [Interval(int, 2, None)],
-    "seq_len": _POS_INT,
+    "depth": _up_to(LIMITS["depth"]),
+    "width": _up_to(LIMITS["width"]),
+    "heads": [None, *_up_to(LIMITS["heads"])],
+    "head_dim": [None, Interval(int, 2, LIMITS["width"])],
+    "vocab": [Interval(int, 2, LIMITS["vocab"])],
+    "seq_len": _up_to(LIMITS["seq_len"]),
     "block": [Options(frozenset(BLOCKS))],
-    "mlp_ratio": [_FinitePositive()],
-    "ffn_hidden": [None, Interval(int, 1, None)],
+    "mlp_ratio": [Interval(float, 0, 1024, closed="right")],
+    "ffn_hidden": [None, *_up_to(LIMITS["ffn_hidden"])],
     "embeddings": [Options(frozenset({"tied", "untied"}))],
     "variant": [Options(frozenset(VARIANTS))],
     "rope_base": [_FinitePositive()],
     "init_std": [_FinitePositive()],
     # training
-    "data": [IsType(str, "a string (token folder, shard folder, text file/folder or corpus)")],
+    "data": [_Text("a string (token folder, shard folder, text file/folder or corpus)")],
     "tokenizer": [Options(frozenset({"byte", "bpe"}))],
     "bpe_vocab": [Interval(int, 257, 65_535)],
-    "tokens": _POS_INT,
-    "batch_size": _POS_INT,
+    "tokens": _up_to(LIMITS["tokens"]),
+    "batch_size": _up_to(LIMITS["batch_size"]),
     "lr": [_FinitePositive()],
     "min_lr_ratio": _UNIT,
     "warmup_frac": _UNIT,
@@ -130,10 +167,10 @@ CONSTRAINTS: dict[str, list] = {
     "beta1": [Interval(float, 0, 1, closed="left")],
     "beta2": [Interval(float, 0, 1, closed="left")],
     "grad_clip": [Interval(float, 0, None)],
-    "seed": [Interval(int, 0, None)],
+    "seed": [Interval(int, 0, 2**63 - 1)],
     "cr_loss": ["boolean"],
     "ortho_loss": ["boolean"],
-    "eval_tokens": _POS_INT,
+    "eval_tokens": _up_to(LIMITS["eval_tokens"]),
     "checkpoint_every": [Interval(int, 0, None)],
     "diverge_ratio": [Interval(float, 1, None, closed="neither")],
     "device": [_Device()],
@@ -141,8 +178,8 @@ CONSTRAINTS: dict[str, list] = {
     "compile": ["boolean", Options(frozenset({"auto"}))],
     "optimizer_impl": [Options(frozenset(OPTIMIZER_IMPLS))],
     "parallel": [Options(frozenset(PARALLEL))],
-    "threads": [Interval(int, 0, None)],
-    "name": [IsType(str, "a string")],
+    "threads": [Interval(int, 0, LIMITS["threads"])],
+    "name": [_Text("a string")],
 }
 
 

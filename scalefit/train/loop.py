@@ -262,14 +262,17 @@ def train(
     Raises
     ------
     ScaleFitError
-        For invalid settings, a run folder in use by another process or started with other
-        settings.
+        For invalid settings, a run that would not fit in the device's free memory
+        (:mod:`scalefit.train.memory`), a run folder in use by another process or started with
+        other settings.
     """
     from .config import validate_config
+    from .memory import check_run_memory
     from .rundir import claim
 
     validate_config(cfg.to_dict())
     run_dir = Path(run_dir) if run_dir is not None else None
+    check_run_memory(cfg, run_dir)  # before the folder is touched and the model is built
     owner = int(os.environ.get("RANK", "0")) == 0
     with claim(run_dir, cfg, overwrite=overwrite, owner=owner):
         return _train(cfg, run_dir, progress=progress, stop_after=stop_after)
