@@ -355,9 +355,10 @@ class _Converter:
             raise _bad(text, kind, f"keyword or starred arguments to {fname!r}")
         arity, attr = FUNCTIONS[fname]
         if len(n.args) != arity:
+            what = "formula" if kind == "formula" else "filter"
             raise ScaleFitError(
-                f"{fname}() takes {arity} argument(s) but {len(n.args)} were given in "
-                f"{_show(text)}."
+                f"the {what} {_show(text)} calls {fname}() with {len(n.args)} argument(s); it "
+                f"takes {arity}."
             )
         return Node("call", (attr, *[rec(a) for a in n.args]))
 
@@ -458,14 +459,17 @@ class _Context:
         raise AssertionError(op)  # pragma: no cover - the parser only builds the ops above
 
     def _value(self, name: str, value: Any) -> Any:
-        if isinstance(value, int) and not isinstance(value, bool):
+        # Python numbers as floats: an int would be powered exactly (without bound), and
+        # Python's float arithmetic raises where numpy's gives inf or nan.
+        if isinstance(value, int | float) and not isinstance(value, bool):
             try:
-                return float(value)  # Python ints would be powered exactly, without bound
+                value = float(value)
             except OverflowError:
                 raise ScaleFitError(
                     f"expression {_show(self.expr.text)}: the value of {name!r} is beyond float "
                     "range."
                 ) from None
+            return np.float64(value) if self.xp is np else value
         return value
 
     def number(self, value: Any) -> Any:
