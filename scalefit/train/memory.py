@@ -254,9 +254,17 @@ def check_run_memory(cfg, run_dir=None, *, where: str = "") -> None:
     Called by :func:`scalefit.train.loop.train` before the run folder is touched and before
     the model is built.
     """
+    import torch
+
     from .._torch import pick_device
 
     device = pick_device(cfg.device)
+    if device.type == "cuda":  # refused here, before the run folder is touched
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index or 0) >= count:
+            raise ScaleFitError(
+                f"{where}device {cfg.device!r}: this machine has {count} CUDA device(s)."
+            )
     if device.type == "cuda" and device.index is None:
         local = int(os.environ.get("LOCAL_RANK", "0") or 0)
         device = f"cuda:{local}"
