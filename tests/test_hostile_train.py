@@ -301,3 +301,27 @@ def test_toy_estimate_bounds_the_tensors_it_allocates():
     held = sum(t.numel() for t in teacher.layers.values()) + teacher.head.numel()
     held += 4 * sum(p.numel() for p in students.params)  # weights, grads, Adam's two moments
     assert cfg.memory_bytes() >= size * held
+
+
+# ------------------------------------------------------------------------------------ train grid
+GRID_REFUSED = [
+    ("width = [64, 65536]", [], ("grid.toml", "needs about")),
+    ("width = [64]\nbatch_size_x = [1]", [], ("batch_size_x",)),
+    ("width = [1e12]", [], ("width",)),
+    ('width = [64]\nname = ["a\\u000ab"]', [], ("name",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("grid", "options", "names"), GRID_REFUSED, ids=[g[:30] for g, _, _ in GRID_REFUSED]
+)
+def test_train_grid_is_refused_before_any_run(tmp_path, tokens, capsys, grid, options, names):
+    spec = tmp_path / "grid.toml"
+    spec.write_text(
+        f'[sweep]\nname = "g"\ntask = "train"\n[fixed]\ndata = "{tokens}"\nseq_len = 16\n'
+        f"batch_size = 4\ntokens = 256\ndevice = 'cpu'\n[grid]\n{grid}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    result = cli(capsys, ["train", "grid", spec, "--out", out, "--workers", "0", *options])
+    assert_refused(result, *names, outputs=[out], case=grid)

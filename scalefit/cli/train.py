@@ -210,6 +210,9 @@ def _cmd_grid(args) -> int:
     for spec, path in zip(specs, args.specs, strict=True):
         if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
             raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")
+    if args.executor == "local":
+        for spec, path in zip(specs, args.specs, strict=True):
+            _check_grid_memory(spec, path, workers=args.workers)
     out = Path(args.out or Path("runs") / specs[0].name)
     for spec in specs:
         run_sweep(
@@ -234,6 +237,28 @@ def _cmd_grid(args) -> int:
         f"({done} with a loss, {diverged} diverged)"
     )
     return 0
+
+
+def _check_grid_memory(spec, path: str, *, workers: int) -> None:
+    """Refuse a local grid whose largest run cannot fit in memory, before any run starts.
+
+    Local workers on the CPU train side by side, so the check counts the largest run once per
+    worker.
+    """
+    from ..train.grid import TASK_KEYS, validate_config
+    from ..train.loop import config_from_dict
+    from ..train.memory import check_run_memory
+
+    runs = spec.runs()
+    share = max(1, min(workers, len(runs)))
+    for run in runs:
+        try:
+            validate_config(run.config)
+            rest = {k: v for k, v in run.config.items() if k not in TASK_KEYS}
+            cfg = config_from_dict(rest, source=path)
+        except ScaleFitError as exc:
+            raise ScaleFitError(f"{path}: run {run.run_id}: {exc}") from None
+        check_run_memory(cfg, where=f"{path}: run {run.run_id}: ", processes=share)
 
 
 def _cmd_report(args) -> int:

@@ -272,7 +272,7 @@ def train(
 
     validate_config(cfg.to_dict())
     run_dir = Path(run_dir) if run_dir is not None else None
-    check_run_memory(cfg, run_dir)  # before the folder is touched and the model is built
+    check_run_memory(cfg, checkpoint=run_dir is not None)  # before any folder or tensor
     owner = int(os.environ.get("RANK", "0")) == 0
     with claim(run_dir, cfg, overwrite=overwrite, owner=owner):
         return _train(cfg, run_dir, progress=progress, stop_after=stop_after)

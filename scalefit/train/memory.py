@@ -178,7 +178,13 @@ def available_memory(device) -> int | None:
 
 
 def check_memory(
-    cfg, device, *, vocab: int | None = None, checkpoint: bool = True, where: str = ""
+    cfg,
+    device,
+    *,
+    vocab: int | None = None,
+    checkpoint: bool = True,
+    where: str = "",
+    processes: int | None = None,
 ) -> None:
     """Refuse a run whose estimated memory exceeds what ``device`` has free, in one line.
 
@@ -194,6 +200,9 @@ def check_memory(
         Whether checkpoints are written.
     where : str
         Prefix for the message (the configuration's name).
+    processes : int, optional
+        Processes of this size that share the machine's memory (CPU only); default
+        ``LOCAL_WORLD_SIZE`` (set by ``torchrun``) or 1.
 
     Raises
     ------
@@ -210,7 +219,9 @@ def check_memory(
     need = est.total
     sharing = 1
     if device.type == "cpu":  # the processes of one machine share its memory
-        sharing = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+        if processes is None:
+            processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        sharing = max(1, processes)
         need *= sharing
     free = available_memory(device)
     if free is None or need <= free:
@@ -248,11 +259,13 @@ def data_vocab(cfg) -> int:
     return 256 if cfg.tokenizer == "byte" else cfg.bpe_vocab
 
 
-def check_run_memory(cfg, run_dir=None, *, where: str = "") -> None:
+def check_run_memory(
+    cfg, *, checkpoint: bool = True, where: str = "", processes: int | None = None
+) -> None:
     """:func:`check_memory` for a run about to start: its device, its data's vocabulary.
 
     Called by :func:`scalefit.train.loop.train` before the run folder is touched and before
-    the model is built.
+    the model is built, and for every run of a ``train grid`` before the sweep starts.
     """
     import torch
 
@@ -268,7 +281,14 @@ def check_run_memory(cfg, run_dir=None, *, where: str = "") -> None:
     if device.type == "cuda" and device.index is None:
         local = int(os.environ.get("LOCAL_RANK", "0") or 0)
         device = f"cuda:{local}"
-    check_memory(cfg, device, vocab=data_vocab(cfg), checkpoint=run_dir is not None, where=where)
+    check_memory(
+        cfg,
+        device,
+        vocab=data_vocab(cfg),
+        checkpoint=checkpoint,
+        where=where,
+        processes=processes,
+    )
 
 
 def _meminfo_available() -> int | None:
