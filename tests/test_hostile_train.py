@@ -325,3 +325,19 @@ def test_train_grid_is_refused_before_any_run(tmp_path, tokens, capsys, grid, op
     out = tmp_path / "out"
     result = cli(capsys, ["train", "grid", spec, "--out", out, "--workers", "0", *options])
     assert_refused(result, *names, outputs=[out], case=grid)
+
+
+def test_diagnose_refuses_a_config_that_does_not_match_its_weights(tmp_path, tokens, capsys):
+    config, out = _config(tmp_path, tokens), tmp_path / "run"
+    args = ["train", "run", config, "--out", out, "--no-progress", "--set", "diagnose=false"]
+    assert cli(capsys, args)[0] == 0
+    ckpt = out / "checkpoint.pt"
+    code, _, err = cli(capsys, ["train", "diagnose", ckpt, "--out", tmp_path / "ok.csv"])
+    assert code == 0, err  # the control: the trainer's own checkpoint
+    state = torch.load(ckpt, weights_only=True)
+    state["config"]["width"] = 65536  # the weights stay those of a 32-wide model
+    bad = tmp_path / "bad" / "checkpoint.pt"
+    bad.parent.mkdir()
+    torch.save(state, bad)
+    result = cli(capsys, ["train", "diagnose", bad, "--out", tmp_path / "d.csv"])
+    assert_refused(result, str(bad), outputs=[tmp_path / "d.csv"])

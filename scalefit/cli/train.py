@@ -302,6 +302,7 @@ def _cmd_diagnose(args) -> int:
             "Diagnose an unsharded run's checkpoint instead."
         )
     cfg = config_from_dict(state["config"], source=str(path))
+    _check_weights_match(path, cfg, state["model"])  # before the model is allocated
     model = Transformer(cfg.model)
     model.load_state_dict(state["model"])
     frame = diagnose(model, prepare_data(cfg), eval_tokens=args.eval_tokens)
@@ -311,6 +312,25 @@ def _cmd_diagnose(args) -> int:
     print(wide.to_string(float_format=lambda v: f"{v:.4g}"))
     print(f"written {out}")
     return 0
+
+
+def _check_weights_match(path: Path, cfg, weights) -> None:
+    """Refuse a checkpoint whose config describes another model than its weights.
+
+    The model is built from the config: a config asking for far more parameters than the file
+    holds (``width = 65536`` beside a tiny model's weights) would allocate them first.
+    """
+    import torch
+
+    if not isinstance(weights, dict) or not all(torch.is_tensor(t) for t in weights.values()):
+        raise ScaleFitError(f"{path}: 'model' is not a table of tensors.")
+    stored = {t.untyped_storage().data_ptr(): t.numel() for t in weights.values()}
+    held, expected = sum(stored.values()), cfg.model.expected_params()
+    if held != expected:
+        raise ScaleFitError(
+            f"{path}: its config describes a model of {expected:,} parameters, but its weights "
+            f"hold {held:,}; the checkpoint is not one the trainer wrote."
+        )
 
 
 def _cmd_prepare_shards(args) -> int:
