@@ -125,7 +125,7 @@ def estimate_memory(
     >>> from scalefit.train.config import config_from_dict
     >>> est = estimate_memory(config_from_dict({"depth": 2, "width": 64, "batch_size": 8}))
     >>> est.params, est.total > 16 * est.params
-    (115264, True)
+    (115008, True)
     """
     from .model import ModelConfig, tree_parents
 
