@@ -246,9 +246,9 @@ def _named(constraint: Any) -> tuple[Callable[[Any], bool], str]:
     raise TypeError(f"unknown constraint {constraint!r}")  # programming error
 
 
-def _allowed(value: Any, constraints: Sequence[Any]) -> tuple[str, str]:
+def _allowed(value: Any, constraints: Sequence[Any], none: str = "None") -> tuple[str, str]:
     """The words for what ``constraints`` allow, and a "did you mean" hint for ``value``."""
-    words = [_named(c)[1] for c in constraints]
+    words = [none if c is None else _named(c)[1] for c in constraints]
     allowed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
     hint = ""
     if isinstance(value, str):
@@ -283,10 +283,12 @@ def field_message(where: str, field: str, value: Any, constraints: Sequence[Any]
     Returns
     -------
     str
-        ``"<where>: field '<field>' must be <allowed>. Got <value> instead."``
+        ``"<where>: field '<field>' must be <allowed>. Got <value> instead."`` (a ``None``
+        is written ``null``, as in the JSON file).
     """
-    allowed, hint = _allowed(value, constraints)
-    return f"{where}: field {field!r} must be {allowed}. Got {fmt_value(value)} instead.{hint}"
+    allowed, hint = _allowed(value, constraints, none="null")
+    got = "null" if value is None else fmt_value(value)
+    return f"{where}: field {field!r} must be {allowed}. Got {got} instead.{hint}"
 
 
 def check_field(where: str, field: str, value: Any, constraints: Sequence[Any]) -> None:

@@ -179,7 +179,7 @@ CONVENTIONS = Record(
         "weights": Leaf((TEXT, None)),
         "weight_column": Leaf((TEXT, None)),
         "starts": Leaf((POSITIVE_INT,)),
-        "seed": Leaf((Interval(int, 0, 2**63 - 1), None)),
+        "seed": Leaf((COUNT, None)),
         "ci_method": Leaf((Options({"percentile", "bca"}),)),
         "outlier_rule": Leaf((TEXT,)),
         "derived": ListOf(Leaf((TEXT,))),
@@ -331,6 +331,11 @@ class _Ctx:
     pivots: tuple[str, ...] = ()
 
 
+def _got(value: Any) -> str:
+    """A value as the message shows it (``null`` as in the file)."""
+    return "null" if value is None else fmt_value(value)
+
+
 def _path(parent: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{parent}[{key}]"
@@ -341,8 +346,14 @@ def _fail(ctx: _Ctx, path: str, what: str) -> ScaleFitError:
     return ScaleFitError(f"{ctx.where}: field {path!r} {what}")
 
 
+def _low(ctx: _Ctx, name: str) -> float:
+    return 0.0 if ctx.kinds.get(name) in ("coef", "positive", "floor") else -ABSURD
+
+
 def _param(ctx: _Ctx, node: Param, value: Any, path: str, name: str) -> Any:
-    low = 0.0 if ctx.kinds.get(name) in ("coef", "positive", "floor") else -ABSURD
+    low = _low(ctx, name)
+    if type(value) is float and low <= value <= ABSURD:  # the common case, fast (NaN fails)
+        return value
     cons: tuple = (Interval(float, low, ABSURD),)
     if node.null:
         cons = (*cons, None)
@@ -362,11 +373,9 @@ def _check(ctx: _Ctx, node: Any, value: Any, path: str, param: str = "") -> Any:
             return None
         inner = node.node
         if isinstance(inner, ListOf) and not isinstance(value, list):
-            raise _fail(ctx, path, f"must be a list or null. Got {fmt_value(value)} instead.")
+            raise _fail(ctx, path, f"must be a list or null. Got {_got(value)} instead.")
         if isinstance(inner, Record | MapOf) and not isinstance(value, dict):
-            raise _fail(
-                ctx, path, f"must be a JSON object or null. Got {fmt_value(value)} instead."
-            )
+            raise _fail(ctx, path, f"must be a JSON object or null. Got {_got(value)} instead.")
         return _check(ctx, inner, value, path, param)
     if isinstance(node, Param):
         return _param(ctx, node, value, path, param)
@@ -388,12 +397,24 @@ def _is_number(v: Any) -> bool:
 
 def _check_list(ctx: _Ctx, node: ListOf, value: Any, path: str, param: str = "") -> list:
     n = len(ctx.names) if node.length == "P" else node.length
+    if node.ordered:
+        shape = "a pair [lo, hi]"
+    elif n is None:
+        shape = "a list"
+    else:
+        shape = f"a list of {n} value{'s' if n != 1 else ''}"
+        shape += " (one per parameter of the law)" if node.length == "P" else ""
+        shape += " or []" if node.empty else ""
     if not isinstance(value, list):
-        shape = f"a list of {n}" if n is not None else "a list"
-        raise _fail(ctx, path, f"must be {shape}. Got {fmt_value(value)} instead.")
+        raise _fail(ctx, path, f"must be {shape}. Got {_got(value)} instead.")
     if n is not None and len(value) != n and not (node.empty and not value):
-        per = " (one per parameter of the law)" if node.length == "P" else ""
-        raise _fail(ctx, path, f"must be a list of {n}{per}. Got a list of {len(value)} instead.")
+        raise _fail(ctx, path, f"must be {shape}. Got a list of {len(value)} instead.")
+    if isinstance(node.item, Param) and node.per_param:  # a row of draws: one value per param
+        lows = [_low(ctx, name) for name in ctx.names]
+        if all(
+            type(v) is float and lo <= v <= ABSURD for v, lo in zip(value, lows, strict=True)
+        ):
+            return value  # the common case, fast
     out = []
     for i, item in enumerate(value):
         name = ctx.names[i] if node.per_param else param
@@ -401,13 +422,13 @@ def _check_list(ctx: _Ctx, node: ListOf, value: Any, path: str, param: str = "")
     if node.ordered and len(out) == 2:
         lo, hi = (float(v) if _is_number(v) else math.nan for v in out)
         if lo > hi:
-            raise _fail(ctx, path, f"must be [lo, hi] with lo <= hi. Got {fmt_value(value)}.")
+            raise _fail(ctx, path, f"must be [lo, hi] with lo <= hi. Got {_got(value)} instead.")
     return out
 
 
 def _check_map(ctx: _Ctx, node: MapOf, value: Any, path: str) -> dict:
     if not isinstance(value, dict):
-        raise _fail(ctx, path, f"must be a JSON object. Got {fmt_value(value)} instead.")
+        raise _fail(ctx, path, f"must be a JSON object. Got {_got(value)} instead.")
     if node.keys is not None:
         allowed = ctx.pivots if node.keys == "pivots" else ctx.names
         keys = tuple(value)
@@ -427,7 +448,7 @@ def _check_map(ctx: _Ctx, node: MapOf, value: Any, path: str) -> dict:
 
 def _check_record(ctx: _Ctx, node: Record, value: Any, path: str) -> dict:
     if not isinstance(value, dict):
-        raise _fail(ctx, path, f"must be a JSON object. Got {fmt_value(value)} instead.")
+        raise _fail(ctx, path, f"must be a JSON object. Got {_got(value)} instead.")
     for key in sorted(node.required):
         if key not in value:
             raise _fail(ctx, _path(path, key), "is missing (every result file has it).")
@@ -454,7 +475,13 @@ def _law(ctx: _Ctx, data: dict) -> Any:
     from ..laws import get_law, law_from_spec, list_laws
 
     spec = data["law_spec"]
-    kind = spec.get("type") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict):
+        raise _fail(
+            ctx,
+            "law_spec",
+            f"must be a JSON object (a registered law or a formula). Got {_got(spec)} instead.",
+        )
+    kind = spec.get("type")
     if kind not in ("registered", "formula"):
         check_field(ctx.where, "law_spec.type", kind, (Options({"registered", "formula"}),))
     if kind == "registered":
