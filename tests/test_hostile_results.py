@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hostile import assert_refused, cli
 
@@ -393,7 +394,41 @@ FORMULA_SPECS = [
     (("params",), [DELETE]),
     (("inputs",), [DELETE]),
 ]
-FORMULA_CASES = _cases("formula", "formula", FORMULA_SPECS)
+#: Constant arithmetic that fails (division by zero, overflow, literals beyond float range): the
+#: formula grammar's checked arithmetic (issue 22, item 2, on another branch) refuses it at parse
+#: time, which this loader reports as "field 'law_spec.formula' is not a formula". Until that
+#: lands, allocate evaluates such a law and fails there.
+ARITH_FORMULAS = [
+    "1/0*E + A/params**alpha + B/tokens**beta",
+    "0**-1*E + A/params**alpha + B/tokens**beta",
+    "10**10**10*E + A/params**alpha + B/tokens**beta",
+    "1e999*E + A/params**alpha + B/tokens**beta",
+    "E*(1e308*10) + A/params**alpha + B/tokens**beta",
+]
+
+
+def _grammar_checks_arithmetic() -> bool:
+    from scalefit.expr import parse
+
+    try:
+        parse("1/0 * params", kind="formula")
+    except ScaleFitError:
+        return True
+    return False
+
+
+_PENDING = pytest.mark.xfail(
+    not _grammar_checks_arithmetic(),
+    reason="needs scalefit.expr's checked arithmetic (issue 22, item 2)",
+    strict=True,
+)
+FORMULA_CASES = [
+    *_cases("formula", "formula", FORMULA_SPECS),
+    *[
+        pytest.param("formula", ("formula",), f, id=f"arith:{f[:20]}", marks=_PENDING)
+        for f in ARITH_FORMULAS
+    ],
+]
 
 
 @pytest.mark.parametrize(("base", "path", "value"), FORMULA_CASES)
@@ -576,3 +611,73 @@ def test_corpus_is_large_and_covers_every_field_save_writes(saved):
     assert len(CASES) + len(FORMULA_CASES) + len(WHOLE_FILES) >= 400
     touched = {p[0] for p, _ in FIELDS} | {p[0] for p, _ in MISSING} | {"schema_version"}
     assert set(saved["full"]) <= touched | {"law_spec"}
+
+
+# ------------------------------------------------------------------------------ Bayes results
+BAYES_FIELDS: list[tuple[tuple, list]] = [
+    (("method",), ["Bayes", "numpyro"]),
+    (("conventions", "likelihood"), [*STR, "cauchy"]),
+    (("diagnostics", "hdi"), [*OBJECT, {"zzz": [1.0, 2.0]}]),
+    (("diagnostics", "hdi", "c"), PAIR),
+    (("diagnostics", "hdi_prob"), PROB),
+    (("diagnostics", "noise"), [*OBJECT, {"sigma": -1.0}, {"sigma": 0.0}, {"nu": "x"}]),
+    (("diagnostics", "r_hat"), OBJECT),
+    (("diagnostics", "r_hat", "c"), NUM_NONNEG_NULL),
+    (("diagnostics", "ess_bulk", "alpha"), NUM_NONNEG_NULL),
+    (("diagnostics", "r_hat_max"), NUM_NONNEG_NULL),
+    (("diagnostics", "chains"), POS_INT),
+    (("diagnostics", "divergences"), COUNT),
+    (("diagnostics", "loo"), OBJECT),
+    (("diagnostics", "loo", "elpd_loo"), NUM_NULL),
+    (("holdout", "pit"), ["x", 1, {}, [0.5], ["x"] * 8, [1.5] * 8, [None] * 7]),
+    (("holdout", "pit", 0), [*WRONG_TYPES, -0.1, 1.1, INF]),
+    (("holdout", "coverage_50"), UNIT_NULL),
+    (("holdout", "width_log"), NUM_NONNEG_NULL),
+    (("holdout", "lpd"), [*WRONG_TYPES, "1", INF]),
+    (("holdout", "uncalibrated"), [*OBJECT, {"coverage": 0.5}, {"predictive": "p"}]),
+    (("holdout", "uncalibrated", "coverage"), UNIT_NULL),
+    (("holdout", "uncalibrated", "surprise"), [1]),
+    (("holdout", "calibration"), OBJECT),
+    (("holdout", "calibration", "sigma"), NUM_NULL),
+    (("draws", 0, 2), [v for v in PARAM_FREE if v is not None]),
+    (("internal",), [[1.0] * 2, [1.0] * 4]),
+    (("refs",), [{"depth": 1.0, "width": 1.0}, {"params": 1.0}]),
+]
+
+
+@pytest.fixture(scope="module")
+def bayes_saved(tmp_path_factory):
+    """A real Bayesian fit with a calibrated hold-out, saved by ``save()`` (about a minute)."""
+    from scalefit.fit.bayes import fit_bayes
+
+    rng = np.random.default_rng(1)
+    depth = np.repeat([2.0, 3, 4, 6, 8, 12, 16, 24], 4)
+    law = scalefit.get_law("depth_power")
+    loss = law.evaluate({"c": 2.0, "alpha": 1.1, "L0": 0.5}, {"depth": depth})
+    frame = pd.DataFrame({"depth": depth, "loss": loss * np.exp(rng.normal(0, 0.01, depth.shape))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fit_bayes(frame, law, seed=3, chains=2, draws=200, warmup=200, holdout=0.25)
+    path = res.save(tmp_path_factory.mktemp("bayes") / "bayes.json")
+    return res, path, json.loads(path.read_text())
+
+
+@pytest.mark.slow
+def test_bayes_result_round_trips(bayes_saved):
+    res, path, data = bayes_saved
+    back = FitResult.load(path)
+    assert back.method == "bayes" and back.to_dict() == data
+    np.testing.assert_array_equal(back.draws, res.draws)
+    assert back.holdout["pit"] == res.holdout["pit"] and back.report() == res.report()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("base", "path", "value"), _cases("bayes", "bayes", BAYES_FIELDS))
+def test_mutated_bayes_field_is_refused(tmp_path, bayes_saved, base, path, value):
+    data = json.loads(json.dumps(bayes_saved[2]))
+    _set(data, path, value)
+    file = _write(tmp_path, _render(data))
+    with pytest.raises(ScaleFitError) as info:
+        FitResult.load(file)
+    msg = str(info.value)
+    assert "\n" not in msg and "m.json" in msg and f"'{path[0]}" in msg, msg

@@ -411,9 +411,7 @@ def _check_list(ctx: _Ctx, node: ListOf, value: Any, path: str, param: str = "")
         raise _fail(ctx, path, f"must be {shape}. Got a list of {len(value)} instead.")
     if isinstance(node.item, Param) and node.per_param:  # a row of draws: one value per param
         lows = [_low(ctx, name) for name in ctx.names]
-        if all(
-            type(v) is float and lo <= v <= ABSURD for v, lo in zip(value, lows, strict=True)
-        ):
+        if all(type(v) is float and lo <= v <= ABSURD for v, lo in zip(value, lows, strict=True)):
             return value  # the common case, fast
     out = []
     for i, item in enumerate(value):
@@ -543,7 +541,7 @@ def _check_formula(ctx: _Ctx, spec: dict) -> None:
         expression = parse(spec["formula"], kind="formula")
     except ScaleFitError as exc:
         raise _fail(ctx, "law_spec.formula", f"is not a formula: {exc}") from None
-    except (RecursionError, ValueError, OverflowError, MemoryError) as exc:
+    except (RecursionError, ValueError, ArithmeticError, MemoryError) as exc:
         raise _fail(ctx, "law_spec.formula", f"is not a formula ({type(exc).__name__}).") from None
     read = set(expression.names) - set(CONSTANTS)
     if read != set(inputs) | set(names):
