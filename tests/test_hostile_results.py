@@ -543,6 +543,19 @@ def test_design_and_isoflop_refuse_the_same_files(
     assert str(path[0]) in line
 
 
+def test_design_from_a_law_with_no_finite_optimum_is_one_line(capsys, tmp_path, saved):
+    """A file that passes the schema but whose law has no compute-optimal size (an exponent of
+    1e30) gave a KeyError in ``design``'s candidate grid."""
+    data = json.loads(json.dumps(saved["full"]))
+    data["params"]["alpha"] = 1e30
+    data["draws"] = data["draws"] * 3  # design needs 20 draws or more
+    data["n_boot"] = len(data["draws"])
+    file = _write(tmp_path, json.dumps(data))
+    out = tmp_path / "runs.csv"
+    args = ["design", file, "--target", "1e21", "--compute", "1e19", "--out", out]
+    assert_refused(cli(capsys, args), "no candidate runs", outputs=[out])
+
+
 # ------------------------------------------------------------------------------ controls
 @pytest.mark.parametrize("name", ["plain", "full", "formula"])
 def test_real_results_round_trip(capsys, tmp_path, fits, saved, table, name):
@@ -642,6 +655,11 @@ BAYES_FIELDS: list[tuple[tuple, list]] = [
     (("draws", 0, 2), [v for v in PARAM_FREE if v is not None]),
     (("internal",), [[1.0] * 2, [1.0] * 4]),
     (("refs",), [{"depth": 1.0, "width": 1.0}, {"params": 1.0}]),
+    (("draws",), [None, []]),
+    (("ci",), [{}, {"c": [1.0, 2.0]}]),
+    (("diagnostics",), [{}]),
+    (("diagnostics", "hdi"), [DELETE, {}, {"c": [1.0, 2.0]}]),
+    (("diagnostics", "noise"), [DELETE, {}, {"nu": 3.0}, {"sigma": None}]),
 ]
 
 

@@ -17,6 +17,8 @@ What is checked
   ``params`` names the law's parameters in the law's order (the order of the draws' columns),
   ``corr`` is P x P (or empty), ``draws`` N x P, ``internal`` has P entries (or none), ``refs``
   names only the law's pivot inputs, ``n_boot`` counts the draws.
+- A Bayesian result (``method`` "bayes") also carries its draws, an interval and an HDI for
+  every parameter and the posterior median noise scale (what its readers use).
 - ``null`` stands where ``save()`` wrote a NaN (a failed resample, an undefined correlation);
   numeric fields that may hold it read it back as NaN.
 
@@ -208,7 +210,7 @@ DIAGNOSTICS = Record(
         "hessian_cond": num(NONNEG),
         "hdi": MapOf(PAIR, keys="params"),
         "hdi_prob": Leaf((PROB_OPEN,)),
-        "noise": MapOf(num(Interval(float, 0, None, closed="neither", finite=True))),
+        "noise": MapOf(Leaf((Interval(float, 0, None, closed="neither", finite=True),))),
         "r_hat": MapOf(num(NONNEG)),
         "ess_bulk": MapOf(num(NONNEG)),
         "ess_tail": MapOf(num(NONNEG)),
@@ -626,6 +628,8 @@ def _consistent(ctx: _Ctx, out: dict[str, Any]) -> None:
     if len(set(out["not_identified"])) != len(out["not_identified"]):
         raise _fail(ctx, "not_identified", "must not repeat a parameter.")
     conv, diag, hold = out["conventions"], out["diagnostics"], out["holdout"]
+    if out["method"] == "bayes":
+        _bayes_complete(ctx, out)
     if conv.get("loss") == "huber" and "delta" not in conv:
         raise _fail(ctx, "conventions.delta", "is missing (the Huber loss needs its delta).")
     if "n_best" in diag:
@@ -642,4 +646,26 @@ def _consistent(ctx: _Ctx, out: dict[str, Any]) -> None:
             ctx,
             "holdout.pit",
             f"must hold one value per held-out row ({hold['n_test']}). Got {len(hold['pit'])}.",
+        )
+
+
+def _bayes_complete(ctx: _Ctx, out: dict[str, Any]) -> None:
+    """A Bayesian result has what its readers use: draws, every interval and HDI, the noise."""
+    names = set(ctx.names)
+    if not out["draws"]:
+        raise _fail(ctx, "draws", "must hold the posterior draws of a Bayesian fit. Got none.")
+    for path, value in (("ci", out["ci"]), ("diagnostics.hdi", out["diagnostics"].get("hdi"))):
+        if value is None or set(value) != names:
+            got = "none" if value is None else ", ".join(value) or "none"
+            raise _fail(
+                ctx,
+                path,
+                f"must give every parameter of a Bayesian fit ({', '.join(ctx.names)}). "
+                f"Got {got} instead.",
+            )
+    if "sigma" not in out["diagnostics"].get("noise", {}):
+        raise _fail(
+            ctx,
+            "diagnostics.noise.sigma",
+            "is missing (the posterior median noise scale of a Bayesian fit).",
         )
