@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hostile import assert_refused, cli
+from hostile import assert_refused, cli, cli_process
 
 import scalefit
 from scalefit import FitResult, Law, ScaleFitError
@@ -42,16 +42,26 @@ def table():
 
 @pytest.fixture(scope="module")
 def fits(table):
-    """Real fits: least squares alone, with bootstrap draws and a hold-out, a formula law."""
+    """Real fits: least squares alone, with bootstrap draws and a calibrated hold-out, a formula
+    law, the Huber loss, the lmfit method."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = scalefit.fit(table, "chinchilla", starts=8, seed=1, progress=False)
         full = scalefit.fit(
-            table, "chinchilla", starts=8, seed=1, bootstrap=8, holdout=0.25, progress=False
+            table,
+            "chinchilla",
+            starts=8,
+            seed=1,
+            bootstrap=8,
+            holdout=0.25,
+            predictive="calibrated",
+            progress=False,
         )
+        huber = scalefit.fit(table, "chinchilla", starts=8, seed=1, loss="huber", progress=False)
+        lmfit = scalefit.fit(table, "chinchilla", starts=8, seed=1, method="lmfit", progress=False)
         law = Law.from_formula(FORMULA, name="chin_formula", **FORMULA_KW)
         formula = scalefit.fit(table, law, starts=8, seed=1, progress=False)
-    return {"plain": plain, "full": full, "formula": formula}
+    return {"plain": plain, "full": full, "formula": formula, "huber": huber, "lmfit": lmfit}
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +185,16 @@ FIELDS: list[tuple[tuple, list]] = [
     (("holdout", "train_converged"), BOOL),
     (("holdout", "train_params"), [*OBJECT, {}, {"E": 1.0}]),
     (("holdout", "train_params", "E"), PARAM_POS),
+    (("holdout", "pit"), ["x", 1, {}, [0.5], ["x"] * 15, [1.5] * 15, [None] * 14]),
+    (("holdout", "pit", 3), [*WRONG_TYPES, -0.1, 1.1, INF]),
+    (("holdout", "coverage_50"), UNIT_NULL),
+    (("holdout", "width_log"), NUM_NONNEG_NULL),
+    (("holdout", "lpd"), [*WRONG_TYPES, "1", INF]),
+    (("holdout", "uncalibrated"), [*OBJECT, {"coverage": 0.5}, {"predictive": "p"}]),
+    (("holdout", "uncalibrated", "coverage"), UNIT_NULL),
+    (("holdout", "uncalibrated", "predictive"), STR),
+    (("holdout", "calibration"), OBJECT),
+    (("holdout", "calibration", "sigma"), NUM_NULL),
     (("internal",), ["abc", None, 1.0, {}, [1.0] * 4, [1.0] * 6]),
     (("internal", 1), [*WRONG_TYPES, None, "1", INF, NEG_INF]),
     (("refs",), [*OBJECT, {"params": 1.0, "tokens": 1.0, "width": 1.0}, {"E": 1.0}]),
@@ -511,6 +531,43 @@ def test_result_path_that_is_not_a_regular_file_is_refused_at_once(capsys, tmp_p
         FitResult.load(path)
 
 
+#: The result files of issue 22, as a user's shell runs them (``python -m scalefit``).
+ISSUE_CASES = {
+    "schema_version 999": (("schema_version",), 999),
+    'schema_version "abc"': (("schema_version",), "abc"),
+    "n_rows not a number": (("n_rows",), "many"),
+    "holdout a string": (("holdout",), "yes"),
+    "diagnostics a list": (("diagnostics",), [1, 2]),
+    "strings in internal": (("internal",), ["a", "b", "c", "d", "e"]),
+    "a string for a parameter": (("params", "alpha"), "0.34"),
+    "a list for a parameter": (("params", "alpha"), [0.34]),
+    "a 5,000-digit integer": (("n_rows",), BIG_INT),
+    "100k nested arrays": (("diagnostics",), DEEP),
+}
+
+
+def _issue_case(saved, tmp_path, name):
+    data = json.loads(json.dumps(saved["full"]))
+    _set(data, *ISSUE_CASES[name])
+    file = _write(tmp_path, _render(data))
+    out = tmp_path / "alloc.csv"
+    return cli_process(["allocate", file, "--budget", "1e21", "--out", out]), out
+
+
+def test_issue_case_in_a_child_process(saved, tmp_path):
+    result, out = _issue_case(saved, tmp_path, "100k nested arrays")
+    assert_refused(result, "m.json", outputs=[out])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ISSUE_CASES))
+def test_issue_cases_in_a_child_process(saved, tmp_path, name):
+    result, out = _issue_case(saved, tmp_path, name)
+    line = assert_refused(result, "m.json", outputs=[out], case=name)
+    if name not in ("a 5,000-digit integer", "100k nested arrays"):
+        assert f"field '{ISSUE_CASES[name][0][0]}" in line, line
+
+
 # ------------------------------------------------------------------------------ other readers
 SOME = [
     (("schema_version",), 999),
@@ -557,7 +614,7 @@ def test_design_from_a_law_with_no_finite_optimum_is_one_line(capsys, tmp_path, 
 
 
 # ------------------------------------------------------------------------------ controls
-@pytest.mark.parametrize("name", ["plain", "full", "formula"])
+@pytest.mark.parametrize("name", ["plain", "full", "formula", "huber", "lmfit"])
 def test_real_results_round_trip(capsys, tmp_path, fits, saved, table, name):
     res = fits[name]
     path = res.save(tmp_path / "r.json")
