@@ -516,18 +516,25 @@ def test_duplicate_keys_would_otherwise_pass_silently(saved):
         assert again["schema_version"] == 2 and again["params"]["E"] > 0, case
 
 
-@pytest.mark.parametrize("kind", ["missing", "folder", "fifo", "dev-zero", "dev-null"])
+@pytest.mark.parametrize(
+    "kind", ["missing", "folder", "fifo", "dev-zero", "dev-null", "300 MiB", "long name"]
+)
 def test_result_path_that_is_not_a_regular_file_is_refused_at_once(capsys, tmp_path, kind):
     path = tmp_path / "m.json"
-    if kind == "folder":
+    if kind == "long name":
+        path = tmp_path / ("m" * 300 + ".json")
+    elif kind == "300 MiB":  # a sparse file: refused on its size, never read
+        with open(path, "wb") as fh:
+            fh.truncate(300 << 20)
+    elif kind == "folder":
         path.mkdir()
     elif kind == "fifo":
         os.mkfifo(path)
     elif kind.startswith("dev-"):
         path.symlink_to(f"/dev/{kind[4:]}")
     out = tmp_path / "alloc.csv"
-    assert_refused(_allocate(capsys, path, out), "m.json", outputs=[out], case=kind)
-    with pytest.raises(ScaleFitError, match="m.json"):
+    assert_refused(_allocate(capsys, path, out), path.name[-20:], outputs=[out], case=kind)
+    with pytest.raises(ScaleFitError, match=path.name[-20:]):
         FitResult.load(path)
 
 
