@@ -380,6 +380,18 @@ def _refuse_constant(text: str) -> float:
     raise ScaleFitError(f"{text} is not JSON (write null for a missing number)")
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different (parsers disagree on which of two equal keys wins)."""
+    from .errors import ScaleFitError
+
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ScaleFitError(f"the key {dup!r} appears twice in one object")
+    return out
+
+
 def parse_json_text(
     text: str, *, path: str | os.PathLike, what: str, max_nesting: int = MAX_NESTING
 ) -> Any:
@@ -405,12 +417,17 @@ def parse_json_text(
     ------
     ScaleFitError
         Naming the file and what is wrong (malformed JSON, nesting too deep, an integer too
-        long, ``NaN``/``Infinity`` literals).
+        long, ``NaN``/``Infinity`` literals, a key repeated in one object).
     """
     from .errors import ScaleFitError
 
     try:
-        value = json.loads(text, parse_int=_bounded_int, parse_constant=_refuse_constant)
+        value = json.loads(
+            text,
+            parse_int=_bounded_int,
+            parse_constant=_refuse_constant,
+            object_pairs_hook=_unique_keys,
+        )
     except ScaleFitError as exc:
         raise ScaleFitError(f"{path}: not a valid {what} ({exc}).") from None
     except RecursionError:

@@ -6,13 +6,17 @@ constraints, and any failure raises :class:`~scalefit.errors.ScaleFitError` with
     The 'ci_prob' parameter of bootstrap must be a float in the range (0, 1). Got 1.7 instead.
 
 The same helper validates configuration files (trainer, toy specs, priors, result files): pass
-``where="config.toml"`` and the message names the file and key instead of a function.
+``where="config.toml"`` and the message names the file and key instead of a function; a field of a
+data file (a saved result) is checked with :func:`check_field`::
+
+    r.json: field 'n_rows' must be an int >= 1. Got 'abc' instead.
 
 Constraints
 -----------
 - :class:`Interval` — a real or integer range, open or closed at either end;
 - :class:`Options` — one of a fixed set of values (with a "did you mean" for strings);
 - :class:`IsType` — an instance of a type (e.g. ``str``, ``Mapping``);
+- :class:`Matches` — a string that matches a regular expression (a name, an identifier);
 - ``None`` — the value may be ``None``;
 - ``"boolean"`` — ``True`` or ``False`` (not 0/1);
 - ``"finite"`` — any finite real number;
@@ -31,6 +35,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,8 +47,11 @@ from .errors import ScaleFitError
 __all__ = [
     "Interval",
     "IsType",
+    "Matches",
     "Options",
+    "check_field",
     "did_you_mean",
+    "field_message",
     "fmt_value",
     "validate",
     "validate_mapping",
@@ -104,12 +112,15 @@ class Interval:
         Bounds; ``None`` means unbounded on that side.
     closed : {"both", "left", "right", "neither"}, default "both"
         Which bounds are included.
+    finite : bool, default False
+        Refuse infinite values too (a JSON literal such as ``1e999`` reads as infinity).
     """
 
     kind: type
     left: float | None = None
     right: float | None = None
     closed: str = "both"
+    finite: bool = False
 
     def accepts(self, value: Any) -> bool:
         """Whether ``value`` satisfies the constraint."""
@@ -120,7 +131,12 @@ class Interval:
                 return False
         elif not isinstance(value, numbers.Real) or math.isnan(float(value)):
             return False
-        v = float(value)
+        try:
+            v = float(value)
+        except OverflowError:  # an int beyond float range
+            return False
+        if self.finite and not math.isfinite(v):
+            return False
         if self.left is not None:
             if v < self.left or (v == self.left and self.closed in ("right", "neither")):
                 return False
@@ -132,8 +148,12 @@ class Interval:
     def describe(self) -> str:
         """Words for the message, e.g. ``"a float in the range (0, 1)"``."""
         noun = "an int" if self.kind is int else "a float"
+        if self.finite and self.kind is not int:
+            noun = "a finite float"
         if self.left is None and self.right is None:
-            return noun if self.kind is int else "a real number (not NaN)"
+            if self.kind is int:
+                return noun
+            return noun if self.finite else "a real number (not NaN)"
         if self.right is None:
             op = ">=" if self.closed in ("both", "left") else ">"
             return f"{noun} {op} {_num(self.left)}"
@@ -187,17 +207,38 @@ class IsType:
         return "an instance of " + " or ".join(t.__name__ for t in types)
 
 
+@dataclass(frozen=True)
+class Matches:
+    """A string that matches a regular expression in full."""
+
+    pattern: str
+    name: str
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` is a string matching the pattern."""
+        return isinstance(value, str) and re.fullmatch(self.pattern, value) is not None
+
+    def describe(self) -> str:
+        """Words for the message."""
+        return self.name
+
+
+def _is_finite(v: Any) -> bool:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:  # an int beyond float range
+        return False
+
+
 def _named(constraint: Any) -> tuple[Callable[[Any], bool], str]:
     if constraint is None:
         return (lambda v: v is None), "None"
     if constraint == "boolean":
         return (lambda v: isinstance(v, bool | np.bool_)), "a bool"
     if constraint == "finite":
-        return (
-            lambda v: (
-                isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
-            )
-        ), "a finite number"
+        return _is_finite, "a finite number"
     if constraint == "array-like":
         return (lambda v: isinstance(v, list | tuple | np.ndarray)), "an array-like"
     if hasattr(constraint, "accepts"):
@@ -205,18 +246,66 @@ def _named(constraint: Any) -> tuple[Callable[[Any], bool], str]:
     raise TypeError(f"unknown constraint {constraint!r}")  # programming error
 
 
-def _message(
-    name: str, owner: str, value: Any, constraints: Sequence[Any], noun: str = "parameter"
-) -> str:
-    words = [_named(c)[1] for c in constraints]
+def _allowed(value: Any, constraints: Sequence[Any], none: str = "None") -> tuple[str, str]:
+    """The words for what ``constraints`` allow, and a "did you mean" hint for ``value``."""
+    words = [none if c is None else _named(c)[1] for c in constraints]
     allowed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
     hint = ""
     if isinstance(value, str):
         for c in constraints:
             if isinstance(c, Options):
                 hint = did_you_mean(value, [str(v) for v in c.values])
+    return allowed, hint
+
+
+def _message(
+    name: str, owner: str, value: Any, constraints: Sequence[Any], noun: str = "parameter"
+) -> str:
+    allowed, hint = _allowed(value, constraints)
     got = fmt_value(value)
     return f"The {name!r} {noun} of {owner} must be {allowed}. Got {got} instead.{hint}"
+
+
+def field_message(where: str, field: str, value: Any, constraints: Sequence[Any]) -> str:
+    """The one-line message for a field of a data file that breaks its constraints.
+
+    Parameters
+    ----------
+    where : str
+        The file (or what the data is).
+    field : str
+        The field's path, e.g. ``"n_rows"``, ``"params.alpha"``, ``"draws[3][1]"``.
+    value : any
+        What the file holds there.
+    constraints : sequence
+        What is allowed (see :func:`validate`).
+
+    Returns
+    -------
+    str
+        ``"<where>: field '<field>' must be <allowed>. Got <value> instead."`` (a ``None``
+        is written ``null``, as in the JSON file).
+    """
+    allowed, hint = _allowed(value, constraints, none="null")
+    got = "null" if value is None else fmt_value(value)
+    return f"{where}: field {field!r} must be {allowed}. Got {got} instead.{hint}"
+
+
+def check_field(where: str, field: str, value: Any, constraints: Sequence[Any]) -> None:
+    """Raise :func:`field_message` as a :class:`ScaleFitError` unless a constraint holds.
+
+    Parameters
+    ----------
+    where, field, value, constraints
+        See :func:`field_message`.
+
+    Raises
+    ------
+    ScaleFitError
+        When ``value`` satisfies none of ``constraints``.
+    """
+    if not any(_named(c)[0](value) for c in constraints):
+        raise ScaleFitError(field_message(where, field, value, constraints))
 
 
 def validate(

@@ -68,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
     from .._io import atomic_savefig, atomic_write_csv
     from ..isoflop import approach1, approach2, compare_approaches
 
+    result = None
+    if args.result:  # checked before any work
+        from ..fit import FitResult
+
+        result = FitResult.load(args.result)
     table = load_table_arg(args)
     budgets = _budgets(args.budgets)
     kw = dict(budgets=budgets, tol=args.tol, prob=args.prob, interval=args.interval, seed=args.seed)
@@ -85,11 +90,6 @@ def run(args: argparse.Namespace) -> int:
         envelope = approach1(
             long, run=col, prob=args.prob, seed=args.seed, tokens_per_step=args.tokens_per_step
         )
-    result = None
-    if args.result:
-        from ..fit import FitResult
-
-        result = FitResult.load(args.result)
     frame = compare_approaches(envelope=envelope, isoflops=isos, result=result)
     with pd.option_context("display.width", 140, "display.max_columns", 20):
         print(isos[1].budgets.drop(columns=["tokens_opt"]).to_string(index=False))

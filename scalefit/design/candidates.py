@@ -57,6 +57,13 @@ def default_candidates(
                 width = max(multiple_of, int(round(width / multiple_of)) * multiple_of)
                 p = float(space.accounting.params(depth, width, exact=True))
                 rows.append({"depth": depth, "width": width, "params": p, "budget": b})
+    if not rows:
+        from ..errors import ScaleFitError
+
+        raise ScaleFitError(
+            f"no candidate runs: the point estimate has no finite compute-optimal size at any "
+            f"budget from {budgets[0]:.3g} to {budgets[-1]:.3g} FLOPs; pass candidates=..."
+        )
     frame = pd.DataFrame(rows).drop_duplicates(["depth", "width", "params", "budget"])
     frame["tokens"] = np.floor(tokens_for_budget(frame["budget"], frame["params"]))
     frame["flops"] = training_flops(frame["params"], frame["tokens"])

@@ -9,8 +9,6 @@ hold-out check) returns a new result (:meth:`FitResult.replace`).
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
@@ -20,12 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._io import atomic_write_json
-from .._validation import fmt_value
+from .._io import atomic_write_json, read_json
 from ..errors import ScaleFitError
-from ..laws import Law, get_law, law_from_spec, law_to_spec
-
-SCHEMA_VERSION = 2
+from ..laws import Law, get_law, law_to_spec
+from .schema import SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
@@ -274,7 +270,10 @@ class FitResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "result JSON") -> FitResult:
-        """Rebuild a result from :meth:`to_dict` output, validating every field that matters.
+        """Rebuild a result from :meth:`to_dict` output, checked against the declared schema.
+
+        Every field is checked (:func:`scalefit.fit.schema.check_result`) before any object is
+        built; an unknown ``schema_version`` is refused.
 
         Parameters
         ----------
@@ -292,178 +291,52 @@ class FitResult:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> FitResult:
-        """Read a result written by :meth:`save` (JSON only: loading never executes anything)."""
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError as exc:
-            raise ScaleFitError(f"{path}: no such result file.") from exc
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ScaleFitError(f"{path}: not a JSON result file ({exc}).") from exc
+        """Read a result written by :meth:`save` (JSON only: loading never executes anything).
+
+        The file must be a regular file of at most :data:`MAX_RESULT_BYTES`, with bounded
+        nesting and integers (:func:`scalefit._io.read_json`), and pass the declared schema of
+        :mod:`scalefit.fit.schema` before any object is built from it.
+
+        Raises
+        ------
+        ScaleFitError
+            One line naming the file and the field, e.g. ``"r.json: field 'n_rows' must be an
+            int >= 1. Got 'abc' instead."``.
+        """
+        data = read_json(path, what="scalefit result file", max_bytes=MAX_RESULT_BYTES)
         return _from_dict(cls, data, str(path))
 
 
-# ---------------------------------------------------------------------- loading and validation
-_LIST_FIELDS = ("warnings", "not_identified")
-
-
-def _finite(where: str, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ScaleFitError(f"{where}: {key} must be a finite number. Got {fmt_value(value)}.")
-    if not math.isfinite(float(value)):
-        raise ScaleFitError(f"{where}: {key} must be a finite number. Got {fmt_value(value)}.")
-    return float(value)
-
-
-def _law_of(data: Mapping[str, Any], where: str) -> Law:
-    spec = data.get("law_spec")
-    if spec is not None:
-        return law_from_spec(spec, where=where)
-    name = data.get("law")
-    if not isinstance(name, str):
-        raise ScaleFitError(f"{where}: 'law' must be a law name. Got {fmt_value(name)}.")
-    opts = data.get("law_options") or {}
-    if not isinstance(opts, Mapping):
-        raise ScaleFitError(f"{where}: 'law_options' must be a mapping. Got {fmt_value(opts)}.")
-    try:
-        return get_law(name, **opts)
-    except ScaleFitError as exc:
-        raise ScaleFitError(f"{where}: {exc}") from exc
-
-
-def _draws(value: Any, n_params: int, where: str) -> np.ndarray | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(r, list) for r in value):
-        raise ScaleFitError(f"{where}: 'draws' must be a list of rows. Got {fmt_value(value)}.")
-    for i, row in enumerate(value):
-        if len(row) != n_params:
-            raise ScaleFitError(
-                f"{where}: 'draws' must have {n_params} columns (one per parameter); row {i} "
-                f"has {len(row)}."
-            )
-        for v in row:
-            if v is None:
-                continue
-            if isinstance(v, bool) or not isinstance(v, int | float) or math.isinf(v):
-                raise ScaleFitError(
-                    f"{where}: 'draws' row {i} must hold numbers (null for a failed resample). "
-                    f"Got {fmt_value(v)}."
-                )
-    arr = np.array([[np.nan if v is None else v for v in r] for r in value], dtype=float)
-    return arr.reshape(len(value), n_params)
-
-
-#: Largest magnitude a stored parameter may have: beyond it a value is damage, not a fit.
-_ABSURD = 1e100
-
-
-def _check_support(law: Law, values: Mapping[str, float], where: str) -> None:
-    """Positive kinds must not be negative and no value may be absurdly large.
-
-    Zero is allowed: a fitted floor or coefficient that ran to its lower bound underflows to 0
-    (the fit itself reports that parameter as not identified).
-    """
-    for p in law.params:
-        v = values[p.name]
-        if p.kind in ("coef", "positive", "floor") and v < 0:
-            raise ScaleFitError(
-                f"{where}: parameter {p.name!r} of law {law.name!r} must be positive "
-                f"(a {p.kind}). Got {fmt_value(v)}."
-            )
-        if abs(v) > _ABSURD:
-            raise ScaleFitError(
-                f"{where}: parameter {p.name!r} = {fmt_value(v)} is beyond any fitted value "
-                f"(|value| > {_ABSURD:g}); the file is damaged."
-            )
-
-
-def _corr(value: Any, n: int, where: str) -> list[list[float]]:
-    """A square correlation matrix with entries in [-1, 1] (null for undefined entries)."""
-    if not value:
-        return []
-    ok = isinstance(value, list) and len(value) == n
-    ok = ok and all(isinstance(r, list) and len(r) == n for r in value)
-    if not ok:
-        raise ScaleFitError(f"{where}: 'corr' must be a {n} x {n} matrix (one row per parameter).")
-    out = []
-    for row in value:
-        vals = []
-        for v in row:
-            if v is None:
-                vals.append(float("nan"))
-                continue
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                raise ScaleFitError(f"{where}: 'corr' must hold numbers. Got {fmt_value(v)}.")
-            if not (math.isnan(v) or -1.0 - 1e-9 <= v <= 1.0 + 1e-9):
-                raise ScaleFitError(
-                    f"{where}: 'corr' entries are correlations in [-1, 1]. Got {fmt_value(v)}."
-                )
-            vals.append(float(v))
-        out.append(vals)
-    return out
+# ---------------------------------------------------------------------- loading
+#: Largest result file read (a million bootstrap draws of five parameters is about 100 MB).
+MAX_RESULT_BYTES = 256 << 20
 
 
 def _from_dict(cls, data: Any, where: str) -> FitResult:
-    if not isinstance(data, Mapping) or "law" not in data or "params" not in data:
-        raise ScaleFitError(f"{where}: not a scalefit result (no 'law'/'params').")
-    law = _law_of(data, where)
-    params = data["params"]
-    if not isinstance(params, Mapping):
-        raise ScaleFitError(f"{where}: 'params' must be a mapping. Got {fmt_value(params)}.")
-    names = law.param_names
-    if set(params) != set(names):
-        raise ScaleFitError(
-            f"{where}: 'params' must name the parameters of law {law.name!r} "
-            f"({', '.join(names)}). Got {', '.join(map(str, params)) or 'none'}."
-        )
-    values = {k: _finite(where, f"parameter {k!r}", params[k]) for k in names}
-    _check_support(law, values, where)
-    if data.get("law_spec") is not None and data["law"] != law.name:
-        raise ScaleFitError(
-            f"{where}: 'law' says {fmt_value(data['law'])} but 'law_spec' describes law "
-            f"{law.name!r}; the file was edited or is damaged."
-        )
-    kwargs: dict[str, Any] = {"law": law, "params": values}
-    fields = {f.name for f in dataclasses.fields(cls)} - {"law", "params", "extras"}
-    known = fields | {"law", "params", "law_spec", "law_options", "schema_version", "n_boot"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ScaleFitError(f"{where}: unknown field(s) {unknown}.")
-    for key in fields:
-        if key in data:
-            kwargs[key] = data[key]
-    kwargs["draws"] = _draws(data.get("draws"), len(names), where)
-    if kwargs["draws"] is not None and len(kwargs["draws"]):
-        if not np.any(np.all(np.isfinite(kwargs["draws"]), axis=1)):
-            raise ScaleFitError(
-                f"{where}: 'draws' has {len(kwargs['draws'])} rows and none is usable "
-                "(every row holds a null/NaN); re-run the bootstrap or drop 'draws'."
-            )
-    kwargs["corr"] = _corr(kwargs.get("corr"), len(names), where)
-    obj = kwargs.get("objective")
-    kwargs["objective"] = float("nan") if obj is None else float(obj)
-    for key in ("method",):
-        if not isinstance(kwargs.get(key), str):
-            raise ScaleFitError(
-                f"{where}: {key!r} must be a string. Got {fmt_value(kwargs.get(key))}."
-            )
-    if not isinstance(kwargs.get("converged"), bool):
-        raise ScaleFitError(
-            f"{where}: 'converged' must be true or false. Got {fmt_value(kwargs.get('converged'))}."
-        )
-    for key in _LIST_FIELDS:
-        kwargs[key] = tuple(kwargs.get(key) or ())
-    ci = kwargs.get("ci") or {}
-    if not isinstance(ci, Mapping) or any(
-        not isinstance(v, list | tuple) or len(v) != 2 for v in ci.values()
-    ):
-        raise ScaleFitError(f"{where}: 'ci' must map parameters to [lo, hi]. Got {fmt_value(ci)}.")
-    kwargs["ci"] = {
-        k: (float("nan") if v[0] is None else v[0], float("nan") if v[1] is None else v[1])
-        for k, v in ci.items()
-    }
-    kwargs["stderr"] = {
-        k: float("nan") if v is None else float(v) for k, v in (kwargs.get("stderr") or {}).items()
-    }
-    return cls(**kwargs)
+    """Check ``data`` against the declared schema (:mod:`scalefit.fit.schema`), then build."""
+    from .schema import check_result
+
+    law, f = check_result(data, where=where)
+    n = len(law.param_names)
+    draws = f["draws"]
+    return cls(
+        law=law,
+        params=f["params"],
+        method=f["method"],
+        objective=f["objective"],
+        converged=f["converged"],
+        n_rows=f["n_rows"],
+        metrics=f["metrics"],
+        stderr=f["stderr"],
+        corr=f["corr"],
+        ci={k: (v[0], v[1]) for k, v in f["ci"].items()},
+        ci_prob=f["ci_prob"],
+        draws=None if draws is None else np.array(draws, dtype=float).reshape(len(draws), n),
+        warnings=tuple(f["warnings"]),
+        conventions=f["conventions"],
+        diagnostics=f["diagnostics"],
+        holdout=f["holdout"],
+        internal=f["internal"],
+        refs=f["refs"],
+        not_identified=tuple(f["not_identified"]),
+    )
