@@ -99,8 +99,11 @@ def values(obj, name: str, group_name: str = "posterior") -> np.ndarray:
 
 
 def write_netcdf(obj, path: str | os.PathLike) -> Path:
-    """Write ``obj`` to a NetCDF-4 file at ``path`` atomically (h5netcdf engine)."""
+    """Write ``obj`` to a NetCDF-4 file at ``path`` atomically (h5netcdf engine, h5py backend)."""
     from .._io import atomic_write_bytes
+    from ..errors import require
+
+    require("h5py", "bayes")  # h5netcdf >= 1.8 no longer installs it
 
     with tempfile.TemporaryDirectory(prefix="scalefit-netcdf-") as tmp:
         scratch = Path(tmp) / "posterior.nc"
@@ -115,6 +118,9 @@ def read_netcdf(path: str | os.PathLike):
     Returns the object of the installed series (``InferenceData`` or ``DataTree``), whichever
     series wrote the file.
     """
+    from ..errors import require
+
+    require("h5py", "bayes")
     az = _az()
     if major() < 1:
         with az.rc_context(rc={"data.load": "eager"}):
@@ -190,7 +196,7 @@ def waic(log_lik) -> dict[str, float]:
     ll = np.asarray(log_lik, dtype=float)
     ll = ll.reshape(-1, ll.shape[-1])  # (samples, rows)
     lppd = logsumexp(ll, axis=0) - np.log(ll.shape[0])
-    p_i = np.var(ll, axis=0, ddof=1)
+    p_i = np.var(ll, axis=0)  # population variance over draws, as ArviZ 0.x computed it
     elpd_i = lppd - p_i
     return {
         "elpd_waic": float(np.sum(elpd_i)),
