@@ -436,7 +436,10 @@ class PreparedNuts:
                     lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), args
                 )
                 program = cached_program(jitted, key, spec)
-                self._compiled = program.lower(*spec).compile()
+                # a jitted program compiles here, ahead of its call; another callable (one that
+                # compiles on its first call) is kept as it is
+                lower = getattr(program, "lower", None)
+                self._compiled = program if lower is None else lower(*spec).compile()
         except Exception:  # noqa: BLE001 - run_nuts builds the program on its own thread
             self._compiled = None
 
