@@ -17,6 +17,7 @@ import re
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
+from inspect import signature
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +234,11 @@ def compare(objects: Mapping[str, Any]):
             cmp = az.compare(dict(objects), ic="loo", method="stacking", scale="log")
             elpd, p = cmp["elpd_loo"], cmp["p_loo"]
         else:
-            cmp = az.compare(dict(objects), method="stacking", round_to="none")
+            # unrounded numbers (arviz-stats releases that round the table take ``round_to``)
+            unrounded = (
+                {"round_to": "none"} if "round_to" in signature(az.compare).parameters else {}
+            )
+            cmp = az.compare(dict(objects), method="stacking", **unrounded)
             elpd, p = cmp["elpd"], cmp["p"]
     frame = pd.DataFrame(
         {
