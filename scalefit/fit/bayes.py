@@ -179,7 +179,9 @@ def fit_bayes(
     Returns
     -------
     FitResult
-        ``method="bayes"``; diagnostics in ``result.diagnostics``.
+        ``method="bayes"``; diagnostics in ``result.diagnostics``; the ArviZ object in
+        ``result.extras["inference_data"]`` (``InferenceData`` with ArviZ 0.x,
+        ``xarray.DataTree`` with ArviZ 1.x). JAX computes in float64 inside the call only.
 
     Examples
     --------
