@@ -197,7 +197,7 @@ def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .._io import atomic_write_csv
-    from ..errors import ScaleFitError
+    from ..errors import ConvergenceWarning, ScaleFitError
     from ..fit.compare import compare_laws
 
     laws = [s.strip() for s in args.laws.split(",") if s.strip()]
@@ -217,7 +217,8 @@ def run_compare(args: argparse.Namespace) -> int:
     _devices_for_chains(args.chains)
     table = load_table_arg(args)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        # each law's convergence is in the table and the warnings printed below it
+        warnings.filterwarnings("ignore", category=ConvergenceWarning)
         frame = compare_laws(
             table,
             laws,

@@ -14,7 +14,6 @@ import contextlib
 import importlib.util
 import math
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Mapping
@@ -103,11 +102,9 @@ class _BackgroundImport:
 
 
 def _versions() -> dict[str, str]:
-    import arviz
-    import jax
-    import numpyro
+    from importlib.metadata import version
 
-    return {"jax": jax.__version__, "numpyro": numpyro.__version__, "arviz": arviz.__version__}
+    return {name: version(name) for name in ("jax", "numpyro", "arviz")}
 
 
 def fit_bayes(
@@ -182,7 +179,9 @@ def fit_bayes(
     Returns
     -------
     FitResult
-        ``method="bayes"``; diagnostics in ``result.diagnostics``.
+        ``method="bayes"``; diagnostics in ``result.diagnostics``; the ArviZ object in
+        ``result.extras["inference_data"]`` (``InferenceData`` with ArviZ 0.x,
+        ``xarray.DataTree`` with ArviZ 1.x). JAX computes in float64 inside the call only.
 
     Examples
     --------
@@ -209,9 +208,10 @@ def fit_bayes(
     require("numpyro", "bayes")
     if importlib.util.find_spec("arviz") is None:
         require("arviz", "bayes")  # the missing-extra error before any work
-    from . import bayes_model as bm
+    import jax
 
-    with bm.cache_small_compiles():
+    # float64 inside this call only (JAX's scoped switch); the caller's setting is untouched
+    with jax.enable_x64(True):
         return _fit_bayes(
             table,
             law,
@@ -427,9 +427,9 @@ def _assemble(
     tab: pd.DataFrame, law: Law, idata, refs, y, ci_prob, metrics, residuals, w
 ) -> FitResult:
     """Posterior medians, intervals, HDIs, draws and conventions as a FitResult."""
-    import arviz as az
+    from . import _arviz
 
-    post = idata.posterior
+    post = _arviz.group(idata, "posterior")
     names = list(law.param_names)
     cube = np.stack([np.asarray(post[n]) * np.ones(post["sigma"].shape) for n in names], -1)
     draws = cube.reshape(-1, len(names))  # (chains * draws, n_params), raw units
@@ -438,8 +438,8 @@ def _assemble(
     ci = {n: (float(q[0, i]), float(q[1, i])) for i, n in enumerate(names)}
     hdi = {}
     for i, n in enumerate(names):
-        h = az.hdi(draws[:, i], hdi_prob=ci_prob) if np.ptp(draws[:, i]) > 0 else [med[n]] * 2
-        hdi[n] = [float(h[0]), float(h[1])]
+        h = _arviz.hdi(draws[:, i], ci_prob) if np.ptp(draws[:, i]) > 0 else (med[n], med[n])
+        hdi[n] = [h[0], h[1]]
     internal = np.stack(
         [
             law.to_internal(dict(zip(names, d, strict=True)), refs)
@@ -520,9 +520,11 @@ def noise_draws(result: FitResult, idx) -> tuple[Any, Any]:
     Without the ArviZ object (a result read back from JSON) the posterior medians are returned
     as scalars (the RMSE when no median was kept); ``nu`` is ``None`` for a normal likelihood.
     """
+    from . import _arviz
+
     idata = result.extras.get("inference_data")
-    if idata is not None and "sigma" in idata.posterior:
-        post = idata.posterior
+    post = _arviz.group(idata, "posterior") if idata is not None else {}
+    if "sigma" in post:
         sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
         nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
         return sigma, nu
@@ -532,35 +534,67 @@ def noise_draws(result: FitResult, idx) -> tuple[Any, Any]:
 
 
 def save_netcdf(result: FitResult, path: str | os.PathLike) -> Path:
-    """Write the ArviZ object of a Bayesian fit to NetCDF atomically (temporary file, rename)."""
+    """Write the ArviZ object of a Bayesian fit to NetCDF-4 atomically (temporary file, rename).
+
+    Either ArviZ series (``InferenceData`` on 0.x, ``xarray.DataTree`` on 1.x) writes the same
+    groups; :func:`load_netcdf` reads a file from either.
+
+    Parameters
+    ----------
+    result : FitResult
+        A :func:`fit_bayes` result of this session (with ``extras["inference_data"]``).
+    path : path-like
+        Destination file; parent folders are created.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+    """
+    from . import _arviz
+
     idata = result.extras.get("inference_data")
     if idata is None:
         raise ScaleFitError(
             "this result has no posterior to save: NetCDF needs a fit_bayes "
             "result from this session (JSON results do not keep it)."
         )
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        idata.to_netcdf(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return _arviz.write_netcdf(idata, path)
 
 
 def load_netcdf(path: str | os.PathLike):
-    """Read a posterior written by :func:`save_netcdf` (InferenceData, or DataTree on ArviZ 1.x)."""
-    import arviz as az
+    """Read a posterior written by :func:`save_netcdf` into memory.
+
+    Parameters
+    ----------
+    path : path-like
+        A NetCDF file written by :func:`save_netcdf`.
+
+    Returns
+    -------
+    InferenceData or xarray.DataTree
+        ``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x; groups
+        ``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``, ``prior``,
+        ``prior_predictive`` and ``observed_data``.
+    """
+    from . import _arviz
 
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise ScaleFitError(f"{path}: no such NetCDF file.")
-    return az.from_netcdf(path)
+    try:
+        obj = _arviz.read_netcdf(path)
+    except (OSError, ValueError) as exc:
+        raise ScaleFitError(
+            f"{path}: expected a NetCDF-4 posterior written by save_netcdf; could not read it "
+            f"({type(exc).__name__})."
+        ) from exc
+    if "posterior" not in _arviz.group_names(obj):
+        raise ScaleFitError(
+            f"{path}: expected a posterior written by save_netcdf (a 'posterior' group); "
+            f"found groups {_arviz.group_names(obj)}."
+        )
+    return obj
 
 
 def hdi_frame(result: FitResult) -> pd.DataFrame:
@@ -642,7 +676,8 @@ def holdout_bayes(
         )
     train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit_bayes")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        # the training fit's convergence is reported as ``train_converged``
+        warnings.filterwarnings("ignore", category=ConvergenceWarning)
         res = fit_bayes(train, law, seed=seed, ci_prob=ci_prob, **kwargs)
     y = test["loss"].to_numpy(float)
     sims = predictive_draws(res, test, noise=True, seed=seed)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
+
+from .bayes_model import OBS
 
 RHAT_MAX = 1.01
 BFMI_MIN = 0.3
@@ -14,16 +15,16 @@ PARETO_K_BAD = 0.7
 
 def diagnose(idata, names: list[str], chains: int) -> tuple[dict[str, Any], list[str]]:
     """R-hat, bulk/tail ESS, divergences and BFMI, with warning texts."""
-    import arviz as az
+    from . import _arviz
 
     warn: list[str] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tab = az.summary(idata, var_names=names, kind="diagnostics")
-        bfmi = np.atleast_1d(az.bfmi(idata)) if "energy" in idata.sample_stats else np.array([])
-    div = int(np.asarray(idata.sample_stats["diverging"]).sum())
-    rhat = tab["r_hat"].to_dict()
-    bulk, tail = tab["ess_bulk"].to_dict(), tab["ess_tail"].to_dict()
+    post = _arviz.group(idata, "posterior")
+    stats = _arviz.group(idata, "sample_stats")
+    nan = dict.fromkeys(names, float("nan"))
+    rhat = _arviz.rhat(post, names) if chains > 1 else nan  # R-hat needs two chains
+    bulk, tail = _arviz.ess(post, names, "bulk"), _arviz.ess(post, names, "tail")
+    bfmi = _arviz.bfmi(stats["energy"]) if "energy" in stats else np.array([])
+    div = int(np.asarray(stats["diverging"]).sum())
     diag = {
         "r_hat_max": float(np.nanmax(list(rhat.values()))) if chains > 1 else float("nan"),
         "ess_bulk_min": float(min(bulk.values())),
@@ -58,23 +59,21 @@ def diagnose(idata, names: list[str], chains: int) -> tuple[dict[str, Any], list
 
 
 def loo(idata) -> tuple[dict[str, Any], list[str]]:
-    """PSIS-LOO and WAIC summaries with Pareto-k counts."""
-    import arviz as az
+    """PSIS-LOO (ArviZ) and WAIC summaries with Pareto-k counts."""
+    from . import _arviz
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        loo = az.loo(idata, pointwise=True)
-        waic = az.waic(idata)
-    k = np.asarray(loo.pareto_k)
+    res = _arviz.loo(idata)
+    waic = _arviz.waic(_arviz.values(idata, OBS, "log_likelihood"))
+    k = res["pareto_k"]
     n_bad = int(np.sum(k > PARETO_K_BAD))
     out = {
-        "elpd_loo": float(loo.elpd_loo),
-        "se": float(loo.se),
-        "p_loo": float(loo.p_loo),
+        "elpd_loo": res["elpd_loo"],
+        "se": res["se"],
+        "p_loo": res["p_loo"],
         "pareto_k_max": float(np.max(k)),
         "n_pareto_k_bad": n_bad,
-        "elpd_waic": float(waic.elpd_waic),
-        "p_waic": float(waic.p_waic),
+        "elpd_waic": waic["elpd_waic"],
+        "p_waic": waic["p_waic"],
     }
     warn = []
     if n_bad:
@@ -88,12 +87,14 @@ def loo(idata) -> tuple[dict[str, Any], list[str]]:
 
 def ppc(idata, logy: np.ndarray) -> dict[str, float]:
     """Share of rows inside central posterior- and prior-predictive intervals of log loss."""
+    from . import _arviz
+
     out: dict[str, float] = {}
     groups = (("posterior", "posterior_predictive"), ("prior", "prior_predictive"))
     for label, group in groups:
-        if group not in idata.groups():
+        if group not in _arviz.group_names(idata):
             continue
-        sims = np.asarray(idata[group]["log_loss"]).reshape(-1, len(logy))
+        sims = _arviz.values(idata, OBS, group).reshape(-1, len(logy))
         for prob in (0.5, 0.9):
             lo, hi = np.nanquantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
             out[f"{label}_coverage_{int(prob * 100)}"] = float(np.mean((logy >= lo) & (logy <= hi)))

@@ -7,7 +7,6 @@ the observed log loss with a Student-t (or normal) likelihood. Nothing here know
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import time
@@ -23,27 +22,6 @@ from .observation import on_scale
 from .priors import numpyro_distribution, scipy_distribution
 
 OBS = "log_loss"
-
-
-@contextlib.contextmanager
-def cache_small_compiles():
-    """Enable float64 and the persistent compile cache, caching even sub-0.2 s compilations.
-
-    numpyro's set-up runs a few hundred small eager operations, each compiled once per process
-    (about 0.03 s each); caching them too saves several seconds in every later process. The
-    previous threshold is restored afterwards.
-    """
-    from .engine import load_jax as _jax
-
-    jax, _ = _jax()
-    key = "jax_persistent_cache_min_compile_time_secs"
-    before = getattr(jax.config, key)
-    if jax.config.jax_compilation_cache_dir:
-        jax.config.update(key, 0.0)
-    try:
-        yield
-    finally:
-        jax.config.update(key, before)
 
 
 def site_name(name: str, kind: str, spec: Mapping[str, Any]) -> str | None:
@@ -225,8 +203,7 @@ def program_key(
     """
     import hashlib
     import json
-
-    import numpyro
+    from importlib.metadata import version
 
     from ._programs import law_identity
 
@@ -247,7 +224,7 @@ def program_key(
             "residuals": residuals,
             "weights": wsum,
             "settings": dict(settings),
-            "numpyro": numpyro.__version__,
+            "numpyro": version("numpyro"),
             "src": _source_hashes(),
         },
         sort_keys=True,
@@ -279,6 +256,26 @@ def chain_devices(chains: int) -> int:
     return even_split(chains, jax.local_device_count())
 
 
+def unconstrain(model, args: tuple, kwargs: Mapping[str, Any], values: Mapping[str, Any]):
+    """Unconstrained values of the latent sites given their constrained ``values``.
+
+    Runs the model once with ``values`` substituted (public handlers ``seed``, ``substitute`` and
+    ``trace``) and maps each latent site's value through the inverse of
+    :func:`numpyro.distributions.biject_to` of its support: the transform numpyro's samplers
+    use. Traceable under ``jax.jit``.
+    """
+    from numpyro import handlers
+    from numpyro.distributions import biject_to
+
+    run = handlers.substitute(handlers.seed(model, 0), data=dict(values))
+    tr = handlers.trace(run).get_trace(*args, **kwargs)
+    return {
+        name: biject_to(site["fn"].support).inv(values[name])
+        for name, site in tr.items()
+        if site["type"] == "sample" and not site["is_observed"] and name in values
+    }
+
+
 def nuts_program(
     model,
     *,
@@ -292,10 +289,11 @@ def nuts_program(
     """The whole NUTS run as one function of ``(key, init, x, logy)``, ready for ``jax.jit``.
 
     ``init`` holds the constrained starting value of every sample site. The function maps it to
-    unconstrained space, adds N(0, ``JITTER``) per chain, runs numpyro's functional NUTS kernel
-    (:func:`numpyro.infer.hmc.hmc`, the kernel :class:`numpyro.infer.NUTS` wraps, with the same
-    settings: adapted step size and mass matrix, tree depth 10) for ``warmup`` adaptation steps and
-    ``draws`` kept steps on ``chains`` vectorised chains, and returns the constrained draws
+    unconstrained space (:func:`unconstrain`), adds N(0, ``JITTER``) per chain, runs numpyro's
+    documented functional NUTS interface (:func:`numpyro.infer.hmc.hmc`, the kernel
+    :class:`numpyro.infer.NUTS` wraps, with the same settings: adapted step size and mass
+    matrix, tree depth 10) for ``warmup`` adaptation steps and ``draws`` kept steps on
+    ``chains`` vectorised chains, and returns the constrained draws
     (deterministic sites included), each ``(chains, draws, ...)``, and the per-draw statistics
     :data:`STAT_FIELDS`. As one program it is traced, lowered and compiled once, with no eager
     set-up operations, and can be serialised (see :func:`run_nuts`).
@@ -310,11 +308,11 @@ def nuts_program(
     import jax
     from jax import lax, random
     from numpyro.infer.hmc import hmc
-    from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
+    from numpyro.infer.util import constrain_fn, potential_energy
 
     def program(key, init, x, logy):
         args, kwargs = (x,), {"logy": logy}
-        u0 = unconstrain_fn(model, args, kwargs, init)
+        u0 = unconstrain(model, args, kwargs, init)
         names = sorted(u0)
         key_init, key_run = random.split(key)
         keys = random.split(key_init, len(names))
@@ -384,22 +382,6 @@ def _placed(args: tuple, devices: int) -> tuple:
     return jax.device_put(args, NamedSharding(mesh, PartitionSpec()))
 
 
-def _initialize_lapack() -> None:
-    """Initialise JAX's CPU LAPACK routines now, on the calling thread.
-
-    The sampler (dense mass matrix: Cholesky factors) calls LAPACK. JAX initialises it when it
-    lowers such a program; the least-squares solver's first call skips that step, on its own
-    thread only (:func:`scalefit.fit._programs.cached_program`). Initialising here as well, before
-    the sampler is lowered on a helper thread, keeps the sampler independent of that mechanism
-    (it is idempotent).
-    """
-    try:
-        from jax._src.lax.linalg import initialize_lapack
-    except ImportError:  # pragma: no cover - another JAX layout: lowering initialises it
-        return
-    initialize_lapack()
-
-
 class PreparedNuts:
     """The compiled sampler of one model, built on a helper thread while the caller works on.
 
@@ -430,7 +412,6 @@ class PreparedNuts:
         self.devices = chain_devices(chains) if devices is None else int(devices)
         self.settings = (chains, draws, warmup, target_accept, dense_mass)
         self._compiled = None
-        _initialize_lapack()
         self._thread = threading.Thread(
             target=self._build,
             args=(model, x, logy, dict(init_like), key),
@@ -446,14 +427,19 @@ class PreparedNuts:
         from ._programs import cached_program
 
         try:
-            jitted, key = _sampler_program(model, self.settings, self.devices, key)
-            init_j = {k: jnp.asarray(v, dtype=float) for k, v in init_like.items()}
-            args = _placed((jax.random.PRNGKey(0), init_j, x, logy), self.devices)
-            spec = jax.tree.map(
-                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), args
-            )
-            program = cached_program(jitted, key, spec)
-            self._compiled = program.lower(*spec).compile()
+            # JAX's float64 switch is per thread: this thread enters it as the caller did
+            with jax.enable_x64(True):
+                jitted, key = _sampler_program(model, self.settings, self.devices, key)
+                init_j = {k: jnp.asarray(v, dtype=float) for k, v in init_like.items()}
+                args = _placed((jax.random.PRNGKey(0), init_j, x, logy), self.devices)
+                spec = jax.tree.map(
+                    lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), args
+                )
+                program = cached_program(jitted, key, spec)
+                # a jitted program compiles here, ahead of its call; another callable (one that
+                # compiles on its first call) is kept as it is
+                lower = getattr(program, "lower", None)
+                self._compiled = program if lower is None else lower(*spec).compile()
         except Exception:  # noqa: BLE001 - run_nuts builds the program on its own thread
             self._compiled = None
 
@@ -576,7 +562,6 @@ def _run_mcmc(
     """NUTS through numpyro's :class:`~numpyro.infer.MCMC` (any chain method, progress bar)."""
     import jax
     from numpyro.infer import MCMC, NUTS, init_to_value
-    from numpyro.infer.util import unconstrain_fn
 
     kernel = NUTS(
         model,
@@ -593,7 +578,7 @@ def _run_mcmc(
         progress_bar=progress,
         jit_model_args=True,  # data as arguments: same-shaped fits reuse the compiled sampler
     )
-    u0 = unconstrain_fn(model, (x,), {"logy": logy}, dict(init))
+    u0 = unconstrain(model, (x,), {"logy": logy}, dict(init))
     key_init, key_run = jax.random.split(rng)
     keys = jax.random.split(key_init, len(u0))
     init_params = {
@@ -603,7 +588,10 @@ def _run_mcmc(
     if chains == 1:
         init_params = {k: v[0] for k, v in init_params.items()}
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*There are not enough devices.*")
+        # chain_method="parallel" on one device: numpyro falls back to sequential chains
+        warnings.filterwarnings(
+            "ignore", message="There are not enough devices", category=UserWarning
+        )
         mcmc.run(key_run, x, logy=logy, init_params=init_params, extra_fields=STAT_FIELDS)
     samples = mcmc.get_samples(group_by_chain=True)
     stats = mcmc.get_extra_fields(group_by_chain=True)
@@ -706,11 +694,12 @@ def inference_data(
 ):
     """ArviZ object with posterior, sample stats, log likelihood, posterior and prior predictive.
 
+    ``InferenceData`` on ArviZ 0.x, ``xarray.DataTree`` on 1.x (see :mod:`._arviz`).
     ``samples`` and ``stats`` are what :func:`run_nuts` returns. Sample statistics carry ArviZ's
     names (as :func:`arviz.from_numpyro` writes them): ``diverging``, ``energy``, ``lp`` (minus
     the potential energy), ``n_steps``, ``tree_depth`` and ``acceptance_rate``.
     """
-    import arviz as az
+    from . import _arviz
 
     samples = {k: np.asarray(v) for k, v in samples.items()}
     ll, pp = pointwise(law, samples, raw, logy, likelihood, seed=seed, residuals=residuals)
@@ -726,15 +715,15 @@ def inference_data(
         "tree_depth": np.log2(np.maximum(steps, 1)).astype(int) + 1,
         "acceptance_rate": np.asarray(stats["accept_prob"]),
     }
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return az.from_dict(
-            posterior=samples,
-            sample_stats=sample_stats,
-            log_likelihood={OBS: ll},
-            posterior_predictive={OBS: pp},
-            prior={k: v[None] for k, v in prior.items()},
-            prior_predictive={OBS: prior_pp[None]},
-            observed_data={OBS: logy},
-            dims={OBS: ["row"]},
-        )
+    row = {OBS: ("row",)}
+    return _arviz.build(
+        {
+            "posterior": _arviz.dataset(samples),
+            "posterior_predictive": _arviz.dataset({OBS: pp}, **row),
+            "log_likelihood": _arviz.dataset({OBS: ll}, **row),
+            "sample_stats": _arviz.dataset(sample_stats),
+            "prior": _arviz.dataset({k: v[None] for k, v in prior.items()}),
+            "prior_predictive": _arviz.dataset({OBS: prior_pp[None]}, **row),
+            "observed_data": _arviz.dataset({OBS: np.asarray(logy)}, sample_dims=(), **row),
+        }
+    )

@@ -6,7 +6,6 @@ likelihood family, so the expected log predictive densities are comparable acros
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -126,7 +125,7 @@ def compare_fits(results: Mapping[str, Any]) -> pd.DataFrame:
     -------
     DataFrame
     """
-    import arviz as az
+    from . import _arviz
 
     if len(results) < 2:
         raise ScaleFitError("compare_fits needs at least two fits.")
@@ -136,11 +135,7 @@ def compare_fits(results: Mapping[str, Any]) -> pd.DataFrame:
     n_rows = {r.n_rows for r in results.values()}
     if len(n_rows) != 1:
         raise ScaleFitError(f"the fits have different numbers of rows {sorted(n_rows)}.")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cmp = az.compare(
-            {n: r.extras["inference_data"] for n, r in results.items()}, ic="loo", scale="log"
-        )
+    cmp = _arviz.compare({n: r.extras["inference_data"] for n, r in results.items()})
     rows = []
     for name, row in cmp.iterrows():
         r = results[name]

@@ -13,7 +13,9 @@ def _chains(result, name: str) -> np.ndarray:
     """Draws of one parameter as (chains, draws)."""
     idata = result.extras.get("inference_data")
     if idata is not None:
-        return np.asarray(idata.posterior[name])
+        from ..fit._arviz import values
+
+        return values(idata, name)
     chains = int(result.diagnostics.get("chains", 1))
     col = result.draws_frame()[name].to_numpy()
     return col.reshape(chains, -1)
