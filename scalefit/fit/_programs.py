@@ -190,8 +190,9 @@ def file_hash(path: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _versions() -> str:
+    from importlib.metadata import version
+
     import jax
-    import jaxlib
 
     from .. import __version__
 
@@ -206,7 +207,7 @@ def _versions() -> str:
     return json.dumps(
         {
             "jax": jax.__version__,
-            "jaxlib": jaxlib.__version__,
+            "jaxlib": version("jaxlib"),
             "scalefit": __version__,
             "backend": jax.default_backend(),
             "src": [file_hash(str(p)) for p in sources],
