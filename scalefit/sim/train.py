@@ -90,6 +90,9 @@ class _Adam:
         self.flat = flat
         self.m_flat = torch.zeros_like(flat)
         self.v_flat = torch.zeros_like(flat)
+        # the gathered gradient and one scratch buffer, reused by every step (no allocation)
+        self.g_flat = torch.empty_like(flat)
+        self.scratch = torch.empty_like(flat)
         self.m = self._views(self.m_flat)
         self.v = self._views(self.v_flat)
         self.t = 0
@@ -113,12 +116,13 @@ class _Adam:
         self.t += 1
         b1, b2 = _BETAS
         with torch.no_grad():
-            grad = torch.cat([p.grad.reshape(-1) for p in self.params])
+            grad = torch.cat([p.grad.reshape(-1) for p in self.params], out=self.g_flat)
             self.m_flat.lerp_(grad, 1 - b1)
             self.v_flat.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-            denom = (self.v_flat.sqrt() / math.sqrt(1 - b2**self.t)).add_(_EPS)
-            update = (self.m_flat / denom).mul_(self.lr_flat)
-            self.flat.add_(update, alpha=-factor / (1 - b1**self.t))
+            step = torch.sqrt(self.v_flat, out=self.scratch)  # the denominator, then the step
+            step.div_(math.sqrt(1 - b2**self.t)).add_(_EPS)
+            torch.div(self.m_flat, step, out=step).mul_(self.lr_flat)
+            self.flat.add_(step, alpha=-factor / (1 - b1**self.t))
         for p in self.params:
             p.grad = None
 
