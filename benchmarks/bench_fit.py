@@ -16,8 +16,13 @@ warm-up run before the repeats) and ``scipy``. The medians of wall and CPU secon
 own ``time.process_time`` around each work) are reported with their min-max and the load
 average; on a shared machine the CPU-time ratio is the figure to trust.
 
+With ``--before DIR`` (a copy of an older ``scalefit`` package tree, e.g. from ``git archive
+<commit> scalefit | tar -x -C DIR``) two more ways, ``before-cold`` and ``before-warm``, run the
+same works with that tree first on ``PYTHONPATH``, alternating with the others, so old and new
+code are compared under the same load (each ratio is printed for both trees).
+
     SCALEFIT_DATA_DIR=../shared/data nice -n 10 python benchmarks/bench_fit.py \
-        --boot 1000 --repeats 3
+        --boot 1000 --repeats 3 [--before DIR]
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ WORKS = (
     "bootstrap, warm only",
 )
 WAYS = ("scalefit-cold", "scalefit-warm", "scipy")
+#: The older tree's ways (``--before``): the child runs as the scalefit way of the same cache.
+BEFORE = {"before-cold": "scalefit-cold", "before-warm": "scalefit-warm"}
 
 
 def scipy_loop(law, table, refs, z0s, weights=None, index=None):
@@ -130,6 +137,7 @@ def main() -> None:
     ap.add_argument("--boot", type=int, default=200, help="bootstrap resamples (docs: 1000)")
     ap.add_argument("--repeats", type=int, default=3, help="alternating repeats of each way")
     ap.add_argument("--threads", type=int, default=1, help="BLAS/XLA threads for both ways")
+    ap.add_argument("--before", help="folder holding an older scalefit package to compare")
     ap.add_argument("--child", choices=WAYS, help=argparse.SUPPRESS)
     ap.add_argument("--shared", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -142,13 +150,24 @@ def main() -> None:
     shared = Path(tempfile.mkdtemp(prefix="bench-fit-"))
     warm_cache = shared / "warm-cache"
     base = [sys.executable, __file__, "--boot", str(args.boot), "--shared", str(shared)]
+    ways = WAYS
+    if args.before:
+        before = str(Path(args.before).resolve())
+        if not (Path(before) / "scalefit" / "__init__.py").exists():
+            sys.exit(f"--before {args.before}: no scalefit package in that folder")
+        ways = (*WAYS, *BEFORE)
+        print(f"before: {before} (first on PYTHONPATH for {', '.join(BEFORE)})")
 
     def run(way: str) -> dict:
-        cache = warm_cache if way == "scalefit-warm" else Path(tempfile.mkdtemp(dir=shared))
-        f = run_fresh([*base, "--child", way], env={"SCALEFIT_JAX_CACHE": str(cache)})
+        child_way = BEFORE.get(way, way)
+        cache = warm_cache if child_way == "scalefit-warm" else Path(tempfile.mkdtemp(dir=shared))
+        env = {"SCALEFIT_JAX_CACHE": str(cache)}
+        if way in BEFORE:
+            env["PYTHONPATH"] = before
+        f = run_fresh([*base, "--child", child_way], env=env)
         if f.returncode != 0:
             raise RuntimeError(f"{way} failed ({f.returncode}):\n{f.stderr[-3000:]}")
-        if way == "scalefit-cold":
+        if child_way == "scalefit-cold":
             shutil.rmtree(cache, ignore_errors=True)
         out = json.loads(f.stdout.strip().splitlines()[-1])
         out["process"] = {"wall": f.wall, "cpu": f.cpu, "peak_mb": f.peak_mb}
@@ -159,9 +178,11 @@ def main() -> None:
         (shared / "warm.json").write_text(json.dumps({"internal": first["internal"]}))
         t = first["times"][WORKS[0]]
         print(f"warm-up (fills the cache): global fit {t['wall']:.2f} s wall, {t['cpu']:.2f} CPU-s")
-        runs: dict[str, list[dict]] = {way: [] for way in WAYS}
+        if args.before:  # the older tree's programs in the same warm cache (their keys differ)
+            run("before-warm")
+        runs: dict[str, list[dict]] = {way: [] for way in ways}
         for r in range(args.repeats):
-            for way in WAYS if r % 2 == 0 else tuple(reversed(WAYS)):
+            for way in ways if r % 2 == 0 else tuple(reversed(ways)):
                 out = run(way)
                 runs[way].append(out)
                 tt = " | ".join(
@@ -172,22 +193,23 @@ def main() -> None:
         shutil.rmtree(shared, ignore_errors=True)
 
     print(f"\nmedians (min-max) of {args.repeats} fresh-process repeats, seconds:")
-    print(f"{'work':<42}{'clock':>6}  " + "".join(f"{w:>24}" for w in WAYS))
+    print(f"{'work':<42}{'clock':>6}  " + "".join(f"{w:>24}" for w in ways))
     for work in WORKS:
         for clock in ("wall", "cpu"):
-            cells = "".join(f"{_fmt([o['times'][work][clock] for o in runs[w]]):>24}" for w in WAYS)
+            cells = "".join(f"{_fmt([o['times'][work][clock] for o in runs[w]]):>24}" for w in ways)
             print(f"{work:<42}{clock:>6}  {cells}")
     print("\nspeed-up = scipy / scalefit (ratio of medians; min-max over repeat pairs):")
-    for work in WORKS:
-        for cache in ("cold", "warm"):
-            parts = []
-            for clock in ("wall", "cpu"):
-                ref = [o["times"][work][clock] for o in runs["scipy"]]
-                ours = [o["times"][work][clock] for o in runs[f"scalefit-{cache}"]]
-                pair = [a / b for a, b in zip(ref, ours, strict=True)]
-                med = statistics.median(ref) / statistics.median(ours)
-                parts.append(f"{clock} {med:.1f}x ({min(pair):.1f}-{max(pair):.1f})")
-            print(f"  {work:<42} {cache}: " + ", ".join(parts))
+    for tree in ("scalefit", "before") if args.before else ("scalefit",):
+        for work in WORKS:
+            for cache in ("cold", "warm"):
+                parts = []
+                for clock in ("wall", "cpu"):
+                    ref = [o["times"][work][clock] for o in runs["scipy"]]
+                    ours = [o["times"][work][clock] for o in runs[f"{tree}-{cache}"]]
+                    pair = [a / b for a, b in zip(ref, ours, strict=True)]
+                    med = statistics.median(ref) / statistics.median(ours)
+                    parts.append(f"{clock} {med:.1f}x ({min(pair):.1f}-{max(pair):.1f})")
+                print(f"  {tree:<8} {work:<42} {cache}: " + ", ".join(parts))
     import numpy as np
 
     ours_obj = runs["scalefit-warm"][0]["global_objective"]

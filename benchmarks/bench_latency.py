@@ -119,8 +119,8 @@ def main() -> None:
         before = str(Path(args.before).resolve())
         if not (Path(before) / "scalefit" / "__init__.py").exists():
             sys.exit(f"--before {args.before}: no scalefit package in that folder")
-        # the older tree's own console-script entry (``main``; ``run`` may not exist there)
-        entry = "import sys; from scalefit.cli import main; sys.exit(main())"
+        # the older tree's own console-script entry: ``run`` (the frozen exit) where it has one
+        entry = "import sys, scalefit.cli as c; sys.exit((getattr(c, 'run', None) or c.main)())"
         cmds["fit 203 rows (before)"] = [
             "env",
             f"PYTHONPATH={before}",

@@ -1,8 +1,11 @@
-"""Test configuration: reference data from ../shared/data, JAX on the CPU in float64, seeded."""
+"""Test configuration: reference data from ../shared/data, JAX on the CPU, seeded."""
 
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,3 +36,23 @@ def chinchilla203():
     from scalefit.datasets import load
 
     return load("chinchilla", drop_highest=40)
+
+
+@contextmanager
+def flat_directions_only() -> Iterator[list]:
+    """Let a fit warn that two parameters are strongly correlated, and nothing else.
+
+    A correlated pair (a flat direction the data barely pin down) is a property of the data that
+    scalefit reports with a ``ConvergenceWarning``; any other warning fails the test as usual.
+    """
+    from scalefit.errors import ConvergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+    others = [
+        f"{w.category.__name__}: {w.message}"
+        for w in caught
+        if not (issubclass(w.category, ConvergenceWarning) and "correlate" in str(w.message))
+    ]
+    assert not others, others

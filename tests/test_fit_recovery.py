@@ -1,4 +1,5 @@
 import pytest
+from conftest import flat_directions_only
 
 import scalefit
 from scalefit.fit.synthetic import TRUTHS, simulate_table
@@ -11,7 +12,8 @@ BUILTIN = [name for name in list_laws() if name in TRUTHS]
 def test_known_truth_recovery(name):
     table = simulate_table(name, n=300, noise=0.01, seed=11)
     truth = table.attrs["truth"]
-    res = scalefit.fit(table, name, starts=128, seed=3)
+    with flat_directions_only():  # e.g. critical_depth_power's c_crit and a_crit
+        res = scalefit.fit(table, name, starts=128, seed=3)
     assert res.converged
     law = get_law(name)
     # The fit must be at least as good as the truth itself (a global-optimum check).

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import needs_reference_data
+from conftest import flat_directions_only, needs_reference_data
 
 import scalefit
 from scalefit.fit.engine import Problem
@@ -94,28 +94,39 @@ def test_lmfit_method_agrees(liu_fit, chinchilla203):
 
 
 def test_bootstrap_keeps_draws_and_brackets_estimate(chinchilla203):
-    res = scalefit.fit(chinchilla203, "decomposed", seed=0, starts=64, bootstrap=64, boot_starts=3)
+    with flat_directions_only():  # c_tokens and a_tokens: draws correlate at about -0.99
+        res = scalefit.fit(
+            chinchilla203, "decomposed", seed=0, starts=64, bootstrap=64, boot_starts=3
+        )
     assert res.draws.shape == (64, 7)
     assert res.diagnostics["boot_failed"] == 0
     for k, (lo, hi) in res.ci.items():
         assert lo <= res.params[k] <= hi
-    bca = scalefit.fit(
-        chinchilla203, "decomposed", seed=0, starts=64, bootstrap=64, boot_starts=1, ci_method="bca"
-    )
+    with flat_directions_only():
+        bca = scalefit.fit(
+            chinchilla203,
+            "decomposed",
+            seed=0,
+            starts=64,
+            bootstrap=64,
+            boot_starts=1,
+            ci_method="bca",
+        )
     assert set(bca.ci) == set(res.ci)
 
 
 def test_cluster_bootstrap_and_holdout(chinchilla203):
-    res = scalefit.fit(
-        chinchilla203,
-        "decomposed",
-        seed=0,
-        starts=64,
-        bootstrap=32,
-        boot_starts=1,
-        cluster="params",
-        holdout=0.2,
-    )
+    with flat_directions_only():
+        res = scalefit.fit(
+            chinchilla203,
+            "decomposed",
+            seed=0,
+            starts=64,
+            bootstrap=32,
+            boot_starts=1,
+            cluster="params",
+            holdout=0.2,
+        )
     assert "clusters" in res.diagnostics["resample"]
     h = res.holdout
     assert h["n_test"] == 41 and h["n_train"] == 162
@@ -123,7 +134,10 @@ def test_cluster_bootstrap_and_holdout(chinchilla203):
 
 
 def test_json_round_trip(tmp_path, chinchilla203):
-    res = scalefit.fit(chinchilla203, "decomposed", seed=0, starts=32, bootstrap=16, boot_starts=1)
+    with flat_directions_only():
+        res = scalefit.fit(
+            chinchilla203, "decomposed", seed=0, starts=32, bootstrap=16, boot_starts=1
+        )
     path = res.save(tmp_path / "r.json")
     back = scalefit.FitResult.load(path)
     assert back.params == res.params

@@ -33,9 +33,13 @@ def test_builtin_laws_registered():
 def test_numpy_and_jax_agree_and_coordinates_round_trip(name):
     import jax.numpy as jnp
 
-    from scalefit.fit.engine import load_jax as _jax
+    from scalefit.fit.engine import float64
 
-    _jax()
+    with float64():
+        _numpy_and_jax_agree(name, jnp)
+
+
+def _numpy_and_jax_agree(name, jnp):
     law = get_law(name)
     x = design(law, 50, np.random.default_rng(0))
     truth = TRUTHS[name]

@@ -103,6 +103,11 @@ def test_program_written_to_disk_and_reused(tmp_path, monkeypatch):
 @pytest.mark.parametrize("p", [3, 7, 12, 20])
 def test_damped_step_solves_like_lapack(p):
     """The Cholesky step (and the LAPACK path above CHOLESKY_MAX) against numpy."""
+    with engine.float64():
+        _check_damped_step(p)
+
+
+def _check_damped_step(p):
     jax, jnp = engine.load_jax()
     rng = np.random.default_rng(p)
     step = jax.jit(lambda h, r1, r2, g: engine.damped_step(jnp, h, r1, r2, g))
@@ -128,24 +133,21 @@ def test_damped_step_solves_like_lapack(p):
             assert quad >= 0.0
 
 
-def test_serialised_solver_calls_no_lapack(tmp_path, monkeypatch):
-    """The solver program holds no LAPACK call, so loading it skips JAX's LAPACK set-up."""
+def test_cached_program_key_records_float64(tmp_path, monkeypatch):
+    """A program exported in float64 is never read back for a float32 call, nor the reverse."""
     monkeypatch.setenv("SCALEFIT_JAX_CACHE", str(tmp_path))
-    for k in [k for k in engine._CACHE if k[0] == "program"]:
-        del engine._CACHE[k]
-    law = get_law("decomposed")
-    tab = simulate_table(law, n=60, seed=2)
-    scalefit.fit(tab, law, starts=4, seed=0, progress=False)
-    files = sorted((tmp_path / _programs.PROGRAM_DIR).glob("*.jaxexport"))
-    assert files
-    assert not any(_programs.uses_lapack(f.read_bytes()) for f in files)
-    # the check can fail: a program with a LAPACK solve is recognised as one
     jax, jnp = engine.load_jax()
-    a = np.eye(3) * 2.0
-    exported = jax.export.export(jax.jit(jnp.linalg.solve))(a, np.ones(3))
-    assert _programs.uses_lapack(bytes(exported.serialize()))
-    call = _programs.cached_program(jax.jit(jnp.linalg.solve), "test|lapack-solve", (a, np.ones(3)))
-    np.testing.assert_allclose(np.asarray(call(a, np.ones(3))), np.full(3, 0.5))
+    a, b = np.eye(3) * 2.0, np.ones(3)
+    folder = tmp_path / _programs.PROGRAM_DIR
+    dtypes = []
+    for wide in (True, False, True):
+        with jax.enable_x64(wide):
+            call = _programs.cached_program(jax.jit(jnp.linalg.solve), "test|solve", (a, b))
+            out = call(a, b)  # a program with a LAPACK call loads and runs
+        np.testing.assert_allclose(np.asarray(out), np.full(3, 0.5))
+        dtypes.append(str(out.dtype))
+        assert len(list(folder.glob("*.jaxexport"))) == (1 if len(dtypes) == 1 else 2)
+    assert dtypes == ["float64", "float32", "float64"]
 
 
 def test_lambda_law_has_no_disk_identity():
@@ -221,6 +223,7 @@ def test_local_quantities_only_when_asked():
     )
 
 
+@engine.float64()
 def test_input_logs_are_served_from_the_table_and_nothing_else():
     import jax.numpy as jnp
 
@@ -230,27 +233,3 @@ def test_input_logs_are_served_from_the_table_and_nothing_else():
     assert xp.log(x) is logs  # an input column: the precomputed logs
     np.testing.assert_allclose(xp.log(2.0 * x), np.log(2.0 * np.arange(1.0, 5.0)))
     assert xp.exp is jnp.exp and xp.where is jnp.where  # everything else is jnp's
-
-
-def test_lapack_free_lowering_skips_initialisation_on_its_own_thread_only():
-    """While one thread lowers a LAPACK-free program, JAX's backend initialisation is skipped on
-    that thread only: another thread that lowers a program at the same moment (the Bayesian
-    fitter compiles its sampler on a helper thread) still initialises."""
-    import threading
-
-    calls = []
-
-    def init(platforms):
-        calls.append((threading.current_thread().name, tuple(platforms)))
-
-    ensure = _programs._skip_on_this_thread(init)
-    _programs._SKIPPING.on = True
-    try:
-        ensure(("cpu",))  # the lowering thread: skipped
-        other = threading.Thread(target=ensure, args=(("cpu",),), name="other")
-        other.start()
-        other.join()
-    finally:
-        _programs._SKIPPING.on = False
-    ensure(("cpu",))  # after the lowering: initialises again
-    assert calls == [("other", ("cpu",)), (threading.current_thread().name, ("cpu",))]

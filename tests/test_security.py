@@ -1,6 +1,7 @@
 """Loading is not executing: crafted pickles and filter strings run nothing (real CLI)."""
 
 import io
+import os
 import textwrap
 
 import pandas as pd
@@ -17,13 +18,16 @@ from scalefit.sweep import load_spec, run_dir_of  # noqa: E402
 
 
 class _CreatesFile:
-    """Unpickling this object calls ``open(marker, "w")``: it creates the marker file."""
+    """Unpickling this object calls ``os.mkdir(marker)``: it creates the marker (a folder).
+
+    (A folder rather than ``open(marker, "w")``, whose file object would be left unclosed.)
+    """
 
     def __init__(self, marker):
         self.marker = str(marker)
 
     def __reduce__(self):
-        return (open, (self.marker, "w"))
+        return (os.mkdir, (self.marker,))
 
 
 def crafted(path, marker, **plain):

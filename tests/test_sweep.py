@@ -298,6 +298,7 @@ def test_a_locked_folder_waits_or_raises(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+        holder.stdout.close()
 
 
 _CONCURRENT = """

@@ -14,6 +14,7 @@ import re
 import sys
 import warnings
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from .._validation import did_you_mean
 from ..errors import MissingExtraError, ScaleFitError, SweepError
@@ -29,39 +30,138 @@ _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|nan)$", re.IGN
 _CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Show every option's default, also for options declared without a help text."""
+class Subcommands(Protocol):
+    """What a command module's ``register`` receives: ``add_parser`` makes one sub-command."""
 
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        default = action.default
-        if (
-            not action.option_strings
-            or default is argparse.SUPPRESS
-            or "default" in text.lower()
-            or action.nargs == 0  # flags: --no-draws and the like
-        ):
-            return text
-        shown = "not set" if default is None else "%(default)s"
-        return f"{text} (default: {shown})".strip()
+    def add_parser(self, name: str, **kwargs: Any) -> Parser:
+        """Add the sub-command ``name`` and return its parser (argparse's keywords)."""
+        ...
+
+
+class _Group:
+    """An argparse argument group whose options are recorded by the parser that owns it."""
+
+    def __init__(self, owner: Parser, group: Any) -> None:
+        self._owner = owner
+        self._group = group
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """``add_argument`` of the group, recorded in the owner's :attr:`Parser.options`."""
+        return self._owner._record(self._group.add_argument(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> _Group:
+        """A nested mutually exclusive group, recorded the same way."""
+        return _Group(self._owner, self._group.add_mutually_exclusive_group(**kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._group, name)
+
+
+class _Commands:
+    """The sub-command action of a parser; the parsers it adds go to ``Parser.commands``."""
+
+    def __init__(self, owner: Parser, action: Any) -> None:
+        self._owner = owner
+        self._action = action
+
+    def add_parser(self, name: str, **kwargs: Any) -> Parser:
+        """Add the sub-command ``name`` (argparse's ``add_parser``) and remember it."""
+        parser = self._action.add_parser(name, **kwargs)
+        self._owner.commands[name] = parser
+        return parser
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._action, name)
 
 
 class Parser(argparse.ArgumentParser):
     """An argparse parser whose usage errors are ONE line on stderr and exit code 2.
 
-    Sub-command parsers inherit the class (``add_subparsers`` uses the parent's class) and the
-    :class:`HelpFormatter`, so a command module needs nothing special. Misspelt options and
-    choices get a "did you mean" suggestion.
+    Sub-command parsers inherit the class (``add_subparsers`` uses the parent's class), so a
+    command module needs nothing special. Misspelt options and choices get a "did you mean"
+    suggestion; every option's help shows its default; a negative number in exponent form
+    (``--budget -1e21``) is a value, not an option. Only argparse's public interface is used:
+    the parser records the options and sub-commands it is given (:attr:`options`,
+    :attr:`commands`) instead of reading argparse's internals.
+
+    Attributes
+    ----------
+    options : list of argparse.Action
+        Every option and positional added to this parser (its groups included).
+    commands : dict
+        Sub-command name -> its parser.
+    default_command : str or None
+        A sub-command assumed when the first word is none of :attr:`commands` (and not an
+        option): ``scalefit probe STATE`` is ``scalefit probe toy STATE``.
     """
 
-    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs) -> None:
-        super().__init__(*args, formatter_class=formatter_class, **kwargs)
-        self._negative_number_matcher = _NUMBER
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: list[argparse.Action] = []
+        self.commands: dict[str, Parser] = {}
+        self.default_command: str | None = None
+        super().__init__(*args, **kwargs)
+
+    def _record(self, action: argparse.Action) -> argparse.Action:
+        self.options.append(action)
+        return action
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:  # noqa: D102
+        return self._record(super().add_argument(*args, **kwargs))
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        return _Group(self, super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:  # noqa: D102
+        return _Group(self, super().add_mutually_exclusive_group(**kwargs))
+
+    def add_subparsers(self, **kwargs: Any) -> Any:  # noqa: D102
+        return _Commands(self, super().add_subparsers(**kwargs))
+
+    def format_help(self) -> str:
+        """Argparse's help, with every option's default shown (``not set`` for None)."""
+        for action in self.options:
+            _show_default(action)
+        return super().format_help()
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse's own
         _ACTIVE.append(self)  # the deepest sub-command parser is the last one entered
-        self._given = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        given = list(sys.argv[1:] if args is None else args)
+        if (
+            self.default_command is not None
+            and given
+            and given[0] not in self.commands
+            and not given[0].startswith("-")
+        ):
+            given.insert(0, self.default_command)
+        self._given = given
+        return super().parse_known_args(self._numbers_as_values(given), namespace)
+
+    def _numbers_as_values(self, args: list[str]) -> list[str]:
+        """``--opt -1e21`` as ``--opt=-1e21`` when ``--opt`` takes a value.
+
+        argparse would read the number as an option: its own pattern knows only ``-5``, ``-0.5``.
+        """
+        out: list[str] = []
+        for token in args:
+            prev = out[-1] if out else ""
+            if (
+                _NUMBER.match(token)
+                and prev.startswith("-")
+                and "=" not in prev
+                and prev != "--"
+                and "--" not in out
+                and self._takes_value(prev)
+            ):
+                out[-1] = f"{prev}={token}"
+            else:
+                out.append(token)
+        return out
+
+    def _takes_value(self, flag: str) -> bool:
+        exact = [a for a in self.options if flag in a.option_strings]
+        if not exact and flag.startswith("--") and self.allow_abbrev:
+            exact = [a for a in self.options if any(s.startswith(flag) for s in a.option_strings)]
+        return len(exact) == 1 and exact[0].nargs != 0
 
     def error(self, message: str):
         """Print ``PROG: error: MESSAGE[ Did you mean ...?]`` as one line and exit with 2."""
@@ -79,11 +179,27 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
+def _show_default(action: argparse.Action) -> None:
+    """Append ``(default: ...)`` to an option's help unless it has one or is a flag."""
+    text = action.help or ""
+    if (
+        not action.option_strings
+        or action.default is argparse.SUPPRESS
+        or text is argparse.SUPPRESS
+        or "default" in text.lower()
+        or action.nargs == 0  # flags: --no-draws and the like
+    ):
+        return
+    shown = "not set" if action.default is None else "%(default)s"
+    action.help = f"{text} (default: {shown})".strip()
+
+
 _ACTIVE: list[Parser] = []
 
 
 def _options(parser: argparse.ArgumentParser) -> list[str]:
-    return [s for a in parser._actions for s in a.option_strings]
+    actions = parser.options if isinstance(parser, Parser) else []
+    return [s for a in actions for s in a.option_strings]
 
 
 def _unknown_options(parser: argparse.ArgumentParser) -> list[str]:
@@ -141,10 +257,17 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (also used by the console script)."""
+    # warnings print as one line while the command runs; the caller's hooks and filters are
+    # restored afterwards (main may be called in-process: tests, notebooks)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     _ACTIVE.clear()
     args = parser.parse_args(argv)
-    warnings.showwarning = _show_warning
     if getattr(args, "func", None) is None:
         parser.print_help()
         return EXIT_BAD_INPUT

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ScaleFitError
+from . import Subcommands
 from ._common import law_options_arg, parse_mapping, plots_dir, positive_flops
 
 SUMMARY_FIRST = ["budget", "depth", "width", "tokens", "params", "loss", "loss_lo", "loss_hi"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``allocate`` command."""
     p = sub.add_parser(
         "allocate",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
+from . import Subcommands
 from ._common import (
     add_table_args,
     check_outputs,
@@ -56,7 +57,7 @@ def _devices_for_chains(chains: int) -> None:
         pass
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``bayes`` and ``compare`` commands."""
     p = sub.add_parser(
         "bayes",

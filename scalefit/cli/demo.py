@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ScaleFitError
+from . import Subcommands
 from ._common import int_at_least, positive_flops
 
 CHINCHILLA = {
@@ -57,7 +58,7 @@ def _budget_text(text: str) -> str:
     return text
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``demo`` command."""
     p = sub.add_parser(
         "demo",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ScaleFitError
+from . import Subcommands
 from ._common import int_at_least, positive_flops
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``design`` command."""
     p = sub.add_parser(
         "design",

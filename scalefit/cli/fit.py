@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
+from . import Subcommands
 from ._common import (
     add_table_args,
     check_outputs,
@@ -14,7 +15,7 @@ from ._common import (
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``fit`` and ``laws`` commands."""
     p = sub.add_parser(
         "fit",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 from ..errors import ScaleFitError
+from . import Subcommands
 from ._common import add_table_args, load_table_arg
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``isoflop`` command."""
     p = sub.add_parser(
         "isoflop",

@@ -11,48 +11,10 @@ import argparse
 from pathlib import Path
 
 from ..errors import ScaleFitError
+from . import Subcommands
 
 
-class _AnyName(dict):
-    """A view of the name → parser map that lets argparse's choice check pass any first word."""
-
-    def __init__(self, names: dict) -> None:
-        super().__init__()
-        self._names = names
-
-    def __contains__(self, key) -> bool:
-        return True
-
-    def __iter__(self):
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def keys(self):  # noqa: D102 - dict view
-        return self._names.keys()
-
-    def items(self):  # noqa: D102 - dict view
-        return self._names.items()
-
-    def __getitem__(self, key):
-        return self._names[key]
-
-
-class _ToyByDefault(argparse._SubParsersAction):
-    """Sub-commands ``hf`` and ``toy``; any other first word is a toy model (``probe STATE``)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.choices = _AnyName(self._name_parser_map)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        if values and values[0] not in self._name_parser_map:
-            values = ["toy", *values]
-        super().__call__(parser, namespace, values, option_string)
-
-
-def register(subparsers) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the ``probe`` command with its ``toy`` (default) and ``hf`` forms."""
     probe = subparsers.add_parser(
         "probe",
@@ -60,9 +22,9 @@ def register(subparsers) -> None:
         description="Probe the residual stream layer by layer. `scalefit probe STATE` is short "
         "for `scalefit probe toy STATE`.",
     )
-    sub = probe.add_subparsers(
-        dest="probe_command", metavar="{toy,hf}", required=True, action=_ToyByDefault
-    )
+    # any first word other than a sub-command is a toy model: `probe STATE` is `probe toy STATE`
+    probe.default_command = "toy"
+    sub = probe.add_subparsers(dest="probe_command", metavar="{toy,hf}", required=True)
     toy = sub.add_parser("toy", help="probes of a saved toy run (the default form)")
     toy.add_argument("model", metavar="MODEL", help="a toy run folder or its model.pt")
     toy.add_argument("--tokens", type=int, default=1024, help="probe inputs (default 1024)")

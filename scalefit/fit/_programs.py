@@ -18,6 +18,14 @@ The cached files are StableHLO programs written by this package into the user's 
 (atomically); they are never Python objects and are never unpickled. A file that fails to load
 is rebuilt. Laws without a stable identity (a Python law that is neither registered nor written as
 a formula, e.g. a lambda or a closure) are compiled in memory only.
+
+Nothing here changes the user's JAX settings for longer than one of scalefit's own calls.
+XLA's compiled executables go to JAX's persistent compilation cache only while a program of ours
+is compiled (:func:`compile_cache`, entered by :func:`first_call_cached` around a program's
+first call), and only when the user has not configured a cache folder of their own; afterwards
+the setting is restored and JAX's cache handle reset, so the user's own programs are never
+written to (or read from) our folder. Float64 is turned on by the callers with JAX's scoped
+``jax.enable_x64(True)``; the cache key records whether it was on.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ import json
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +77,106 @@ def n_blocks(size: int) -> int:
     return size // BLOCK if size > BLOCKED_ABOVE else 1
 
 
-def cache_root() -> Path | None:
-    """Folder of the serialised programs, or None when the compile cache is turned off."""
+def jax_cache_dir() -> Path | None:
+    """The JAX cache folder of scalefit, or None when the compile cache is turned off.
+
+    ``SCALEFIT_JAX_CACHE`` (``0`` turns it off), else ``<cache>/jax`` beside the dataset cache
+    (``SCALEFIT_CACHE_DIR``, default ``~/.cache/scalefit``).
+    """
     setting = os.environ.get("SCALEFIT_JAX_CACHE")
     if setting == "0":
         return None
     base = Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit")
-    root = Path(setting) if setting else base / "jax"
-    return root / PROGRAM_DIR
+    return Path(setting) if setting else base / "jax"
+
+
+def cache_root() -> Path | None:
+    """Folder of the serialised programs, or None when the compile cache is turned off."""
+    root = jax_cache_dir()
+    return None if root is None else root / PROGRAM_DIR
+
+
+#: Programs that compile faster than this are not written to the persistent cache (seconds).
+MIN_COMPILE_SECS = 0.2
+_SCOPE = threading.Lock()
+#: Number of :func:`compile_cache` blocks open in this process (all threads), and the settings
+#: the outermost one replaced (None when it replaced nothing: the user has a cache of their own).
+_OPEN = 0
+_SAVED: tuple[Any, Any] | None = None
+
+
+@contextmanager
+def compile_cache() -> Iterator[None]:
+    """JAX's persistent compilation cache in scalefit's folder, for the duration of the block.
+
+    Only where the user configured no cache folder (``jax_compilation_cache_dir`` unset) and
+    left the cache enabled; otherwise nothing changes and programs use the user's own cache.
+    On leaving the outermost block the folder and the minimum compile time are restored and
+    JAX's cache handle is reset (``jax.experimental.compilation_cache``'s public
+    ``reset_cache``), so a later compilation of the user's own reads and writes no cache, as
+    before. Blocks nest and may overlap across threads (counted); a program another thread
+    compiles while a block is open may be cached in our folder too (JAX's setting is
+    process-wide).
+    """
+    global _OPEN, _SAVED
+    import jax
+
+    with _SCOPE:
+        if _OPEN == 0:
+            _SAVED = None
+            root = jax_cache_dir()
+            if (
+                root is not None
+                and not jax.config.jax_compilation_cache_dir
+                and jax.config.jax_enable_compilation_cache
+            ):
+                try:
+                    root.mkdir(parents=True, exist_ok=True)
+                except OSError:  # read-only home: compile without the cache
+                    root = None
+                if root is not None:
+                    _SAVED = (
+                        jax.config.jax_compilation_cache_dir,
+                        jax.config.jax_persistent_cache_min_compile_time_secs,
+                    )
+                    jax.config.update("jax_compilation_cache_dir", str(root))
+                    jax.config.update(
+                        "jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECS
+                    )
+        _OPEN += 1
+    try:
+        yield
+    finally:
+        with _SCOPE:
+            _OPEN -= 1
+            if _OPEN == 0 and _SAVED is not None:
+                from jax.experimental.compilation_cache import compilation_cache as cc
+
+                folder, min_secs = _SAVED
+                _SAVED = None
+                jax.config.update("jax_compilation_cache_dir", folder)
+                jax.config.update("jax_persistent_cache_min_compile_time_secs", min_secs)
+                cc.reset_cache()
+
+
+def first_call_cached(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (a jitted program used at one set of shapes) with its first call in a cache block.
+
+    The first call compiles the program (or loads the compiled executable from the cache) inside
+    :func:`compile_cache`; later calls run it directly, without touching JAX's settings.
+    """
+    done = False
+
+    def call(*args):
+        nonlocal done
+        if done:
+            return fn(*args)
+        with compile_cache():
+            out = fn(*args)
+        done = True
+        return out
+
+    return call
 
 
 @functools.cache
@@ -89,8 +190,9 @@ def file_hash(path: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _versions() -> str:
+    from importlib.metadata import version
+
     import jax
-    import jaxlib
 
     from .. import __version__
 
@@ -105,9 +207,8 @@ def _versions() -> str:
     return json.dumps(
         {
             "jax": jax.__version__,
-            "jaxlib": jaxlib.__version__,
+            "jaxlib": version("jaxlib"),
             "scalefit": __version__,
-            "x64": bool(jax.config.jax_enable_x64),
             "backend": jax.default_backend(),
             "src": [file_hash(str(p)) for p in sources],
         },
@@ -197,17 +298,20 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
     """A callable equivalent to the jitted ``fn`` for arguments shaped like ``args``.
 
     With a ``key`` and a cache folder, the lowered program is read from (or written to) the disk
-    cache, so a fresh process skips tracing; any failure to read, deserialise or write falls back
-    to ``fn`` itself. Without a key, ``fn`` is returned unchanged.
+    cache, so a fresh process skips tracing, and its first call (the compilation) runs in
+    :func:`compile_cache`; any failure to read, deserialise or write falls back to ``fn`` itself.
+    Without a key, ``fn`` is returned unchanged. The key records whether float64 is on (call it
+    inside the same ``jax.enable_x64`` scope as the program's calls).
     """
     root = cache_root()
     if key is None or root is None:
         return fn
     import jax
 
-    digest = hashlib.sha256("\n".join([key, _versions(), signature(args)]).encode()).hexdigest()[
-        :32
-    ]
+    # float64 is scoped (``jax.enable_x64``), so it is read at every call, not once per process
+    x64 = f"x64={bool(jax.config.jax_enable_x64)}"
+    text = "\n".join([key, _versions(), x64, signature(args)])
+    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
     path = root / f"{digest}.jaxexport"
     exported, data = None, b""
     if path.exists():
@@ -224,85 +328,4 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
             _write_atomic(path, data)
         except Exception:  # noqa: BLE001 - a program that cannot be exported runs as it is
             return fn
-    call = jax.jit(exported.call)
-    return call if uses_lapack(data) else _lapack_free(call)
-
-
-@functools.lru_cache(maxsize=1)
-def _lapack_targets() -> tuple[bytes, ...] | None:
-    """Names of jaxlib's CPU LAPACK custom-call targets (None when they cannot be listed)."""
-    try:
-        from jaxlib.cpu import _lapack
-
-        names = tuple(str(name).encode() for name in _lapack.registrations())
-    except Exception:  # noqa: BLE001 - another jaxlib layout: assume every program needs LAPACK
-        return None
-    return names or None
-
-
-def uses_lapack(serialized: bytes) -> bool:
-    """Whether a serialised program may call one of jaxlib's CPU LAPACK routines.
-
-    Custom-call target names are stored as plain strings in the serialised module, so a program
-    none of whose bytes spell a LAPACK target name calls none. When the names cannot be listed,
-    every program is assumed to need LAPACK.
-    """
-    targets = _lapack_targets()
-    return targets is None or any(t in serialized for t in targets)
-
-
-_LOWERING = threading.Lock()
-#: Set on the one thread that is lowering a LAPACK-free program (see :func:`_lapack_free`).
-_SKIPPING = threading.local()
-
-
-def _lapack_free(call: Callable[..., Any]) -> Callable[..., Any]:
-    """``call`` (a jitted ``Exported.call``) lowered without initialising CPU LAPACK.
-
-    Lowering a deserialised program on the CPU makes JAX initialise its LAPACK routines first,
-    which imports ``scipy.linalg`` (0.11-0.13 CPU-s in a fresh process on the 2-core test
-    machine). A program that calls no LAPACK routine (:func:`uses_lapack`) does not need it, so
-    its first call (the one that lowers it) runs with that step skipped; any later program that
-    does use LAPACK initialises it as usual (JAX's own linear-algebra lowering always does).
-    The step is skipped only on the thread that lowers this program: JAX's initialisation is
-    swapped, under a lock, for a stand-in that defers to the real one on every other thread, so a
-    program lowered on another thread at the same moment (the Bayesian fitter compiles its
-    sampler on a helper thread) is initialised as usual. When JAX's internals differ from the
-    ones this relies on, the program is lowered the ordinary way.
-    """
-    try:
-        from jax._src.export import _export
-    except ImportError:  # pragma: no cover - another JAX layout
-        return call
-    if not callable(getattr(_export, "_ensure_backends_initialized", None)):
-        return call  # pragma: no cover - another JAX layout
-    lowered = False
-
-    def run(*args):
-        nonlocal lowered
-        if lowered:
-            return call(*args)
-        with _LOWERING:
-            saved = _export._ensure_backends_initialized
-            _export._ensure_backends_initialized = _skip_on_this_thread(saved)
-            _SKIPPING.on = True
-            try:
-                out = call(*args)
-            finally:
-                _SKIPPING.on = False
-                _export._ensure_backends_initialized = saved
-            lowered = True
-        return out
-
-    return run
-
-
-def _skip_on_this_thread(init: Callable[..., Any]) -> Callable[..., Any]:
-    """Stand-in for JAX's backend initialisation: skipped on the lowering thread only."""
-
-    def ensure(platforms):
-        if getattr(_SKIPPING, "on", False):
-            return None
-        return init(platforms)
-
-    return ensure
+    return first_call_cached(jax.jit(exported.call))

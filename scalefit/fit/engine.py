@@ -1,4 +1,4 @@
-"""Vectorised robust least squares in JAX (float64).
+"""Vectorised robust least squares in JAX (float64, scoped to scalefit's own calls).
 
 One compiled solver serves every fit: a batch of problems, each a starting point plus a vector of
 row weights (all ones for multi-start, multinomial counts for a bootstrap resample, a zero for a
@@ -39,49 +39,31 @@ DIAG_FLOOR = 1e-30
 
 
 def load_jax():
-    """``(jax, jax.numpy)`` with float64 enabled and the persistent compilation cache set."""
+    """``(jax, jax.numpy)``, imported; JAX's settings are left as they are.
+
+    scalefit's own computations run in :func:`float64` (a scoped ``jax.enable_x64``), never
+    with float64 turned on for the whole process.
+    """
     return _jax()
 
 
 def _jax():
     import jax
-
-    jax.config.update("jax_enable_x64", True)
-    _enable_compile_cache(jax)
     import jax.numpy as jnp
 
     return jax, jnp
 
 
-_CACHE_SET = False
+def float64():
+    """A context manager in which JAX computes in float64 (JAX's scoped ``jax.enable_x64``).
 
-
-def _enable_compile_cache(jax) -> None:
-    """Use a persistent XLA compilation cache so later processes skip compiling the solver.
-
-    Folder: ``SCALEFIT_JAX_CACHE`` (``0`` turns it off), else ``<cache>/jax`` beside the dataset
-    cache. Left alone when the user already configured one.
+    Every JAX call of the solver (moving the table to the device, tracing, compiling, calling
+    the program) runs inside it; outside, the user's setting (float32 by default) holds. It is
+    per thread, so a helper thread that calls JAX opens its own.
     """
-    global _CACHE_SET
-    if _CACHE_SET:
-        return
-    _CACHE_SET = True
-    import os
-    from pathlib import Path
+    import jax
 
-    setting = os.environ.get("SCALEFIT_JAX_CACHE")
-    if setting == "0" or jax.config.jax_compilation_cache_dir:
-        return
-    root = (
-        setting
-        or Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit") / "jax"
-    )
-    try:
-        Path(root).mkdir(parents=True, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", str(root))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-    except OSError:  # pragma: no cover - read-only home: run without the cache
-        pass
+    return jax.enable_x64(True)
 
 
 @dataclass(frozen=True)
@@ -153,8 +135,8 @@ def robust_psi(xp, loss: str, delta: float):
 
 
 #: Laws with at most this many parameters solve their small linear systems with a Cholesky
-#: factorisation written in ``jnp`` (no LAPACK custom call in the program, so loading a
-#: serialised solver does not initialise LAPACK); larger ones use ``jnp.linalg.solve``.
+#: factorisation written in ``jnp`` (both systems of a step in one short loop, no LAPACK custom
+#: call in the program); larger ones use ``jnp.linalg.solve``.
 CHOLESKY_MAX = 16
 
 
@@ -443,8 +425,11 @@ def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
     Held in memory per process, and serialised to the user cache when the law has a stable
     identity (see :mod:`scalefit.fit._programs`), so a later process skips tracing too.
     """
+    import jax
+
     sig = _programs.shape_key(args)
-    key = ("program", "solve", _law_key(law), loss, float(delta), residuals, sig)
+    x64 = bool(jax.config.jax_enable_x64)
+    key = ("program", "solve", _law_key(law), loss, float(delta), residuals, sig, x64)
     if key in _CACHE:
         return _CACHE[key]
     base = _build(law, loss, delta, residuals)
@@ -453,6 +438,8 @@ def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
         None if ident is None else "|".join(["solve", ident, loss, repr(float(delta)), residuals])
     )
     fn = _programs.cached_program(base, disk, args)
+    if fn is base:  # compiled in memory only: still through the compile cache on its first call
+        fn = _programs.first_call_cached(base)
     _CACHE[key] = fn
     return fn
 
@@ -505,7 +492,6 @@ class Problem:
         residuals: str = "log",
         weights: np.ndarray | None = None,
     ):
-        jax, _ = _jax()
         if residuals not in RESIDUALS:
             raise ValueError(f"residuals must be one of {RESIDUALS}; got {residuals!r}.")
         self.law, self.loss, self.delta = law, loss, float(delta)
@@ -516,19 +502,22 @@ class Problem:
         pad = self.n_padded - self.n
         raw = {k: np.asarray(x[k], dtype=float) for k in law.inputs}
         self.refs = dict(refs) if refs is not None else law.references(raw)
-        self._x = {
-            k: jax.device_put(_pad_rows(v, self.n, pad)) for k, v in law.variables(np, raw).items()
-        }
         #: Raw input columns (numpy) and the response on the residual scale (numpy).
         self.inputs = raw
         self._y = np.asarray(y, dtype=float)
         self.observed = response(self._y, residuals)
-        self._logy = jax.device_put(_pad_rows(self.observed, self.n, pad))
         eps = float(np.finfo(float).eps)
         self.atol = max(
             self.n * (ROUNDING * eps * float(np.max(np.abs(self.observed)))) ** 2, 1e-300
         )
-        self._refs = {k: jax.device_put(v) for k, v in self.refs.items()}
+        jax, _ = _jax()
+        with float64():  # device arrays in float64 (the calls below run in the same scope)
+            self._x = {
+                k: jax.device_put(_pad_rows(v, self.n, pad))
+                for k, v in law.variables(np, raw).items()
+            }
+            self._logy = jax.device_put(_pad_rows(self.observed, self.n, pad))
+            self._refs = {k: jax.device_put(v) for k, v in self.refs.items()}
         self.weights = None if weights is None else np.asarray(weights, dtype=float)
 
     #: For a problem made by :meth:`subset`, the indices of its rows in the parent problem.
@@ -627,8 +616,9 @@ class Problem:
             np.float64(self.atol),
             np.bool_(local),
         )
-        out = _compiled(self.law, self.loss, self.delta, self.residuals, args)(*args)
-        res = {name: np.asarray(v)[:k] for name, v in out.items()}
+        with float64():
+            out = _compiled(self.law, self.loss, self.delta, self.residuals, args)(*args)
+            res = {name: np.asarray(v)[:k] for name, v in out.items()}
         res["resid"] = res["resid"][:, : self.n]
         return res
 

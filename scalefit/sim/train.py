@@ -67,32 +67,62 @@ def lr_factor(config: ToyConfig, step: int) -> float:
 
 
 class _Adam:
-    """Adam over the stacked students with a per-student learning rate (same math as torch)."""
+    """Adam over the stacked students with a per-student learning rate (torch's Adam math).
+
+    A student's rows sit in many layer tensors, and each row has its student's learning rate,
+    which ``torch.optim.Adam`` (one rate per tensor) cannot express. So the parameters are moved
+    (``Tensor.set_``, in place: every holder of a parameter sees the move) into one flat buffer,
+    the moments and the per-element learning rate are flat buffers of the same layout, and a step
+    is a few vectorised operations on the whole buffer, whatever the number of tensors. The update
+    is ``torch.optim.Adam``'s (tested against it): ``m`` lerps to the gradient, ``v`` to its
+    square, and ``p -= lr * factor / (1 - b1**t) * m / (sqrt(v) / sqrt(1 - b2**t) + eps)``.
+    """
 
     def __init__(self, students: StudentStack, config: ToyConfig) -> None:
         self.params = students.params
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
+        first = self.params[0]
+        self.sizes = [p.numel() for p in self.params]
+        flat = torch.cat([p.detach().reshape(-1) for p in self.params])
+        offset = 0
+        for p, size in zip(self.params, self.sizes, strict=True):
+            p.set_(flat.untyped_storage(), offset, p.shape)  # now a view of the flat buffer
+            offset += size
+        self.flat = flat
+        self.m_flat = torch.zeros_like(flat)
+        self.v_flat = torch.zeros_like(flat)
+        # the gathered gradient and one scratch buffer, reused by every step (no allocation)
+        self.g_flat = torch.empty_like(flat)
+        self.scratch = torch.empty_like(flat)
+        self.m = self._views(self.m_flat)
+        self.v = self._views(self.v_flat)
         self.t = 0
-        depth = torch.tensor(students.student_depths, dtype=self.params[0].dtype)
+        depth = torch.tensor(students.student_depths, dtype=first.dtype)
         scale = depth.rsqrt() if config.lr_depth_scaling else torch.ones_like(depth)
-        scale = (scale * config.lr).to(self.params[0].device)
-        self.lr = [scale[: p.shape[0]].view(-1, *([1] * (p.dim() - 1))) for p in self.params]
+        scale = (scale * config.lr).to(first.device)
+        self.lr_flat = torch.cat(
+            [
+                scale[: p.shape[0]].view(-1, *([1] * (p.dim() - 1))).expand(p.shape).reshape(-1)
+                for p in self.params
+            ]
+        )
+
+    def _views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        return [
+            part.view(p.shape)
+            for part, p in zip(torch.split(flat, self.sizes), self.params, strict=True)
+        ]
 
     def step(self, factor: float) -> None:
         self.t += 1
-        grads = [p.grad for p in self.params]
         b1, b2 = _BETAS
         with torch.no_grad():
-            torch._foreach_lerp_(self.m, grads, 1 - b1)
-            torch._foreach_mul_(self.v, b2)
-            torch._foreach_addcmul_(self.v, grads, grads, 1 - b2)
-            denom = torch._foreach_sqrt(self.v)
-            torch._foreach_div_(denom, math.sqrt(1 - b2**self.t))
-            torch._foreach_add_(denom, _EPS)
-            update = torch._foreach_div(self.m, denom)
-            torch._foreach_mul_(update, self.lr)
-            torch._foreach_add_(self.params, update, alpha=-factor / (1 - b1**self.t))
+            grad = torch.cat([p.grad.reshape(-1) for p in self.params], out=self.g_flat)
+            self.m_flat.lerp_(grad, 1 - b1)
+            self.v_flat.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+            step = torch.sqrt(self.v_flat, out=self.scratch)  # the denominator, then the step
+            step.div_(math.sqrt(1 - b2**self.t)).add_(_EPS)
+            torch.div(self.m_flat, step, out=step).mul_(self.lr_flat)
+            self.flat.add_(step, alpha=-factor / (1 - b1**self.t))
         for p in self.params:
             p.grad = None
 
