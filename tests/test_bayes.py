@@ -223,7 +223,8 @@ def test_bayes_cli_gives_jax_one_cpu_device_per_chain(chains, env, expected):
     import sys
 
     code = (
-        "import sys; from scalefit.cli.bayes import _devices_for_chains; "
+        "import sys, scalefit.cli; from scalefit.cli.bayes import _devices_for_chains; "
+        "scalefit.cli.OWNS_PROCESS = True; "  # as under the console script (cli.run)
         "_devices_for_chains(int(sys.argv[1])); import jax; "
         "from scalefit.fit.bayes_model import chain_devices; "
         "print(jax.local_device_count(), chain_devices(int(sys.argv[1])))"
@@ -478,3 +479,18 @@ def test_linear_residuals_and_weights_in_the_likelihood():
     assert res.ci["L0"][0] < 0.8 < res.ci["L0"][1]
     sims = predictive_draws(res, pd.DataFrame({"depth": [4.0]}), noise=True)
     assert abs(np.median(sims) - (2.0 / 4**1.1 + 0.8)) < 0.05
+
+
+def test_in_process_bayes_cli_leaves_the_device_count_alone():
+    """Only the console script sets JAX's CPU device count; ``cli.main`` in a user's process
+    (a notebook, a test) must leave it as it was."""
+    import subprocess
+    import sys
+
+    code = (
+        "import jax, scalefit.cli; from scalefit.cli.bayes import _devices_for_chains; "
+        "_devices_for_chains(4); print(jax.config.jax_num_cpu_devices)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["-1"]

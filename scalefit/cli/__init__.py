@@ -23,6 +23,10 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_NOT_CONVERGED = 3
 
+#: True only while :func:`run` (the console script, ``python -m scalefit``) owns the process:
+#: settings that outlive a command, such as JAX's CPU device count, are changed only then.
+OWNS_PROCESS = False
+
 
 # A token such as -1e21 or -.5 is a (negative) number, not an option; argparse's own pattern only
 # knows -5 and -0.5, so `--budget -1e21` used to fail with "expected one argument".
@@ -333,6 +337,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     """
     import gc
 
+    global OWNS_PROCESS
+    OWNS_PROCESS = True
     code = main(argv)
     gc.freeze()
     return code

@@ -30,12 +30,18 @@ def _devices_for_chains(chains: int) -> None:
 
     The compiled sampler splits the chains evenly over the CPU devices
     (:func:`scalefit.fit.bayes_model.chain_devices`), so with two cores four chains sample on two
-    threads. Nothing changes when the user set the device count (``JAX_NUM_CPU_DEVICES``,
+    threads. Only the console script does this (:data:`scalefit.cli.OWNS_PROCESS`): an
+    in-process :func:`scalefit.cli.main` leaves JAX's settings as it found them. Nothing
+    changes when the user set the device count (``JAX_NUM_CPU_DEVICES``,
     ``XLA_FLAGS=--xla_force_host_platform_device_count``), when JAX already started, or when
     only one core is available.
     """
     import os
 
+    from . import OWNS_PROCESS
+
+    if not OWNS_PROCESS:  # called in-process (cli.main): leave the user's JAX settings alone
+        return
     if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return
     try:
