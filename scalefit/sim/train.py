@@ -1,21 +1,25 @@
 """Training loop of the toy: one teacher forward per step feeds every student.
 
 Resumable: with a ``run_dir`` the full state (students, Adam moments, data generator, recorded
-rows) is saved atomically at every evaluation step and every ``checkpoint_every`` steps, and a
-restarted run continues from the last save with the same numbers it would have produced.
+rows) is saved atomically at every evaluation step and every ``checkpoint_every`` steps, with its
+SHA-256 in the folder's ``checksums.json`` (:mod:`scalefit._manifest`), and a restarted run
+continues from the last save with the same numbers it would have produced. A ``state.pt`` that
+does not match its checksums is refused before it is read.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_bytes, load_torch
+from .._io import load_torch
+from .._manifest import record
 from .._torch import pick_device, seed_all
 from ..errors import ScaleFitError
 from .config import ToyConfig
@@ -208,14 +212,19 @@ def _save(run_dir, config, students, adam, data, run, acc, step) -> None:
     }
     buf = io.BytesIO()
     torch.save(state, buf)
-    atomic_write_bytes(Path(run_dir) / STATE_FILE, buf.getvalue())
+    record(run_dir, write={STATE_FILE: buf.getvalue()})
 
 
 def _resume(run_dir, config, students, adam, data, run, acc) -> int:
     path = None if run_dir is None else Path(run_dir) / STATE_FILE
-    if path is None or not path.is_file():
+    if path is None or not os.path.lexists(path):
         return 0
-    state = load_torch(path, what="toy training state", map_location=students.params[0].device)
+    state = load_torch(
+        path,
+        what="toy training state",
+        map_location=students.params[0].device,
+        remedy="delete it to start this run afresh.",
+    )
     if not isinstance(state, dict) or state.get("config") != config.to_dict():
         return 0
     try:
