@@ -3,6 +3,9 @@
 A sharded run is stopped after 6 of 12 steps (each process writes its shards with distributed
 checkpointing), resumed by a second ``torchrun`` from that checkpoint, and its loss sequence is
 compared with single-process training on the same global batches. Slow: two process launches.
+Before the resume, the debris a kill in the middle of the next save leaves (a half-written step
+folder that ``checksums.json`` does not list) is planted: the recorded checkpoint must still
+resume. Hostile checkpoint folders are in ``tests/test_hostile_checkpoints.py``.
 """
 
 import json
@@ -20,6 +23,7 @@ from train_support import (  # noqa: E402, F401 - autouse fixture
     torchrun,
 )
 
+from scalefit._manifest import record, recorded_names  # noqa: E402
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.dist import safe_reader  # noqa: E402
@@ -55,10 +59,16 @@ def test_fsdp2_two_processes_resume_from_dcp_and_match_single_process(tmp_path):
     assert "model" not in state  # the weights live in the shards
     shards = sorted(p.name for p in (out / "checkpoint.dcp" / "step-000000006").iterdir())
     assert ".metadata" in shards and sum(p.endswith(".distcp") for p in shards) == 2
+    step6 = ["checkpoint.dcp/step-000000006/" + p for p in shards]
+    assert recorded_names(out) == sorted(["checkpoint.pt", *step6])
+    debris = out / "checkpoint.dcp" / "step-000000009"  # a save killed before its checksums
+    debris.mkdir()
+    (debris / "__0_0.distcp").write_bytes(b"half a shard")
     torchrun(script, tmp_path / "settings.json", out)  # resumes from the DCP shards
     state = load_checkpoint(out / "checkpoint.pt")
     assert state["step"] == 12
     assert [p.name for p in (out / "checkpoint.dcp").iterdir()] == ["step-000000012"]
+    assert all(n.startswith("checkpoint.dcp/step-000000012/") for n in recorded_names(out)[:-1])
     fsdp = np.array([h["loss"] for h in state["history"]])
     single = train(config_from_dict({**settings, "parallel": "ddp"}))
     ref = np.array([h["loss"] for h in single.history])
@@ -77,7 +87,12 @@ def test_dcp_metadata_reader_refuses_code(tmp_path):
         def __reduce__(self):
             return (os.system, ("touch " + str(tmp_path / "pwned"),))
 
-    (tmp_path / ".metadata").write_bytes(pickle.dumps(Boom()))
-    with pytest.raises(ScaleFitError, match="posix.system|os.system|refus"):
-        safe_reader(str(tmp_path)).read_metadata()
+    folder = tmp_path / "checkpoint.dcp" / "step-000000001"
+    folder.mkdir(parents=True)
+    (folder / ".metadata").write_bytes(pickle.dumps(Boom()))
+    with pytest.raises(ScaleFitError, match="checksums.json"):  # scalefit did not write it
+        safe_reader(str(folder)).read_metadata()
+    record(tmp_path, written=["checkpoint.dcp/step-000000001/.metadata"])  # forged checksums
+    with pytest.raises(ScaleFitError, match="posix.system.* not DCP checkpoint metadata"):
+        safe_reader(str(folder)).read_metadata()
     assert not (tmp_path / "pwned").exists()
