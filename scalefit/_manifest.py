@@ -257,16 +257,19 @@ def verify_bytes(
     _match(digest_bytes(data), entries, folder / rel, folder, remedy)
 
 
-def recorded_names(folder: str | os.PathLike) -> list[str]:
-    """The files ``folder``'s checksums list (recorded, not pending); [] when there are none.
+def recorded_names(folder: str | os.PathLike, *, pending: bool = False) -> list[str]:
+    """The files ``folder``'s checksums list; [] when there are none.
 
-    An unreadable ``checksums.json`` counts as none (it is refused when a file is loaded).
+    ``pending=True`` adds those announced by a save that may have been killed. An unreadable
+    ``checksums.json`` counts as none (it is refused when a file is loaded).
     """
     try:
         manifest = _read(Path(folder))
     except ScaleFitError:
         return []
-    return sorted(manifest["files"]) if manifest else []
+    if not manifest:
+        return []
+    return sorted(set(manifest["files"]) | (set(manifest["pending"]) if pending else set()))
 
 
 def _write(folder: Path, files: dict, pending: dict | None = None) -> None:

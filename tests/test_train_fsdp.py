@@ -3,9 +3,10 @@
 A sharded run is stopped after 6 of 12 steps (each process writes its shards with distributed
 checkpointing), resumed by a second ``torchrun`` from that checkpoint, and its loss sequence is
 compared with single-process training on the same global batches. Slow: two process launches.
-Before the resume, the debris a kill in the middle of the next save leaves (a half-written step
-folder that ``checksums.json`` does not list) is planted: the recorded checkpoint must still
-resume. Hostile checkpoint folders are in ``tests/test_hostile_checkpoints.py``.
+Before the resume, the debris kills in the middle of later saves leave (a half-written step
+folder that ``checksums.json`` does not list, a complete one it lists as pending) is planted: the
+recorded checkpoint must still resume, and neither folder is rewritten in place. Hostile
+checkpoint folders are in ``tests/test_hostile_checkpoints.py``.
 """
 
 import json
@@ -61,14 +62,12 @@ def test_fsdp2_two_processes_resume_from_dcp_and_match_single_process(tmp_path):
     assert ".metadata" in shards and sum(p.endswith(".distcp") for p in shards) == 2
     step6 = ["checkpoint.dcp/step-000000006/" + p for p in shards]
     assert recorded_names(out) == sorted(["checkpoint.pt", *step6])
-    debris = out / "checkpoint.dcp" / "step-000000009"  # a save killed before its checksums
-    debris.mkdir()
-    (debris / "__0_0.distcp").write_bytes(b"half a shard")
+    _plant_kill_debris(out)
     torchrun(script, tmp_path / "settings.json", out)  # resumes from the DCP shards
     state = load_checkpoint(out / "checkpoint.pt")
-    assert state["step"] == 12
-    assert [p.name for p in (out / "checkpoint.dcp").iterdir()] == ["step-000000012"]
-    assert all(n.startswith("checkpoint.dcp/step-000000012/") for n in recorded_names(out)[:-1])
+    assert state["step"] == 12 and state["dcp"] == "checkpoint.dcp/step-000000012-1"
+    assert [p.name for p in (out / "checkpoint.dcp").iterdir()] == ["step-000000012-1"]
+    assert all(n.startswith(state["dcp"] + "/") for n in recorded_names(out)[:-1])
     fsdp = np.array([h["loss"] for h in state["history"]])
     single = train(config_from_dict({**settings, "parallel": "ddp"}))
     ref = np.array([h["loss"] for h in single.history])
@@ -78,6 +77,27 @@ def test_fsdp2_two_processes_resume_from_dcp_and_match_single_process(tmp_path):
         f"{np.max(abs(fsdp / ref - 1)):.2e}",
     )
     np.testing.assert_allclose(fsdp, ref, rtol=RTOL, atol=0)
+
+
+def _plant_kill_debris(out):
+    """What kills during later saves can leave: a half-written step folder that no checksum
+    lists, and a complete one announced as pending (killed before ``checkpoint.pt`` was
+    replaced). Neither may be loaded or rewritten in place."""
+    import json
+    import shutil
+
+    from scalefit._manifest import digest_file
+
+    root = out / "checkpoint.dcp"
+    (root / "step-000000009").mkdir()
+    (root / "step-000000009" / "__0_0.distcp").write_bytes(b"half a shard")
+    shutil.copytree(root / "step-000000006", root / "step-000000012")
+    doc = json.loads((out / "checksums.json").read_text())
+    doc["pending"] = {
+        f"checkpoint.dcp/step-000000012/{p.name}": digest_file(p)
+        for p in (root / "step-000000012").iterdir()
+    }
+    (out / "checksums.json").write_text(json.dumps(doc))
 
 
 def test_dcp_metadata_reader_refuses_code(tmp_path):

@@ -47,7 +47,6 @@ ALLOWED = frozenset(
         ("torch", "Size"),
         ("torch.serialization", "_get_layout"),
         ("pathlib", "PosixPath"),
-        ("pathlib", "PurePosixPath"),
     }
 )
 #: The dtypes a tensor in the checkpoint may have (``torch.<name>``, pickled by name).
@@ -258,7 +257,7 @@ class _Builder:
     def _object(self, stub: _Stub, depth: int):
         name = stub.target[1]
         args = [self.build(a, depth) for a in stub.args]
-        if name in ("Size", "PosixPath", "PurePosixPath", "_get_layout", "_MEM_FORMAT_ENCODING"):
+        if name in ("Size", "PosixPath", "_get_layout", "_MEM_FORMAT_ENCODING"):
             if stub.state is not _UNSET:
                 raise ScaleFitError(f"sets the state of a {name}")
             return self._called(name, args)
@@ -277,7 +276,7 @@ class _Builder:
             if len(args) != 1 or not _ints(args[0]) or len(args[0]) > _MAX_DIMS:
                 raise ScaleFitError(f"a torch.Size of {_short(args)}; expected up to 64 sizes")
             return torch.Size(args[0])
-        if name in ("PosixPath", "PurePosixPath"):
+        if name == "PosixPath":
             if not args or not all(type(a) is str for a in args):
                 raise ScaleFitError(f"a path of {_short(args)}")
             return str(PurePosixPath(*args))

@@ -39,7 +39,7 @@ from .rundir import REMEDY
 
 DCP_DIR = "checkpoint.dcp"
 #: The name ``checkpoint.pt`` records for a step folder.
-_FOLDER = re.compile(r"checkpoint\.dcp/step-[0-9]{9}")
+_FOLDER = re.compile(r"checkpoint\.dcp/step-[0-9]{9}(-[0-9]{1,4})?")
 #: Largest DCP ``.metadata`` read (bytes).
 MAX_METADATA_BYTES = 256 << 20
 #: Largest shard file hashed (bytes).
@@ -81,14 +81,10 @@ def full_state_dict(model: torch.nn.Module) -> dict:
     }
 
 
-def committed(run_dir: Path) -> str | None:
-    """The step folder the run folder's ``checksums.json`` records (None if none)."""
-    names = {
-        "/".join(rel.split("/")[:2])
-        for rel in _manifest.recorded_names(run_dir)
-        if rel.startswith(DCP_DIR + "/")
-    }
-    return names.pop() if len(names) == 1 else None
+def _folders(run_dir: Path, *, pending: bool) -> set[str]:
+    """The step folders the run folder's ``checksums.json`` lists."""
+    names = _manifest.recorded_names(run_dir, pending=pending)
+    return {"/".join(n.split("/")[:2]) for n in names if n.startswith(DCP_DIR + "/")}
 
 
 def save_sharded(run_dir: Path, model, opt, step: int, rank: int) -> str | None:
@@ -97,16 +93,22 @@ def save_sharded(run_dir: Path, model, opt, step: int, rank: int) -> str | None:
     Returns the folder name relative to ``run_dir`` (the caller records it in ``checkpoint.pt``
     and its checksums after every process has written, then calls :func:`prune`), or ``None``
     when the run folder's checkpoint already holds this step (a resumed finished run, or the
-    end of a run right after a periodic checkpoint): the recorded folder is never rewritten in
-    place. Every process reads the recorded folder from ``checksums.json``, which the previous
-    save finished writing before its closing barrier, so all processes decide alike.
+    end of a run right after a periodic checkpoint). A folder ``checksums.json`` lists, even as
+    pending (a save killed after its shards were complete), is never rewritten in place: such a
+    step is written to ``step-<step>-<k>``. Every process reads ``checksums.json``, which the
+    previous save finished writing before its closing barrier, so all processes decide alike.
     """
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     name = f"{DCP_DIR}/step-{step:09d}"
-    if committed(run_dir) == name:
+    if name in _folders(run_dir, pending=False):
         return None
+    listed = _folders(run_dir, pending=True)
+    attempt = 0
+    while name in listed:
+        attempt += 1
+        name = f"{DCP_DIR}/step-{step:09d}-{attempt}"
     target = run_dir / name
     if rank == 0 and target.exists():  # a previous attempt died before recording it
         shutil.rmtree(target)
@@ -146,7 +148,7 @@ def verify_folder(run_dir: Path, name: object) -> dict[str, int]:
     if not isinstance(name, str) or not _FOLDER.fullmatch(name):
         raise ScaleFitError(
             f"{ckpt}: names the distributed checkpoint {str(name)[:60]!r}; expected "
-            f"'checkpoint.dcp/step-<9 digits>'; {REMEDY}"
+            f"'checkpoint.dcp/step-<9 digits>[-<k>]'; {REMEDY}"
         )
     folder = run_dir / name
     if not folder.is_dir() or folder.is_symlink():
@@ -202,9 +204,14 @@ def load_sharded(run_dir: Path, name: str, model, opt) -> None:
         dcp.load(
             state, checkpoint_id=str(run_dir / name), storage_reader=reader, planner=_planner()
         )
+        set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
     except CheckpointException as exc:
         raise ScaleFitError(f"{run_dir / name}: {_first_failure(exc)}; {REMEDY}") from None
-    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ScaleFitError(
+            f"{run_dir / name}: does not fit this run ({detail}); {REMEDY}"
+        ) from None
 
 
 def _agree(error: ScaleFitError | None, folder: Path) -> None:
@@ -233,9 +240,9 @@ def _first_failure(exc) -> str:
     failures = getattr(exc, "failures", {}) or {}
     for failure in failures.values():
         inner = failure[0] if isinstance(failure, tuple) and failure else failure
-        text = " ".join(str(inner).split())
+        text = " ".join(str(inner).split())[:200]
         if text:
-            return f"{type(inner).__name__}: {text[:200]}"
+            return text if isinstance(inner, ScaleFitError) else f"{type(inner).__name__}: {text}"
     return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
