@@ -752,6 +752,11 @@ def fsdp_run(tmp_path_factory):
     return root
 
 
+#: What a process may print after its error line while it exits: gloo's teardown aborted in 2 of
+#: 18 such runs (the C++ runtime's message; the error line was printed before, every time).
+GLOO_TEARDOWN = {"terminate called without an active exception"}
+
+
 def _torchrun_cli(root: Path, out: Path, logs: Path):
     """``torchrun -m scalefit train run`` with each process's stderr in its own file."""
     from train_support import free_port
@@ -808,7 +813,7 @@ def test_torchrun_resume_refuses_a_hostile_checkpoint_on_every_rank(tmp_path, fs
     proc, errs = _torchrun_cli(fsdp_run, run, tmp_path / "logs")
     assert proc.returncode != 0 and len(errs) == 2
     for err in errs:  # each process: one line, no traceback
-        lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln.lower()]
+        lines = [ln for ln in err.splitlines() if ln.strip() and ln not in GLOO_TEARDOWN]
         assert len(lines) == 1 and lines[0].startswith("scalefit: error: "), err[-3000:]
         if name != "tampered checkpoint.pt":  # rank 1 reads the verdict of all ranks
             assert words in lines[0] or "refused by another process" in lines[0], lines[0]

@@ -184,7 +184,7 @@ def load_sharded(run_dir: Path, name: str, model, opt) -> None:
     """Load the shards of ``run_dir/name`` into an FSDP2 model and its optimiser (collective).
 
     Every process verifies the folder and parses its metadata first; if any process refuses,
-    all raise (see :func:`_agree`), so no process is left waiting in DCP.
+    all raise together (see :func:`_agree`), so no process is left waiting in DCP.
     """
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
@@ -217,23 +217,19 @@ def load_sharded(run_dir: Path, name: str, model, opt) -> None:
 def _agree(error: ScaleFitError | None, folder: Path) -> None:
     """Raise on every process when any process refused the checkpoint.
 
-    A process that refused raises at once, without a collective (the usual case: every process
-    sees the same files and refuses alike, and a collective right before exiting can make
-    gloo's teardown abort). A process that accepted joins an all-reduce, which fails as soon as
-    a peer has left; that is turned into the same kind of one-line refusal.
+    The verdicts are all-reduced, so the processes refuse together (under ``torchrun`` a
+    process that fails first gets the others stopped, possibly before they could say why).
     """
+    if torch.distributed.is_initialized():
+        device = torch.device("cpu")
+        if torch.distributed.get_backend() == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        flag = torch.tensor([0.0 if error is None else 1.0], device=device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        if error is None and float(flag.item()) > 0:
+            error = ScaleFitError(f"{folder}: refused by another process; {REMEDY}")
     if error is not None:
         raise error
-    if not torch.distributed.is_initialized():
-        return
-    device = torch.device("cpu")
-    if torch.distributed.get_backend() == "nccl":
-        device = torch.device("cuda", torch.cuda.current_device())
-    flag = torch.zeros(1, device=device)
-    try:
-        torch.distributed.all_reduce(flag)
-    except RuntimeError:  # a peer refused the checkpoint and left (DistBackendError included)
-        raise ScaleFitError(f"{folder}: refused by another process; {REMEDY}") from None
 
 
 def _first_failure(exc) -> str:
