@@ -714,6 +714,113 @@ def test_cli_train_run_refuses_then_overwrite_starts_afresh(tmp_path, capsys, tr
     assert "checkpoint.pt" in manifest.recorded_names(run)
 
 
+def _forged_state(run: Path, mutate) -> None:
+    """Rewrite ``checkpoint.pt`` with ``mutate(state)`` and matching (forged) checksums."""
+    import copy
+
+    state = copy.deepcopy(torch.load(run / "checkpoint.pt", weights_only=True))
+    buf = io.BytesIO()
+    torch.save(mutate(state), buf)
+    manifest.record(run, write={"checkpoint.pt": buf.getvalue()})
+
+
+def _set(**kw):
+    return lambda st: {**st, **kw}
+
+
+#: Well-checksummed trainer checkpoints whose plain data is wrong: (mutation, words).
+BAD_STATES = {
+    "a list": (lambda st: [1, 2], "holds a list"),
+    "history of strings": (lambda st: {**st, "history": ["x"] * st["step"]}, "history row 0"),
+    "negative step": (_set(step=-3, history=[]), "step -3"),
+    "step beyond the run": (_set(step=10**6), "step 1000000"),
+    "boolean step": (_set(step=True), "step True"),
+    "bad RNG state": (_set(torch_rng=torch.zeros(3)), "RNG state"),
+    "weights of other shapes": (
+        lambda st: {**st, "model": {k: torch.zeros(2) for k in st["model"]}},
+        "size mismatch",
+    ),
+    "optimizer junk": (_set(optimizer={"state": 1}), "does not fit"),
+    "dcp path escape": (_set(dcp="../../etc"), "sharded"),
+    "model not a table": (_set(model=[1]), "model"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_STATES)
+def test_cli_train_run_names_a_malformed_checkpoint(tmp_path, capsys, trained, name):
+    mutate, words = BAD_STATES[name]
+    run, config = _copy(trained[0], tmp_path / "run"), trained[1]
+    _forged_state(run, mutate)
+    args = ["train", "run", config, "--out", run, "--no-progress"]
+    line = assert_refused(cli(capsys, args), "checkpoint.pt", case=name)
+    assert words in line, line
+
+
+@pytest.mark.parametrize("name", ["a list", "weights of other shapes", "model not a table"])
+def test_cli_train_diagnose_names_a_malformed_checkpoint(tmp_path, capsys, trained, name):
+    run = _copy(trained[0], tmp_path / "run")
+    _forged_state(run, BAD_STATES[name][0])
+    assert_refused(cli(capsys, ["train", "diagnose", run / "checkpoint.pt"]), "checkpoint.pt")
+
+
+@pytest.fixture(scope="module")
+def toy_state(tmp_path_factory):
+    """A toy run's config and its resumable ``state.pt`` (saved at step 10 of 20)."""
+    from scalefit.sim.sweep_task import build_config
+    from scalefit.sim.train import train_toy
+
+    root = tmp_path_factory.mktemp("toy")
+    cfg = build_config(
+        {"preset": "cpu", "teacher_depth": 4, "depths": [2], "batch": 16, "steps": 20,
+         "eval_steps": [10, 20], "test_size": 64}
+    )  # fmt: skip
+    train_toy(cfg, root)
+    return cfg, torch.load(root / "state.pt", weights_only=True)
+
+
+BAD_TOY_STATES = {
+    "rows of strings": lambda st: {**st, "rows": ["x"]},
+    "rows not a list": lambda st: {**st, "rows": {"a": 1}},
+    "a row missing its test loss": lambda st: {
+        **st,
+        "rows": [{k: v for k, v in r.items() if k != "test_loss"} for r in st["rows"]],
+    },
+    "curve of numbers": lambda st: {**st, "curve": [1, 2]},
+    "step beyond the run": lambda st: {**st, "step": 10**6},
+    "students of other shapes": lambda st: {
+        **st,
+        "students": {k: torch.zeros(1) for k in st["students"]},
+    },
+    "students that would broadcast": lambda st: {
+        **st,
+        "students": [torch.zeros(1) for _ in st["students"]],
+    },
+    "adam junk": lambda st: {**st, "adam": "x"},
+    "adam moments that would broadcast": lambda st: {
+        **st,
+        "adam": {**st["adam"], "m": [torch.zeros(1) for _ in st["adam"]["m"]]},
+    },
+    "accumulators that would broadcast": lambda st: {
+        **st,
+        "acc": {k: torch.zeros((), dtype=torch.float64) for k in st["acc"]},
+    },
+    "data state junk": lambda st: {**st, "data": torch.zeros(2)},
+}
+
+
+@pytest.mark.parametrize("name", BAD_TOY_STATES)
+def test_toy_resume_names_a_malformed_state(tmp_path, toy_state, name):
+    from scalefit.sim.train import train_toy
+
+    cfg, state = toy_state
+    buf = io.BytesIO()
+    torch.save(BAD_TOY_STATES[name](dict(state)), buf)
+    manifest.record(tmp_path, write={"state.pt": buf.getvalue()})
+    with pytest.raises(ScaleFitError, match="not a resumable toy state") as err:
+        train_toy(cfg, tmp_path)
+    assert "\n" not in str(err.value)
+
+
 def test_cli_probe_refuses_a_tampered_toy_model(tmp_path, capsys):
     from scalefit.sim.sweep_task import run_toy
 

@@ -210,7 +210,7 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
     start, history = 0, []
     ckpt = run_dir / "checkpoint.pt" if run_dir is not None else None
     if ckpt is not None and os.path.lexists(ckpt):
-        state = _resume(ckpt, model, opt, world > 1 and cfg.parallel == "fsdp")
+        state = _resume(ckpt, model, opt, world > 1 and cfg.parallel == "fsdp", cfg.steps)
         start, history = state["step"], state["history"]
         _check_position(ckpt, state, data, start, cfg.batch_size)
     if runtime_choices(cfg, device.type)["compile"]:
@@ -219,20 +219,15 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
     return run, data, model, net, opt, start, history, ckpt
 
 
-def _resume(ckpt: Path, model, opt, sharded: bool) -> dict:
+_HISTORY_KEYS = {"step": int, "lr": float, "loss": float, "grad_norm": float, "diverged": bool}
+
+
+def _resume(ckpt: Path, model, opt, sharded: bool, steps: int) -> dict:
     """Restore model, optimiser and RNG state from ``checkpoint.pt``; return its contents."""
     state = load_checkpoint(ckpt)
-    need = {"step": int, "history": list, "torch_rng": torch.Tensor}
-    need.update({"dcp": str} if isinstance(state, dict) and "dcp" in state else {})
-    need.update({} if "dcp" in need else {"model": dict, "optimizer": dict})
-    bad = [
-        k for k, t in need.items() if not isinstance(state, dict) or not isinstance(state.get(k), t)
-    ]
-    if bad:
-        raise ScaleFitError(
-            f"{ckpt}: not a trainer checkpoint (missing or malformed: {', '.join(bad)}); "
-            f"{dist.REMEDY}"
-        )
+    problem = _state_problem(state, steps)
+    if problem:
+        raise ScaleFitError(f"{ckpt}: not a trainer checkpoint ({problem}); {dist.REMEDY}")
     if ("dcp" in state) != sharded:
         raise ScaleFitError(
             f"{ckpt}: written by a {'sharded (FSDP2)' if 'dcp' in state else 'unsharded'} "
@@ -249,6 +244,28 @@ def _resume(ckpt: Path, model, opt, sharded: bool) -> dict:
         detail = " ".join(str(exc).split())[:200]
         raise ScaleFitError(f"{ckpt}: does not fit this run ({detail}); {dist.REMEDY}") from None
     return state
+
+
+def _state_problem(state, steps: int) -> str:
+    """What is wrong with a loaded checkpoint's plain data ('' when nothing is)."""
+    if not isinstance(state, dict):
+        return f"holds a {type(state).__name__}, expected a table"
+    need = {"step": int, "history": list, "torch_rng": torch.Tensor}
+    need.update({"dcp": str} if "dcp" in state else {"model": dict, "optimizer": dict})
+    bad = [k for k, t in need.items() if not isinstance(state.get(k), t)]
+    if bad:
+        return f"missing or malformed: {', '.join(bad)}"
+    step, history = state["step"], state["history"]
+    if type(step) is not int or not 0 <= step <= steps or len(history) != step:
+        return f"step {step!r} with {len(history)} history rows; expected 0..{steps}, one row each"
+    for i, row in enumerate(history):
+        ok = isinstance(row, dict) and all(
+            isinstance(row.get(k), t) and (t is bool or type(row.get(k)) is not bool)
+            for k, t in _HISTORY_KEYS.items()
+        )
+        if not ok or row["step"] != i:
+            return f"history row {i} is {str(row)[:80]}"
+    return ""
 
 
 def _check_position(ckpt: Path, state: dict, data, start: int, batch_size: int) -> None:
