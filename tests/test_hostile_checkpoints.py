@@ -501,6 +501,64 @@ def test_shard_byte_items_are_loaded_as_plain_data_only(tmp_path):
     assert marker.exists()
 
 
+def _dcp_folder(root: Path) -> Path:
+    """A real single-process DCP save with the checksums scalefit records."""
+    import torch.distributed.checkpoint as dcp
+
+    folder = root / STEP
+    dcp.save({"a": torch.arange(3.0), "b": {"x": 1.5}}, checkpoint_id=str(folder))
+    manifest.record(root, written=[f"{STEP}/{p.name}" for p in folder.iterdir()])
+    return folder
+
+
+def _extra_file(folder):
+    (folder / "extra.distcp").write_bytes(b"x")
+
+
+def _subfolder(folder):
+    (folder / "sub").mkdir()
+
+
+def _linked_shard(folder):
+    shard = next(p for p in folder.iterdir() if p.suffix == ".distcp")
+    target = folder.parent / "elsewhere"
+    shard.rename(target)
+    shard.symlink_to(target)
+
+
+def _missing_shard(folder):
+    next(p for p in folder.iterdir() if p.suffix == ".distcp").unlink()
+
+
+FOLDER_CASES = {
+    "an extra file": (_extra_file, STEP, "does not list"),
+    "a subfolder": (_subfolder, STEP, "not a regular file"),
+    "a shard that is a link": (_linked_shard, STEP, "not a regular file"),
+    "a shard missing": (_missing_shard, STEP, "incomplete"),
+    "metadata missing": (lambda f: (f / ".metadata").unlink(), STEP, "incomplete"),
+    "no checksums": (lambda f: (f.parents[1] / "checksums.json").unlink(), STEP, "checksums.json"),
+    "a name that climbs out": (None, STEP + "/../../../etc", "names the distributed checkpoint"),
+    "a short name": (None, "checkpoint.dcp/step-1", "names the distributed checkpoint"),
+    "a number for a name": (None, 5, "names the distributed checkpoint"),
+    "an absolute name": (None, "/etc", "names the distributed checkpoint"),
+    "a folder that is not there": (None, "checkpoint.dcp/step-000000002", "missing"),
+}
+
+
+@pytest.mark.parametrize("name", FOLDER_CASES)
+def test_dcp_folder_is_checked_before_torch_reads_it(tmp_path, name):
+    from scalefit.train.dist import verify_folder
+
+    edit, rel, words = FOLDER_CASES[name]
+    folder = _dcp_folder(tmp_path / "run")
+    assert set(verify_folder(tmp_path / "run", STEP)) == {p.name for p in folder.iterdir()}
+    if edit:
+        edit(folder)
+    with pytest.raises(ScaleFitError, match=words) as err:
+        verify_folder(tmp_path / "run", rel)
+    assert "\n" not in str(err.value) and "--overwrite" in str(err.value)
+
+
 # --- checksums -----------------------------------------------------------------------------------
 
 
