@@ -646,11 +646,20 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
-def load_torch(path: str | os.PathLike, *, what: str, map_location: Any = "cpu") -> Any:
-    """Load a ``torch.save`` file as tensors and plain data only; never run code from it.
+def load_torch(
+    path: str | os.PathLike,
+    *,
+    what: str,
+    map_location: Any = "cpu",
+    remedy: str = "write it again with scalefit.",
+) -> Any:
+    """Load a checkpoint scalefit wrote, as tensors and plain data only; never run code from it.
 
-    ``torch.load(weights_only=True)`` refuses any pickled object that is not a tensor, a plain
-    container or a number/string, so a crafted file cannot execute anything.
+    The file's raw bytes are first checked against its folder's ``checksums.json``
+    (:mod:`scalefit._manifest`): a file scalefit did not write, or one changed since, is refused
+    before any byte is parsed. Then ``torch.load(weights_only=True)`` refuses any pickled object
+    that is not a tensor, a plain container or a number/string, so even a crafted file with a
+    matching checksum cannot execute anything.
 
     Parameters
     ----------
@@ -660,6 +669,8 @@ def load_torch(path: str | os.PathLike, *, what: str, map_location: Any = "cpu")
         What the file should be, for messages (e.g. ``"toy model"``).
     map_location : optional
         Passed to :func:`torch.load`.
+    remedy : str
+        What the user can do about a refused file (ends the message).
 
     Returns
     -------
@@ -669,20 +680,22 @@ def load_torch(path: str | os.PathLike, *, what: str, map_location: Any = "cpu")
     Raises
     ------
     ScaleFitError
-        If the file is missing, unreadable, not a torch file, or holds anything but tensors and
-        plain data.
+        If the file is missing, unreadable, not covered by matching checksums, not a torch file,
+        or holds anything but tensors and plain data.
     """
     import pickle
     import zipfile
 
     import torch
 
+    from ._manifest import MAX_CHECKPOINT_BYTES, open_verified
     from .errors import ScaleFitError
 
     path = Path(path)
-    check_input_file(path, what=f"{what} file")
+    fh = open_verified(path, what=what, remedy=remedy, max_bytes=MAX_CHECKPOINT_BYTES)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with fh:
+            return torch.load(fh, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()
         detail = next((ln for ln in first if "Unsupported" in ln or "global" in ln), "")

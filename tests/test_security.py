@@ -1,4 +1,9 @@
-"""Loading is not executing: crafted pickles and filter strings run nothing (real CLI)."""
+"""Loading is not executing: crafted pickles and filter strings run nothing (real CLI).
+
+Checkpoint files are refused twice over: without checksums written by scalefit
+(``checksums.json``) before any byte is parsed, and, when an attacker forges matching checksums
+(anyone who can write the folder can), by the tensors-only torch loader.
+"""
 
 import io
 import os
@@ -11,6 +16,7 @@ torch = pytest.importorskip("torch")
 
 from train_support import _one_torch_thread, make_corpus  # noqa: E402, F401 - autouse fixture
 
+from scalefit._manifest import record  # noqa: E402
 from scalefit.cli import main  # noqa: E402
 from scalefit.cli._common import load_table_arg  # noqa: E402
 from scalefit.errors import ScaleFitError  # noqa: E402
@@ -30,13 +36,22 @@ class _CreatesFile:
         return (os.mkdir, (self.marker,))
 
 
-def crafted(path, marker, **plain):
-    """A real torch file whose payload would create ``marker`` when unpickled."""
+def crafted(path, marker, forge=False, **plain):
+    """A real torch file whose payload would create ``marker`` when unpickled.
+
+    ``forge=True`` also writes matching checksums, as an attacker with write access could.
+    """
     buf = io.BytesIO()
     torch.save({**plain, "payload": _CreatesFile(marker)}, buf)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(buf.getvalue())
+    if forge:
+        record(path.parent, written=[path.name])
     return path
+
+
+#: (forge checksums?, words the refusal names)
+REFUSALS = [(True, "tensors and plain data"), (False, "checksums.json")]
 
 
 def one_line_error(capsys, *words):
@@ -56,12 +71,13 @@ def test_the_crafted_file_really_runs_code_under_plain_unpickling(tmp_path):
     assert marker.exists()
 
 
-def test_probe_refuses_a_crafted_model(tmp_path, capsys):
+@pytest.mark.parametrize(("forge", "words"), REFUSALS)
+def test_probe_refuses_a_crafted_model(tmp_path, capsys, forge, words):
     marker = tmp_path / "pwned"
     run = tmp_path / "run"
-    crafted(run / "model.pt", marker, config={"width": 32})
+    crafted(run / "model.pt", marker, forge, config={"width": 32})
     assert main(["probe", str(run)]) == 2
-    one_line_error(capsys, "model.pt", "tensors and plain data")
+    one_line_error(capsys, "model.pt", words)
     assert not marker.exists()
 
 
@@ -72,15 +88,17 @@ def test_probe_names_a_csv_given_as_model(tmp_path, capsys):
     one_line_error(capsys, "table.csv", "toy model")
 
 
-def test_train_diagnose_refuses_a_crafted_checkpoint(tmp_path, capsys):
+@pytest.mark.parametrize(("forge", "words"), REFUSALS)
+def test_train_diagnose_refuses_a_crafted_checkpoint(tmp_path, capsys, forge, words):
     marker = tmp_path / "pwned"
-    ckpt = crafted(tmp_path / "run" / "checkpoint.pt", marker, step=3)
+    ckpt = crafted(tmp_path / "run" / "checkpoint.pt", marker, forge, step=3)
     assert main(["train", "diagnose", str(ckpt)]) == 2
-    one_line_error(capsys, "checkpoint.pt", "tensors and plain data")
+    one_line_error(capsys, "checkpoint.pt", words)
     assert not marker.exists()
 
 
-def test_train_run_refuses_to_resume_a_crafted_checkpoint(tmp_path, capsys):
+@pytest.mark.parametrize(("forge", "words"), REFUSALS)
+def test_train_run_refuses_to_resume_a_crafted_checkpoint(tmp_path, capsys, forge, words):
     from scalefit.train.data import build_tokens
 
     corpus = make_corpus(tmp_path / "c", vocab=["to", "be", "or", "not"], words=800)
@@ -92,9 +110,9 @@ def test_train_run_refuses_to_resume_a_crafted_checkpoint(tmp_path, capsys):
     )
     marker = tmp_path / "pwned"
     out = tmp_path / "out"
-    crafted(out / "checkpoint.pt", marker, step=2)
+    crafted(out / "checkpoint.pt", marker, forge, step=2)
     assert main(["train", "run", str(config), "--out", str(out), "--no-progress"]) == 2
-    one_line_error(capsys, "checkpoint.pt")
+    one_line_error(capsys, "checkpoint.pt", words, *([] if forge else ["--overwrite"]))
     assert not marker.exists() and not (out / "result.json").exists()
 
 
@@ -117,16 +135,17 @@ seed = [0]
 """
 
 
-def test_toy_run_refuses_to_resume_a_crafted_state(tmp_path, capsys):
+@pytest.mark.parametrize(("forge", "words"), REFUSALS)
+def test_toy_run_refuses_to_resume_a_crafted_state(tmp_path, capsys, forge, words):
     spec_path = tmp_path / "spec.toml"
     spec_path.write_text(textwrap.dedent(TOY_SPEC))
     out = tmp_path / "out"
     (run,) = load_spec(spec_path).runs()
     marker = tmp_path / "pwned"
-    crafted(run_dir_of(out, run) / "state.pt", marker, step=10)
+    crafted(run_dir_of(out, run) / "state.pt", marker, forge, step=10)
     code = main(["toy", "run", str(spec_path), "--out", str(out), "--workers", "0", "--quiet"])
     assert code == 2
-    one_line_error(capsys, "state.pt", "tensors and plain data")
+    one_line_error(capsys, "state.pt", words)
     assert not marker.exists() and not (run_dir_of(out, run) / "result.json").exists()
 
 
@@ -222,7 +241,7 @@ def test_probe_names_a_malformed_model(tmp_path, capsys, label, edit, match):
     edit(payload)
     buf = io.BytesIO()
     torch.save(payload, buf)
-    (tmp_path / "run" / "model.pt").write_bytes(buf.getvalue())
+    record(tmp_path / "run", write={"model.pt": buf.getvalue()})  # well-formed checksums
     assert main(["probe", str(tmp_path / "run")]) == 2
     import re
 
@@ -240,7 +259,7 @@ def test_toy_run_names_a_malformed_state(tmp_path, capsys):
     from scalefit.sim.sweep_task import build_config
 
     torch.save({"config": build_config(run.config).to_dict(), "step": 5, "students": {}}, buf)
-    state.write_bytes(buf.getvalue())
+    record(state.parent, write={state.name: buf.getvalue()})
     code = main(["toy", "run", str(spec_path), "--out", str(out), "--workers", "0", "--quiet"])
     assert code == 2
     one_line_error(capsys, "state.pt", "not a resumable toy state", "delete it")

@@ -3,6 +3,10 @@
 A sharded run is stopped after 6 of 12 steps (each process writes its shards with distributed
 checkpointing), resumed by a second ``torchrun`` from that checkpoint, and its loss sequence is
 compared with single-process training on the same global batches. Slow: two process launches.
+Before the resume, the debris kills in the middle of later saves leave (a half-written step
+folder that ``checksums.json`` does not list, a complete one it lists as pending) is planted: the
+recorded checkpoint must still resume, and neither folder is rewritten in place. Hostile
+checkpoint folders are in ``tests/test_hostile_checkpoints.py``.
 """
 
 import json
@@ -20,6 +24,7 @@ from train_support import (  # noqa: E402, F401 - autouse fixture
     torchrun,
 )
 
+from scalefit._manifest import record, recorded_names  # noqa: E402
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.dist import safe_reader  # noqa: E402
@@ -55,10 +60,14 @@ def test_fsdp2_two_processes_resume_from_dcp_and_match_single_process(tmp_path):
     assert "model" not in state  # the weights live in the shards
     shards = sorted(p.name for p in (out / "checkpoint.dcp" / "step-000000006").iterdir())
     assert ".metadata" in shards and sum(p.endswith(".distcp") for p in shards) == 2
+    step6 = ["checkpoint.dcp/step-000000006/" + p for p in shards]
+    assert recorded_names(out) == sorted(["checkpoint.pt", *step6])
+    _plant_kill_debris(out)
     torchrun(script, tmp_path / "settings.json", out)  # resumes from the DCP shards
     state = load_checkpoint(out / "checkpoint.pt")
-    assert state["step"] == 12
-    assert [p.name for p in (out / "checkpoint.dcp").iterdir()] == ["step-000000012"]
+    assert state["step"] == 12 and state["dcp"] == "checkpoint.dcp/step-000000012-1"
+    assert [p.name for p in (out / "checkpoint.dcp").iterdir()] == ["step-000000012-1"]
+    assert all(n.startswith(state["dcp"] + "/") for n in recorded_names(out)[:-1])
     fsdp = np.array([h["loss"] for h in state["history"]])
     single = train(config_from_dict({**settings, "parallel": "ddp"}))
     ref = np.array([h["loss"] for h in single.history])
@@ -70,6 +79,27 @@ def test_fsdp2_two_processes_resume_from_dcp_and_match_single_process(tmp_path):
     np.testing.assert_allclose(fsdp, ref, rtol=RTOL, atol=0)
 
 
+def _plant_kill_debris(out):
+    """What kills during later saves can leave: a half-written step folder that no checksum
+    lists, and a complete one announced as pending (killed before ``checkpoint.pt`` was
+    replaced). Neither may be loaded or rewritten in place."""
+    import json
+    import shutil
+
+    from scalefit._manifest import digest_file
+
+    root = out / "checkpoint.dcp"
+    (root / "step-000000009").mkdir()
+    (root / "step-000000009" / "__0_0.distcp").write_bytes(b"half a shard")
+    shutil.copytree(root / "step-000000006", root / "step-000000012")
+    doc = json.loads((out / "checksums.json").read_text())
+    doc["pending"] = {
+        f"checkpoint.dcp/step-000000012/{p.name}": digest_file(p)
+        for p in (root / "step-000000012").iterdir()
+    }
+    (out / "checksums.json").write_text(json.dumps(doc))
+
+
 def test_dcp_metadata_reader_refuses_code(tmp_path):
     pickle = pytest.importorskip("pickle")
 
@@ -77,7 +107,12 @@ def test_dcp_metadata_reader_refuses_code(tmp_path):
         def __reduce__(self):
             return (os.system, ("touch " + str(tmp_path / "pwned"),))
 
-    (tmp_path / ".metadata").write_bytes(pickle.dumps(Boom()))
-    with pytest.raises(ScaleFitError, match="posix.system|os.system|refus"):
-        safe_reader(str(tmp_path)).read_metadata()
+    folder = tmp_path / "checkpoint.dcp" / "step-000000001"
+    folder.mkdir(parents=True)
+    (folder / ".metadata").write_bytes(pickle.dumps(Boom()))
+    with pytest.raises(ScaleFitError, match="checksums.json"):  # scalefit did not write it
+        safe_reader(str(folder)).read_metadata()
+    record(tmp_path, written=["checkpoint.dcp/step-000000001/.metadata"])  # forged checksums
+    with pytest.raises(ScaleFitError, match="posix.system.* not DCP checkpoint metadata"):
+        safe_reader(str(folder)).read_metadata()
     assert not (tmp_path / "pwned").exists()

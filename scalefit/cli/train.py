@@ -304,7 +304,11 @@ def _cmd_diagnose(args) -> int:
     cfg = config_from_dict(state["config"], source=str(path))
     _check_weights_match(path, cfg, state["model"])  # before the model is allocated
     model = Transformer(cfg.model)
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, TypeError, AttributeError, KeyError, ValueError) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise ScaleFitError(f"{path}: its weights do not fit its settings ({detail}).") from None
     frame = diagnose(model, prepare_data(cfg), eval_tokens=args.eval_tokens)
     out = Path(args.out) if args.out else path.parent / "diagnostics.csv"
     atomic_write_csv(out, frame)

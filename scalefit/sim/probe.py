@@ -12,6 +12,9 @@ from ..errors import ScaleFitError
 def load_model(path: str | os.PathLike) -> dict:
     """Load a toy run's ``model.pt`` (a run folder or the file itself).
 
+    The file must match the run folder's ``checksums.json`` (written with it); anything else is
+    refused before it is parsed, and then only tensors and plain data are loaded.
+
     Returns
     -------
     dict
@@ -27,11 +30,13 @@ def load_model(path: str | os.PathLike) -> dict:
     path = Path(path)
     if path.is_dir():
         path = path / MODEL_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ScaleFitError(
             f"{path}: no saved toy model (expected a run folder with {MODEL_FILE})."
         )
-    payload = load_torch(path, what="toy model")
+    payload = load_torch(
+        path, what="toy model", remedy="run the toy sweep again to write a model scalefit trusts."
+    )
     try:
         config = ToyConfig.from_dict({**payload["config"], "device": "cpu"}, where=str(path))
         teacher_state = payload["teacher"]

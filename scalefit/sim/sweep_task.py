@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from .._io import atomic_write_bytes, atomic_write_csv
+from .._io import atomic_write_csv
+from .._manifest import forget_files, record
 from ..errors import ScaleFitError
 from .config import ToyConfig, merge_preset
 
@@ -87,7 +88,7 @@ def run_toy(config: dict, run_dir: Path) -> dict:
         extra = probes[(r["depth"], r["replica"])] if final else {}
         rows.append({**base, **r, "final": final, **extra})
     _save_model(run_dir / MODEL_FILE, cfg, run)
-    (run_dir / STATE_FILE).unlink(missing_ok=True)
+    forget_files(run_dir, [STATE_FILE])
     steps_done = cfg.steps - run.start_step
     return {
         "teacher_entropy": run.teacher_entropy,
@@ -134,4 +135,4 @@ def _save_model(path: Path, cfg: ToyConfig, run) -> None:
     }
     buf = io.BytesIO()
     torch.save(payload, buf)
-    atomic_write_bytes(path, buf.getvalue())
+    record(path.parent, write={path.name: buf.getvalue()})

@@ -1,21 +1,25 @@
 """Training loop of the toy: one teacher forward per step feeds every student.
 
 Resumable: with a ``run_dir`` the full state (students, Adam moments, data generator, recorded
-rows) is saved atomically at every evaluation step and every ``checkpoint_every`` steps, and a
-restarted run continues from the last save with the same numbers it would have produced.
+rows) is saved atomically at every evaluation step and every ``checkpoint_every`` steps, with its
+SHA-256 in the folder's ``checksums.json`` (:mod:`scalefit._manifest`), and a restarted run
+continues from the last save with the same numbers it would have produced. A ``state.pt`` that
+does not match its checksums is refused before it is read.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_bytes, load_torch
+from .._io import load_torch
+from .._manifest import record
 from .._torch import pick_device, seed_all
 from ..errors import ScaleFitError
 from .config import ToyConfig
@@ -238,21 +242,31 @@ def _save(run_dir, config, students, adam, data, run, acc, step) -> None:
     }
     buf = io.BytesIO()
     torch.save(state, buf)
-    atomic_write_bytes(Path(run_dir) / STATE_FILE, buf.getvalue())
+    record(run_dir, write={STATE_FILE: buf.getvalue()})
 
 
 def _resume(run_dir, config, students, adam, data, run, acc) -> int:
     path = None if run_dir is None else Path(run_dir) / STATE_FILE
-    if path is None or not path.is_file():
+    if path is None or not os.path.lexists(path):
         return 0
-    state = load_torch(path, what="toy training state", map_location=students.params[0].device)
+    state = load_torch(
+        path,
+        what="toy training state",
+        map_location=students.params[0].device,
+        remedy="delete it to start this run afresh.",
+    )
     if not isinstance(state, dict) or state.get("config") != config.to_dict():
         return 0
     try:
+        _check_tensors(state["students"], students.params, "students")
+        _check_tensors(state["adam"]["m"], students.params, "adam m")
+        _check_tensors(state["adam"]["v"], students.params, "adam v")
+        _check_tensors([state["acc"][k] for k in acc], list(acc.values()), "acc")
         students.load_state_dict(state["students"])
         adam.load(state["adam"])
         data.set_state(state["data"].cpu())
-        run.rows, run.curve = list(state["rows"]), list(state["curve"])
+        run.rows = _checked_records(state["rows"], "rows", test=True)
+        run.curve = _checked_records(state["curve"], "curve", test=False)
         for key in acc:
             acc[key].copy_(state["acc"][key])
         step = int(state["step"])
@@ -265,3 +279,27 @@ def _resume(run_dir, config, students, adam, data, run, acc) -> int:
             f"start this run afresh."
         ) from None
     return step
+
+
+def _checked_records(records, name: str, *, test: bool) -> list[dict]:
+    """Recorded rows of a saved state, each with the keys and types :func:`_records` writes."""
+    if type(records) is not list:
+        raise TypeError(f"'{name}' is a {type(records).__name__}, expected a list")
+    keys = {"depth": int, "replica": int, "steps": int, "train_loss": float}
+    if test:
+        keys["test_loss"] = float
+    for row in records:
+        ok = type(row) is dict and set(row) == set(keys)
+        if not ok or not all(type(row[k]) is t for k, t in keys.items()):
+            raise ValueError(f"a '{name}' entry is {str(row)[:80]}")
+    return list(records)
+
+
+def _check_tensors(saved, like: list, name: str) -> None:
+    """Saved tensors of exactly the shapes and dtypes of ``like`` (no silent broadcasting)."""
+    if type(saved) is not list or len(saved) != len(like):
+        raise ValueError(f"'{name}' is not a list of {len(like)} tensors")
+    for got, want in zip(saved, like, strict=True):
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
+            shown = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            raise ValueError(f"'{name}' holds {shown}, expected {tuple(want.shape)} {want.dtype}")

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_bytes, atomic_write_csv, load_torch
+from .._io import atomic_write_csv, load_torch
+from .._manifest import record
 from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
@@ -118,7 +119,12 @@ def _dist_info(device: torch.device) -> tuple[int, int]:
 def _save_checkpoint(
     path: Path, model, opt, step: int, history: list, cfg: TrainConfig, run, data
 ) -> None:
-    """Write ``checkpoint.pt`` (process 0); FSDP2 runs first write their DCP shards (all)."""
+    """Write ``checkpoint.pt`` and its checksums (process 0); FSDP2 runs first write shards (all).
+
+    ``checksums.json`` (:mod:`scalefit._manifest`) records ``checkpoint.pt`` and, for FSDP2, the
+    files of the step folder it names; it is rewritten after them, and the step folder is fresh
+    for every save, so a kill at any moment leaves a checkpoint whose files all match.
+    """
     payload = {
         "step": step,
         "history": history,
@@ -129,20 +135,33 @@ def _save_checkpoint(
         payload["data_position"] = data.position(step, cfg.batch_size)
     if run.sharded:
         payload["dcp"] = dist.save_sharded(path.parent, model, opt, step, run.rank)
+        if payload["dcp"] is None:  # this very step is the recorded checkpoint already
+            return
     elif run.rank == 0:
         payload.update(model=model.state_dict(), optimizer=opt.state_dict())
-    if run.rank != 0:
-        return
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    atomic_write_bytes(path, buf.getvalue())
-    if run.sharded:
-        dist.prune(path.parent, payload["dcp"])
+    if run.rank == 0:
+        buf = io.BytesIO()
+        torch.save(payload, buf)
+        shards = dist.shard_files(path.parent, payload["dcp"]) if run.sharded else ()
+        record(
+            path.parent,
+            write={path.name: buf.getvalue()},
+            written=shards,
+            forget=lambda rel: rel.startswith(dist.DCP_DIR + "/"),
+        )
+        if run.sharded:
+            dist.prune(path.parent, payload["dcp"])
+    if run.sharded:  # the next save reads the recorded folder: let process 0 finish first
+        torch.distributed.barrier()
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
-    """Load a checkpoint written by :func:`train` (CPU tensors; tensors and plain data only)."""
-    return load_torch(path, what="trainer checkpoint")
+    """Load a checkpoint written by :func:`train` (CPU tensors; tensors and plain data only).
+
+    The file must match its run folder's ``checksums.json``; it is refused before parsing
+    otherwise (see :mod:`scalefit._manifest`).
+    """
+    return load_torch(path, what="trainer checkpoint", remedy=dist.REMEDY)
 
 
 @torch.no_grad()
@@ -190,25 +209,63 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
     opt = make_optimizer(model, cfg, device)
     start, history = 0, []
     ckpt = run_dir / "checkpoint.pt" if run_dir is not None else None
-    if ckpt is not None and ckpt.exists():
-        state = load_checkpoint(ckpt)
-        if ("dcp" in state) != (world > 1 and cfg.parallel == "fsdp"):
-            raise ScaleFitError(
-                f"{ckpt}: written by a {'sharded (FSDP2)' if 'dcp' in state else 'unsharded'} "
-                "run; resume it the same way (parallel = 'fsdp' under torchrun, or not)."
-            )
-        if "dcp" in state:
-            dist.load_sharded(run_dir, state["dcp"], model, opt)
-        else:
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["optimizer"])
+    if ckpt is not None and os.path.lexists(ckpt):
+        state = _resume(ckpt, model, opt, world > 1 and cfg.parallel == "fsdp", cfg.steps)
         start, history = state["step"], state["history"]
-        torch.set_rng_state(state["torch_rng"])
         _check_position(ckpt, state, data, start, cfg.batch_size)
     if runtime_choices(cfg, device.type)["compile"]:
         net = torch.compile(net)
     run = _Run(rank, world, device, world > 1 and cfg.parallel == "fsdp")
     return run, data, model, net, opt, start, history, ckpt
+
+
+_HISTORY_KEYS = {"step": int, "lr": float, "loss": float, "grad_norm": float, "diverged": bool}
+
+
+def _resume(ckpt: Path, model, opt, sharded: bool, steps: int) -> dict:
+    """Restore model, optimiser and RNG state from ``checkpoint.pt``; return its contents."""
+    state = load_checkpoint(ckpt)
+    problem = _state_problem(state, steps)
+    if problem:
+        raise ScaleFitError(f"{ckpt}: not a trainer checkpoint ({problem}); {dist.REMEDY}")
+    if ("dcp" in state) != sharded:
+        raise ScaleFitError(
+            f"{ckpt}: written by a {'sharded (FSDP2)' if 'dcp' in state else 'unsharded'} "
+            "run; resume it the same way (parallel = 'fsdp' under torchrun, or not)."
+        )
+    if "dcp" in state:
+        dist.load_sharded(ckpt.parent, state["dcp"], model, opt)
+    try:
+        if "dcp" not in state:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise ScaleFitError(f"{ckpt}: does not fit this run ({detail}); {dist.REMEDY}") from None
+    return state
+
+
+def _state_problem(state, steps: int) -> str:
+    """What is wrong with a loaded checkpoint's plain data ('' when nothing is)."""
+    if not isinstance(state, dict):
+        return f"holds a {type(state).__name__}, expected a table"
+    need = {"step": int, "history": list, "torch_rng": torch.Tensor}
+    need.update({"dcp": str} if "dcp" in state else {"model": dict, "optimizer": dict})
+    bad = [k for k, t in need.items() if not isinstance(state.get(k), t)]
+    if bad:
+        return f"missing or malformed: {', '.join(bad)}"
+    step, history = state["step"], state["history"]
+    if type(step) is not int or not 0 <= step <= steps or len(history) != step:
+        return f"step {step!r} with {len(history)} history rows; expected 0..{steps}, one row each"
+    for i, row in enumerate(history):
+        ok = isinstance(row, dict) and all(
+            isinstance(row.get(k), t) and (t is bool or type(row.get(k)) is not bool)
+            for k, t in _HISTORY_KEYS.items()
+        )
+        if not ok or row["step"] != i:
+            return f"history row {i} is {str(row)[:80]}"
+    return ""
 
 
 def _check_position(ckpt: Path, state: dict, data, start: int, batch_size: int) -> None:

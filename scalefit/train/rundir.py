@@ -4,39 +4,45 @@
 when the process dies, so a killed run never leaves a stale lock), then compares the settings with
 the ones the folder was started with (``train_config.json``, or the checkpoint's for folders written
 before that file existed). A difference is refused with the keys named; ``overwrite=True``
-removes the folder's previous results first.
+removes the folder's previous results first, without reading them (so a folder whose checkpoint
+is refused, e.g. one without ``checksums.json``, can always be started afresh).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._io import atomic_write_json, load_torch
+from .._io import MAX_CONFIG_BYTES, atomic_write_json, load_torch, read_json
+from .._manifest import MANIFEST_FILE
 from ..errors import ScaleFitError
 from .config import TrainConfig, config_diff
 
-#: Files of a run folder that ``overwrite=True`` removes.
+#: Files of a run folder that ``overwrite=True`` removes (the checksums last).
 RUN_FILES = ("checkpoint.pt", "history.csv", "diagnostics.csv", "train_config.json")
 CHECKPOINT_DIR = "checkpoint.dcp"  # distributed (FSDP) checkpoint folder
+#: What to do about a refused checkpoint.
+REMEDY = "to start the run afresh, use --overwrite (train(..., overwrite=True))."
 
 
 def _saved_config(run_dir: Path) -> dict | None:
     path = run_dir / "train_config.json"
-    if path.exists():
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ScaleFitError(f"{path}: not a JSON configuration ({exc}).") from exc
+    if os.path.lexists(path):
+        saved = read_json(path, what="trainer configuration", max_bytes=MAX_CONFIG_BYTES)
+        if not isinstance(saved, dict):
+            raise ScaleFitError(
+                f"{path}: not a trainer configuration (expected a JSON object of settings); "
+                f"{REMEDY}"
+            )
+        return saved
     ckpt = run_dir / "checkpoint.pt"
-    if ckpt.exists():
-        state = load_torch(ckpt, what="trainer checkpoint")
+    if os.path.lexists(ckpt):
+        state = load_torch(ckpt, what="trainer checkpoint", remedy=REMEDY)
         if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
-            raise ScaleFitError(f"{ckpt}: not a trainer checkpoint (no 'config' table).")
+            raise ScaleFitError(f"{ckpt}: not a trainer checkpoint (no 'config' table); {REMEDY}")
         return state["config"]
     return None
 
@@ -45,9 +51,18 @@ def _clear(run_dir: Path) -> None:
     import shutil
 
     for name in RUN_FILES:
-        (run_dir / name).unlink(missing_ok=True)
-    if (run_dir / CHECKPOINT_DIR).is_dir():
+        _unlink(run_dir / name)
+    if (run_dir / CHECKPOINT_DIR).is_symlink() or not (run_dir / CHECKPOINT_DIR).is_dir():
+        _unlink(run_dir / CHECKPOINT_DIR)
+    else:
         shutil.rmtree(run_dir / CHECKPOINT_DIR)
+    _unlink(run_dir / MANIFEST_FILE)
+
+
+def _unlink(path: Path) -> None:
+    """Remove a file, link, FIFO or device entry (never what a link points to)."""
+    if os.path.lexists(path) and not (path.is_dir() and not path.is_symlink()):
+        path.unlink()
 
 
 def _lock(run_dir: Path):
@@ -91,16 +106,16 @@ def claim(
         return
     fd = _lock(run_dir)
     try:
-        saved = _saved_config(run_dir)
+        saved = None if overwrite else _saved_config(run_dir)
         current = cfg.to_dict()
         diff = config_diff(saved, current) if saved is not None else []
-        if diff and not overwrite:
+        if diff:
             shown = ", ".join(f"{k} ({saved.get(k)!r} → {current.get(k)!r})" for k in diff[:8])
             raise ScaleFitError(
                 f"Run folder {run_dir} was started with other settings: {shown}. Use another "
                 "--out, or --overwrite to discard it."
             )
-        if diff or (overwrite and saved is not None):
+        if overwrite:
             _clear(run_dir)
         if diff or saved is None or not (run_dir / "train_config.json").exists():
             atomic_write_json(run_dir / "train_config.json", current)
