@@ -234,7 +234,8 @@ def _probe_hf(args: argparse.Namespace) -> int:
         out=args.out,
         progress=not args.quiet,
     )
-    cols = ["layer", "theta", "angular_distance", "dtheta", "step", "norm_out", "cr", "prune_drop"]
+    cols = ["layer", "theta", "angular_distance", "dtheta", "step", "norm_out", "cr"]
+    cols += ["cr_debiased", "prune_drop"]
     with pd.option_context("display.width", 140, "display.max_rows", 200):
         print(result.layers[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     s = result.summary
@@ -242,6 +243,8 @@ def _probe_hf(args: argparse.Namespace) -> int:
         f"\n{s['model']} ({s['family']}, {s['depth']} blocks, {s['tokens']} tokens, "
         f"final norm excluded: {s['final_norm_excluded'] or 'none'})"
     )
+    if s.get("cr_batch"):
+        print(f"CR: on each block's {s['cr_on']}, batches of {s['cr_batch']} windows")
     print(result.verdict.report())
     for path in result.save(args.out, figures=not args.no_plots):
         print(f"wrote {path}")
