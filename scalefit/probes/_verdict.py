@@ -49,7 +49,7 @@ THRESHOLDS: dict[str, Threshold] = {
             "|cos θ(Δh_l, Δh_{l+1})| ≤ 0.3 (θ in [1.27, 1.88] rad) at every depth: increments "
             "≈ orthogonal (ensemble)",
             f"{_LIU} l. 31, 58: 'nearly π/2'; the bound 0.3 is ours, set on the toy: students "
-            "of the independent teacher trained 3,000-12,000 steps measure |cos| 0.06-0.28",
+            "of the independent teacher trained 2,000-12,000 steps measure |cos| ≤ 0.28",
         ),
         Threshold(
             "correlated_cos",
