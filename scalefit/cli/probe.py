@@ -167,7 +167,8 @@ def _probe_toy(args: argparse.Namespace) -> int:
     summary = report["summary"]
     with pd.option_context("display.width", 140):
         print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print("\nteacher: " + report["teacher_verdict"].report().replace("\n", "\n  "))
+    teacher = report["teacher_verdict"].report(thresholds=False)
+    print("\nteacher: " + teacher.replace("\n", "\n  "))
     print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, report['layers'])}")

@@ -158,11 +158,12 @@ class Verdict:
     reasons: list = field(default_factory=list)
     thresholds: list = field(default_factory=thresholds_table)
 
-    def report(self) -> str:
-        """Return a short text report: the mechanism, the reasons, then the thresholds."""
+    def report(self, *, thresholds: bool = True) -> str:
+        """Return a text report: the mechanism, the reasons and (by default) the thresholds."""
         lines = [f"mechanism: {self.mechanism}"] + [f"  - {r}" for r in self.reasons]
-        lines.append("  thresholds (the paper gives none; sources in the verdict's to_dict()):")
-        lines += [f"    {t['rule']}" for t in self.thresholds]
+        if thresholds:
+            lines.append("  thresholds (the paper gives none; sources in the verdict's to_dict()):")
+            lines += [f"    {t['rule']}" for t in self.thresholds]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
