@@ -4,9 +4,11 @@
 reduces every batch's residual states at once (memory is flat in the token budget) and returns a
 :class:`HFProbeResult`: per-layer angles θ(h_l, h_{l+1}), increment angles θ(Δh_l, Δh_{l+1}),
 norms, relative step sizes, Sun et al.'s angular distance and Gromov et al.'s block distances
-d(l, l+n), the CR measure of seed 002, the early-exit split and the mechanism verdict (the same
-functions :mod:`scalefit.probes` applies to the toy), all with bootstrap intervals over windows,
-and the layer-pruning drop. Which final normalisation is excluded per family is documented in
+d(l, l+n), the CR measure of seed 002 on each block's attention sub-layer (raw, and corrected for
+its batch-size bias), the early-exit split and the mechanism verdict (the same functions
+:mod:`scalefit.probes` applies to the toy, checked against the same architecture at
+initialisation; encoders are refused), all with bootstrap intervals over windows, and the
+layer-pruning drop. Which final normalisation is excluded per family is documented in
 :mod:`scalefit.probes._hfmodel`.
 
 Examples
