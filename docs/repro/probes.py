@@ -108,7 +108,7 @@ def section(data_dir: str) -> str:  # noqa: ARG001 - same signature as the other
         "same probes give on the one real pre-trained model that installs offline here; the "
         "mechanism verdict refuses encoders, so it names no mechanism for it. CR depends on the "
         "batch size (docs/probes.md), so the paper's [0.3, 0.7] band does not transfer; the "
-        "debiased column does not depend on it. docs/probes.md has the commands for "
+        "debiased column removes most of that dependence. docs/probes.md has the commands for "
         "Pythia-410m and Sun et al.'s pruning curves on a GPU machine with network.",
     ]
     return "\n".join(rows) + "\n"
