@@ -126,3 +126,16 @@ def test_real_pretrained_encoder_is_refused(monkeypatch):
     assert res.verdict.mechanism == "undetermined"
     assert "bidirectional encoder" in res.verdict.reasons[0]
     assert "ensemble" not in res.verdict.mechanism
+
+
+def test_cli_without_the_init_reference_abstains_and_says_so(tokenizer, tmp_path, capsys):
+    folder = tmp_path / "neox"
+    _model("gpt_neox", tokenizer, seed=1).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    text = tmp_path / "corpus.txt"
+    text.write_text("\n\n".join(_documents()))
+    argv = ["probe", "hf", str(folder), "--text", str(text), "--tokens", "256", "--seq-len", "32"]
+    argv += ["--out", str(tmp_path / "out"), "--prune-tokens", "0", "--quiet", "--no-plots"]
+    assert main([*argv, "--no-init-reference"]) == 0
+    printed = capsys.readouterr().out
+    assert "mechanism: undetermined" in printed and "no reference at initialisation" in printed

@@ -126,6 +126,12 @@ def _register_hf(sub) -> None:
     )
     hf.add_argument("--no-cr", action="store_true", help="skip the CR measure")
     hf.add_argument(
+        "--no-init-reference",
+        action="store_true",
+        help="do not build the same architecture at initialisation (saves a second copy of the "
+        "model; the mechanism verdict then abstains)",
+    )
+    hf.add_argument(
         "--bootstrap",
         type=int,
         default=200,
@@ -234,6 +240,7 @@ def _probe_hf(args: argparse.Namespace) -> int:
         seed=args.seed,
         out=args.out,
         progress=not args.quiet,
+        init_reference=not args.no_init_reference,
     )
     cols = ["layer", "theta", "angular_distance", "dtheta", "step", "norm_out", "cr"]
     cols += ["cr_debiased", "prune_drop"]
