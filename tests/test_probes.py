@@ -105,27 +105,43 @@ def test_early_exit_split_reports_none_for_uniform_tokens():
 
 
 def test_verdicts_for_the_three_signatures():
-    ensemble = mechanism_verdict({d: _random_walk(d, seed=d) for d in (8, 16, 32)})
+    def at_init(states):  # zero-initialised branches: every state is h_0
+        return np.repeat(states[:1], len(states), axis=0)
+
+    def shrinking_walk(depth):  # steps ∝ 1/ℓ, independent directions
+        walk = _random_walk(depth, seed=depth)
+        return walk[:1] + (walk - walk[:1]) / math.sqrt(depth)
+
+    walks = {d: shrinking_walk(d) for d in (8, 16, 32)}
+    ensemble = mechanism_verdict(walks, init={d: at_init(s) for d, s in walks.items()})
     assert ensemble.mechanism == "ensemble"
-    assert ensemble.evidence["theta_mid_slope"] < -0.3
+    assert ensemble.evidence["theta_mid_slope"] < -0.8
     assert "orthogonal" in ensemble.report()
-    procedural = mechanism_verdict({d: _circle(d, 1.0 / d, tokens=50) for d in (8, 16, 32)})
+    circles = {d: _circle(d, 1.0 / d, tokens=50) for d in (8, 16, 32)}
+    procedural = mechanism_verdict(circles, init={d: at_init(s) for d, s in circles.items()})
     assert procedural.mechanism == "procedural"
     assert procedural.evidence["theta_mid_slope"] == pytest.approx(-1.0, abs=1e-6)
-    compositional = mechanism_verdict(_early_exit_states(0.4)[0])
+    states = _early_exit_states(0.4)[0]
+    compositional = mechanism_verdict(states, init=at_init(states))
     assert compositional.mechanism == "compositional"
     assert compositional.to_dict()["evidence"]["early_exit_fraction"] > 0.35
+    # without a reference at initialisation nothing is named
+    assert mechanism_verdict(walks).mechanism == "undetermined"
 
 
-def test_teacher_verdicts():
+def test_teacher_increments_show_but_a_random_teacher_gets_no_verdict():
     torch = pytest.importorskip("torch")
     from scalefit.sim import ToyConfig
     from scalefit.sim.model import Teacher
 
     x = torch.randn(256, 32, generator=torch.Generator().manual_seed(0))
-    for mode, expected in (("independent", "ensemble"), ("tied", "procedural")):
+    for mode, expected in (("independent", "orthogonal"), ("tied", "correlated")):
         states = Teacher(ToyConfig(teacher_mode=mode, teacher_depth=64)).hidden(x, all_states=True)
-        assert mechanism_verdict(states).mechanism == expected
+        other = Teacher(ToyConfig(teacher_mode=mode, teacher_depth=64, seed=1))
+        verdict = mechanism_verdict(states, init=other.hidden(x, all_states=True))
+        assert verdict.mechanism == "undetermined"  # a random network, never trained
+        assert "initialisation" in verdict.reasons[0]
+        assert verdict.evidence["increments"] == {64: expected}
 
 
 def test_capture_residual_states_with_hooks():

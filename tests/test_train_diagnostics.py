@@ -17,6 +17,9 @@ from scalefit.train.diagnostics import (  # noqa: E402
     grad_decay_rate,
     grad_decay_tau,
     hidden_state_metrics,
+    layer_grad_norms,
+    layer_gradients,
+    layer_hidden_grad_norms,
     mechanism_summary,
     tau_width_exponent,
 )
@@ -62,13 +65,37 @@ def test_diagnose_produces_the_documented_columns_and_metrics(trained):
     assert np.isfinite(frame["value"]).all()
     ad = frame[frame.metric.str.startswith("angular_distance")]["value"]
     assert ((ad >= 0) & (ad <= 1)).all()
-    rel = frame[frame.metric == "grad_norm_rel"].set_index("layer")["value"]
-    assert rel[3] == pytest.approx(1.0)
+    for kind in ("hidden", "params"):
+        rel = frame[frame.metric == f"grad_norm_{kind}_rel"].set_index("layer")["value"]
+        assert rel[3] == pytest.approx(1.0)
     cr = frame[frame.metric == "cr"]["value"]
     assert ((cr >= 0) & (cr <= 1)).all()
+    assert (frame[frame.metric == "cr_debiased"]["value"] <= cr.to_numpy() + 1e-9).all()
     assert (frame[frame.metric == "prune_drop"]["value"] > 0).any()
     summary = mechanism_summary(trained.model, next(iter(trained.data.val_batches(256, 4)))[0])
     assert {"probe_theta_mid", "probe_dtheta_mid"} <= set(summary)
+
+
+def test_hidden_state_gradient_is_the_gradient_with_respect_to_the_block_output(trained):
+    """Depth Delusion's ‖∇_l L‖ (seed 003, Eq. 2): rerun blocks l+1…D from a leaf copy of h_l and
+    differentiate the loss with respect to that leaf; the parameter-gradient norm differs."""
+    model, data = trained.model, trained.data
+    x, y = data.batch(0, 4)
+    got = layer_gradients(model, x, y)
+    assert np.allclose(layer_hidden_grad_norms(model, x, y), got["hidden"])
+    assert np.allclose(layer_grad_norms(model, x, y), got["params"])
+    with torch.no_grad():
+        hidden = model(x, return_hidden=True).hidden
+    for layer in (1, 2, 3):
+        h = hidden[layer].clone().requires_grad_(True)
+        out = h
+        for block in model.blocks[layer:]:
+            out = block(out, model.rope_cos, model.rope_sin)
+        logits = model.head(model.norm_f(out))
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
+        (grad,) = torch.autograd.grad(loss, h)
+        assert got["hidden"][layer - 1] == pytest.approx(float(grad.double().norm()), rel=1e-4)
+    assert not np.allclose(got["hidden"], got["params"])
 
 
 def test_angles_on_known_states():

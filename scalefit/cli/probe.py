@@ -88,6 +88,12 @@ def _register_hf(sub) -> None:
     )
     hf.add_argument("--no-cr", action="store_true", help="skip the CR measure")
     hf.add_argument(
+        "--no-init-reference",
+        action="store_true",
+        help="do not build the same architecture at initialisation (saves a second copy of the "
+        "model; the mechanism verdict then abstains)",
+    )
+    hf.add_argument(
         "--bootstrap",
         type=int,
         default=200,
@@ -129,7 +135,8 @@ def _probe_toy(args: argparse.Namespace) -> int:
     summary = report["summary"]
     with pd.option_context("display.width", 140):
         print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print("\nteacher: " + report["teacher_verdict"].report().replace("\n", "\n  "))
+    teacher = report["teacher_verdict"].report(thresholds=False)
+    print("\nteacher: " + teacher.replace("\n", "\n  "))
     print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
@@ -195,8 +202,10 @@ def _probe_hf(args: argparse.Namespace) -> int:
         seed=args.seed,
         out=args.out,
         progress=not args.quiet,
+        init_reference=not args.no_init_reference,
     )
-    cols = ["layer", "theta", "angular_distance", "dtheta", "step", "norm_out", "cr", "prune_drop"]
+    cols = ["layer", "theta", "angular_distance", "dtheta", "step", "norm_out", "cr"]
+    cols += ["cr_debiased", "prune_drop"]
     with pd.option_context("display.width", 140, "display.max_rows", 200):
         print(result.layers[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     s = result.summary
@@ -204,6 +213,8 @@ def _probe_hf(args: argparse.Namespace) -> int:
         f"\n{s['model']} ({s['family']}, {s['depth']} blocks, {s['tokens']} tokens, "
         f"final norm excluded: {s['final_norm_excluded'] or 'none'})"
     )
+    if s.get("cr_batch"):
+        print(f"CR: on each block's {s['cr_on']}, batches of {s['cr_batch']} windows")
     print(result.verdict.report())
     for path in result.save(args.out, figures=not args.no_plots):
         print(f"wrote {path}")

@@ -17,7 +17,8 @@ LABELS = {
     "angular_distance_last": "angular distance, last token",
     "output_variance": "variance of block output",
     "prune_drop": "loss increase when block is skipped (nats)",
-    "grad_norm_rel": "‖∇_l L‖ / ‖∇_D L‖",
+    "grad_norm_hidden_rel": "‖∂L/∂h_l‖ / ‖∂L/∂h_D‖",
+    "grad_norm_params_rel": "‖∂L/∂θ_l‖ / ‖∂L/∂θ_D‖ (block parameters)",
     "cr": "CR (coherence)",
     "increment_angle": "θ(Δh_{l-1}, Δh_l) (rad)",
 }

@@ -25,9 +25,11 @@ class HFProbeResult:
     layers : pandas.DataFrame
         One row per block ``layer`` = 1…L (block l maps h_{l-1} to h_l): ``theta`` (rad),
         ``angular_distance`` (θ/π), ``dtheta`` (θ between the increments of blocks l−1 and l,
-        l ≥ 2), ``step`` (‖Δh‖/‖h_{l-1}‖), ``norm_in``/``norm_out``, ``cr``, each with ``_lo``/
-        ``_hi`` 95% bootstrap bounds, and ``prune_drop`` (metric with block l removed minus the
-        full model's).
+        l ≥ 2), ``step`` (‖Δh‖/‖h_{l-1}‖), ``norm_in``/``norm_out``, ``cr`` and
+        ``cr_debiased`` (seed 002's CR on block l's attention sub-layer, raw at the batch size
+        ``summary["cr_batch"]`` and batch-size independent), each with ``_lo``/``_hi`` 95%
+        bootstrap bounds, and ``prune_drop`` (metric with block l removed minus the full
+        model's).
     distances : pandas.DataFrame
         Block distances d(l, l+n) = θ(h_{l-1}, h_{l-1+n})/π: ``layer`` (first block of the
         span), ``n``, ``distance``, ``distance_lo``, ``distance_hi``.
@@ -75,7 +77,45 @@ class HFProbeResult:
         return paths
 
 
-def assemble(lm: LoadedModel, acc: Accumulator, *, bootstrap: int, seed: int) -> HFProbeResult:
+def refusal_of(lm: LoadedModel) -> str | None:
+    """Why the mechanism signatures do not apply to this model (None when they do)."""
+    if lm.encoder:
+        return (
+            f"'{lm.family}' is a bidirectional encoder with post-LN blocks (each block normalises "
+            "the stream, so consecutive states are not one residual stream updated in small "
+            "steps); Liu et al. measured the signatures on decoders (Pythia) and a residual toy "
+            "(seed 000 l. 19-20, 71)"
+        )
+    return None
+
+
+def _state_table(est: dict, depth: int) -> pd.DataFrame:
+    """The toy's per-state table (rows 0…L) that feeds the shared summaries and verdict."""
+    return pd.DataFrame(
+        {
+            "layer": np.arange(depth + 1),
+            "norm": est["norm"]["mean"],
+            "theta": np.append(est["theta"]["mean"], np.nan),
+            "dtheta": np.append(est["dtheta"]["mean"][1:], [np.nan, np.nan]),
+        }
+    )
+
+
+def summary_of(acc: Accumulator) -> dict:
+    """Scalar summary (:func:`~scalefit.probes.angles.summarize_table`) of a reduction."""
+    est = {q: acc.estimate(q, bootstrap=0, seed=0) for q in ("norm", "theta", "dtheta")}
+    return summarize_table(_state_table(est, acc.depth))
+
+
+def assemble(
+    lm: LoadedModel,
+    acc: Accumulator,
+    *,
+    bootstrap: int,
+    seed: int,
+    init: dict | None = None,
+    cr_batch: int | None = None,
+) -> HFProbeResult:
     depth = lm.depth
     est = {
         q: acc.estimate(q, bootstrap=bootstrap, seed=seed)
@@ -94,7 +134,9 @@ def assemble(lm: LoadedModel, acc: Accumulator, *, bootstrap: int, seed: int) ->
     layers["norm_in"] = est["norm"]["mean"][:-1]
     layers["norm_out"] = est["norm"]["mean"][1:]
     for part in ("mean", "lo", "hi"):
-        layers["cr" + ("" if part == "mean" else f"_{part}")] = crs[part]
+        values = np.broadcast_to(crs[part], (2, depth))  # rows: raw, debiased
+        layers["cr" + ("" if part == "mean" else f"_{part}")] = values[0]
+        layers["cr_debiased" + ("" if part == "mean" else f"_{part}")] = values[1]
     rows = []
     for n in range(1, acc.max_block + 1):
         for start in range(1, depth - n + 2):
@@ -111,16 +153,7 @@ def assemble(lm: LoadedModel, acc: Accumulator, *, bootstrap: int, seed: int) ->
                 }
             )
     distances = pd.DataFrame(rows)
-    # the toy's per-state table (rows 0…L) feeds the shared summaries and verdict
-    state_table = pd.DataFrame(
-        {
-            "layer": np.arange(depth + 1),
-            "norm": est["norm"]["mean"],
-            "theta": np.append(est["theta"]["mean"], np.nan),
-            "dtheta": np.append(est["dtheta"]["mean"][1:], [np.nan, np.nan]),
-        }
-    )
-    summary = summarize_table(state_table)
+    summary = summarize_table(_state_table(est, depth))
     split = split_token_angles(acc.res_theta)
     early = split["labels"].astype(bool)
     split["tokens"] = int(early.size)
@@ -133,7 +166,14 @@ def assemble(lm: LoadedModel, acc: Accumulator, *, bootstrap: int, seed: int) ->
     split["window_start_share_of_early"] = (
         float((acc.res_position[early] == 0).mean()) if early.any() else math.nan
     )
-    verdict = verdict_from_evidence({depth: summary}, split)
+    verdict = verdict_from_evidence(
+        {depth: summary},
+        split,
+        init=None if init is None else {depth: init["summary"]},
+        losses=None if init is None or "nll" not in init else {depth: init["nll"]},
+        loss_kind="nll",
+        refusal=refusal_of(lm),
+    )
     info = {
         "model": lm.name,
         "family": lm.family,
@@ -143,6 +183,9 @@ def assemble(lm: LoadedModel, acc: Accumulator, *, bootstrap: int, seed: int) ->
         "tokens": int(acc.tokens_seen),
         "seed": seed,
         "bootstrap": bootstrap,
+        "cr_on": "attention sub-layer" if cr_batch else None,
+        "cr_batch": cr_batch,
+        "init_reference": init,
         **{k: v for k, v in summary.items()},
         "theta_layer_slope": _layer_slope(layers["theta"].to_numpy()),
     }

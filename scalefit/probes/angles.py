@@ -92,10 +92,10 @@ def layer_table(states):
     n = h.shape[0]
     theta = np.full(n, np.nan)
     dtheta = np.full(n, np.nan)
-    theta[:-1] = np.nanmean(angle(h[:-1], h[1:]), axis=1)
+    theta[:-1] = _nanmean_rows(angle(h[:-1], h[1:]))
     delta = np.diff(h, axis=0)
-    if n >= 3:
-        dtheta[:-2] = np.nanmean(angle(delta[:-1], delta[1:]), axis=1)
+    if n >= 3:  # NaN where every increment is zero (e.g. a zero-initialised branch)
+        dtheta[:-2] = _nanmean_rows(angle(delta[:-1], delta[1:]))
     return pd.DataFrame(
         {
             "layer": np.arange(n),
@@ -103,9 +103,18 @@ def layer_table(states):
             "theta": theta,
             "angular_distance": theta / math.pi,
             "dtheta": dtheta,
-            "angle_to_final": np.nanmean(angle(h, h[-1:]), axis=1),
+            "angle_to_final": _nanmean_rows(angle(h, h[-1:])),
         }
     )
+
+
+def _nanmean_rows(values: np.ndarray) -> np.ndarray:
+    """Mean over the last axis ignoring NaN; NaN (without a warning) where a row is all NaN."""
+    finite = np.isfinite(values)
+    count = finite.sum(axis=-1)
+    total = np.where(finite, values, 0.0).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def middle_layers(depth: int) -> slice:

@@ -4,9 +4,11 @@
 reduces every batch's residual states at once (memory is flat in the token budget) and returns a
 :class:`HFProbeResult`: per-layer angles θ(h_l, h_{l+1}), increment angles θ(Δh_l, Δh_{l+1}),
 norms, relative step sizes, Sun et al.'s angular distance and Gromov et al.'s block distances
-d(l, l+n), the CR measure of seed 002, the early-exit split and the mechanism verdict (the same
-functions :mod:`scalefit.probes` applies to the toy), all with bootstrap intervals over windows,
-and the layer-pruning drop. Which final normalisation is excluded per family is documented in
+d(l, l+n), the CR measure of seed 002 on each block's attention sub-layer (raw, and corrected for
+its batch-size bias), the early-exit split and the mechanism verdict (the same functions
+:mod:`scalefit.probes` applies to the toy, checked against the same architecture at
+initialisation; encoders are refused), all with bootstrap intervals over windows, and the
+layer-pruning drop. Which final normalisation is excluded per family is documented in
 :mod:`scalefit.probes._hfmodel`.
 
 Examples
@@ -56,6 +58,24 @@ _CONSTRAINTS = {
     "seed": [IsType(int)],
 }
 CHECKPOINT_SECONDS = 20.0
+#: model_type → (attribute of the block holding its attention sub-layer, whether the residual is
+#: added outside that module). CR is measured between the block's input h and the stream after
+#: the attention sub-layer: h + attention(norm(h)) in the pre-norm decoders (GPT-NeoX with a
+#: parallel residual included), the attention module's own normalised output in BERT/RoBERTa,
+#: whose attention sub-layer adds the residual and normalises inside (post-LN).
+ATTENTION: dict[str, tuple[str, bool]] = {
+    "gpt_neox": ("attention", True),
+    "llama": ("self_attn", True),
+    "qwen2": ("self_attn", True),
+    "qwen3": ("self_attn", True),
+    "mistral": ("self_attn", True),
+    "gpt2": ("attn", True),
+    "bert": ("attention", False),
+    "roberta": ("attention", False),
+}
+#: Windows of the corpus run through the same architecture at initialisation (the verdict's
+#: "trained" check).
+INIT_WINDOWS = 32
 
 
 def probe_hf(
@@ -77,6 +97,7 @@ def probe_hf(
     device: str = "cpu",
     out: str | Path | None = None,
     progress: bool = False,
+    init_reference: bool = True,
 ) -> HFProbeResult:
     """Probe every layer of a pre-trained language model on a local text corpus.
 
@@ -103,7 +124,12 @@ def probe_hf(
     prune_blocks : iterable of int
         Also remove, for each n given, the n consecutive blocks with the smallest d(l, l+n).
     cr : bool
-        Compute seed 002's coherence-based redundancy per block (per batch, float64).
+        Compute seed 002's coherence-based redundancy per block, on its attention sub-layer
+        (:data:`ATTENTION`; the paper's choice), per batch of ``batch_size`` windows, in float64:
+        columns ``cr`` (the paper's measure, which depends on the batch size: see
+        :mod:`scalefit.train.cr`) and ``cr_debiased`` (batch-size independent; NaN when
+        ``batch_size`` is 1). Batches with fewer windows (the last one) are skipped unless the
+        whole budget is one batch; ``summary["cr_batch"]`` records the B used.
     bootstrap : int
         Bootstrap resamples over windows (CR: over batches); 0 gives no intervals.
     reservoir : int
@@ -118,6 +144,11 @@ def probe_hf(
         larger ``tokens`` continues where the last one stopped.
     progress : bool
         Show a progress bar (tqdm) over tokens.
+    init_reference : bool, default True
+        Build the same architecture at initialisation (from the model's config, seeded by
+        ``seed``; needs memory for a second copy of the model) and probe it on the first
+        :data:`INIT_WINDOWS` windows, so that the verdict can tell a trained model from an
+        untrained one. Without it the verdict is ``undetermined``.
 
     Returns
     -------
@@ -149,6 +180,8 @@ def probe_hf(
     depth = lm.depth
     max_block, prune_blocks = _check_settings(lm, seq_len, max_block, prune_blocks)
     folder = Path(out) if out is not None else None
+    n_windows = max(1, tokens // seq_len)
+    cr_batch = min(batch_size, n_windows)
     meta = _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr)
     acc = None
     if folder is not None:
@@ -160,11 +193,11 @@ def probe_hf(
         lm,
         text,
         acc,
-        n_windows=max(1, tokens // seq_len),
+        n_windows=n_windows,
         seq_len=seq_len,
         batch_size=batch_size,
         max_block=max_block,
-        cr=cr,
+        cr_batch=cr_batch if cr else 0,
         folder=folder,
         meta=meta,
         progress=progress,
@@ -173,9 +206,14 @@ def probe_hf(
         raise ScaleFitError(f"the text holds fewer than seq_len = {seq_len} tokens.")
     if folder is not None:
         acc.save(folder, meta)
+    init = None
+    if init_reference and not lm.encoder:
+        init = _init_reference(lm, text, seq_len=seq_len, batch_size=batch_size, seed=seed)
     with warnings.catch_warnings():  # all-NaN rows (e.g. zero increments) are expected: NaN out
         warnings.simplefilter("ignore", RuntimeWarning)
-        result = assemble(lm, acc, bootstrap=bootstrap, seed=seed)
+        result = assemble(
+            lm, acc, bootstrap=bootstrap, seed=seed, init=init, cr_batch=cr_batch if cr else None
+        )
     pruning = _pruning(
         lm,
         text,
@@ -211,7 +249,7 @@ def _check_settings(lm: LoadedModel, seq_len: int, max_block: int, prune_blocks)
 
 
 def _reduce_corpus(
-    lm, text, acc, *, n_windows, seq_len, batch_size, max_block, cr, folder, meta, progress
+    lm, text, acc, *, n_windows, seq_len, batch_size, max_block, cr_batch, folder, meta, progress
 ) -> None:
     """Stream the windows not yet in ``acc`` through the model, reducing batch by batch."""
     import torch
@@ -230,8 +268,9 @@ def _reduce_corpus(
     last_save = time.monotonic()
     for batch in _batched(itertools.islice(windows, done, n_windows), batch_size):
         ids = torch.from_numpy(np.stack([w[0] for w in batch])).to(device_)
-        hidden = _hidden_states(lm, ids)
-        cr_values = _cr(hidden) if cr else None
+        measure_cr = cr_batch > 0 and len(batch) == cr_batch
+        hidden, attn_io = _hidden_states(lm, ids, attention=measure_cr)
+        cr_values = _cr(attn_io) if measure_cr else None
         acc.add(
             reduce_batch(hidden, max_block=max_block), np.stack([w[1] for w in batch]), cr_values
         )
@@ -265,7 +304,7 @@ def _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr) -> dict
         "max_block": max_block,
         "reservoir": reservoir,
         "seed": seed,
-        "cr": cr,
+        "cr": "attention sub-layer, raw and debiased" if cr else False,
     }
 
 
@@ -280,39 +319,114 @@ def _batched(iterable, n: int):
         yield batch
 
 
-def _hidden_states(lm: LoadedModel, ids) -> list:
-    """Return ``[h_0, …, h_L]`` as ``(B, T, W)`` tensors, without any final norm.
+def _hidden_states(lm: LoadedModel, ids, *, attention: bool = False) -> tuple[list, list]:
+    """Return the residual states and (with ``attention``) the attention sub-layers' in/out.
 
-    HF's hidden states give h_0…h_{L-1}; a forward hook on the last block gives h_L (HF's last
-    entry has the final norm applied for the decoder families).
+    The states are ``[h_0, …, h_L]`` as ``(B, T, W)`` tensors, without any final norm; the pairs
+    are each block's attention sub-layer ``(input, output)`` (see :data:`ATTENTION`). HF's
+    hidden states give h_0…h_{L-1}; a forward hook on the last block gives h_L (HF's last entry
+    has the final norm applied for the decoder families).
     """
     import torch
 
     from ._prune import forward_kwargs
 
+    def first(o):
+        return o[0] if isinstance(o, tuple) else o
+
+    blocks = blocks_of(lm.model, lm.family)
     last: list = []
-    block = blocks_of(lm.model, lm.family)[-1]
-    handle = block.register_forward_hook(
-        lambda _m, _i, o: last.append(o[0] if isinstance(o, tuple) else o)
-    )
+    handles = [blocks[-1].register_forward_hook(lambda _m, _i, o: last.append(first(o)))]
+    inputs: list = []
+    outputs: list = []
+    if attention:
+        name, adds_residual = ATTENTION[lm.family]
+        for block in blocks:
+            handles.append(
+                block.register_forward_pre_hook(
+                    lambda _m, a, kw: inputs.append(a[0] if a else kw["hidden_states"]),
+                    with_kwargs=True,
+                )
+            )
+            handles.append(
+                getattr(block, name).register_forward_hook(
+                    lambda _m, _i, o: outputs.append(first(o))
+                )
+            )
     try:
         with torch.no_grad():
             out = lm.model(input_ids=ids, output_hidden_states=True, **forward_kwargs(lm))
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     states = list(out.hidden_states)
     if len(states) != lm.depth + 1 or len(last) != 1:
         raise ScaleFitError(
             f"{lm.name}: expected {lm.depth + 1} hidden states, got {len(states)}; "
             f"unsupported architecture '{lm.family}' layout."
         )
-    return states[:-1] + [last[0]]
+    pairs = []
+    if attention:
+        if len(inputs) != lm.depth or len(outputs) != lm.depth:
+            raise ScaleFitError(
+                f"{lm.name}: expected one attention sub-layer per block, saw {len(outputs)} "
+                f"outputs for {lm.depth} blocks ('{lm.family}' layout)."
+            )
+        pairs = [(h, h + o if adds_residual else o) for h, o in zip(inputs, outputs, strict=True)]
+    return states[:-1] + [last[0]], pairs
 
 
-def _cr(hidden) -> np.ndarray:
+def _cr(attn_io) -> np.ndarray:
+    """``(2, L)``: the raw CR and (batches of ≥ 2 windows) the debiased CR of every block."""
     from ..train.cr import cr_measure
 
-    return np.array([cr_measure(hidden[i], hidden[i + 1]) for i in range(len(hidden) - 1)])
+    raw = [cr_measure(h_in, h_out) for h_in, h_out in attn_io]
+    batch = attn_io[0][0].shape[0]
+    debiased = [
+        cr_measure(h_in, h_out, debias=True) if batch >= 2 else np.nan for h_in, h_out in attn_io
+    ]
+    return np.array([raw, debiased], dtype=np.float64)
+
+
+def _init_reference(lm: LoadedModel, text, *, seq_len: int, batch_size: int, seed: int) -> dict:
+    """The same architecture at initialisation, probed on the first :data:`INIT_WINDOWS`.
+
+    Returns ``{"summary": …}`` (scalar summary of its residual stream) and, for causal LMs,
+    ``"nll"``: ``(model's NLL, initial model's NLL)`` on the same windows, in nats per token.
+    """
+    import torch
+
+    from ._assemble import summary_of
+    from ._hfmodel import LoadedModel as _Loaded
+
+    param = next(lm.model.parameters())
+    with torch.random.fork_rng(devices=[]):  # leave the caller's random state as it was
+        torch.manual_seed(seed)
+        fresh = type(lm.model)(lm.model.config)
+    fresh = fresh.to(device=param.device, dtype=param.dtype).eval()
+    ref = _Loaded(fresh, lm.tokenizer, lm.name, lm.family, lm.task, lm.encoder, lm.final_norm)
+    acc = Accumulator(lm.depth, max_block=1, reservoir=4, seed=seed)
+    nll = np.zeros(2)
+    count = 0
+    windows = itertools.islice(_windows(lm, text, seq_len), INIT_WINDOWS)
+    for batch in _batched(windows, batch_size):
+        ids = torch.from_numpy(np.stack([w[0] for w in batch])).to(param.device)
+        hidden, _ = _hidden_states(ref, ids)
+        acc.add(reduce_batch(hidden, max_block=1), np.stack([w[1] for w in batch]))
+        if lm.task == "causal":
+            with torch.no_grad():
+                for i, model in enumerate((lm.model, fresh)):
+                    nll[i] += float(model(input_ids=ids, labels=ids, use_cache=False).loss) * len(
+                        batch
+                    )
+            count += len(batch)
+    del fresh, ref
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = {"summary": summary_of(acc), "windows": int(acc.tokens_seen // seq_len)}
+    if count:
+        out["nll"] = (float(nll[0] / count), float(nll[1] / count))
+    return out
 
 
 def _pruning(

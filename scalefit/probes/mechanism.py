@@ -8,6 +8,12 @@ Liu et al.'s three candidate mechanisms and their hidden-state signatures:
   correlated (θ(Δh_l, Δh_{l+1}) well below π/2);
 - *compositional*: tokens stop updating at different depths (early exit), which shows as a
   separate cluster in the PCA of per-token angle vectors.
+
+The verdict names a mechanism only when the evidence agrees: the model is trained (it differs
+from the same architecture at initialisation), its stream is residual, and either an early-exit
+cluster is large or the increment angles at every depth sit in one band *and* the middle step
+angle shrinks as 1/ℓ across depths. Otherwise it says ``undetermined`` and why. The rules, their
+thresholds and the seed lines they come from are in :mod:`scalefit.probes._verdict`.
 """
 
 from __future__ import annotations
@@ -18,14 +24,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ScaleFitError
+from ._verdict import THRESHOLDS, apply_rules, thresholds_table
 from .angles import summarize_states, token_angles
 
-#: θ(Δh_l, Δh_{l+1}) below this (cos > 0.5) counts as correlated increments (procedural).
-PROCEDURAL_BELOW = math.pi / 3
-#: θ(Δh_l, Δh_{l+1}) above this (cos < 0.2) counts as orthogonal increments (ensemble).
-ENSEMBLE_ABOVE = math.acos(0.2)
 #: An early-exit cluster holding at least this fraction of tokens counts as compositional.
-COMPOSITIONAL_FRACTION = 0.2
+COMPOSITIONAL_FRACTION = THRESHOLDS["early_exit_fraction"].value
 
 
 def early_exit_split(states, *, min_separation: float = 2.0) -> dict:
@@ -134,101 +137,151 @@ def _two_means(x: np.ndarray) -> tuple[np.ndarray, float]:
 
 @dataclass
 class Verdict:
-    """A mechanism verdict and the evidence it rests on.
+    """A mechanism verdict, the evidence it rests on and the thresholds it used.
 
     Attributes
     ----------
     mechanism : str
         ``"ensemble"``, ``"procedural"``, ``"compositional"`` or ``"undetermined"``.
     evidence : dict
-        The measured numbers (per-depth summaries, slopes, fractions).
+        The measured numbers (per-depth summaries, slope across depths, increment classes,
+        change from initialisation, early-exit fraction).
     reasons : list of str
-        One sentence per rule that fired.
+        One sentence per check; for ``"undetermined"`` the first ones say what failed.
+    thresholds : list of dict
+        Every bound the rules use, with the rule and its source (see
+        :data:`scalefit.probes._verdict.THRESHOLDS`).
     """
 
     mechanism: str
     evidence: dict = field(default_factory=dict)
     reasons: list = field(default_factory=list)
+    thresholds: list = field(default_factory=thresholds_table)
 
-    def report(self) -> str:
-        """Return a short text report."""
+    def report(self, *, thresholds: bool = True) -> str:
+        """Return a text report: the mechanism, the reasons and (by default) the thresholds."""
         lines = [f"mechanism: {self.mechanism}"] + [f"  - {r}" for r in self.reasons]
+        if thresholds:
+            lines.append("  thresholds (the paper gives none; sources in the verdict's to_dict()):")
+            lines += [f"    {t['rule']}" for t in self.thresholds]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         """Return a JSON-safe dict."""
-        return {"mechanism": self.mechanism, "evidence": self.evidence, "reasons": self.reasons}
+        return {
+            "mechanism": self.mechanism,
+            "evidence": _json_safe(self.evidence),
+            "reasons": list(self.reasons),
+            "thresholds": list(self.thresholds),
+        }
 
 
-def mechanism_verdict(states_by_depth) -> Verdict:
-    """Read the mechanism off the hidden states of one or more models.
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def mechanism_verdict(
+    states_by_depth, *, init=None, losses=None, loss_kind: str = "kl", refusal=None
+) -> Verdict:
+    """Read the mechanism off the hidden states of one or more trained models, or abstain.
 
     Parameters
     ----------
     states_by_depth : array-like or dict
         One model's states, or ``{depth: states}`` for models of several depths trained on the
-        same task (then the 1/ℓ scaling of the middle step angle is measured too).
+        same task. Ensemble and procedural verdicts need at least two depths (the ⟨θ⟩ ∝ 1/ℓ
+        signature is measured across depths).
+    init : array-like or dict, optional
+        The same architecture(s) at initialisation: states (or :func:`summarize_states` dicts),
+        keyed like ``states_by_depth``. Without it the verdict is ``undetermined``: a random or
+        barely trained model can show either increment signature.
+    losses : dict, optional
+        ``{depth: (loss, loss_at_init)}``; when given, a model must have brought its loss far
+        below the loss at initialisation (see :data:`~scalefit.probes._verdict.THRESHOLDS`).
+    loss_kind : {"kl", "nll"}
+        ``"kl"``: a divergence that can reach 0 (the toy; bound 1 %); ``"nll"``: a language
+        model's cross-entropy (bound 60 %).
+    refusal : str, optional
+        A reason the signatures do not apply to this model (an encoder, a post-norm stream);
+        the verdict is then ``undetermined`` with this reason first.
 
     Returns
     -------
     Verdict
-        Rules, in order: an early-exit cluster with ≥ 20% of tokens (in the deepest model) →
-        compositional; else middle increment angle < π/3 → procedural; > arccos 0.2 (≈ 1.37 rad)
-        → ensemble; otherwise undetermined. The slope of log θ_mid against log ℓ is reported as
-        supporting evidence (≈ −1 for both ensemble and procedural).
+        See :mod:`scalefit.probes._verdict` for the checks, in order, and their thresholds.
+
+    Examples
+    --------
+    >>> v = mechanism_verdict({8: states8, 16: states16}, init={8: init8, 16: init16})
+    ... # doctest: +SKIP
+    >>> v.mechanism  # doctest: +SKIP
+    'ensemble'
     """
-    if not isinstance(states_by_depth, dict):
+    single = not isinstance(states_by_depth, dict)
+    if single:
         states_by_depth = {None: states_by_depth}
+        init = None if init is None else {None: init}
     summaries = {}
     for key, states in states_by_depth.items():
         s = summarize_states(states)
         summaries[int(s["depth"]) if key is None else key] = s
+    if init is not None:
+        init = {
+            (summaries[next(iter(summaries))]["depth"] if k is None else k): (
+                v if isinstance(v, dict) else summarize_states(v)
+            )
+            for k, v in init.items()
+        }
     deepest = max(summaries, key=lambda k: summaries[k]["depth"])
-    split = early_exit_split(states_by_depth[deepest if None not in states_by_depth else None])
-    return verdict_from_evidence(summaries, split)
+    split = early_exit_split(states_by_depth[None if single else deepest])
+    return verdict_from_evidence(
+        summaries, split, init=init, losses=losses, loss_kind=loss_kind, refusal=refusal
+    )
 
 
-def verdict_from_evidence(summaries: dict, split: dict) -> Verdict:
-    """Apply the verdict rules of :func:`mechanism_verdict` to already reduced evidence.
+def verdict_from_evidence(
+    summaries: dict, split: dict, *, init=None, losses=None, loss_kind: str = "kl", refusal=None
+) -> Verdict:
+    """Apply the verdict's checks to already reduced evidence.
 
     Parameters
     ----------
     summaries : dict
         ``{key: summary}`` with the dicts of :func:`~scalefit.probes.summarize_states` (or
-        :func:`~scalefit.probes.angles.summarize_table`), one per model; with two or more
-        depths the slope of log θ_mid against log ℓ is reported.
+        :func:`~scalefit.probes.angles.summarize_table`), one per model.
     split : dict
         The deepest model's early-exit split (:func:`early_exit_split` or
         :func:`split_token_angles`).
+    init : dict, optional
+        ``{key: summary}`` of the same architectures at initialisation (keys as in
+        ``summaries``, or depths).
+    losses, loss_kind, refusal
+        As in :func:`mechanism_verdict`.
 
     Returns
     -------
     Verdict
-        The mechanism, its evidence and the reasons.
+        The mechanism (or ``"undetermined"``), its evidence, the reasons and the thresholds.
     """
+    if loss_kind not in ("kl", "nll"):
+        raise ScaleFitError(
+            f"The 'loss_kind' parameter of verdict_from_evidence must be 'kl' or 'nll'. Got "
+            f"{loss_kind!r} instead."
+        )
+    mechanism, reasons, extra = apply_rules(
+        summaries, split, init=init, losses=losses, loss_kind=loss_kind, refusal=refusal
+    )
     evidence = {
         "summaries": summaries,
         "early_exit_fraction": split["early_exit_fraction"],
         "split_separation": split["separation"],
         "dtheta_mid": _nanmean([s["dtheta_mid"] for s in summaries.values()]),
+        **extra,
     }
-    reasons = []
-    if len(summaries) >= 2:
-        depths = np.array([s["depth"] for s in summaries.values()], dtype=float)
-        thetas = np.array([s["theta_mid"] for s in summaries.values()])
-        slope = float(np.polyfit(np.log(depths), np.log(thetas), 1)[0])
-        evidence["theta_mid_slope"] = slope
-        reasons.append(f"middle step angle scales as ℓ^{slope:.2f} (1/ℓ would be −1)")
-    frac, dtheta = evidence["early_exit_fraction"], evidence["dtheta_mid"]
-    if frac >= COMPOSITIONAL_FRACTION:
-        reasons.insert(0, f"{frac:.0%} of tokens form an early-exit cluster (≥ 20%)")
-        return Verdict("compositional", evidence, reasons)
-    reasons.insert(0, f"early-exit cluster holds {frac:.1%} of tokens (< 20%)")
-    if dtheta < PROCEDURAL_BELOW:
-        reasons.insert(1, f"neighbouring increments correlated: θ(Δh) = {dtheta:.3f} rad < π/3")
-        return Verdict("procedural", evidence, reasons)
-    if dtheta > ENSEMBLE_ABOVE:
-        reasons.insert(1, f"neighbouring increments ≈ orthogonal: θ(Δh) = {dtheta:.3f} rad")
-        return Verdict("ensemble", evidence, reasons)
-    reasons.insert(1, f"θ(Δh) = {dtheta:.3f} rad lies between the two signatures")
-    return Verdict("undetermined", evidence, reasons)
+    return Verdict(mechanism, evidence, reasons)

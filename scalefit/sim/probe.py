@@ -120,13 +120,16 @@ def probe_saved_model(path: str | os.PathLike, *, tokens: int = 1024, seed: int 
     dict
         ``layers`` (per-layer table with a ``model`` column: ``teacher`` or ``student_<depth>``),
         ``summary`` (one row per model), ``teacher_verdict`` and ``student_verdict``
-        (:class:`~scalefit.probes.Verdict`, the latter over all student depths, replica 0).
+        (:class:`~scalefit.probes.Verdict`, the latter over all student depths, replica 0,
+        checked against the same students at initialisation and their loss there; the teacher,
+        a random network that is never trained, comes out ``undetermined``).
     """
     import pandas as pd
     import torch
 
     from ..probes import layer_table, mechanism_verdict, summarize_states
-    from .model import student_hidden
+    from .config import ToyConfig
+    from .model import Teacher, student_hidden
 
     model = load_model(path)
     cfg, teacher = model["config"], model["teacher"]
@@ -141,9 +144,41 @@ def probe_saved_model(path: str | os.PathLike, *, tokens: int = 1024, seed: int 
         layers.append(layer_table(st).assign(model=name))
         summary.append({"model": name, **summarize_states(st)})
     by_depth = {d: states[f"student_{d}"] for d, r in model["students"] if r == 0}
+    init, losses = _student_references(cfg, teacher, model["students"], x)
+    # the teacher is a random network that is never trained: its reference at initialisation is
+    # a teacher drawn with another seed, so its verdict abstains (its increments still show)
+    fresh = Teacher(ToyConfig.from_dict({**cfg.to_dict(), "seed": cfg.seed + 1}))
     return {
         "layers": pd.concat(layers, ignore_index=True),
         "summary": pd.DataFrame(summary),
-        "teacher_verdict": mechanism_verdict(states["teacher"]),
-        "student_verdict": mechanism_verdict(by_depth),
+        "teacher_verdict": mechanism_verdict(
+            states["teacher"], init=fresh.hidden(x, all_states=True)
+        ),
+        "student_verdict": mechanism_verdict(by_depth, init=init, losses=losses),
     }
+
+
+def _student_references(cfg, teacher, students: dict, x) -> tuple[dict, dict]:
+    """Replica-0 students at initialisation (states) and their loss now and at initialisation."""
+    import torch
+
+    from .model import StudentStack, rmsnorm, student_hidden
+
+    fresh = StudentStack(cfg)
+    init, losses = {}, {}
+    target = teacher.target(x, cfg.loss)
+    for i, (depth, replica) in enumerate(fresh.students):
+        if replica or (depth, 0) not in students:
+            continue
+        start = fresh.student_weights(i)
+        init[depth] = student_hidden(start, x, block=cfg.block)
+        pair = []
+        for weights in (students[(depth, 0)], start):
+            z = rmsnorm(student_hidden(weights, x, block=cfg.block)[-1])
+            if cfg.loss == "mse":
+                pair.append(float((z - target).square().mean()))
+            else:
+                logq = torch.log_softmax(z @ weights["head"], dim=-1)
+                pair.append(float((target.exp() * (target - logq)).sum(-1).mean()))
+        losses[depth] = tuple(pair)
+    return init, losses

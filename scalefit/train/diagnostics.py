@@ -11,15 +11,28 @@ numbered 1…depth (block l); the metrics are
 ``norm``                   mean ‖h_l‖ over tokens;
 ``angle_to_final``         θ(h_{l-1}, h_D) in radians (how far block l's input is from the end);
 ``prune_drop``             validation loss with block l skipped minus the full loss;
-``grad_norm``              ‖∇_l L‖ over block l's parameters on a fixed training batch;
-``grad_norm_rel``          ``grad_norm`` relative to the last block;
+``grad_norm_hidden``       ‖∂L/∂h_l‖, the gradient of the loss with respect to block l's output
+                           (the hidden state), on a fixed training batch — Depth Delusion's
+                           ‖∇_l L‖ (seed 003, Eq. 2 and Eq. 8: ∇_l L = J_{l+1}ᵀ⋯J_Dᵀ ∇_D L with
+                           J_k = ∂h_k/∂h_{k−1});
+``grad_norm_hidden_rel``   ``grad_norm_hidden`` relative to the last block (Eq. 2's ratio);
+``grad_norm_params``       ‖∂L/∂θ_l‖ over block l's *parameters* on the same batch (not the
+                           paper's quantity; kept because it is what the optimiser sees);
+``grad_norm_params_rel``   ``grad_norm_params`` relative to the last block;
 ``output_variance``        variance of block l's output h_l over all tokens and channels;
-``cr``                     seed 002's coherence-based redundancy of block l's attention sub-layer.
+``cr``                     seed 002's coherence-based redundancy (§3.1) of block l's attention
+                           sub-layer, between its input h_{l-1} and h_{l-1} + attention output,
+                           with batch-mean spectra over the validation batch (its size is the
+                           ``batch_size`` of :func:`diagnose`; CR depends on it, see
+                           :func:`scalefit.train.cr.cr_measure`);
+``cr_debiased``            the same with the 1/B bias of the batch mean removed (comparable
+                           across batch sizes: 0 for unrelated input and output, 1 for coherent).
 
 Angles and norms come from :mod:`scalefit.probes` (float64), computed on the residual states
 before the final norm; :func:`mechanism_summary` adds the probes' scalar summary.
 :func:`grad_decay_tau` fits ``‖∇_l L‖/‖∇_D L‖ = exp(−(D − l)/τ)`` (Depth Delusion, Eq. 2) and
-:func:`tau_width_exponent` fits ``τ = c·W^a`` across widths.
+:func:`tau_width_exponent` fits ``τ = c·W^a`` across widths; the trainer's grid fits τ to
+``grad_norm_hidden``, the paper's definition.
 """
 
 from __future__ import annotations
@@ -40,10 +53,13 @@ METRICS = (
     "norm",
     "angle_to_final",
     "prune_drop",
-    "grad_norm",
-    "grad_norm_rel",
+    "grad_norm_hidden",
+    "grad_norm_hidden_rel",
+    "grad_norm_params",
+    "grad_norm_params_rel",
     "output_variance",
     "cr",
+    "cr_debiased",
 )
 
 
@@ -76,21 +92,43 @@ def _device_of(model) -> torch.device:
 
 
 def layer_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """Gradient norm of the loss with respect to each block's parameters, shape ``(depth,)``.
+    """Gradient norm of the loss with respect to each block's *parameters*, shape ``(depth,)``.
 
+    Not Depth Delusion's ‖∇_l L‖, which is taken with respect to the hidden state (see
+    :func:`layer_hidden_grad_norms`). ``x`` and ``y`` are moved to the model's device.
+    """
+    return layer_gradients(model, x, y)["params"]
+
+
+def layer_hidden_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """‖∂L/∂h_l‖ for the output h_l of each block l = 1…D, shape ``(depth,)``.
+
+    Depth Delusion's per-layer gradient (seed 003, Eq. 2; Eq. 8 writes it as the backward product
+    of block Jacobians ∂h_k/∂h_{k−1}): the norm over the whole ``(B, T, W)`` gradient of the
+    batch-mean loss with respect to the residual state after block l (before the final norm).
     ``x`` and ``y`` are moved to the model's device.
     """
+    return layer_gradients(model, x, y)["hidden"]
+
+
+def layer_gradients(model, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
+    """Both per-block gradient norms from one backward pass: ``{"hidden": …, "params": …}``."""
     device = _device_of(model)
     model.zero_grad(set_to_none=True)
-    model(x.to(device), y.to(device)).loss.backward()
-    norms = []
-    for block in model.blocks:
+    out = model(x.to(device), y.to(device), return_hidden=True)
+    states = out.hidden[1:]  # block outputs h_1…h_D
+    for h in states:
+        h.retain_grad()
+    out.loss.backward()
+    params, hidden = [], []
+    for block, h in zip(model.blocks, states, strict=True):
         sq = sum(
             float(p.grad.double().pow(2).sum()) for p in block.parameters() if p.grad is not None
         )
-        norms.append(math.sqrt(sq))
+        params.append(math.sqrt(sq))
+        hidden.append(float(h.grad.double().norm()) if h.grad is not None else 0.0)
     model.zero_grad(set_to_none=True)
-    return np.asarray(norms)
+    return {"hidden": np.asarray(hidden), "params": np.asarray(params)}
 
 
 def grad_decay_rate(grad_norms) -> float:
@@ -169,6 +207,8 @@ def _forward_metrics(model, x: torch.Tensor) -> list[tuple[int, str, float]]:
     rows = hidden_state_metrics(out.hidden)
     for i, (h_in, h_out) in enumerate(out.attn_io):
         rows.append((i + 1, "cr", cr_measure(h_in, h_out)))
+        if h_in.shape[0] >= 2:
+            rows.append((i + 1, "cr_debiased", cr_measure(h_in, h_out, debias=True)))
     return rows
 
 
@@ -185,7 +225,8 @@ def diagnose(model, data, *, eval_tokens: int = 16_384, batch_size: int = 16, st
     eval_tokens : int
         Validation tokens used for pruning and the hidden-state probes.
     batch_size : int
-        Sequences per batch.
+        Sequences per batch (also the B of the CR's batch-mean spectra; ``cr_debiased`` needs
+        B ≥ 2).
 
     Returns
     -------
@@ -206,10 +247,11 @@ def diagnose(model, data, *, eval_tokens: int = 16_384, batch_size: int = 16, st
         )
         rows.append((i + 1, "prune_drop", pruned - full))
     x, y = data.batch(step, batch_size)
-    norms = layer_grad_norms(model, x, y)
-    for i, g in enumerate(norms):
-        rows.append((i + 1, "grad_norm", float(g)))
-        rows.append((i + 1, "grad_norm_rel", float(g / norms[-1]) if norms[-1] > 0 else math.nan))
+    for kind, norms in layer_gradients(model, x, y).items():
+        for i, g in enumerate(norms):
+            rel = float(g / norms[-1]) if norms[-1] > 0 else math.nan
+            rows.append((i + 1, f"grad_norm_{kind}", float(g)))
+            rows.append((i + 1, f"grad_norm_{kind}_rel", rel))
     model.train(was_training)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame.sort_values(["metric", "layer"], kind="stable").reset_index(drop=True)

@@ -68,7 +68,8 @@ def run_train_task(config: dict, run_dir: Path) -> dict:
     -------
     dict
         The row: :data:`TABLE_COLUMNS` plus ``bpb``, ``train_loss``, ``steps``, ``tokens_per_s``,
-        ``grad_tau`` (NaN when the gradients do not decay towards the input), its inverse
+        ``grad_tau`` (Depth Delusion's τ, fitted to the hidden-state gradient norms
+        ``grad_norm_hidden``; NaN when they do not decay towards the input), its inverse
         ``grad_decay_rate`` = 1/τ (≤ 0 then), the probes' ``probe_*`` summary and the
         architecture settings.
     """
@@ -83,7 +84,8 @@ def run_train_task(config: dict, run_dir: Path) -> dict:
     row["grad_tau"] = row["grad_decay_rate"] = math.nan
     if task["diagnose"] and not row["diverged"]:
         diag = diagnose(result.model, result.data, eval_tokens=int(task["diag_tokens"]))
-        grads = diag[diag.metric == "grad_norm"].sort_values("layer")["value"].to_numpy()
+        # τ from ‖∂L/∂h_l‖, the hidden-state gradient of Depth Delusion's Eq. 2
+        grads = diag[diag.metric == "grad_norm_hidden"].sort_values("layer")["value"].to_numpy()
         tau = grad_decay_tau(grads)
         row["grad_decay_rate"] = grad_decay_rate(grads)
         row["grad_tau"] = tau if math.isfinite(tau) else math.nan
