@@ -351,6 +351,46 @@ def read_input_bytes(
     return data
 
 
+def open_input(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_INPUT_BYTES):
+    """Open a user file for streaming after :func:`check_input_file`; never blocks.
+
+    The file is opened non-blocking and checked again through its descriptor, as in
+    :func:`read_input_bytes`, for readers that stream a large file instead of reading it whole.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages.
+    max_bytes : int
+        The largest size accepted.
+
+    Returns
+    -------
+    io.BufferedReader
+        The open file (binary); the caller closes it.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and why it cannot be read.
+    """
+    from .errors import ScaleFitError
+
+    check_input_file(path, what=what, max_bytes=max_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    fh = os.fdopen(fd, "rb")
+    mode = os.fstat(fh.fileno()).st_mode
+    if not stat.S_ISREG(mode):
+        fh.close()
+        raise ScaleFitError(f"{path}: is {_kind(mode)}; expected a {what}.")
+    return fh
+
+
 def _depth(obj: Any, limit: int) -> int:
     """Nesting depth of lists and dicts in ``obj`` (stops counting past ``limit``); no recursion."""
     deepest, stack = 0, [(obj, 1)]
@@ -365,12 +405,12 @@ def _depth(obj: Any, limit: int) -> int:
     return deepest
 
 
-def _bounded_int(text: str) -> int:
+def _bounded_int(text: str, limit: int = MAX_INT_DIGITS) -> int:
     from .errors import ScaleFitError
 
     digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:
-        raise ScaleFitError(f"an integer of {digits} digits (at most {MAX_INT_DIGITS} accepted)")
+    if digits > limit:
+        raise ScaleFitError(f"an integer of {digits} digits (at most {limit} accepted)")
     return int(text)
 
 
@@ -381,7 +421,12 @@ def _refuse_constant(text: str) -> float:
 
 
 def parse_json_text(
-    text: str, *, path: str | os.PathLike, what: str, max_nesting: int = MAX_NESTING
+    text: str,
+    *,
+    path: str | os.PathLike,
+    what: str,
+    max_nesting: int = MAX_NESTING,
+    max_int_digits: int = MAX_INT_DIGITS,
 ) -> Any:
     """Parse JSON text from a user file with bounded nesting and integer size.
 
@@ -395,6 +440,8 @@ def parse_json_text(
         What the file should be, for messages.
     max_nesting : int
         The deepest nesting of arrays and objects accepted.
+    max_int_digits : int
+        The most digits of an integer literal (a random generator's state needs 39).
 
     Returns
     -------
@@ -410,7 +457,11 @@ def parse_json_text(
     from .errors import ScaleFitError
 
     try:
-        value = json.loads(text, parse_int=_bounded_int, parse_constant=_refuse_constant)
+        value = json.loads(
+            text,
+            parse_int=lambda t: _bounded_int(t, max_int_digits),
+            parse_constant=_refuse_constant,
+        )
     except ScaleFitError as exc:
         raise ScaleFitError(f"{path}: not a valid {what} ({exc}).") from None
     except RecursionError:
@@ -433,6 +484,7 @@ def read_json(
     what: str,
     max_bytes: int = MAX_INPUT_BYTES,
     max_nesting: int = MAX_NESTING,
+    max_int_digits: int = MAX_INT_DIGITS,
 ) -> Any:
     """Read a user's UTF-8 JSON file: a regular file of bounded size, nesting and integers.
 
@@ -446,6 +498,8 @@ def read_json(
         The largest size accepted.
     max_nesting : int
         The deepest nesting of arrays and objects accepted.
+    max_int_digits : int
+        The most digits of an integer literal (a random generator's state needs 39).
 
     Returns
     -------
@@ -459,7 +513,9 @@ def read_json(
     """
     raw = read_input_bytes(path, what=what, max_bytes=max_bytes)
     text = decode_utf8(path, raw, expected=f"a {what} as UTF-8 JSON")
-    return parse_json_text(text, path=path, what=what, max_nesting=max_nesting)
+    return parse_json_text(
+        text, path=path, what=what, max_nesting=max_nesting, max_int_digits=max_int_digits
+    )
 
 
 def decode_utf8(path: str | os.PathLike, raw: bytes, *, expected: str) -> str:
@@ -557,18 +613,26 @@ def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[s
         Naming the file and line of a line that is not JSON, or not an object with a string
         ``field``.
     """
+    import io
+
     from .errors import ScaleFitError
 
     path = Path(path)
-    check_input_file(path, what="JSONL text file", max_bytes=1 << 40)
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    raw = open_input(path, what="JSONL text file", max_bytes=1 << 40)
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(line, parse_int=_bounded_int, parse_constant=_refuse_constant)
             except json.JSONDecodeError as exc:
                 raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from None
+            except (ScaleFitError, ValueError) as exc:
+                raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc}).") from None
+            except RecursionError:
+                raise ScaleFitError(
+                    f"{path}, line {number}: not valid JSON (nested too deep)."
+                ) from None
             text = record.get(field) if isinstance(record, dict) else None
             if not isinstance(text, str):
                 raise ScaleFitError(

