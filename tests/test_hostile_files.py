@@ -181,9 +181,9 @@ CASES = [
             "--chains",
             "1",
             "--draws",
-            "5",
+            "10",
             "--warmup",
-            "5",
+            "10",
             "--out",
             "{OK}/o.json",
         ],
@@ -203,9 +203,9 @@ CASES = [
             "--chains",
             "1",
             "--draws",
-            "5",
+            "10",
             "--warmup",
-            "5",
+            "10",
             "--out",
             "{OK}/o.csv",
         ],
@@ -328,9 +328,9 @@ CASES = [
             "--chains",
             "1",
             "--draws",
-            "5",
+            "10",
             "--warmup",
-            "5",
+            "10",
             "--out",
             "{OK}/o.json",
         ],
@@ -466,7 +466,7 @@ def test_every_fifo_and_device_row_in_a_real_process(tmp_path, ok, case, kind):
 
 OUT_FILE_KINDS = ["dev_null", "fifo", "folder", "under_file", "long_name", "loop", "dangling"]
 OUT_DIR_KINDS = ["dev_null", "fifo", "file", "under_file", "long_name", "loop"]
-BAYES_QUICK = ["--law", "chinchilla", "--chains", "1", "--draws", "5", "--warmup", "5"]
+BAYES_QUICK = ["--law", "chinchilla", "--chains", "1", "--draws", "10", "--warmup", "10"]
 ALLOC = ["allocate", "--law", "chinchilla", "--params", LAW_PARAMS, "--budget", "1e21"]
 
 # (case id, "file" or "folder", argv with {O} for the hostile path, other outputs that must
@@ -507,9 +507,9 @@ OUT_CASES = [
             "--chains",
             "1",
             "--draws",
-            "5",
+            "10",
             "--warmup",
-            "5",
+            "10",
             "--out",
             "{O}",
         ],
@@ -1023,3 +1023,50 @@ def test_dataset_file_that_is_a_fifo_is_refused(tmp_path):
     os.mkfifo(tmp_path / DATASETS[name].filename)
     with no_hang(), pytest.raises(ScaleFitError, match="FIFO"):
         resolve(name, tmp_path, download=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration contents: valid TOML that is not a valid priors file or sweep spec
+# --------------------------------------------------------------------------------------------
+
+PRIORS_CASES = [
+    ("priors a number", "priors = 1\n"),
+    ("priors a list", "priors = [1, 2]\n"),
+    ("dist a list", "[E]\ndist = [1]\nloc = 1.0\nscale = 1.0\n"),
+    ("dist a table", "[E]\ndist = {a = 1}\nloc = 1.0\nscale = 1.0\n"),
+    ("loc a huge integer", '[E]\ndist = "normal"\nloc = ' + "9" * 400 + "\nscale = 1.0\n"),
+    ("scale a string", '[E]\ndist = "lognormal"\nloc = 0.0\nscale = "1"\n'),
+    ("scale infinite", '[E]\ndist = "lognormal"\nloc = 0.0\nscale = inf\n'),
+    ("a value, not a table", "E = 1.0\n"),
+    ("unknown parameter", '[nope]\ndist = "normal"\nloc = 0.0\nscale = 1.0\n'),
+    ("nested 1000 deep", "E = " + "[" * 1000 + "]" * 1000 + "\n"),
+]
+
+
+@pytest.mark.parametrize("text", [c[1] for c in PRIORS_CASES], ids=[c[0] for c in PRIORS_CASES])
+def test_bad_priors_contents_are_one_line(tmp_path, ok, capsys, text):
+    priors = tmp_path / "priors.toml"
+    priors.write_text(text)
+    argv = ["bayes", ok / "t.csv", "--law", "chinchilla", "--priors", priors, "--chains", "1"]
+    argv += ["--draws", "10", "--warmup", "10", "--out", ok / "o.json"]
+    with no_hang():
+        result = cli(capsys, argv)
+    assert_refused(result, "priors.toml", "prior for", outputs=[ok / "o.json"])
+
+
+SPEC_CASES = [
+    ("sweep a string", 'sweep = "x"\n'),
+    ("grid nested 1000 deep", SPEC + "other = " + "[" * 1000 + "]" * 1000 + "\n"),
+    ("name escapes", SPEC.replace('name = "s"', 'name = "../../x"')),
+    ("task a module", SPEC.replace('task = "toy"', 'task = "os:system"')),
+    ("grid a number", '[sweep]\nname = "s"\ntask = "toy"\ngrid = 1\n'),
+]
+
+
+@pytest.mark.parametrize("text", [c[1] for c in SPEC_CASES], ids=[c[0] for c in SPEC_CASES])
+def test_bad_sweep_spec_contents_are_one_line(tmp_path, ok, capsys, text):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(text)
+    with no_hang():
+        result = cli(capsys, ["toy", "run", spec, "--out", ok / "runs", "--workers", "0"])
+    assert_refused(result, "spec.toml", outputs=[ok / "runs"])

@@ -105,11 +105,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=run_compare)
 
 
+def _priors(args: argparse.Namespace, table) -> dict:
+    """The priors file's overrides, checked against the law here so an error names the file."""
+    from ..errors import ScaleFitError
+    from ..fit.priors import read_priors_toml, resolve_priors
+    from ..laws import get_law
+
+    priors = read_priors_toml(args.priors)
+    law = get_law(args.law, **law_options_arg(args.law_option))
+    try:
+        resolve_priors(law, table["loss"].to_numpy(dtype=float), priors)
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{args.priors}: {exc}") from None
+    return priors
+
+
 def run_bayes(args: argparse.Namespace) -> int:
     """Run ``scalefit bayes``; exit code 3 when the chains did not converge."""
     from ..errors import ConvergenceWarning
     from ..fit.bayes import fit_bayes, hdi_frame, save_netcdf
-    from ..fit.priors import read_priors_toml
     from . import EXIT_NOT_CONVERGED
 
     check_paths(
@@ -120,7 +134,7 @@ def run_bayes(args: argparse.Namespace) -> int:
     )
     _devices_for_chains(args.chains)
     table = load_table_arg(args)
-    priors = read_priors_toml(args.priors) if args.priors else None
+    priors = _priors(args, table) if args.priors else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
         res = fit_bayes(
