@@ -176,6 +176,30 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _open_lock_file(path: Path):
+    """Open (or create) a lock file for reading and writing; only a regular file is accepted.
+
+    The lock file is opened without following a link and non-blocking, so a FIFO, a device or
+    a link put in its place is one clear error, never a hang or a write into a device.
+    """
+    from .errors import ScaleFitError
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        raise ScaleFitError(
+            f"{path}: cannot open this lock file ({exc.strerror or exc}); expected a regular "
+            f"file (delete it)."
+        ) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ScaleFitError(f"{path}: is {_kind(mode)}; expected a regular lock file (delete it).")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "r+", encoding="utf-8")
+
+
 @contextlib.contextmanager
 def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "folder") -> Iterator:
     """Hold an exclusive OS lock (``fcntl.flock``) on ``folder/.scalefit.lock``.
@@ -205,7 +229,7 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
     folder = Path(folder)
     ensure_folder(folder)
     path = folder / ".scalefit.lock"
-    with open(path, "a+", encoding="utf-8") as fh:
+    with _open_lock_file(path) as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

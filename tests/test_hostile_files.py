@@ -1070,3 +1070,110 @@ def test_bad_sweep_spec_contents_are_one_line(tmp_path, ok, capsys, text):
     with no_hang():
         result = cli(capsys, ["toy", "run", spec, "--out", ok / "runs", "--workers", "0"])
     assert_refused(result, "spec.toml", outputs=[ok / "runs"])
+
+
+# --------------------------------------------------------------------------------------------
+# Model folders that pass the file checks but that transformers cannot build
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory):
+    """A tiny GPT-2 saved by transformers with a word-level tokenizer."""
+    tf = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    docs = [f"document {i} has words w{i % 7} and w{i % 5}" for i in range(30)]
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(docs, trainers.WordLevelTrainer(special_tokens=["[UNK]", "<s>"]))
+    fast = tf.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="<s>")
+    config = tf.GPT2Config(vocab_size=len(fast), n_positions=64, n_embd=32, n_layer=2, n_head=4)
+    folder = tmp_path_factory.mktemp("gpt2") / "model"
+    tf.GPT2LMHeadModel(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    (folder.parent / "docs.txt").write_text("\n\n".join(docs))
+    return folder
+
+
+def _edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def _shrink_a_tensor(folder: Path) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(folder / "model.safetensors"))
+    name = next(k for k, v in weights.items() if v.dim() == 2)
+    weights[name] = torch.zeros(3, 3)
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+BUILD_CASES = [
+    ("heads do not divide width", lambda f: _edit_json(f / "config.json", n_head=3)),
+    ("epsilon a string", lambda f: _edit_json(f / "config.json", layer_norm_epsilon="x")),
+    ("dtype float128", lambda f: _edit_json(f / "config.json", dtype="float128")),
+    (
+        "activation a module path",
+        lambda f: _edit_json(f / "config.json", activation_function="os.system"),
+    ),
+    ("tensor of the wrong shape", _shrink_a_tensor),
+    ("no weights", lambda f: (f / "model.safetensors").unlink()),
+    (
+        "tokenizer model unknown",
+        lambda f: (f / "tokenizer.json").write_text('{"model": {"type": "Nope"}}'),
+    ),
+]
+
+
+@pytest.mark.parametrize("edit", [c[1] for c in BUILD_CASES], ids=[c[0] for c in BUILD_CASES])
+def test_model_folder_transformers_cannot_build_is_one_line(gpt2_folder, tmp_path, capsys, edit):
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(gpt2_folder, folder)
+    edit(folder)
+    out = tmp_path / "probe"
+    argv = ["probe", "hf", folder, "--text", gpt2_folder.parent / "docs.txt", "--out", out]
+    argv += ["--tokens", "64", "--seq-len", "16", "--bootstrap", "0", "--prune-tokens", "0"]
+    with no_hang():
+        result = cli(capsys, [*argv, "--quiet", "--no-plots"])
+    assert_refused(result, "model", outputs=[out])
+
+
+# --------------------------------------------------------------------------------------------
+# A sweep folder's lock file replaced by something that is not a file
+# --------------------------------------------------------------------------------------------
+
+
+TOY_SPEC = """[sweep]
+name = "lock"
+task = "toy"
+[fixed]
+preset = "cpu"
+teacher_depth = 2
+depths = [2]
+batch = 8
+steps = 2
+eval_steps = [2]
+test_size = 16
+checkpoint_every = 0
+[grid]
+replicas = [1]
+"""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "dev_null", "folder", "dangling"])
+def test_a_lock_file_that_is_not_a_file_is_one_line(tmp_path, ok, capsys, kind):
+    out = tmp_path / "runs"
+    lock = make_hostile(out, kind, name=".scalefit.lock", limit=0)
+    before = _snapshot(lock)
+    (ok / "spec.toml").write_text(TOY_SPEC)
+    with no_hang():
+        result = cli(capsys, ["toy", "run", ok / "spec.toml", "--out", out, "--quiet"])
+    assert_refused(result, ".scalefit.lock", outputs=[out / "results.csv"])
+    assert _snapshot(lock) == before

@@ -142,9 +142,21 @@ def wrap_model(model, tokenizer=None, *, name: str = "in-memory") -> LoadedModel
 _LOAD_ERRORS = (OSError, ValueError, TypeError, KeyError, AttributeError, RuntimeError, IndexError)
 
 
+def _load_errors() -> tuple:
+    """:data:`_LOAD_ERRORS` and huggingface_hub's config validation error (an Exception)."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # pragma: no cover - older huggingface_hub
+        return _LOAD_ERRORS
+    return (*_LOAD_ERRORS, StrictDataclassError)
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+    return text[:300]
 
 
 def _cached_snapshot(name: str) -> Path | None:
@@ -213,7 +225,7 @@ def load_model(
     offline = not allow_download or local
     try:
         config = tf.AutoConfig.from_pretrained(source, local_files_only=offline)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except _load_errors() as exc:
         if local:
             raise ScaleFitError(
                 f"{name}: cannot read its config.json ({_first_line(exc)})."
@@ -234,7 +246,7 @@ def load_model(
     try:
         model = auto.from_pretrained(source, dtype=getattr(torch, dtype), local_files_only=offline)
         tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
-    except _LOAD_ERRORS as exc:
+    except _load_errors() as exc:
         raise ScaleFitError(
             f"{name}: cannot load the model or its tokenizer ({_first_line(exc)})."
         ) from exc
