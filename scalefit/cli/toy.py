@@ -77,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
             f"{spec.task!r} instead (run other tasks from Python with scalefit.sweep.run_sweep)."
         )
     out = Path(args.out) if args.out else Path("runs") / spec.name
+    check_paths(folders={"output folder": out})  # the default runs/NAME too
     slurm = None
     if args.executor == "slurm":
         slurm = {"cluster": args.cluster} if args.cluster else {}

@@ -162,7 +162,8 @@ def _cmd_run(args) -> int:
     task = {k: raw.pop(k, v) for k, v in TASK_KEYS.items()}
     validate_task_keys(task, source=args.config)
     cfg = config_from_dict(raw, source=args.config)
-    out = Path(args.out or Path("runs") / raw.get("name", Path(args.config).stem))
+    out = Path(args.out or Path("runs") / str(raw.get("name", Path(args.config).stem)))
+    check_paths(folders={"output folder": out})  # the default runs/NAME too
     rank = int(os.environ.get("RANK", "0"))
     try:
         res = train(cfg, out, progress=not args.no_progress, overwrite=args.overwrite)
@@ -209,6 +210,7 @@ def _cmd_grid(args) -> int:
         if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
             raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")
     out = Path(args.out or Path("runs") / specs[0].name)
+    check_paths(folders={"output folder": out})  # the default runs/NAME too
     for spec in specs:
         run_sweep(
             spec,
