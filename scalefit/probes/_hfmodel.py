@@ -22,7 +22,11 @@ block outputs, as Sun et al. use them.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,6 +174,29 @@ def _cached_snapshot(name: str) -> Path | None:
     return folder if os.path.lexists(folder / "config.json") else None
 
 
+@contextlib.contextmanager
+def _transformers_log():
+    """Collect transformers' log records of a load as one-line texts instead of printing them.
+
+    Its loading report is a multi-line table on stderr; a load that fails is one error line, a
+    load that succeeds turns each record into one warning. The logger's handlers are restored.
+    """
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", record.getMessage()).split())
+            messages.append(text[:500])
+
+    root = logging.getLogger("transformers")
+    saved = list(root.handlers)
+    root.handlers = [_Collect(logging.WARNING)]
+    try:
+        yield messages
+    finally:
+        root.handlers = saved
+
+
 def load_model(
     name: str, *, dtype: str = "float32", device: str = "cpu", allow_download: bool = False
 ) -> LoadedModel:
@@ -224,7 +251,8 @@ def load_model(
     source = str(path) if local else name
     offline = not allow_download or local
     try:
-        config = tf.AutoConfig.from_pretrained(source, local_files_only=offline)
+        with _transformers_log() as config_messages:
+            config = tf.AutoConfig.from_pretrained(source, local_files_only=offline)
     except _load_errors() as exc:
         if local:
             raise ScaleFitError(
@@ -243,13 +271,20 @@ def load_model(
         "masked": tf.AutoModelForMaskedLM,
         "representation": tf.AutoModel,
     }[task]
-    try:
-        model = auto.from_pretrained(source, dtype=getattr(torch, dtype), local_files_only=offline)
-        tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
-    except _load_errors() as exc:
-        raise ScaleFitError(
-            f"{name}: cannot load the model or its tokenizer ({_first_line(exc)})."
-        ) from exc
+    with _transformers_log() as messages:
+        try:
+            model = auto.from_pretrained(
+                source, dtype=getattr(torch, dtype), local_files_only=offline
+            )
+            tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
+        except _load_errors() as exc:
+            raise ScaleFitError(
+                f"{name}: cannot load the model or its tokenizer ({_first_line(exc)})."
+            ) from exc
+    for text in dict.fromkeys(
+        config_messages + messages
+    ):  # e.g. weights missing from the folder and initialised at random
+        warnings.warn(f"{name}: transformers: {text}", UserWarning, stacklevel=2)
     model.to(device)
     _, norm, encoder = FAMILIES[config.model_type]
     return LoadedModel(model.eval(), tokenizer, name, config.model_type, task, encoder, norm)
