@@ -1113,6 +1113,13 @@ def _shrink_a_tensor(folder: Path) -> None:
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 
+def _tokenizer_model(model: dict, **changes) -> str:
+    """A tokenizer.json with every top-level field and the given model (tokenizers' format)."""
+    fields = ["truncation", "padding", "normalizer", "pre_tokenizer", "post_processor", "decoder"]
+    data = {"version": "1.0", "added_tokens": [], **dict.fromkeys(fields), "model": model}
+    return json.dumps({**data, **changes})
+
+
 BUILD_CASES = [
     ("heads do not divide width", lambda f: _edit_json(f / "config.json", n_head=3)),
     ("epsilon a string", lambda f: _edit_json(f / "config.json", layer_norm_epsilon="x")),
@@ -1123,6 +1130,21 @@ BUILD_CASES = [
     ),
     ("tensor of the wrong shape", _shrink_a_tensor),
     ("no weights", lambda f: (f / "model.safetensors").unlink()),
+    (
+        "BPE vocabulary a number",
+        lambda f: (f / "tokenizer.json").write_text(
+            _tokenizer_model({"type": "BPE", "vocab": 5, "merges": []})
+        ),
+    ),
+    (
+        "added token id a string",
+        lambda f: (f / "tokenizer.json").write_text(
+            _tokenizer_model(
+                {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"},
+                added_tokens=[{"id": "x"}],
+            )
+        ),
+    ),
     (
         "tokenizer model unknown",
         lambda f: (f / "tokenizer.json").write_text('{"model": {"type": "Nope"}}'),

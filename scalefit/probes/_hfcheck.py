@@ -148,6 +148,8 @@ def check_model_folder(folder: str | os.PathLike, *, dtype_bytes: int = 4) -> di
                 raise ScaleFitError(f"{path}: expected a JSON object; got {type(data).__name__}.")
             if "auto_map" in data:
                 raise ScaleFitError(_custom_code(path))
+            if name == "tokenizer.json":
+                _check_tokenizer(path, data)
     for name, limit in TEXT_FILES.items():
         if os.path.lexists(folder / name):
             check_input_file(folder / name, what=f"tokenizer file ({name})", max_bytes=limit)
@@ -159,6 +161,21 @@ def check_model_folder(folder: str | os.PathLike, *, dtype_bytes: int = 4) -> di
     for path in sorted(folder.glob("*.bin")):
         check_input_file(path, what="weight file (.bin)", max_bytes=MAX_WEIGHT_BYTES)
     return config
+
+
+def _check_tokenizer(path: Path, data: dict) -> None:
+    """Build the tokenizer once from the checked JSON (tokenizers raises a bare Exception)."""
+    import json
+
+    try:
+        import tokenizers
+    except ImportError:  # pragma: no cover - transformers' fast tokenizers need it
+        return
+    try:
+        tokenizers.Tokenizer.from_str(json.dumps(data))
+    except Exception as exc:  # noqa: BLE001 - the tokenizers package raises Exception itself
+        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ScaleFitError(f"{path}: not a tokenizers file ({msg}).") from None
 
 
 def _check_entries(folder: Path) -> None:

@@ -276,11 +276,12 @@ def load_model(
             model = auto.from_pretrained(
                 source, dtype=getattr(torch, dtype), local_files_only=offline
             )
-            tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
         except _load_errors() as exc:
-            raise ScaleFitError(
-                f"{name}: cannot load the model or its tokenizer ({_first_line(exc)})."
-            ) from exc
+            raise ScaleFitError(f"{name}: cannot load the model ({_first_line(exc)}).") from exc
+        try:
+            tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
+        except Exception as exc:  # noqa: BLE001 - the tokenizers package raises bare Exception
+            raise ScaleFitError(f"{name}: cannot load its tokenizer ({_first_line(exc)}).") from exc
     for text in dict.fromkeys(
         config_messages + messages
     ):  # e.g. weights missing from the folder and initialised at random
