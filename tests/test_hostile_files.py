@@ -1199,3 +1199,32 @@ def test_a_lock_file_that_is_not_a_file_is_one_line(tmp_path, ok, capsys, kind):
         result = cli(capsys, ["toy", "run", ok / "spec.toml", "--out", out, "--quiet"])
     assert_refused(result, ".scalefit.lock", outputs=[out / "results.csv"])
     assert _snapshot(lock) == before
+
+
+# --------------------------------------------------------------------------------------------
+# An output folder holding a FIFO or a device link where the command writes a file
+# --------------------------------------------------------------------------------------------
+
+INSIDE_CASES = [
+    ("fit --plots", "fit_chinchilla.png", ["fit", "{OK}/t.csv", "--law", "chinchilla"]),
+    ("probe hf --out", "layers.csv", ["probe", "hf", "{OK}/model", "--text", "{OK}/docs.txt"]),
+    ("toy run --out", "results.csv", ["toy", "run", "{OK}/spec.toml", "--quiet"]),
+    ("data prepare --out", "manifest.json", ["data", "prepare", "{OK}/docs.jsonl", "--shards"]),
+]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_null", "dev_zero"])
+@pytest.mark.parametrize(
+    ("option", "name", "template"), INSIDE_CASES, ids=[c[0] for c in INSIDE_CASES]
+)
+def test_an_output_folder_holding_a_fifo_or_device_is_refused_first(
+    tmp_path, ok, capsys, option, name, template, kind
+):
+    (ok / "spec.toml").write_text(TOY_SPEC)
+    folder = tmp_path / "outdir"
+    target = make_hostile(folder, kind, name=name, limit=0)
+    argv = [a.replace("{OK}", str(ok)) for a in template] + [option.split()[-1], str(folder)]
+    with no_hang():
+        result = cli(capsys, argv)
+    assert_refused(result, name, outputs=[])
+    assert sorted(os.listdir(folder)) == [name] and _snapshot(target) is not None

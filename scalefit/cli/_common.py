@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 import stat
@@ -220,6 +221,8 @@ def check_output_path(path: str | os.PathLike, *, option: str, folder: bool = Fa
             raise ScaleFitError(f"{where}: is {kind}; expected {need}.")
         if folder and not os.access(p, os.W_OK | os.X_OK):
             raise ScaleFitError(f"{where}: cannot write into this folder (permission denied).")
+        if folder:
+            _check_folder_entries(p, where)
         return
     for parent in p.absolute().parents:
         pst = _stat(parent, where)
@@ -231,6 +234,26 @@ def check_output_path(path: str | os.PathLike, *, option: str, folder: bool = Fa
         if not os.access(parent, os.W_OK | os.X_OK):
             raise ScaleFitError(f"{where}: cannot create it in {parent} (permission denied).")
         return
+
+
+def _check_folder_entries(folder: Path, where: str, limit: int = 10_000) -> None:
+    """Refuse an output folder holding a FIFO, device or socket (a file the command may write)."""
+    from .._io import _kind
+
+    try:
+        entries = list(itertools.islice(os.scandir(folder), limit))
+    except OSError as exc:
+        raise ScaleFitError(f"{where}: cannot list this folder ({exc.strerror or exc}).") from None
+    for entry in entries:
+        try:
+            mode = os.stat(entry.path).st_mode
+        except OSError:
+            continue  # a dangling link: replaced, not followed, if the command writes this name
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise ScaleFitError(
+                f"{where}: holds {entry.name!r}, which is {_kind(mode)}; an output folder may "
+                f"hold only files and folders."
+            )
 
 
 def _stat(path: Path, where: str) -> os.stat_result | None:
