@@ -1228,3 +1228,17 @@ def test_an_output_folder_holding_a_fifo_or_device_is_refused_first(
         result = cli(capsys, argv)
     assert_refused(result, name, outputs=[])
     assert sorted(os.listdir(folder)) == [name] and _snapshot(target) is not None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["isoflop", "{OK}/t.csv", "--plot", "{OK}/fig.xyz", "--out", "{OK}/o.csv"],
+        ["design", "{OK}/r.json", "--target", "1e21", "--compute", "1e19", "--plot", "{OK}/f.pgf"],
+        ["probe", "{OK}/r.json", "--plot", "{OK}/fig.docx", "--out", "{OK}/o.csv"],
+    ],
+    ids=["isoflop", "design", "probe toy"],
+)
+def test_a_figure_name_of_an_unknown_format_is_refused_first(ok, capsys, argv):
+    result = cli(capsys, [a.replace("{OK}", str(ok)) for a in argv])
+    assert_refused(result, "--plot", outputs=[ok / "o.csv"])

@@ -140,11 +140,17 @@ def plots_dir(path: str | None) -> Path | None:
     return ensure_folder(path)
 
 
+#: Figure formats matplotlib writes without extra software (the suffix of a --plot file; PGF
+#: needs LaTeX).
+FIGURE_FORMATS = frozenset("eps gif jpeg jpg pdf png ps raw rgba svg svgz tif tiff webp".split())
+
+
 def check_paths(
     *,
     inputs: dict[str, str | os.PathLike | None] | list | None = None,
     files: dict[str, str | os.PathLike | None] | None = None,
     folders: dict[str, str | os.PathLike | None] | None = None,
+    figures: dict[str, str | os.PathLike | None] | None = None,
     max_bytes: int | None = None,
 ) -> None:
     """Refuse unusable input and output paths at once, before a command does any work.
@@ -165,6 +171,9 @@ def check_paths(
     folders : dict
         Option name (``"--plots"``) to a folder that will be written into (or None): it must
         not exist, or be a folder; its parent must be (or become) a folder.
+    figures : dict
+        Option name (``"--plot"``) to a figure file (or None): checked as ``files``, and its
+        suffix must name a format matplotlib writes (no suffix: PNG).
     max_bytes : int, optional
         Size limit of the inputs (default :data:`scalefit._io.MAX_INPUT_BYTES`).
 
@@ -179,7 +188,14 @@ def check_paths(
     for what, path in pairs:
         if path is not None and str(path) != "":
             check_input_file(path, what=what, max_bytes=max_bytes or MAX_INPUT_BYTES)
-    checks = [(k, v, False) for k, v in (files or {}).items()]
+    for option, path in (figures or {}).items():
+        suffix = Path(path).suffix.lower().lstrip(".") if path else ""
+        if suffix and suffix not in FIGURE_FORMATS:
+            raise ScaleFitError(
+                f"{option} {path}: unknown figure format '.{suffix}'; expected one of "
+                f"{', '.join('.' + f for f in sorted(FIGURE_FORMATS))}."
+            )
+    checks = [(k, v, False) for k, v in {**(files or {}), **(figures or {})}.items()]
     checks += [(k, v, True) for k, v in (folders or {}).items()]
     for option, path, want_dir in checks:
         if path is not None and str(path) != "":

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_paths(
         inputs={"fit result (JSON)": args.result, "candidates CSV file": args.candidates},
-        files={"--out": args.out, "--plot": args.plot},
+        files={"--out": args.out},
+        figures={"--plot": args.plot},
     )
     cand = read_csv(args.candidates) if args.candidates else None
     result = FitResult.load(args.result)

@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_paths(
         inputs={"long table (CSV)": args.curves, "fit result (JSON)": args.result},
-        files={"--out": args.out, "--plot": args.plot},
+        files={"--out": args.out},
+        figures={"--plot": args.plot},
     )
     from ..table import read_csv
 

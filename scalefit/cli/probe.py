@@ -162,7 +162,7 @@ def _probe_toy(args: argparse.Namespace) -> int:
     from ..sim.probe import probe_saved_model
     from ._common import check_paths
 
-    check_paths(files={"--out": args.out, "--plot": args.plot})
+    check_paths(files={"--out": args.out}, figures={"--plot": args.plot})
     if args.tokens < 4:
         raise ScaleFitError(f"--tokens must be ≥ 4, got {args.tokens}.")
     report = probe_saved_model(args.model, tokens=args.tokens, seed=args.seed)
