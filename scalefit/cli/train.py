@@ -345,7 +345,7 @@ def _cmd_prepare(args) -> int:
         tokenizer=args.tokenizer,
         vocab_size=args.bpe_vocab,
     )
-    from ..train.data import read_token_meta
+    from ..train._tokenfiles import read_token_meta
 
     meta = read_token_meta(out / "meta.json", what="token folder metadata")
     print(f"corpus: {source}")

@@ -39,15 +39,8 @@ from .._io import (
     read_input_bytes,
 )
 from ..errors import ScaleFitError
-from .data import (
-    MAX_CORPUS_BYTES,
-    MAX_TOKEN_FILE_BYTES,
-    TokenSource,
-    check_token_ids,
-    map_tokens,
-    read_token_meta,
-    train_bpe,
-)
+from ._tokenfiles import MAX_TOKEN_FILE_BYTES, check_token_ids, map_tokens, read_token_meta
+from .data import MAX_CORPUS_BYTES, TokenSource, train_bpe
 
 FORMAT = "scalefit-shards-1"
 EOT = "<|endoftext|>"
