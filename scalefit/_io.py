@@ -618,6 +618,59 @@ def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
     return data
 
 
+#: Longest line (characters) of a streamed text or JSONL file.
+MAX_LINE_CHARS = 64 << 20
+
+
+def iter_input_lines(
+    path: str | os.PathLike,
+    *,
+    what: str,
+    max_bytes: int = 1 << 40,
+    max_line: int = MAX_LINE_CHARS,
+) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number, line)`` of a user's text file, streamed, each line bounded.
+
+    The file is opened with :func:`open_input` (a regular file, never blocks); bytes that are not
+    UTF-8 are replaced; a line longer than ``max_line`` characters is refused rather than held
+    in memory.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages.
+    max_bytes : int
+        The largest file accepted.
+    max_line : int
+        The longest line accepted (characters).
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file (and the line) when it cannot be read.
+    """
+    import io
+
+    from .errors import ScaleFitError
+
+    raw = open_input(path, what=what, max_bytes=max_bytes)
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as fh:
+        number = 0
+        while True:
+            line = fh.readline(max_line + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) > max_line:
+                raise ScaleFitError(
+                    f"{path}, line {number}: longer than {max_line:,} characters; expected a "
+                    f"{what} with one record or line of text per line."
+                )
+            yield number, line
+
+
 def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[str]:
     """Yield the string ``field`` of every JSON object in a JSONL file, in file order.
 
@@ -637,32 +690,28 @@ def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[s
         Naming the file and line of a line that is not JSON, or not an object with a string
         ``field``.
     """
-    import io
-
     from .errors import ScaleFitError
 
     path = Path(path)
-    raw = open_input(path, what="JSONL text file", max_bytes=1 << 40)
-    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line, parse_int=_bounded_int, parse_constant=_refuse_constant)
-            except json.JSONDecodeError as exc:
-                raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from None
-            except (ScaleFitError, ValueError) as exc:
-                raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc}).") from None
-            except RecursionError:
-                raise ScaleFitError(
-                    f"{path}, line {number}: not valid JSON (nested too deep)."
-                ) from None
-            text = record.get(field) if isinstance(record, dict) else None
-            if not isinstance(text, str):
-                raise ScaleFitError(
-                    f"{path}, line {number}: expected a JSON object with a string field {field!r}."
-                )
-            yield text
+    for number, line in iter_input_lines(path, what="JSONL text file"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line, parse_int=_bounded_int, parse_constant=_refuse_constant)
+        except json.JSONDecodeError as exc:
+            raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from None
+        except (ScaleFitError, ValueError) as exc:
+            raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc}).") from None
+        except RecursionError:
+            raise ScaleFitError(
+                f"{path}, line {number}: not valid JSON (nested too deep)."
+            ) from None
+        text = record.get(field) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise ScaleFitError(
+                f"{path}, line {number}: expected a JSON object with a string field {field!r}."
+            )
+        yield text
 
 
 def _umask() -> int:

@@ -1242,3 +1242,17 @@ def test_an_output_folder_holding_a_fifo_or_device_is_refused_first(
 def test_a_figure_name_of_an_unknown_format_is_refused_first(ok, capsys, argv):
     result = cli(capsys, [a.replace("{OK}", str(ok)) for a in argv])
     assert_refused(result, "--plot", outputs=[ok / "o.csv"])
+
+
+@pytest.mark.parametrize(
+    ("name", "line"), [("c.txt", "x" * 5000), ("c.jsonl", json.dumps({"text": "x" * 5000}))]
+)
+def test_a_line_too_long_to_hold_is_refused(tmp_path, name, line):
+    from scalefit._io import iter_input_lines
+    from scalefit.probes._text import iter_documents
+
+    path = tmp_path / name
+    path.write_text(line + "\n")
+    with pytest.raises(ScaleFitError, match="line 1: longer than 1,000 characters"):
+        list(iter_input_lines(path, what="text file", max_line=1000))
+    assert [len(d) for d in iter_documents(path)] == [5000]  # under the default limit (64 Mi)

@@ -8,14 +8,13 @@ corpus. Each window carries a per-position flag for the first token of a documen
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from .._io import iter_jsonl_texts, open_input
+from .._io import iter_input_lines, iter_jsonl_texts
 from ..errors import ScaleFitError
 
 
@@ -36,14 +35,12 @@ def iter_documents(path: str | Path, *, text_field: str = "text") -> Iterator[st
         yield from _jsonl_documents(path, text_field)
         return
     lines: list[str] = []
-    raw = open_input(path, what="text file (.txt or .jsonl)", max_bytes=1 << 40)
-    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.strip():
-                lines.append(line.rstrip("\n"))
-            elif lines:
-                yield "\n".join(lines)
-                lines = []
+    for _, line in iter_input_lines(path, what="text file (.txt or .jsonl)"):
+        if line.strip():
+            lines.append(line.rstrip("\n"))
+        elif lines:
+            yield "\n".join(lines)
+            lines = []
     if lines:
         yield "\n".join(lines)
 
