@@ -176,6 +176,30 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _open_lock_file(path: Path):
+    """Open (or create) a lock file for reading and writing; only a regular file is accepted.
+
+    The lock file is opened without following a link and non-blocking, so a FIFO, a device or
+    a link put in its place is one clear error, never a hang or a write into a device.
+    """
+    from .errors import ScaleFitError
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as exc:
+        raise ScaleFitError(
+            f"{path}: cannot open this lock file ({exc.strerror or exc}); expected a regular "
+            f"file (delete it)."
+        ) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ScaleFitError(f"{path}: is {_kind(mode)}; expected a regular lock file (delete it).")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "r+", encoding="utf-8")
+
+
 @contextlib.contextmanager
 def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "folder") -> Iterator:
     """Hold an exclusive OS lock (``fcntl.flock``) on ``folder/.scalefit.lock``.
@@ -205,7 +229,7 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
     folder = Path(folder)
     ensure_folder(folder)
     path = folder / ".scalefit.lock"
-    with open(path, "a+", encoding="utf-8") as fh:
+    with _open_lock_file(path) as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -351,6 +375,46 @@ def read_input_bytes(
     return data
 
 
+def open_input(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_INPUT_BYTES):
+    """Open a user file for streaming after :func:`check_input_file`; never blocks.
+
+    The file is opened non-blocking and checked again through its descriptor, as in
+    :func:`read_input_bytes`, for readers that stream a large file instead of reading it whole.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages.
+    max_bytes : int
+        The largest size accepted.
+
+    Returns
+    -------
+    io.BufferedReader
+        The open file (binary); the caller closes it.
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file and why it cannot be read.
+    """
+    from .errors import ScaleFitError
+
+    check_input_file(path, what=what, max_bytes=max_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    fh = os.fdopen(fd, "rb")
+    mode = os.fstat(fh.fileno()).st_mode
+    if not stat.S_ISREG(mode):
+        fh.close()
+        raise ScaleFitError(f"{path}: is {_kind(mode)}; expected a {what}.")
+    return fh
+
+
 def _depth(obj: Any, limit: int) -> int:
     """Nesting depth of lists and dicts in ``obj`` (stops counting past ``limit``); no recursion."""
     deepest, stack = 0, [(obj, 1)]
@@ -365,12 +429,12 @@ def _depth(obj: Any, limit: int) -> int:
     return deepest
 
 
-def _bounded_int(text: str) -> int:
+def _bounded_int(text: str, limit: int = MAX_INT_DIGITS) -> int:
     from .errors import ScaleFitError
 
     digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:
-        raise ScaleFitError(f"an integer of {digits} digits (at most {MAX_INT_DIGITS} accepted)")
+    if digits > limit:
+        raise ScaleFitError(f"an integer of {digits} digits (at most {limit} accepted)")
     return int(text)
 
 
@@ -393,7 +457,12 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json_text(
-    text: str, *, path: str | os.PathLike, what: str, max_nesting: int = MAX_NESTING
+    text: str,
+    *,
+    path: str | os.PathLike,
+    what: str,
+    max_nesting: int = MAX_NESTING,
+    max_int_digits: int = MAX_INT_DIGITS,
 ) -> Any:
     """Parse JSON text from a user file with bounded nesting and integer size.
 
@@ -407,6 +476,8 @@ def parse_json_text(
         What the file should be, for messages.
     max_nesting : int
         The deepest nesting of arrays and objects accepted.
+    max_int_digits : int
+        The most digits of an integer literal (a random generator's state needs 39).
 
     Returns
     -------
@@ -424,7 +495,7 @@ def parse_json_text(
     try:
         value = json.loads(
             text,
-            parse_int=_bounded_int,
+            parse_int=lambda t: _bounded_int(t, max_int_digits),
             parse_constant=_refuse_constant,
             object_pairs_hook=_unique_keys,
         )
@@ -450,6 +521,7 @@ def read_json(
     what: str,
     max_bytes: int = MAX_INPUT_BYTES,
     max_nesting: int = MAX_NESTING,
+    max_int_digits: int = MAX_INT_DIGITS,
 ) -> Any:
     """Read a user's UTF-8 JSON file: a regular file of bounded size, nesting and integers.
 
@@ -463,6 +535,8 @@ def read_json(
         The largest size accepted.
     max_nesting : int
         The deepest nesting of arrays and objects accepted.
+    max_int_digits : int
+        The most digits of an integer literal (a random generator's state needs 39).
 
     Returns
     -------
@@ -476,7 +550,9 @@ def read_json(
     """
     raw = read_input_bytes(path, what=what, max_bytes=max_bytes)
     text = decode_utf8(path, raw, expected=f"a {what} as UTF-8 JSON")
-    return parse_json_text(text, path=path, what=what, max_nesting=max_nesting)
+    return parse_json_text(
+        text, path=path, what=what, max_nesting=max_nesting, max_int_digits=max_int_digits
+    )
 
 
 def decode_utf8(path: str | os.PathLike, raw: bytes, *, expected: str) -> str:
@@ -555,6 +631,59 @@ def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
     return data
 
 
+#: Longest line (characters) of a streamed text or JSONL file.
+MAX_LINE_CHARS = 64 << 20
+
+
+def iter_input_lines(
+    path: str | os.PathLike,
+    *,
+    what: str,
+    max_bytes: int = 1 << 40,
+    max_line: int = MAX_LINE_CHARS,
+) -> Iterator[tuple[int, str]]:
+    """Yield ``(line number, line)`` of a user's text file, streamed, each line bounded.
+
+    The file is opened with :func:`open_input` (a regular file, never blocks); bytes that are not
+    UTF-8 are replaced; a line longer than ``max_line`` characters is refused rather than held
+    in memory.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages.
+    max_bytes : int
+        The largest file accepted.
+    max_line : int
+        The longest line accepted (characters).
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file (and the line) when it cannot be read.
+    """
+    import io
+
+    from .errors import ScaleFitError
+
+    raw = open_input(path, what=what, max_bytes=max_bytes)
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as fh:
+        number = 0
+        while True:
+            line = fh.readline(max_line + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) > max_line:
+                raise ScaleFitError(
+                    f"{path}, line {number}: longer than {max_line:,} characters; expected a "
+                    f"{what} with one record or line of text per line."
+                )
+            yield number, line
+
+
 def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[str]:
     """Yield the string ``field`` of every JSON object in a JSONL file, in file order.
 
@@ -577,21 +706,25 @@ def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[s
     from .errors import ScaleFitError
 
     path = Path(path)
-    check_input_file(path, what="JSONL text file", max_bytes=1 << 40)
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from None
-            text = record.get(field) if isinstance(record, dict) else None
-            if not isinstance(text, str):
-                raise ScaleFitError(
-                    f"{path}, line {number}: expected a JSON object with a string field {field!r}."
-                )
-            yield text
+    for number, line in iter_input_lines(path, what="JSONL text file"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line, parse_int=_bounded_int, parse_constant=_refuse_constant)
+        except json.JSONDecodeError as exc:
+            raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from None
+        except (ScaleFitError, ValueError) as exc:
+            raise ScaleFitError(f"{path}, line {number}: not valid JSON ({exc}).") from None
+        except RecursionError:
+            raise ScaleFitError(
+                f"{path}, line {number}: not valid JSON (nested too deep)."
+            ) from None
+        text = record.get(field) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise ScaleFitError(
+                f"{path}, line {number}: expected a JSON object with a string field {field!r}."
+            )
+        yield text
 
 
 def _umask() -> int:

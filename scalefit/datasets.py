@@ -10,13 +10,14 @@ URL into the cache. Every file found or downloaded is checked against its sha256
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from ._io import atomic_write_bytes
+from ._io import atomic_write_bytes, read_input_bytes
 from .errors import ScaleFitError
 from .table import read_table
 
@@ -95,8 +96,13 @@ DATASETS: dict[str, Dataset] = {
 }
 
 
+def _read(path: Path) -> bytes:
+    """The bytes of a reference table: a regular file of bounded size (never a FIFO or device)."""
+    return read_input_bytes(path, what="reference table (CSV)")
+
+
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(_read(path)).hexdigest()
 
 
 def cache_dir() -> Path:
@@ -203,7 +209,14 @@ def load(
     """
     path = resolve(name, data_dir, download=download)
     ds = DATASETS[name]
-    frame = pd.read_csv(path)
+    raw = _read(path)
+    if ds.sha256 and hashlib.sha256(raw).hexdigest() != ds.sha256:  # replaced since resolve()
+        raise ScaleFitError(f"{path}: sha256 checksum does not match the published {name!r} table.")
+    try:
+        frame = pd.read_csv(io.BytesIO(raw))
+    except (pd.errors.ParserError, ValueError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScaleFitError(f"{path}: not a readable reference table ({msg}).") from None
     frame = frame.drop(columns=[c for c in ds.drop_columns if c in frame.columns])
     table = read_table(frame, ds.columns, drop_highest=drop_highest)
     table.attrs["scalefit"]["source"] = str(path)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
+import os
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -77,7 +80,7 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
         table = load(args.table, args.data_dir, drop_highest=drop)
     else:
         path = Path(args.table)
-        if not path.exists():
+        if not _lexists(path):
             raise ScaleFitError(
                 f"{path}: no such file, and not a dataset name (chinchilla, "
                 f"chinchilla_epoch, depth_delusion, lm_grid_shakespeare)."
@@ -103,6 +106,17 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
     return out
 
 
+def _lexists(path: Path) -> bool:
+    """Whether ``path`` exists (a dangling link counts); a name too long is one line."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
+    return True
+
+
 def law_options_arg(text: str | None) -> dict:
     """Parse ``--law-option k=v,...`` values into numbers where possible."""
     out: dict = {}
@@ -126,36 +140,159 @@ def plots_dir(path: str | None) -> Path | None:
     return ensure_folder(path)
 
 
-def check_outputs(
-    *, files: dict[str, str | None] | None = None, folders: dict[str, str | None] | None = None
+#: Figure formats matplotlib writes without extra software (the suffix of a --plot file; PGF
+#: needs LaTeX).
+FIGURE_FORMATS = frozenset("eps gif jpeg jpg pdf png ps raw rgba svg svgz tif tiff webp".split())
+
+
+def check_paths(
+    *,
+    inputs: dict[str, str | os.PathLike | None] | list | None = None,
+    files: dict[str, str | os.PathLike | None] | None = None,
+    folders: dict[str, str | os.PathLike | None] | None = None,
+    figures: dict[str, str | os.PathLike | None] | None = None,
+    max_bytes: int | None = None,
 ) -> None:
-    """Refuse output paths that cannot be written, before any work starts.
+    """Refuse unusable input and output paths at once, before a command does any work.
+
+    Every command calls this first with the files it will read and the paths it will write, so
+    a FIFO, a device, a folder where a file belongs (or the reverse), a path under a file or a
+    name too long for the file system is one line and exit 2, never a hang, a traceback or
+    half of the outputs written.
 
     Parameters
     ----------
+    inputs : dict or list of (str, path) pairs
+        What a file is (``"fit result (JSON)"``) to its path (or None): each must be a readable
+        regular file of at most ``max_bytes`` bytes (symbolic links are followed).
     files : dict
-        Option name (``"--out"``) to a file path that will be written (or None).
+        Option name (``"--out"``) to a file path that will be written (or None): it must not
+        exist, or be a regular file; its parent must be (or become) a folder.
     folders : dict
-        Option name (``"--plots"``) to a folder that will be created (or None).
+        Option name (``"--plots"``) to a folder that will be written into (or None): it must
+        not exist, or be a folder; its parent must be (or become) a folder.
+    figures : dict
+        Option name (``"--plot"``) to a figure file (or None): checked as ``files``, and its
+        suffix must name a format matplotlib writes (no suffix: PNG).
+    max_bytes : int, optional
+        Size limit of the inputs (default :data:`scalefit._io.MAX_INPUT_BYTES`).
 
     Raises
     ------
     ScaleFitError
-        A file path that names a folder, a folder path that names a file, or a path under a file.
+        Naming the option or file and what is wrong.
     """
-    checks = [(k, v, False) for k, v in (files or {}).items()]
+    from .._io import MAX_INPUT_BYTES, check_input_file
+
+    pairs = inputs.items() if isinstance(inputs, dict) else (inputs or [])
+    for what, path in pairs:
+        if path is not None and str(path) != "":
+            check_input_file(path, what=what, max_bytes=max_bytes or MAX_INPUT_BYTES)
+    for option, path in (figures or {}).items():
+        suffix = Path(path).suffix.lower().lstrip(".") if path else ""
+        if suffix and suffix not in FIGURE_FORMATS:
+            raise ScaleFitError(
+                f"{option} {path}: unknown figure format '.{suffix}'; expected one of "
+                f"{', '.join('.' + f for f in sorted(FIGURE_FORMATS))}."
+            )
+    checks = [(k, v, False) for k, v in {**(files or {}), **(figures or {})}.items()]
     checks += [(k, v, True) for k, v in (folders or {}).items()]
     for option, path, want_dir in checks:
-        if not path:
+        if path is not None and str(path) != "":
+            check_output_path(path, option=option, folder=want_dir)
+
+
+def check_output_path(path: str | os.PathLike, *, option: str, folder: bool = False) -> None:
+    """Refuse an output path that cannot be written as a file (or, with ``folder``, a folder).
+
+    Parameters
+    ----------
+    path : path-like
+        The path.
+    option : str
+        The option that gave it, for the message (``"--out"``).
+    folder : bool
+        True when a folder is expected.
+
+    Raises
+    ------
+    ScaleFitError
+        An existing path of the wrong kind (a folder, a device, a FIFO, a socket, a file where
+        a folder is expected), a parent that is not a folder, a name too long, or a folder
+        that cannot be written into.
+    """
+    from .._io import _kind
+
+    given = str(path)
+    where = f"{option} {given if len(given) <= 200 else given[:200] + '...'}"
+    if "\x00" in given:
+        raise ScaleFitError(f"{where}: a path may not contain a NUL character.")
+    p = Path(path)
+    st = _stat(p, where)
+    if st is not None:
+        ok = stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)
+        if not ok:
+            kind = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
+            need = "an output folder" if folder else "a file name (a regular file or a new name)"
+            raise ScaleFitError(f"{where}: is {kind}; expected {need}.")
+        if folder and not os.access(p, os.W_OK | os.X_OK):
+            raise ScaleFitError(f"{where}: cannot write into this folder (permission denied).")
+        if folder:
+            _check_folder_entries(p, where)
+        return
+    for parent in p.absolute().parents:
+        pst = _stat(parent, where)
+        if pst is None:
             continue
-        p = Path(path)
-        if p.exists() and p.is_dir() != want_dir:
-            kind = "a folder" if p.is_dir() else "a file"
-            need = "a folder" if want_dir else "a file name"
-            raise ScaleFitError(f"{option} {path}: is {kind}; expected {need}.")
-        for parent in p.parents:
-            if parent.exists() and not parent.is_dir():
-                raise ScaleFitError(f"{option} {path}: {parent} is a file; expected a folder.")
+        if not stat.S_ISDIR(pst.st_mode):
+            kind = "a file" if stat.S_ISREG(pst.st_mode) else _kind(pst.st_mode)
+            raise ScaleFitError(f"{where}: {parent} is {kind}; expected a folder.")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ScaleFitError(f"{where}: cannot create it in {parent} (permission denied).")
+        return
+
+
+def _check_folder_entries(folder: Path, where: str, limit: int = 10_000) -> None:
+    """Refuse an output folder holding a FIFO, device or socket (a file the command may write)."""
+    from .._io import _kind
+
+    try:
+        entries = list(itertools.islice(os.scandir(folder), limit))
+    except OSError as exc:
+        raise ScaleFitError(f"{where}: cannot list this folder ({exc.strerror or exc}).") from None
+    for entry in entries:
+        try:
+            mode = os.stat(entry.path).st_mode
+        except OSError:
+            continue  # a dangling link: replaced, not followed, if the command writes this name
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise ScaleFitError(
+                f"{where}: holds {entry.name!r}, which is {_kind(mode)}; an output folder may "
+                f"hold only files and folders."
+            )
+
+
+def _stat(path: Path, where: str) -> os.stat_result | None:
+    """``os.stat`` of ``path`` (None if it does not exist); other errors are one line."""
+    try:
+        return os.stat(path)
+    except NotADirectoryError:  # a parent is a file: the walk over the parents names it
+        return None
+    except FileNotFoundError:
+        if os.path.islink(path):  # a dangling link: writing would follow or replace it
+            raise ScaleFitError(
+                f"{where}: is a symbolic link to a missing target ({os.readlink(path)})."
+            ) from None
+        return None
+    except OSError as exc:
+        raise ScaleFitError(f"{where}: cannot be used ({exc.strerror or exc}).") from None
+
+
+def check_outputs(
+    *, files: dict[str, str | None] | None = None, folders: dict[str, str | None] | None = None
+) -> None:
+    """Refuse unusable output paths before any work starts (see :func:`check_paths`)."""
+    check_paths(files=files, folders=folders)
 
 
 def positive_flops(text: str) -> float:

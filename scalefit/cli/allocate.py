@@ -6,7 +6,7 @@ import argparse
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import law_options_arg, parse_mapping, plots_dir, positive_flops
+from ._common import check_paths, law_options_arg, parse_mapping, plots_dir, positive_flops
 
 SUMMARY_FIRST = ["budget", "depth", "width", "tokens", "params", "loss", "loss_lo", "loss_hi"]
 
@@ -128,6 +128,11 @@ def run_allocate(args: argparse.Namespace) -> int:
     from ..allocate import allocate
     from ..allocate.report import audit_text, budget_text, exponents_text, header_text
 
+    check_paths(
+        inputs={"fit result (JSON)": args.result},
+        files={"--out": args.out, "--shapes-out": args.shapes_out},
+        folders={"--plots": args.plots},
+    )
     source, values, law_options = _source(args)
     acc = _accounting(args, source, law_options)
     kw = {"params": values, "law_options": law_options, "accounting": acc, "prob": args.prob}

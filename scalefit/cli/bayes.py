@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import warnings
 
+from .._io import MAX_CONFIG_BYTES
 from . import Subcommands
 from ._common import (
     add_table_args,
-    check_outputs,
+    check_paths,
     int_at_least,
     law_options_arg,
     load_table_arg,
@@ -111,19 +112,36 @@ def register(sub: Subcommands) -> None:
     q.set_defaults(func=run_compare)
 
 
+def _priors(args: argparse.Namespace, table) -> dict:
+    """The priors file's overrides, checked against the law here so an error names the file."""
+    from ..errors import ScaleFitError
+    from ..fit.priors import read_priors_toml, resolve_priors
+    from ..laws import get_law
+
+    priors = read_priors_toml(args.priors)
+    law = get_law(args.law, **law_options_arg(args.law_option))
+    try:
+        resolve_priors(law, table["loss"].to_numpy(dtype=float), priors)
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{args.priors}: {exc}") from None
+    return priors
+
+
 def run_bayes(args: argparse.Namespace) -> int:
     """Run ``scalefit bayes``; exit code 3 when the chains did not converge."""
     from ..errors import ConvergenceWarning
     from ..fit.bayes import fit_bayes, hdi_frame, save_netcdf
-    from ..fit.priors import read_priors_toml
     from . import EXIT_NOT_CONVERGED
 
-    check_outputs(
-        files={"--out": args.out, "--netcdf": args.netcdf}, folders={"--plots": args.plots}
+    check_paths(
+        inputs={"priors file (TOML)": args.priors},
+        max_bytes=MAX_CONFIG_BYTES,
+        files={"--out": args.out, "--netcdf": args.netcdf},
+        folders={"--plots": args.plots},
     )
     _devices_for_chains(args.chains)
     table = load_table_arg(args)
-    priors = read_priors_toml(args.priors) if args.priors else None
+    priors = _priors(args, table) if args.priors else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
         res = fit_bayes(
@@ -207,6 +225,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from ..errors import ConvergenceWarning, ScaleFitError
     from ..fit.compare import compare_laws
 
+    check_paths(files={"--out": args.out})
     laws = [s.strip() for s in args.laws.split(",") if s.strip()]
     if len(laws) < 2:
         raise ScaleFitError(

@@ -139,13 +139,13 @@ def choose_data(data_dir: str | None, download: bool, bundled: bool) -> tuple[di
 
 def run_demo(args: argparse.Namespace) -> int:
     """Fit, allocate, and print a recommendation limited to what the data pin down."""
+    from .._io import ensure_folder
     from . import EXIT_OK, main
+    from ._common import check_paths
 
+    check_paths(folders={"--out": args.out})
     spec, why = choose_data(args.data_dir, not args.no_download, args.bundled)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ScaleFitError(f"--out {out}: exists and is not a folder.")
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_folder(args.out)
     budgets = list(args.budget or spec["budgets"])
     data = ["--data-dir", args.data_dir] if args.data_dir and spec is CHINCHILLA else []
     print(f"data     {spec['table']}: {spec['about']}")

@@ -6,7 +6,7 @@ import argparse
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import int_at_least, positive_flops
+from ._common import check_paths, int_at_least, positive_flops
 
 
 def register(sub: Subcommands) -> None:
@@ -52,14 +52,15 @@ def run(args: argparse.Namespace) -> int:
     from .._io import atomic_savefig
     from ..design import next_runs
     from ..fit import FitResult
+    from ..table import read_csv
 
+    check_paths(
+        inputs={"fit result (JSON)": args.result, "candidates CSV file": args.candidates},
+        files={"--out": args.out},
+        figures={"--plot": args.plot},
+    )
+    cand = read_csv(args.candidates) if args.candidates else None
     result = FitResult.load(args.result)
-    cand = None
-    if args.candidates:
-        try:
-            cand = pd.read_csv(args.candidates)
-        except (OSError, ValueError) as exc:
-            raise ScaleFitError(f"{args.candidates}: cannot read candidates ({exc}).") from exc
     d = next_runs(
         result,
         args.target,

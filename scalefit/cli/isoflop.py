@@ -6,7 +6,7 @@ import argparse
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import add_table_args, load_table_arg
+from ._common import add_table_args, check_paths, load_table_arg
 
 
 def register(sub: Subcommands) -> None:
@@ -69,23 +69,26 @@ def run(args: argparse.Namespace) -> int:
     from .._io import atomic_savefig, atomic_write_csv
     from ..isoflop import approach1, approach2, compare_approaches
 
+    check_paths(
+        inputs={"long table (CSV)": args.curves, "fit result (JSON)": args.result},
+        files={"--out": args.out},
+        figures={"--plot": args.plot},
+    )
     result = None
     if args.result:  # checked before any work
         from ..fit import FitResult
 
         result = FitResult.load(args.result)
+    from ..table import read_csv
+
+    long = read_csv(args.curves) if args.curves else None  # read before any work
     table = load_table_arg(args)
     budgets = _budgets(args.budgets)
     kw = dict(budgets=budgets, tol=args.tol, prob=args.prob, interval=args.interval, seed=args.seed)
     isos = [approach2(table, method=m, **kw) for m in ("parabola", "profile")]
     envelope = None
     if args.curves or args.run_column == "params":
-        if args.curves:
-            try:
-                long = pd.read_csv(args.curves)
-            except (OSError, ValueError) as exc:
-                raise ScaleFitError(f"{args.curves}: cannot read the long table ({exc}).") from exc
-        else:
+        if long is None:
             long = table.assign(run=table["params"])
         col = "run" if args.run_column == "params" else args.run_column
         envelope = approach1(

@@ -8,7 +8,7 @@ pre-trained language model (optional extra ``hf``).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import os
 
 from ..errors import ScaleFitError
 from . import Subcommands
@@ -128,7 +128,9 @@ def _probe_toy(args: argparse.Namespace) -> int:
 
     from .._io import atomic_savefig, atomic_write_csv
     from ..sim.probe import probe_saved_model
+    from ._common import check_paths
 
+    check_paths(files={"--out": args.out}, figures={"--plot": args.plot})
     if args.tokens < 4:
         raise ScaleFitError(f"--tokens must be ≥ 4, got {args.tokens}.")
     report = probe_saved_model(args.model, tokens=args.tokens, seed=args.seed)
@@ -163,7 +165,11 @@ def _probe_hf(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..probes.hf import load_model, probe_hf
+    from ._common import check_paths
 
+    if args.text and not os.path.lexists(args.text):
+        raise ScaleFitError(f"{args.text}: no such text file.")
+    check_paths(inputs={"text file (.txt or .jsonl)": args.text}, folders={"--out": args.out})
     if args.dataset:
         from ..probes.hf import DatasetDocuments
 
@@ -174,8 +180,6 @@ def _probe_hf(args: argparse.Namespace) -> int:
             text_field=args.text_field,
             allow_download=args.allow_download,
         )
-    elif not Path(args.text).exists():
-        raise ScaleFitError(f"{args.text}: no such text file.")
     else:
         text = args.text
     blocks = _prune_blocks(args.prune_blocks)

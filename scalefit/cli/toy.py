@@ -6,6 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
+from .._io import MAX_CONFIG_BYTES
 from ..errors import ScaleFitError
 
 
@@ -69,6 +70,13 @@ def _run(args: argparse.Namespace) -> int:
         },
         noun="option",
     )
+    from ._common import check_paths
+
+    check_paths(
+        inputs={"sweep spec (TOML file)": args.spec},
+        folders={"--out": args.out},
+        max_bytes=MAX_CONFIG_BYTES,
+    )
     spec = load_spec(args.spec)
     if spec.task not in ("toy", "scalefit.sim.sweep_task:run_toy"):
         # A spec naming 'module:function' would import (run) that module: the command line runs
@@ -79,6 +87,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     _check_runs(args.spec, spec.runs(), workers=args.workers, local=args.executor == "local")
     out = Path(args.out) if args.out else Path("runs") / spec.name
+    check_paths(folders={"output folder": out})  # the default runs/NAME too
     slurm = None
     if args.executor == "slurm":
         slurm = {"cluster": args.cluster} if args.cluster else {}
@@ -168,10 +177,20 @@ def _fit(args: argparse.Namespace) -> int:
 
     from .._io import atomic_write_csv
     from ..sim.analysis import fit_depth_exponents, load_results
+    from ._common import check_paths
 
-    table = load_results(args.dir)
     if args.bootstrap < 0:
         raise ScaleFitError(f"--bootstrap must be ≥ 0, got {args.bootstrap}.")
+    folder = Path(args.dir).is_dir()
+    base = Path(args.dir) if folder else Path(args.dir).parent
+    out = Path(args.out) if args.out else base / "alpha.csv"
+    plots = None if args.no_plots else base / "plots"
+    check_paths(
+        inputs={} if folder else {"toy results table (CSV) or sweep folder": args.dir},
+        files={"--out": out},
+        folders={"plots folder": plots},
+    )
+    table = load_results(args.dir)
     alphas = fit_depth_exponents(
         table,
         loss_column=args.loss,
@@ -179,8 +198,6 @@ def _fit(args: argparse.Namespace) -> int:
         seed=args.seed,
         final_only=args.final_only,
     )
-    base = Path(args.dir) if Path(args.dir).is_dir() else Path(args.dir).parent
-    out = Path(args.out) if args.out else base / "alpha.csv"
     atomic_write_csv(out, alphas)
     cols = [c for c in alphas.columns if c not in ("warnings", "c", "L0", "n_rows")]
     with pd.option_context("display.width", 140, "display.max_rows", 500):

@@ -9,6 +9,7 @@ import unicodedata
 from pathlib import Path
 
 from .._validation import fmt_value
+from .._io import MAX_CONFIG_BYTES
 from ..errors import ScaleFitError
 
 
@@ -166,12 +167,19 @@ def _cmd_run(args) -> int:
     from ..train.diagnostics import diagnose
     from ..train.grid import TASK_KEYS, validate_task_keys
     from ..train.loop import config_from_dict, train
+    from ._common import check_paths
 
+    check_paths(
+        inputs={"trainer configuration (TOML file)": args.config},
+        folders={"--out": args.out},
+        max_bytes=MAX_CONFIG_BYTES,
+    )
     raw = {**_read_toml(args.config), **_overrides(args.set)}
     task = {k: raw.pop(k, v) for k, v in TASK_KEYS.items()}
     validate_task_keys(task, source=args.config)
     cfg = config_from_dict(raw, source=args.config)
-    out = Path(args.out or Path("runs") / raw.get("name", Path(args.config).stem))
+    out = Path(args.out or Path("runs") / str(raw.get("name", Path(args.config).stem)))
+    check_paths(folders={"output folder": out})  # the default runs/NAME too
     rank = int(os.environ.get("RANK", "0"))
     try:
         res = train(cfg, out, progress=not args.no_progress, overwrite=args.overwrite)
@@ -205,7 +213,14 @@ def _close_process_group() -> None:
 def _cmd_grid(args) -> int:
     from ..sweep import collect_results, load_spec, run_sweep
     from ..train.grid import TABLE_COLUMNS
+    from ._common import check_paths
 
+    check_paths(
+        inputs=[("sweep spec (TOML file)", s) for s in args.specs],
+        files={"--table": args.table},
+        folders={"--out": args.out},
+        max_bytes=MAX_CONFIG_BYTES,
+    )
     specs = [load_spec(s) for s in args.specs]
     for spec, path in zip(specs, args.specs, strict=True):
         if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
@@ -214,6 +229,7 @@ def _cmd_grid(args) -> int:
         for spec, path in zip(specs, args.specs, strict=True):
             _check_grid_memory(spec, path, workers=args.workers)
     out = Path(args.out or Path("runs") / specs[0].name)
+    check_paths(folders={"output folder": out})  # the default runs/NAME too
     for spec in specs:
         run_sweep(
             spec,
@@ -263,7 +279,13 @@ def _check_grid_memory(spec, path: str, *, workers: int) -> None:
 
 def _cmd_report(args) -> int:
     from ..train.report import grid_report
+    from ._common import check_paths
 
+    check_paths(
+        inputs=[("loss table (CSV)", p) for p in args.extra],
+        files={"--table": args.table},
+        folders={"--img": args.img},
+    )
     out = grid_report(
         args.out_dir,
         table_path=args.table,
@@ -289,10 +311,11 @@ def _cmd_diagnose(args) -> int:
     from ..train.diagnostics import diagnose
     from ..train.loop import config_from_dict, load_checkpoint, prepare_data
     from ..train.model import Transformer
+    from ._common import check_paths
 
     path = Path(args.checkpoint)
-    if not path.is_file():
-        raise ScaleFitError(f"{path}: no such checkpoint.")
+    out = Path(args.out) if args.out else path.parent / "diagnostics.csv"
+    check_paths(inputs={"trainer checkpoint": path}, files={"--out": out})
     state = load_checkpoint(path)
     if not isinstance(state, dict) or "config" not in state:
         raise ScaleFitError(f"{path}: not a trainer checkpoint (no 'config').")
@@ -310,7 +333,6 @@ def _cmd_diagnose(args) -> int:
         detail = " ".join(str(exc).split())[:200]
         raise ScaleFitError(f"{path}: its weights do not fit its settings ({detail}).") from None
     frame = diagnose(model, prepare_data(cfg), eval_tokens=args.eval_tokens)
-    out = Path(args.out) if args.out else path.parent / "diagnostics.csv"
     atomic_write_csv(out, frame)
     wide = frame.pivot(index="layer", columns="metric", values="value")
     print(wide.to_string(float_format=lambda v: f"{v:.4g}"))
@@ -339,9 +361,12 @@ def _check_weights_match(path: Path, cfg, weights) -> None:
 
 def _cmd_prepare_shards(args) -> int:
     from ..train.shards import prepare_shards
+    from ._common import check_paths
 
     if args.out is None:
         raise ScaleFitError("data prepare --shards needs --out DIR (the shard folder).")
+    tokenizer_file = None if args.tokenizer in ("bpe", "byte") else args.tokenizer
+    check_paths(inputs={"tokenizer (tokenizer.json)": tokenizer_file}, folders={"--out": args.out})
     out = prepare_shards(
         args.name,
         args.out,
@@ -351,12 +376,13 @@ def _cmd_prepare_shards(args) -> int:
         val_fraction=args.val_fraction,
         text_field=args.text_field,
     )
-    import json
+    from ..train.shards import _read_manifest
 
-    m = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    m = _read_manifest(out)
     print(
         f"shards: {out} (train {m['train_tokens']:,} tokens in {len(m['train'])} shard(s), "
-        f"val {m['val_tokens']:,}; {m['train_docs']} + {m['val_docs']} documents; "
+        f"val {m['val_tokens']:,}; {m.get('train_docs', '?')} + {m.get('val_docs', '?')} "
+        f"documents; "
         f"vocab {m['vocab']}, {m['dtype']})"
     )
     return 0
@@ -384,12 +410,12 @@ def _cmd_prepare(args) -> int:
         tokenizer=args.tokenizer,
         vocab_size=args.bpe_vocab,
     )
-    import json
+    from ..train._tokenfiles import read_token_meta
 
-    meta = json.loads((out / "meta.json").read_text())
+    meta = read_token_meta(out / "meta.json", what="token folder metadata")
     print(f"corpus: {source}")
     print(
         f"tokens: {out} (train {meta['train_tokens']:,}, val {meta['val_tokens']:,}, "
-        f"vocab {meta['vocab']}, {len(meta['val_docs'])} held-out documents)"
+        f"vocab {meta['vocab']}, {len(meta.get('val_docs') or ())} held-out documents)"
     )
     return 0

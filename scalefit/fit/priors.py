@@ -236,9 +236,14 @@ def default_priors(law: Law, loss: np.ndarray, residuals: str = "log") -> dict[s
 def _number(spec_name: str, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ScaleFitError(
-            f"prior for {spec_name!r}: {key!r} must be a number. Got {value!r} instead."
+            f"prior for {spec_name!r}: {key!r} must be a number. Got {str(value)[:60]!r} instead."
         )
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise ScaleFitError(
+            f"prior for {spec_name!r}: {key!r} is beyond the range of a float."
+        ) from None
 
 
 def check_prior(name: str, spec: Any, kind: str | None) -> dict[str, Any]:
@@ -264,9 +269,10 @@ def check_prior(name: str, spec: Any, kind: str | None) -> dict[str, Any]:
             f"{{'dist': 'normal', 'loc': 0, 'scale': 1}}. Got {spec!r} instead."
         )
     dist = spec.get("dist")
-    if dist not in DISTS:
+    if not isinstance(dist, str) or dist not in DISTS:
         raise ScaleFitError(
-            f"prior for {name!r}: unknown dist {dist!r}; expected one of {', '.join(DISTS)}."
+            f"prior for {name!r}: unknown dist {str(dist)[:60]!r}; expected one of "
+            f"{', '.join(DISTS)}."
         )
     required, optional = DISTS[dist]
     allowed = {"dist", *required, *optional}
@@ -362,6 +368,8 @@ def read_priors_toml(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     data = read_toml(path, what="priors file")
     if set(data) == {"priors"}:
         data = data["priors"]
+        if not isinstance(data, dict):
+            raise ScaleFitError(f"{path}: 'priors' must be a table of [priors.NAME] tables.")
     bad = [k for k, v in data.items() if not isinstance(v, dict)]
     if bad:
         raise ScaleFitError(f"{path}: key(s) {bad} must be tables like [a_depth] with dist = ...")

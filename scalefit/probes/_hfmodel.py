@@ -22,6 +22,11 @@ block outputs, as Sun et al. use them.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,6 +141,62 @@ def wrap_model(model, tokenizer=None, *, name: str = "in-memory") -> LoadedModel
     return LoadedModel(model.eval(), tokenizer, name, family, task, encoder, norm)
 
 
+#: What transformers and tokenizers raise for a folder they cannot load (a size mismatch is a
+#: RuntimeError, a malformed tokenizer an Exception of the tokenizers package, ...).
+_LOAD_ERRORS = (OSError, ValueError, TypeError, KeyError, AttributeError, RuntimeError, IndexError)
+
+
+def _load_errors() -> tuple:
+    """:data:`_LOAD_ERRORS` and huggingface_hub's config validation error (an Exception)."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # pragma: no cover - older huggingface_hub
+        return _LOAD_ERRORS
+    return (*_LOAD_ERRORS, StrictDataclassError)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+    return text[:300]
+
+
+def _cached_snapshot(name: str) -> Path | None:
+    """The local cache's snapshot folder of a hub name, or None (not cached, no hub library)."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(name, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached, an invalid name, ...: transformers says so
+        return None
+    return folder if os.path.lexists(folder / "config.json") else None
+
+
+@contextlib.contextmanager
+def _transformers_log():
+    """Collect transformers' log records of a load as one-line texts instead of printing them.
+
+    Its loading report is a multi-line table on stderr; a load that fails is one error line, a
+    load that succeeds turns each record into one warning. The logger's handlers are restored.
+    """
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", record.getMessage()).split())
+            messages.append(text[:500])
+
+    root = logging.getLogger("transformers")
+    saved = list(root.handlers)
+    root.handlers = [_Collect(logging.WARNING)]
+    try:
+        yield messages
+    finally:
+        root.handlers = saved
+
+
 def load_model(
     name: str, *, dtype: str = "float32", device: str = "cpu", allow_download: bool = False
 ) -> LoadedModel:
@@ -171,20 +232,32 @@ def load_model(
             f"The 'dtype' parameter of load_model must be one of {DTYPES}. Got {dtype!r} instead."
         )
     path = Path(name)
-    local = path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+    local = os.path.lexists(path) or name.startswith((".", "/", "~")) or name.count("/") > 1
     if local:
         path = path.expanduser()
         if not path.is_dir():
             raise ScaleFitError(f"{name}: no such model folder.")
-        if not (path / "config.json").exists():
+        if not os.path.lexists(path / "config.json"):
             raise ScaleFitError(f"{name}: not a model folder (no config.json).")
+        from ._hfcheck import check_model_folder
+
+        check_model_folder(path, dtype_bytes=4 if dtype == "float32" else 2)
+    elif not allow_download:  # a hub name: check its snapshot in the local cache the same way
+        snapshot = _cached_snapshot(name)
+        if snapshot is not None:
+            from ._hfcheck import check_model_folder
+
+            check_model_folder(snapshot, dtype_bytes=4 if dtype == "float32" else 2)
     source = str(path) if local else name
     offline = not allow_download or local
     try:
-        config = tf.AutoConfig.from_pretrained(source, local_files_only=offline)
-    except (OSError, ValueError) as exc:
+        with _transformers_log() as config_messages:
+            config = tf.AutoConfig.from_pretrained(source, local_files_only=offline)
+    except _load_errors() as exc:
         if local:
-            raise ScaleFitError(f"{name}: cannot read its config.json ({exc}).") from exc
+            raise ScaleFitError(
+                f"{name}: cannot read its config.json ({_first_line(exc)})."
+            ) from exc
         raise ScaleFitError(
             f"{name}: not a local folder and not in the local Hugging Face cache; a hub name "
             "needs network to download (pass --allow-download on a machine with network, or "
@@ -198,11 +271,21 @@ def load_model(
         "masked": tf.AutoModelForMaskedLM,
         "representation": tf.AutoModel,
     }[task]
-    try:
-        model = auto.from_pretrained(source, dtype=getattr(torch, dtype), local_files_only=offline)
-        tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
-    except (OSError, ValueError) as exc:
-        raise ScaleFitError(f"{name}: cannot load the model or its tokenizer ({exc}).") from exc
+    with _transformers_log() as messages:
+        try:
+            model = auto.from_pretrained(
+                source, dtype=getattr(torch, dtype), local_files_only=offline
+            )
+        except _load_errors() as exc:
+            raise ScaleFitError(f"{name}: cannot load the model ({_first_line(exc)}).") from exc
+        try:
+            tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
+        except Exception as exc:  # noqa: BLE001 - the tokenizers package raises bare Exception
+            raise ScaleFitError(f"{name}: cannot load its tokenizer ({_first_line(exc)}).") from exc
+    for text in dict.fromkeys(
+        config_messages + messages
+    ):  # e.g. weights missing from the folder and initialised at random
+        warnings.warn(f"{name}: transformers: {text}", UserWarning, stacklevel=2)
     model.to(device)
     _, norm, encoder = FAMILIES[config.model_type]
     return LoadedModel(model.eval(), tokenizer, name, config.model_type, task, encoder, norm)

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_bytes, atomic_write_json
+from .._io import (
+    MAX_CONFIG_BYTES,
+    atomic_write_bytes,
+    atomic_write_json,
+    check_input_file,
+    read_json,
+)
+from ..errors import ScaleFitError
 from .angles import _to_numpy, angle
 
 #: Quantities kept per window as (sum, count) pairs; shapes in terms of depth L and k.
@@ -197,11 +205,25 @@ class Accumulator:
     ) -> Accumulator | None:
         """Return the saved partial reduction if its settings equal ``meta``, else None."""
         jpath, npath = folder / "partial.json", folder / "partial.npz"
-        if not (jpath.exists() and npath.exists()):
+        if not (os.path.lexists(jpath) and os.path.lexists(npath)):
             return None
-        saved = json.loads(jpath.read_text())
-        if saved.get("meta") != json.loads(json.dumps(meta)):
+        saved = read_json(
+            jpath, what="partial probe state", max_bytes=MAX_CONFIG_BYTES, max_int_digits=40
+        )
+        if not isinstance(saved, dict) or saved.get("meta") != json.loads(json.dumps(meta)):
             return None
+        check_input_file(npath, what="partial probe arrays (.npz)")
+        try:
+            return cls._restore(npath, saved, depth, max_block, reservoir, seed)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError) as exc:
+            msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise ScaleFitError(
+                f"{folder}: its partial probe state cannot be resumed ({msg}); delete "
+                f"partial.json and partial.npz to start again."
+            ) from None
+
+    @classmethod
+    def _restore(cls, npath, saved, depth, max_block, reservoir, seed) -> Accumulator:
         acc = cls(depth, max_block=max_block, reservoir=reservoir, seed=seed)
         with np.load(npath, allow_pickle=False) as data:
             acc.res_theta = data["res_theta"]

@@ -8,12 +8,13 @@ corpus. Each window carries a per-position flag for the first token of a documen
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from .._io import iter_jsonl_texts
+from .._io import iter_input_lines, iter_jsonl_texts
 from ..errors import ScaleFitError
 
 
@@ -26,7 +27,7 @@ def iter_documents(path: str | Path, *, text_field: str = "text") -> Iterator[st
         The file is missing, is a folder, or a JSONL line is not an object with ``text_field``.
     """
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         raise ScaleFitError(f"{path}: no such text file.")
     if path.is_dir():
         raise ScaleFitError(f"{path}: is a folder; give a .txt or .jsonl file.")
@@ -34,13 +35,12 @@ def iter_documents(path: str | Path, *, text_field: str = "text") -> Iterator[st
         yield from _jsonl_documents(path, text_field)
         return
     lines: list[str] = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.strip():
-                lines.append(line.rstrip("\n"))
-            elif lines:
-                yield "\n".join(lines)
-                lines = []
+    for _, line in iter_input_lines(path, what="text file (.txt or .jsonl)"):
+        if line.strip():
+            lines.append(line.rstrip("\n"))
+        elif lines:
+            yield "\n".join(lines)
+            lines = []
     if lines:
         yield "\n".join(lines)
 

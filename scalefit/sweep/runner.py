@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_write_csv, atomic_write_json, folder_lock, remove_stale_temps
+from .._io import (
+    MAX_CONFIG_BYTES,
+    atomic_write_csv,
+    atomic_write_json,
+    folder_lock,
+    read_json,
+    remove_stale_temps,
+)
 from .._validation import Interval, Options, validate
 from ..errors import ScaleFitError, SweepError
 from .registry import resolve_task, task_ref
@@ -220,13 +227,13 @@ def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool)
 
 
 def _read_record(path: Path) -> dict | None:
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_json(path, what="sweep record", max_bytes=MAX_CONFIG_BYTES)
+    except ScaleFitError as exc:
         raise ScaleFitError(
-            f"{path}: unreadable sweep record ({exc}); delete it or use another output folder."
+            f"unreadable sweep record ({exc}); delete it or use another output folder."
         ) from None
     if not isinstance(data, dict):
         raise ScaleFitError(f"{path}: a sweep record must be a JSON object.")
@@ -374,7 +381,12 @@ def collect_results(out_dir: str | os.PathLike, runs: Iterable[Run] | None = Non
 
 def _read_result(path: Path) -> list[dict]:
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload = read_json(path, what="run result")
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{exc} Delete the run folder to run it again.") from None
+    try:
+        if not isinstance(payload, dict):
+            raise ValueError("expected a JSON object")
         if not isinstance(payload.get("config"), dict) or not isinstance(
             payload.get("result"), dict
         ):

