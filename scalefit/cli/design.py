@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import check_paths, int_at_least, positive_flops
 

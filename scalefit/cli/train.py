@@ -8,8 +8,8 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .._validation import fmt_value
 from .._io import MAX_CONFIG_BYTES
+from .._validation import fmt_value
 from ..errors import ScaleFitError
 
 
