@@ -58,6 +58,10 @@ __all__ = [
 ]
 
 
+#: Largest random seed accepted anywhere (numpy, JAX and torch all take seeds in [0, 2**32)).
+MAX_SEED = 2**32 - 1
+
+
 def fmt_value(value: Any) -> str:
     """Format a value for an error message: plain Python reprs, never ``np.float64(...)``.
 

@@ -306,6 +306,19 @@ def positive_flops(text: str) -> float:
     return value
 
 
+def seed_arg(text: str) -> int:
+    """Argparse type of ``--seed``: a whole number in [0, 2**32 - 1]."""
+    from .._validation import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in [0, {MAX_SEED}]; got {text!r}")
+    return value
+
+
 def int_at_least(low: int):
     """Argparse type factory for a whole number ``>= low``."""
 

@@ -14,6 +14,7 @@ from ._common import (
     law_options_arg,
     load_table_arg,
     plots_dir,
+    seed_arg,
 )
 
 
@@ -21,7 +22,7 @@ def _sampler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chains", type=int_at_least(1), default=4, help="number of chains (4)")
     p.add_argument("--draws", type=int_at_least(1), default=1000, help="kept draws per chain")
     p.add_argument("--warmup", type=int_at_least(1), default=1000, help="warm-up steps per chain")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--likelihood", default="student_t", choices=["student_t", "normal"])
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import int_at_least, positive_flops
+from ._common import int_at_least, positive_flops, seed_arg
 
 CHINCHILLA = {
     "table": "chinchilla",
@@ -80,7 +80,7 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--bootstrap", type=int_at_least(2), default=100, metavar="B", help="bootstrap resamples"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the bootstrap")
     p.add_argument(
         "--data-dir",
         default=None,

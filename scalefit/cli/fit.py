@@ -12,6 +12,7 @@ from ._common import (
     law_options_arg,
     load_table_arg,
     plots_dir,
+    seed_arg,
 )
 
 
@@ -71,7 +72,7 @@ def register(sub: Subcommands) -> None:
         "RMSE's noise (default) or the calibrated one (see docs/extrapolation.md)",
     )
     p.add_argument("--method", default="jax", choices=["jax", "lmfit"])
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")

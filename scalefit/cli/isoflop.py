@@ -6,7 +6,7 @@ import argparse
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import add_table_args, check_paths, load_table_arg
+from ._common import add_table_args, check_paths, load_table_arg, seed_arg
 
 
 def register(sub: Subcommands) -> None:
@@ -45,7 +45,7 @@ def register(sub: Subcommands) -> None:
         help="tokens per step, when the long table has 'step' but no 'tokens'/'flops'",
     )
     p.add_argument("--result", default=None, metavar="RESULT.json", help="Approach 3: a law fit")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--out", default=None, metavar="CSV", help="write the comparison table")
     p.add_argument("--plot", default=None, metavar="PNG", help="write the IsoFLOP figure")
     p.set_defaults(func=run)

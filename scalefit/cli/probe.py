@@ -12,6 +12,7 @@ import os
 
 from ..errors import ScaleFitError
 from . import Subcommands
+from ._common import seed_arg
 
 
 def register(subparsers: Subcommands) -> None:
@@ -28,7 +29,7 @@ def register(subparsers: Subcommands) -> None:
     toy = sub.add_parser("toy", help="probes of a saved toy run (the default form)")
     toy.add_argument("model", metavar="MODEL", help="a toy run folder or its model.pt")
     toy.add_argument("--tokens", type=int, default=1024, help="probe inputs (default 1024)")
-    toy.add_argument("--seed", type=int, default=0)
+    toy.add_argument("--seed", type=seed_arg, default=0)
     toy.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
     toy.add_argument("--plot", default=None, metavar="PNG", help="probe curves figure")
     toy.set_defaults(func=_probe_toy)
@@ -105,7 +106,7 @@ def _register_hf(sub) -> None:
         default=20_000,
         help="tokens sampled for the early-exit split (default 20000)",
     )
-    hf.add_argument("--seed", type=int, default=0, help="seed (reservoir, masks, bootstrap)")
+    hf.add_argument("--seed", type=seed_arg, default=0, help="seed (reservoir, masks, bootstrap)")
     hf.add_argument(
         "--dtype",
         choices=("float32", "bfloat16", "float16"),

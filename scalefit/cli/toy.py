@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .._io import MAX_CONFIG_BYTES
 from ..errors import ScaleFitError
+from ._common import seed_arg
 
 
 def register(subparsers) -> None:
@@ -41,7 +42,7 @@ def register(subparsers) -> None:
     fit.add_argument("dir", metavar="DIR", help="sweep output folder or results CSV")
     fit.add_argument("--loss", choices=("test_loss", "train_loss"), default="test_loss")
     fit.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples (0: none)")
-    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--seed", type=seed_arg, default=0)
     fit.add_argument("--final-only", action="store_true", help="only each run's last checkpoint")
     fit.add_argument("--out", default=None, metavar="CSV", help="default DIR/alpha.csv")
     fit.add_argument("--no-plots", action="store_true", help="skip the figures")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import Interval, IsType, Options, validate
+from .._validation import MAX_SEED, Interval, IsType, Options, validate
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
 from .bootstrap import CI_METHODS
@@ -30,17 +30,20 @@ from .result import FitResult
 from .validate import holdout_check
 
 METHODS = ("jax", "lmfit")
+#: Most random starts (and bootstrap resamples) one fit accepts: beyond this the start matrix
+#: alone would not fit in memory.
+MAX_STARTS = 100_000
 
 _CONSTRAINTS = {
     "law": [IsType(str, "a law name"), IsType(Law, "a Law")],
     "loss": [Options(set(LOSSES))],
     "delta": [Interval(float, 0, None, closed="neither")],
     "residuals": [Options(set(RESIDUALS))],
-    "starts": [Interval(int, 1, None)],
-    "seed": [Interval(int)],
+    "starts": [Interval(int, 1, MAX_STARTS)],
+    "seed": [Interval(int, 0, MAX_SEED)],
     "method": [Options(set(METHODS))],
-    "bootstrap": [Interval(int, 0, None)],
-    "boot_starts": [Interval(int, 0, None)],
+    "bootstrap": [Interval(int, 0, MAX_STARTS)],
+    "boot_starts": [Interval(int, 0, MAX_STARTS)],
     "cluster": [None, IsType(str, "a column name")],
     "ci_prob": [Interval(float, 0, 1, closed="neither")],
     "ci_method": [Options(set(CI_METHODS))],
