@@ -748,13 +748,23 @@ def atomic_write_csv(path: str | os.PathLike, frame) -> Path:
     return atomic_write_text(path, frame.to_csv(index=False))
 
 
-def atomic_savefig(fig, path: str | os.PathLike, **kwargs) -> Path:
-    """Save a matplotlib figure atomically; the format follows the file's suffix."""
+def atomic_savefig(fig, path: str | os.PathLike, *, close: bool = True, **kwargs) -> Path:
+    """Save a matplotlib figure atomically; the format follows the file's suffix.
+
+    The figure is closed afterwards (``close=False`` keeps it open), so commands that write many
+    figures do not pile them up in pyplot's registry.
+    """
     import io
 
     path = Path(path)
     buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", **kwargs)
+    try:
+        fig.savefig(buf, format=path.suffix.lstrip(".") or "png", **kwargs)
+    finally:
+        if close:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
     return atomic_write_bytes(path, buf.getvalue())
 
 

@@ -126,18 +126,14 @@ def run_fit(args: argparse.Namespace) -> int:
 def write_fit_plots(res, table, folder) -> list:
     """Write the standard figures of a fit into ``folder``; returns the paths."""
     from .._io import atomic_savefig
-    from ..plot._base import pyplot
     from ..plot.fit import plot_draws, plot_fit
 
-    plt = pyplot()
     paths = []
     fig = plot_fit(res, table)
     paths.append(atomic_savefig(fig, folder / f"fit_{res.law_name}.png", dpi=120))
-    plt.close(fig)
     if res.draws is not None:
         fig = plot_draws(res)
         paths.append(atomic_savefig(fig, folder / f"draws_{res.law_name}.png", dpi=120))
-        plt.close(fig)
     return paths
 
 

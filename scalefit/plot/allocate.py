@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._base import axes, pyplot
+from ._base import axes
 from .style import TITLE_SIZE, flops_text, log_ticks
 
 
@@ -216,7 +216,6 @@ def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list
     from ..allocate import allocate
     from ..allocate.analysis import isoflop_curve
 
-    plt = pyplot()
     folder = Path(folder)
     paths = []
     if alloc.kind == "shape":
@@ -224,7 +223,6 @@ def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list
         src = source if hasattr(source, "method") else None
         fig = plot_isoflop(curves, summary=alloc.summary, eps=alloc.eps, source=src)
         paths.append(atomic_savefig(fig, folder / f"isoflop_{alloc.law}.png", dpi=120))
-        plt.close(fig)
     lo, hi = np.log10(alloc.budgets.min()) - 1, np.log10(alloc.budgets.max()) + 1
     cons = alloc.constraints
     wide = allocate(
@@ -240,5 +238,4 @@ def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list
     )
     fig = plot_frontier(wide.summary, source=source if hasattr(source, "method") else None)
     paths.append(atomic_savefig(fig, folder / f"frontier_{alloc.law}.png", dpi=120))
-    plt.close(fig)
     return paths

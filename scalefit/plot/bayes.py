@@ -199,7 +199,6 @@ def write_bayes_plots(result, table, folder) -> list[Path]:
     """Write trace/rank, corner and predictive figures into ``folder``; returns the paths."""
     from .._io import atomic_savefig
 
-    plt = pyplot()
     folder = Path(folder)
     paths = []
     for stem, make in (
@@ -209,5 +208,4 @@ def write_bayes_plots(result, table, folder) -> list[Path]:
     ):
         fig = make()
         paths.append(atomic_savefig(fig, folder / f"{stem}_{result.law_name}.png", dpi=110))
-        plt.close(fig)
     return paths

@@ -98,8 +98,6 @@ def split_figure(result):
 
 def save_figures(result, out: str | Path) -> list[Path]:
     """Write ``angles.png``, ``pruning.png`` (if pruned) and ``split.png`` into ``out``."""
-    import matplotlib.pyplot as plt
-
     from .._io import atomic_savefig
 
     out = Path(out)
@@ -109,5 +107,4 @@ def save_figures(result, out: str | Path) -> list[Path]:
     paths = []
     for name, fig in figs.items():
         paths.append(atomic_savefig(fig, out / name, dpi=110))
-        plt.close(fig)
     return paths
