@@ -258,6 +258,14 @@ def _literal(value: Any, text: str, kind: str, part: str) -> float:
             f"the {'formula' if kind == 'formula' else 'filter'} {_show(text)} has the literal "
             f"{shown}, which is beyond float range (about ±{_FLOAT_MAX:.3g})."
         )
+    mantissa = part.lower().replace("_", "").split("e")[0]
+    if out == 0.0 and isinstance(value, float) and any(c in "123456789" for c in mantissa):
+        # 1e-400: a non-zero number that Python already read as 0.0
+        raise ScaleFitError(
+            f"the {'formula' if kind == 'formula' else 'filter'} {_show(text)} has the literal "
+            f"{part}, which is below float range (it would be read as 0; smallest about "
+            f"{np.finfo(float).smallest_subnormal:.3g})."
+        )
     return out
 
 

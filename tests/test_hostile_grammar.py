@@ -38,6 +38,7 @@ FORMULA_REFUSED = [
     "E + A*params/1e-320/1e-320",
     # literals beyond float range
     "E + A*params*1e309",
+    "E + A*params*1e-400",
     "E + A*params - 1e309",
     "-1e309 + A*params",
     "E + A*params*" + "1" * 1500,
@@ -141,6 +142,8 @@ WHERE_REFUSED = [
     "depth == 1+2j",
     "depth > 1e309",
     "depth > -1e309",
+    "depth > 1e-400",
+    "depth > -2.5e-330",
     "depth in [1, 1/0]",
     "depth in [1j]",
     "depth in [10**400]",
@@ -196,6 +199,8 @@ def test_messages_name_the_faulty_sub_expression():
         parse("depth > (-8)**0.5", kind="filter")
     with pytest.raises(ScaleFitError, match=r"literal 1e309, which is beyond float range"):
         parse("A * 1e309")
+    with pytest.raises(ScaleFitError, match=r"literal 1e-400, which is below float range"):
+        parse("A * 1e-400")
     with pytest.raises(ScaleFitError, match=r"1111111111.*\(1500 characters\)"):
         parse("A * " + "1" * 1500)
     frame = pd.DataFrame({"depth": [1.0, 2.0, 3.0]})
@@ -214,7 +219,7 @@ def test_long_expressions_are_cut_in_messages():
 
 FORMULA_OK = [
     ("A * 1_000", {"A": 2.0}, 2000.0),
-    ("A + 1e-400", {"A": 2.0}, 2.0),
+    ("A + 1e-300", {"A": 2.0}, 2.0),
     ("A * (-2)**2", {"A": 1.0}, 4.0),
     ("A * (-8)**3", {"A": 1.0}, -512.0),
     ("A * 0**0", {"A": 3.0}, 3.0),
@@ -236,7 +241,7 @@ def test_formula_edges_that_are_fine(text, env, value):
 
 WHERE_OK = [
     ("depth >= 1_0", 4),
-    ("depth > 1e-400", 12),
+    ("depth > 1e-300", 12),
     ("depth**-1 > 0.1", 8),
     ("variant in ['lns'] and depth > 2 ** 3", 3),
     ("not width / depth > 40", 1),
