@@ -9,14 +9,14 @@ OUT    ?= results/demo
 export SCALEFIT_DATA_DIR ?= $(abspath ../shared/data)
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup test test-slow lint docs demo bench clean
+.PHONY: setup test test-slow test-matrix lint docs demo bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet torch==2.13.0  # the CPU build; the torch extra's floor
 	$(PY) -m pip install --quiet -e ".[all,dev,docs]"
 	touch $(STAMP)
 
@@ -25,6 +25,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# The core tests on Python 3.12 and 3.13 (newest releases) and on the declared floors (3.11), each
+# in a fresh venv of its own, torch-free; LEGS="py3.12" runs one. See .ci/matrix.
+test-matrix:
+	bash .ci/matrix $(LEGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

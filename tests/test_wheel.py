@@ -5,6 +5,9 @@ jax and torch from a registry inside a test would take minutes), but not the edi
 the editable finder is only activated by a ``.pth`` file inside a *site* directory, and a plain path
 line does not process the ``.pth`` files of the folder it adds. The test proves that ``scalefit`` is
 imported from the fresh venv's site-packages and then runs the demo from an empty folder.
+
+It also checks that the dependency floors declared in pyproject.toml are the versions the
+minimum-versions CI leg installs (``.ci/min-versions.txt``), so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "scalefit", "data")
@@ -122,3 +128,33 @@ def test_demo_runs_from_the_wheel_in_an_empty_folder(wheel_venv, tmp_path):
     written = sorted(p.name for p in (tmp_path / "results" / "demo").iterdir())
     assert "allocation.csv" in written and "fit.json" in written
     assert any(name.endswith(".png") for name in written)
+
+
+def _declared_floors() -> dict[str, str]:
+    """The ``>=`` floor of each runtime dependency and of the ``bayes`` extra, from pyproject."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    floors = {}
+    for line in [*project["dependencies"], *project["optional-dependencies"]["bayes"]]:
+        req = Requirement(line)
+        lower = [s.version for s in req.specifier if s.operator == ">="]
+        assert len(lower) == 1, f"{line!r}: expected exactly one '>=' floor"
+        floors[canonicalize_name(req.name)] = lower[0]
+    return floors
+
+
+def _pinned_versions() -> dict[str, str]:
+    """The ``==`` pins of ``.ci/min-versions.txt`` (what the minimum-versions CI leg installs)."""
+    pins = {}
+    for raw in (REPO / ".ci" / "min-versions.txt").read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        req = Requirement(line)
+        (spec,) = req.specifier
+        assert spec.operator == "==", f"{line!r}: expected an '==' pin"
+        pins[canonicalize_name(req.name)] = spec.version
+    return pins
+
+
+def test_min_versions_constraints_pin_exactly_the_declared_floors():
+    assert _pinned_versions() == _declared_floors()
