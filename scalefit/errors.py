@@ -23,6 +23,43 @@ class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the ``pip install`` extra."""
 
 
+#: The optional dependencies and the extra that installs each (``pip install 'scalefit[EXTRA]'``).
+EXTRAS = {
+    "numpyro": "bayes",
+    "arviz": "bayes",
+    "h5netcdf": "bayes",
+    "h5py": "bayes",
+    "torch": "torch",
+    "submitit": "torch",
+    "tokenizers": "torch",
+    "datasets": "torch",
+    "transformers": "hf",
+    "safetensors": "hf",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> MissingExtraError | None:
+    """The :class:`MissingExtraError` for an import of an optional dependency that failed.
+
+    Parameters
+    ----------
+    exc : ModuleNotFoundError
+        The failed import.
+
+    Returns
+    -------
+    MissingExtraError or None
+        ``None`` when the missing module is not one of :data:`EXTRAS` (a real bug).
+    """
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    return MissingExtraError(
+        f"{top!r} is needed for this command; install it with `pip install 'scalefit[{extra}]'`."
+    )
+
+
 def require(module: str, extra: str):
     """Import an optional dependency or raise a helpful :class:`MissingExtraError`.
 

@@ -41,3 +41,32 @@ def test_hostile_option_is_one_line(tmp_path, capsys, case):
 def test_largest_seed_is_accepted(capsys):
     code, _, err = cli(capsys, [*FIT, "--starts", "4", "--seed", str(2**32 - 1)])
     assert code in (0, 3), err
+
+
+@pytest.mark.parametrize(
+    ("blocked", "args"),
+    [
+        ("torch", ["train", "run", "configs/train_tiny.toml", "--out", "{tmp}/run"]),
+        ("torch", ["toy", "run", "toy/cpu.toml", "--out", "{tmp}/toy"]),
+        ("numpyro", ["bayes", "lm_grid_shakespeare", "--law", "decomposed"]),
+    ],
+)
+def test_a_missing_extra_is_one_line_naming_it(tmp_path, blocked, args):
+    """A user who installed without an extra gets the pip command, not a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        f"import sys; sys.modules[{blocked!r}] = None; from scalefit.cli import main; "
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=root
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if not ln.startswith("scalefit: warning:")]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "pip install 'scalefit[" in lines[0] and blocked in lines[0]

@@ -277,6 +277,14 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_BAD_INPUT
     try:
         code = args.func(args)
+    except ModuleNotFoundError as exc:  # an optional dependency imported deep in a command
+        from ..errors import missing_extra
+
+        err = missing_extra(exc)
+        if err is None:
+            raise
+        print(f"scalefit: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except (ScaleFitError, MissingExtraError, FileNotFoundError, SweepError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"scalefit: error: {msg}", file=sys.stderr)
