@@ -7,6 +7,7 @@ reprs, and a "did you mean" where the mistake is a misspelling.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import pytest
@@ -101,6 +102,8 @@ def test_mistake_is_one_line_and_exit_2(argv, expect, files, capsys):
     assert "error:" in err
     assert "Traceback" not in err + out
     assert "np.float64" not in err and "unknown []" not in err
+    if argv[:2] == ["train", "run"] and importlib.util.find_spec("torch") is None:
+        expect = "pip install 'scalefit[torch]'"  # an install without the torch extra
     assert expect in err, err
 
 
