@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import needs_reference_data
 
@@ -82,3 +83,23 @@ def test_cli_lad_fit_exits_0_with_stderr_not_available():
     assert "converged  yes" in out.stdout
     assert "n/a: bootstrap" in out.stdout
     assert "use the bootstrap" in out.stdout
+
+
+def test_lad_minimum_with_no_row_at_the_kink_is_certified_only_inside_the_median_interval():
+    # four rows: every E between the 2nd and 3rd loss minimises sum |log y - log E|, and the
+    # solver may stop where no residual sits at the kink (the second-order test then runs on
+    # every direction)
+    tab = pd.DataFrame({"params": [1e6, 2e6, 3e6, 4e6], "loss": [2.0, 2.5, 3.1, 3.9]})
+    res = scalefit.fit(
+        tab, formula="E + 0*params", loss="lad", starts=16, x0={"E": 2.8}, progress=False
+    )
+    assert res.converged, res.warnings
+    assert 2.5 <= res.params["E"] <= 3.1
+    problem = res.extras["problem"]
+    scale = float(np.log(2.0))
+    inside = problem.law.to_internal({"E": 2.8}, problem.refs)
+    outside = problem.law.to_internal({"E": 2.2}, problem.refs)
+    assert check_point(problem, inside, solver_converged=True, scale=scale).ok
+    check = check_point(problem, outside, solver_converged=True, scale=scale)
+    assert not check.ok
+    assert any("subgradient" in r for r in check.reasons), check.reasons
