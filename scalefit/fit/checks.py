@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..laws import Law
-from .engine import Problem
+from .engine import CHUNK, LAD_DELTA, Problem
 
 CORR_WARN = 0.99
 COND_WARN = 1e12
@@ -38,6 +38,16 @@ NEG_TOL = 1e-6
 FLAT_TOL = 1e-12
 #: A parameter is part of a flat direction when its weight in that eigenvector exceeds this.
 FLAT_WEIGHT = 0.1
+#: LAD: a residual this small sits at the kink of ``|r|`` (the solver smooths ``|r|`` over
+#: ``LAD_DELTA``, so interpolated rows come out at about ``LAD_DELTA`` or below).
+KINK_TOL = 100 * LAD_DELTA
+#: LAD: the subgradient condition holds when the best subgradient's component for each parameter
+#: is below this fraction of ``sum_i w_i |d r_i / d z_j|`` (the size of that component's terms).
+SUBGRAD_RTOL = 1e-6
+#: Step (internal coordinates) of the central differences behind the residual Jacobian.
+JAC_STEP = 1e-6
+#: Step along the kink-preserving directions for the Lagrangian's Hessian.
+LAGR_STEP = 1e-3
 
 
 @dataclass(frozen=True)
@@ -78,11 +88,49 @@ def _boundary(law: Law, z: np.ndarray, scale: float) -> list[int]:
     ]
 
 
-def _covariance(problem: Problem, loc: dict, loss: str) -> np.ndarray:
+def _residuals_at(problem: Problem, zs: np.ndarray) -> np.ndarray:
+    """Residuals (unweighted) at each row of ``zs``, in batches of the compiled chunk."""
+    out = []
+    for i in range(0, len(zs), CHUNK):
+        out.append(problem.solve_raw(zs[i : i + CHUNK], max_iter=0)["resid"][:, : problem.n])
+    return np.concatenate(out)
+
+
+def _jacobian(problem: Problem, z: np.ndarray) -> np.ndarray:
+    """Jacobian ``d r / d z`` (rows, P) of the unweighted residuals, by central differences."""
+    p = len(z)
+    step = JAC_STEP * np.maximum(1.0, np.abs(z))
+    shifts = np.concatenate([np.diag(step), -np.diag(step)])
+    r = _residuals_at(problem, z[None, :] + shifts)
+    return ((r[:p] - r[p:]) / (2.0 * step[:, None])).T
+
+
+def _row_weights(problem: Problem) -> np.ndarray:
+    return np.ones(problem.n) if problem.weights is None else np.asarray(problem.weights)
+
+
+def _design_inverse(jac: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``(J' W J)^-1`` (NaN when singular): the design's least-squares covariance shape."""
+    try:
+        return np.linalg.inv(jac.T @ (w[:, None] * jac))
+    except np.linalg.LinAlgError:
+        p = jac.shape[1]
+        return np.full((p, p), np.nan)
+
+
+def _covariance(problem: Problem, loc: dict, loss: str, jac: np.ndarray | None) -> np.ndarray:
     h, meat, r = loc["gn"], loc["meat"], loc["resid"]
     w = problem.weights
     n_eff = float(len(r) if w is None else np.count_nonzero(w))
     p = len(h)
+    if loss == "lad":  # no asymptotic theory implemented: the bootstrap gives the uncertainty
+        return np.full((p, p), np.nan)
+    if loss == "huber":
+        # the sandwich's bread is the expected Hessian of the objective: J' diag(w psi'(r)) J with
+        # psi'(r) = 1{|r| <= delta} (not the IRLS weights min(1, delta/|r|) of the solver)
+        rr = np.asarray(r)[: problem.n]
+        inside = (np.abs(rr) <= problem.delta).astype(float) * _row_weights(problem)
+        h = jac.T @ (inside[:, None] * jac)
     try:
         hinv = np.linalg.inv(h / 2.0 if loss == "mse" else h)
     except np.linalg.LinAlgError:
@@ -100,6 +148,92 @@ def _corr(cov: np.ndarray) -> np.ndarray:
     corr = np.clip(corr, -1.0, 1.0)  # rounding can push |corr| a hair above 1
     np.fill_diagonal(corr, np.where(sd > 0, 1.0, np.nan))
     return corr
+
+
+def free_of(names, at_zero, plateau) -> list[int]:
+    """Indices of the parameters that are neither at a zero boundary nor on a plateau."""
+    return [i for i in range(len(names)) if i not in at_zero and i not in plateau]
+
+
+def _lad_certificate(
+    problem: Problem, z: np.ndarray, loc: dict, jac: np.ndarray, free: list[int]
+) -> list[str]:
+    """First- and second-order optimality of ``sum_i w_i |r_i(z)|`` at ``z`` (failures listed).
+
+    First order: ``0`` is a subgradient, i.e. some ``s_i`` in ``[-1, 1]`` for the rows at the
+    kink (``|r_i| <= KINK_TOL``) make ``sum_smooth w_i sign(r_i) grad r_i +
+    sum_kink w_i s_i grad r_i`` vanish (a bounded least-squares problem). Second order: the
+    Hessian of the Lagrangian ``sum w_i c_i r_i(z)`` (``c`` the signs and the ``s_i``) is
+    positive semi-definite on the directions that keep the kink residuals at zero (none when the
+    kink rows pin every free parameter).
+    """
+    from scipy.optimize import lsq_linear
+
+    names = problem.law.param_names
+    reasons: list[str] = []
+    if not free:
+        return reasons
+    z = np.asarray(z, dtype=float)
+    r = np.asarray(loc["resid"])[: problem.n]
+    w = _row_weights(problem)
+    live = w > 0
+    kink = live & (np.abs(r) <= KINK_TOL)
+    smooth = live & ~kink
+    jf = jac[:, free]
+    if not np.all(np.isfinite(jf)) or not np.all(np.isfinite(r)):
+        return ["the residual Jacobian is not finite"]
+    g = jf[smooth].T @ (w[smooth] * np.sign(r[smooth]))
+    size = np.abs(jf[live]).T @ w[live]
+    size = np.where(size > 0, size, 1.0)
+    a = jf[kink].T * w[kink][None, :]
+    if kink.any():
+        sol = lsq_linear(a, -g, bounds=(-1.0, 1.0), method="bvls")
+        s = sol.x
+        gap = a @ s + g
+    else:
+        s = np.zeros(0)
+        gap = g
+    rel = np.abs(gap) / size
+    if not np.all(rel <= SUBGRAD_RTOL):
+        lead = free[int(np.argmax(rel))]
+        reasons.append(
+            f"the LAD subgradient condition fails (no subgradient vanishes: relative gap "
+            f"{float(np.max(rel)):.3g} along {names[lead]}, {int(kink.sum())} rows at the kink): "
+            "not a minimum of sum |r|"
+        )
+        return reasons
+    # second order on the kink-preserving directions
+    if kink.any():
+        _, sv, vt = np.linalg.svd(jf[kink], full_matrices=True)
+        rank = int(np.sum(sv > 1e-9 * max(float(sv[0]), 1e-300)))
+        basis = vt[rank:].T
+    else:
+        basis = np.eye(len(free))
+    m = basis.shape[1]
+    if m == 0:
+        return reasons
+    c = np.zeros(problem.n)
+    c[smooth] = w[smooth] * np.sign(r[smooth])
+    c[kink] = w[kink] * s
+    dirs = np.zeros((m, len(z)))
+    dirs[:, free] = basis.T * LAGR_STEP
+    pts = []
+    for j in range(m):
+        for k in range(m):
+            for sj, sk in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
+                pts.append(z + sj * dirs[j] + sk * dirs[k])
+    vals = _residuals_at(problem, np.array(pts)) @ c
+    vals = vals.reshape(m, m, 4)
+    hess = (vals[..., 0] - vals[..., 1] - vals[..., 2] + vals[..., 3]) / (4 * LAGR_STEP**2)
+    ev, _ = _eig(hess)
+    if not np.all(np.isfinite(ev)):
+        reasons.append("the LAD Lagrangian's Hessian is not finite")
+    elif ev[0] < -NEG_TOL:
+        reasons.append(
+            f"the LAD Lagrangian's Hessian on the {m} kink-preserving directions has a negative "
+            f"eigenvalue ({ev[0]:.3g} after unit-diagonal scaling): a saddle, not a minimum"
+        )
+    return reasons
 
 
 def check_point(
@@ -147,7 +281,16 @@ def check_point(
     # exact Hessians: saddle / not positive definite, internal and public coordinates
     free = [i for i in range(len(names)) if i not in at_zero and i not in plateau]
     flat: set[int] = set()
-    for label, h in (("internal", curv["h_internal"]), ("public", curv["h_public"])):
+    jac = _jacobian(problem, np.asarray(z, dtype=float)) if loss != "mse" else None
+    if loss == "lad":
+        # the Hessian test means nothing at the kink of |r|: certify by the subgradient
+        # condition and the second-order condition along the directions that keep the kink
+        # residuals at zero
+        reasons.extend(_lad_certificate(problem, z, loc, jac, free_of(names, at_zero, plateau)))
+    hessians = (
+        () if loss == "lad" else (("internal", curv["h_internal"]), ("public", curv["h_public"]))
+    )
+    for label, h in hessians:
         sub = h[np.ix_(free, free)] if free else np.zeros((0, 0))
         if not len(sub):
             continue
@@ -166,13 +309,17 @@ def check_point(
         ev, vec = _eig(loc["gn"][np.ix_(free, free)])
         for k in np.flatnonzero(np.isfinite(ev) & (np.abs(ev) < FLAT_TOL)):
             flat |= {free[j] for j in np.flatnonzero(np.abs(vec[:, k]) > FLAT_WEIGHT)}
-    cov = _covariance(problem, loc, loss)
+    cov = _covariance(problem, loc, loss, jac)
     corr = _corr(cov)
+    # whether the data separate two parameters is a property of the design: for the robust
+    # losses it is judged on J' W J (every row counted, as least squares would), not on the
+    # sandwich, whose bread counts only the rows inside delta (Huber) or does not exist (LAD)
+    ident = corr if jac is None else _corr(_design_inverse(jac, _row_weights(problem)))
     jt = loc["tpub"]
     cov_pub = jt @ cov @ jt.T
     se = np.sqrt(np.clip(np.diag(cov_pub), 0, None))
     stderr = dict(zip(names, se.tolist(), strict=True))
-    nonfinite = {i for i in range(len(names)) if not np.isfinite(se[i])}
+    nonfinite = set() if loss == "lad" else {i for i in range(len(names)) if not np.isfinite(se[i])}
     bad = sorted(set(at_zero) | set(plateau) | flat | nonfinite)
     warns: list[str] = []
     for i in at_zero:
@@ -182,9 +329,9 @@ def check_point(
         )
     for i in range(len(names)):
         for j in range(i + 1, len(names)):
-            if np.isfinite(corr[i, j]) and abs(corr[i, j]) > CORR_WARN:
+            if np.isfinite(ident[i, j]) and abs(ident[i, j]) > CORR_WARN:
                 warns.append(
-                    f"{names[i]} and {names[j]} are correlated at {corr[i, j]:+.4f} even in "
+                    f"{names[i]} and {names[j]} are correlated at {ident[i, j]:+.4f} even in "
                     "reference-pinned coordinates: the data barely separate them."
                 )
     gn = loc["gn"]

@@ -53,6 +53,8 @@ def format_report(res: Any) -> str:
     for name, value in res.params.items():
         if name in res.not_identified:
             se = f"{NOT_IDENTIFIED:>16}"
+        elif conv.get("loss") == "lad" and not np.isfinite(res.stderr.get(name, np.nan)):
+            se = f"{'n/a: bootstrap':>16}"
         else:
             se = f"{res.stderr.get(name, np.nan):>16.3g}"
         line = f"{name:<10}{value:>14.6g}{se}"
@@ -60,6 +62,11 @@ def format_report(res: Any) -> str:
             lo, hi = res.ci.get(name, (np.nan, np.nan))
             line += f"{lo:>14.6g}{hi:>14.6g}"
         lines.append(line)
+    if conv.get("loss") == "lad" and not res.ci:
+        lines.append(
+            "\nstderr n/a: no asymptotic standard errors for LAD; use the bootstrap "
+            "(bootstrap=B in Python, --bootstrap B on the command line) for intervals."
+        )
     if res.not_identified:
         where = (
             "the interval above"
