@@ -1,4 +1,4 @@
-"""Synthetic IsoFLOP study: bias and interval coverage of Approach 2, parabola vs corrected profile.
+"""Synthetic IsoFLOP study: bias and coverage of Approach 2: parabola (OLS, weighted line), profile.
 
 Truth: Hoffmann et al.'s Chinchilla law (E 1.69, A 406.4, B 410.7, alpha 0.34, beta 0.28), so
 a = beta/(alpha+beta) = 0.4516, b = 0.5484. Nine budgets (6e18 … 3e21), nine sizes per budget over
@@ -39,7 +39,7 @@ def run(seeds: int, sigma: float, prob: float) -> pd.DataFrame:
     for name, kw in SCENARIOS.items():
         for seed in range(seeds):
             runs = synthetic_isoflops(sigma=sigma, seed=seed, **kw)
-            for method in ("parabola", "profile"):
+            for method in ("parabola", "parabola_weighted", "profile"):
                 res = approach2(runs, method=method, prob=prob)
                 ex = res.exponents
                 rows.append(

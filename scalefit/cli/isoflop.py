@@ -8,17 +8,22 @@ from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import add_table_args, check_paths, load_table_arg, seed_arg
 
+#: Named datasets that hold the runs Hoffmann et al.'s published exponents were fitted on.
+PUBLISHED_FOR = frozenset({"chinchilla", "chinchilla_epoch"})
+
 
 def register(sub: Subcommands) -> None:
     """Add the ``isoflop`` command."""
     p = sub.add_parser(
         "isoflop",
-        help="IsoFLOP approaches 1, 2 (parabola and corrected profile) and 3 side by side",
+        help="IsoFLOP approaches 1, 2 (parabola, weighted parabola, profile) and 3 side by side",
         description="Group runs by training budget, fit an IsoFLOP curve per budget (Hoffmann's "
-        "parabola and the law's asymmetric profile, which corrects off-centre sampling), fit "
+        "parabola with its unweighted line as published, the same parabolas with a weighted "
+        "line, and the law's asymmetric profile, which corrects off-centre sampling), fit "
         "N* ∝ C^a and T* ∝ C^b through the optima, optionally add Approach 1 (envelope of loss "
-        "curves from a long table) and Approach 3 (a saved law fit), and print one table beside "
-        "Hoffmann et al.'s published exponents.",
+        "curves from a long table) and Approach 3 (a saved law fit), and print one table; "
+        "Hoffmann et al.'s published exponents are added only for the Chinchilla datasets "
+        "they were published for.",
     )
     add_table_args(p)
     p.add_argument(
@@ -68,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     from .._io import atomic_savefig, atomic_write_csv
     from ..isoflop import approach1, approach2, compare_approaches
+    from ..isoflop.approach2 import METHODS
 
     check_paths(
         inputs={"long table (CSV)": args.curves, "fit result (JSON)": args.result},
@@ -85,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     table = load_table_arg(args)
     budgets = _budgets(args.budgets)
     kw = dict(budgets=budgets, tol=args.tol, prob=args.prob, interval=args.interval, seed=args.seed)
-    isos = [approach2(table, method=m, **kw) for m in ("parabola", "profile")]
+    isos = [approach2(table, method=m, **kw) for m in METHODS]
     envelope = None
     if args.curves or args.run_column == "params":
         if long is None:
@@ -94,9 +100,10 @@ def run(args: argparse.Namespace) -> int:
         envelope = approach1(
             long, run=col, prob=args.prob, seed=args.seed, tokens_per_step=args.tokens_per_step
         )
-    frame = compare_approaches(envelope=envelope, isoflops=isos, result=result)
+    published = args.table in PUBLISHED_FOR
+    frame = compare_approaches(envelope=envelope, isoflops=isos, result=result, published=published)
     with pd.option_context("display.width", 140, "display.max_columns", 20):
-        print(isos[1].budgets.drop(columns=["tokens_opt"]).to_string(index=False))
+        print(isos[-1].budgets.drop(columns=["tokens_opt"]).to_string(index=False))
         print()
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for iso in isos:
@@ -105,6 +112,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         atomic_write_csv(args.out, frame)
     if args.plot:
-        fig = isos[1].plot(table)
+        fig = isos[-1].plot(table)
         atomic_savefig(fig, args.plot, dpi=120)
     return 0

@@ -2,7 +2,8 @@
 
 * :func:`approach2` — a curve per budget (Hoffmann's parabola, or the law's own asymmetric
   profile, which corrects the bias of off-centre sampling), the optimum's interval per budget,
-  and the power laws ``N* ∝ C^a``, ``T* ∝ C^b``;
+  and the power laws ``N* ∝ C^a``, ``T* ∝ C^b`` (Hoffmann's unweighted line for ``"parabola"``,
+  a line weighted by the optima's covariance for ``"parabola_weighted"`` and ``"profile"``);
 * :func:`approach1` — the envelope of loss curves from a long table (run id, step, loss);
 * :func:`approach3` and :func:`compare_approaches` — the law fit's exponents and one table with all
   three; :func:`plot_isoflops` and :func:`plot_comparison` draw them;

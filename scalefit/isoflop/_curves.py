@@ -193,21 +193,25 @@ def _start(groups, start: Optima, a0: float, b0: float) -> np.ndarray:
     return np.array(e + lg + xs)
 
 
-def power_law(logc: np.ndarray, x: np.ndarray, cov: np.ndarray, prob: float) -> dict:
-    """Generalised least squares of ``x = ln N*`` on ``ln C``: exponent, intercept, interval.
+def power_law(
+    logc: np.ndarray, x: np.ndarray, cov: np.ndarray, prob: float, *, weighted: bool = True
+) -> dict:
+    """Least squares of ``x = ln N*`` on ``ln C``: exponent, intercept, interval.
 
-    The covariance of the optima weights the fit. When the scatter about the line exceeds what
-    that covariance explains (chi² per degree of freedom above 1), the standard errors are scaled
-    by ``sqrt(chi²/dof)`` and a Student-t quantile is used (the Birge ratio).
+    With ``weighted=False`` this is Hoffmann et al.'s ordinary least-squares line (every optimum
+    counts the same; the classical OLS standard error and a Student-t quantile). With
+    ``weighted=True`` the covariance of the optima weights the fit (generalised least squares);
+    when the scatter about the line exceeds what that covariance explains (chi² per degree of
+    freedom above 1), the standard errors are scaled by ``sqrt(chi²/dof)`` and a Student-t
+    quantile is used (the Birge ratio). A covariance that is not finite and positive falls back to
+    the unweighted line.
     """
     k = len(x)
     design = np.stack([np.ones(k), logc - logc.mean()], axis=1)
     cov = np.asarray(cov, dtype=float)
-    if not np.all(np.isfinite(cov)) or np.any(np.diag(cov) <= 0):
+    if not weighted or not np.all(np.isfinite(cov)) or np.any(np.diag(cov) <= 0):
         cov = np.eye(k)
         weighted = False
-    else:
-        weighted = True
     prec = np.linalg.pinv(cov)
     info = design.T @ prec @ design
     beta_cov = np.linalg.pinv(info)

@@ -21,7 +21,9 @@ from ._curves import (
 )
 from .budgets import assign_budgets
 
-METHODS = ("parabola", "profile")
+METHODS = ("parabola", "parabola_weighted", "profile")
+#: Methods whose curve per budget is Hoffmann et al.'s parabola.
+PARABOLAS = ("parabola", "parabola_weighted")
 #: An optimum further than this share of the sampled span from its centre is "off-centre".
 OFF_CENTRE = 0.25
 
@@ -32,14 +34,15 @@ class IsoFLOPResult(PowerLawExponents):
 
     Attributes
     ----------
-    method : {"parabola", "profile"}
-        Curve fitted per budget.
+    method : {"parabola", "parabola_weighted", "profile"}
+        Curve fitted per budget and line through the optima (see :func:`approach2`).
     budgets : DataFrame
         One row per budget: ``budget, n_runs, params_min, params_max, params_opt, params_lo,
         params_hi, tokens_opt, loss_opt, offset`` (``ln N*`` minus the centre of the sampled
         ``ln params`` range, in units of that range) and ``flags``.
     exponents : DataFrame
-        Rows ``params`` (a) and ``tokens`` (b): ``exponent, se, lo, hi, intercept``.
+        Rows ``params`` (a) and ``tokens`` (b): ``exponent, se, lo, hi, intercept, chi2_dof``
+        (``chi2_dof`` of the weighted line; NaN for the unweighted ``"parabola"`` line).
     prob : float
         Interval probability.
     interval : {"analytic", "bootstrap"}
@@ -121,7 +124,7 @@ def _groups(table: pd.DataFrame, budgets, tol: float) -> tuple[np.ndarray, list,
 
 def _fit(groups, method: str, shape) -> Optima:
     par = fit_parabolas(groups)
-    if method == "parabola":
+    if method in PARABOLAS:
         return par
     return fit_profile(groups, par, shape)
 
@@ -149,17 +152,22 @@ def approach2(
         column, else clusters found by :func:`scalefit.isoflop.detect_budgets`.
     tol : float, default 0.06
         Budget half-width in dex.
-    method : {"profile", "parabola"}, default "profile"
-        ``"parabola"`` is Hoffmann et al.'s procedure (biased when the sampling is off-centre
-        and the curve asymmetric); ``"profile"`` fits the law's own asymmetric IsoFLOP profile
-        with a shape shared by all budgets (the correction; see :mod:`scalefit.isoflop._curves`).
+    method : {"profile", "parabola", "parabola_weighted"}, default "profile"
+        ``"parabola"`` is Hoffmann et al.'s procedure as published: a parabola of loss against
+        ``ln N`` per budget, its vertex ``N*``, then an ordinary (unweighted) least-squares line
+        of ``ln N*`` against ``ln C``. It is biased when the sampling is off-centre and the curve
+        asymmetric. ``"parabola_weighted"`` keeps the parabolas but weights the line by the
+        delta-method covariance of the vertices (generalised least squares). ``"profile"`` fits
+        the law's own asymmetric IsoFLOP profile with a shape shared by all budgets and weights
+        the line the same way (the correction; see :mod:`scalefit.isoflop._curves`).
     shape : (float, float), optional
         Hold the profile's ``(alpha, beta)`` fixed (e.g. from an Approach 3 fit).
     prob : float, default 0.95
         Interval probability.
     interval : {"analytic", "bootstrap"}, default "analytic"
-        Delta-method covariance of the optima and generalised least squares, or a bootstrap that
-        resamples runs within each budget and refits everything.
+        The line's own standard error (OLS for ``"parabola"``; for the weighted methods, from the
+        optima's delta-method covariance scaled by the Birge ratio), or a bootstrap that resamples
+        runs within each budget and refits everything.
     n_boot : int, default 200
         Bootstrap resamples.
     seed : int, default 0
@@ -198,7 +206,9 @@ def approach2(
         raise ScaleFitError(
             f"approach2 ({method}): only {int(ok.sum())} budgets have a minimum; need 3."
         )
-    law = power_law(logc[ok], opt.x[ok], opt.cov[np.ix_(ok, ok)], prob)
+    law = power_law(
+        logc[ok], opt.x[ok], opt.cov[np.ix_(ok, ok)], prob, weighted=method != "parabola"
+    )
     if interval == "bootstrap":
         lo, hi, se = _bootstrap(groups, logc, method, shape, prob, n_boot, seed)
         law.update(lo=lo, hi=hi, se=se)
@@ -217,7 +227,7 @@ def approach2(
         ]
     ).set_index("quantity")
     exps["intercept"] = [law["intercept"], -np.log(6.0) - law["intercept"]]
-    exps["chi2_dof"] = law["chi2_dof"]
+    exps["chi2_dof"] = law["chi2_dof"] if law["weighted"] else np.nan  # no weights: no chi²
     shp = {}
     if opt.shape is not None and any(
         min(abs(np.log(v / bound)) for bound in SHAPE_BOUNDS) < 1e-3 for v in opt.shape
@@ -295,7 +305,7 @@ def _bias_flags(frame: pd.DataFrame, method: str) -> tuple[str, ...]:
             + " FLOPs)"
             + (
                 "; the parabola is biased there: use method='profile'"
-                if method == "parabola"
+                if method in PARABOLAS
                 else ""
             )
         )

@@ -73,10 +73,10 @@ def compare_approaches(
     envelope=None,
     isoflops=(),
     result=None,
-    published: bool = True,
+    published: bool = False,
     budgets=None,
 ) -> pd.DataFrame:
-    """One table with Approaches 1, 2 and 3 (and Hoffmann et al.'s published values).
+    """One table with Approaches 1, 2 and 3 (and, on request, Hoffmann et al.'s published values).
 
     Parameters
     ----------
@@ -86,8 +86,10 @@ def compare_approaches(
         Approach 2 (e.g. parabola and profile).
     result : FitResult, optional
         A law fit (Approach 3; its draws give the interval).
-    published : bool, default True
-        Append the published rows (:data:`PUBLISHED`).
+    published : bool, default False
+        Append the published rows (:data:`PUBLISHED`). They are Hoffmann et al.'s exponents for
+        their Chinchilla runs: ask for them only when the runs are that table (the ``chinchilla``
+        and ``chinchilla_epoch`` datasets), never beside another sweep.
     budgets : array-like, optional
         Budget range for Approach 3 (see :func:`approach3`).
 
