@@ -171,8 +171,8 @@ class Expression:
         ctx = _Context(self, xp, checked)
         if checked:
             with np.errstate(all="ignore"):
-                return ctx.eval(self.tree, env)
-        return ctx.eval(self.tree, env)
+                return ctx.walk(self.tree, env)
+        return ctx.walk(self.tree, env)
 
 
 def parse(text: str, kind: Literal["formula", "filter"] = "formula") -> Expression:
@@ -433,37 +433,37 @@ class _Context:
     xp: Any
     checked: bool
 
-    def eval(self, node: Node, env: Mapping[str, Any]) -> Any:
+    def walk(self, node: Node, env: Mapping[str, Any]) -> Any:
         op, a = node.op, node.args
         if op == "const":
             return a[0]
         if op == "name":
             return self._value(a[0], env[a[0]])
         if op == "bin":
-            args = (self.number(self.eval(a[1], env)), self.number(self.eval(a[2], env)))
+            args = (self.number(self.walk(a[1], env)), self.number(self.walk(a[2], env)))
             return self.check(node, _BINOPS[a[0]](*args), args)
         if op == "neg":
-            arg = self.number(self.eval(a[0], env))
+            arg = self.number(self.walk(a[0], env))
             return -arg
         if op == "pos":
-            return self.eval(a[0], env)
+            return self.walk(a[0], env)
         if op == "call":
-            args = tuple(self.number(self.eval(x, env)) for x in a[1:])
+            args = tuple(self.number(self.walk(x, env)) for x in a[1:])
             return self.check(node, getattr(self.xp, a[0])(*args), args)
         if op == "cmp":
-            return _CMPOPS[a[0]](self.eval(a[1], env), self.eval(a[2], env))
+            return _CMPOPS[a[0]](self.walk(a[1], env), self.walk(a[2], env))
         if op in ("in", "notin"):
-            left = np.asarray(self.eval(a[0], env))
+            left = np.asarray(self.walk(a[0], env))
             dtype = object if left.dtype == object else None
             hit = np.isin(left, np.asarray(a[1].args, dtype=dtype))
             return hit if op == "in" else ~hit
         if op in ("and", "or"):
-            out = self.eval(a[0], env)
+            out = self.walk(a[0], env)
             for x in a[1:]:
-                out = (out & self.eval(x, env)) if op == "and" else (out | self.eval(x, env))
+                out = (out & self.walk(x, env)) if op == "and" else (out | self.walk(x, env))
             return out
         if op == "not":
-            return ~np.asarray(self.eval(a[0], env), dtype=bool)
+            return ~np.asarray(self.walk(a[0], env), dtype=bool)
         raise AssertionError(op)  # pragma: no cover - the parser only builds the ops above
 
     def _value(self, name: str, value: Any) -> Any:

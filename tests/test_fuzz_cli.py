@@ -17,6 +17,7 @@ import re
 import textwrap
 
 import pytest
+from hostile import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,20 +27,6 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 FIT_ARGS = ["--law", "chinchilla", "--starts", "16", "--no-progress"]
 TRUTH = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
-
-
-def cli(capsys, args):
-    """Run ``scalefit args`` in-process; an escaping exception is recorded as a traceback."""
-    capsys.readouterr()
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse usage errors
-        code = exc.code
-    except Exception as exc:  # noqa: BLE001 - this is what the fuzz looks for
-        out = capsys.readouterr()
-        return "traceback", out.out, f"{type(exc).__name__}: {exc}\n{out.err}"
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def assert_clean(code, out, err, names, case=""):

@@ -18,7 +18,7 @@ any of them, on every process, and the processes agree on the verdict before DCP
 refusal stops them all with the same line). DCP's own ``.metadata`` file is a pickle:
 :func:`safe_reader` reads it with :mod:`scalefit.train.dcp_metadata`, which resolves only an
 exact list of names into inert stand-ins, so a crafted file cannot run code. DCP's default
-planner unpickles the non-tensor items of the shards with ``weights_only=False``; the planner
+planner unpickles the non-tensor items of the shards with ``weights_only`` off; the planner
 used here loads them with ``weights_only=True`` first.
 """
 
@@ -249,7 +249,7 @@ def _planner():
     class SafePlanner(DefaultLoadPlanner):
         """DCP's default planner, but non-tensor items are loaded as plain data only.
 
-        torch's planner calls ``torch.load(weights_only=False)`` on each byte item of a shard;
+        torch's planner calls ``torch.load`` with ``weights_only`` off on each byte item of a shard;
         here the item is loaded with ``weights_only=True`` (tensors and plain data only) and
         handed on re-serialised, so the planner's own load sees nothing but that.
         """
