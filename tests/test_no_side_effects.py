@@ -38,6 +38,9 @@ SCRIPT = (
     STATE
     + """
 import json, sys
+# Third-party packages scalefit uses may add warning filters when first imported (scipy and
+# pandas at their floors do); that is theirs, so they are imported before the baseline.
+import lmfit, matplotlib, pandas, scipy.linalg, scipy.optimize, scipy.stats  # noqa: F401
 before = state()
 import scalefit
 from scalefit.cli import main
