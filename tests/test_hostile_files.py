@@ -37,7 +37,7 @@ from hostile import assert_refused, cli, cli_process  # noqa: E402
 from scalefit._io import MAX_CONFIG_BYTES, MAX_INPUT_BYTES  # noqa: E402
 from scalefit.errors import ScaleFitError  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
 
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 
