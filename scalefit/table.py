@@ -13,7 +13,7 @@ import io
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +54,10 @@ ALIASES: dict[str, str] = {
     "val_loss": "loss",
     "test_loss": "loss",
 }
+
+#: Single-letter aliases are weak: they never take a canonical name another column already maps
+#: to, and never rename a column the law being fitted reads under its own name (``keep``).
+WEAK_ALIASES = frozenset(k for k in ALIASES if len(k) == 1)
 
 
 def _source_name(source) -> str:
@@ -188,21 +192,41 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) -> pd.DataFrame:
-    """Map source column names to canonical names (explicit mapping first, then aliases)."""
+def _rename(
+    frame: pd.DataFrame,
+    columns: Mapping[str, str] | None,
+    where: str,
+    keep: Iterable[str] = (),
+) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Map source column names to canonical names (explicit mapping first, then aliases).
+
+    Returns the renamed frame and the ``{source: canonical}`` renames made by aliases.
+    """
     columns = dict(columns or {})
+    keep = set(keep)
     for src, dst in columns.items():
-        if dst not in CANONICAL:
+        if dst not in CANONICAL and dst != src:
             raise ScaleFitError(
-                f"The 'columns' mapping must map onto {', '.join(CANONICAL)}. "
-                f"Got {src!r} -> {dst!r} instead."
+                f"The 'columns' mapping must map onto {', '.join(CANONICAL)} (or a name onto "
+                f"itself, to keep it as it is). Got {src!r} -> {dst!r} instead."
             )
         if src not in frame.columns:
             raise ScaleFitError(f"{where}: column {src!r} named in 'columns' is not in the table.")
     rename: dict[str, str] = {}
     targets: dict[str, str] = {}
+    weak: list[tuple[str, str]] = []
     for col in frame.columns:
-        dst = columns.get(col) or (None if col in columns else ALIASES.get(col.lower()))
+        if col in columns:
+            dst = columns[col]
+            if dst == col and dst not in CANONICAL:
+                continue  # kept as it is
+        elif col in keep:
+            continue  # the law reads this name: never alias it away
+        else:
+            dst = ALIASES.get(col.lower())
+            if col.lower() in WEAK_ALIASES:
+                weak.append((col, dst))
+                continue
         if dst is None:
             if col.lower() == "d":
                 raise ScaleFitError(
@@ -217,7 +241,15 @@ def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) 
             )
         targets[dst] = col
         rename[col] = dst
-    return frame.rename(columns=rename)
+    renamed = {src: dst for src, dst in rename.items() if src != dst and src not in columns}
+    taken = set(targets) | {c for c in frame.columns if c not in rename}
+    for col, dst in weak:
+        if dst in taken:
+            continue  # a single letter never takes a name another column has
+        taken.add(dst)
+        rename[col] = dst
+        renamed[col] = dst
+    return frame.rename(columns=rename), renamed
 
 
 def _check_values(frame: pd.DataFrame, where: str, positive_loss: bool = True) -> pd.DataFrame:
@@ -267,6 +299,7 @@ def read_table(
     *,
     drop_highest: int = 0,
     positive_loss: bool = True,
+    keep: Iterable[str] = (),
 ) -> pd.DataFrame:
     """Read and validate a loss table.
 
@@ -277,6 +310,7 @@ def read_table(
     columns : mapping, optional
         Explicit ``{source_name: canonical_name}`` mapping, applied before the built-in aliases
         (:data:`ALIASES`). Canonical names are ``params, tokens, flops, width, depth, loss``.
+        Mapping a name onto itself (``{"t": "t"}``) keeps it as it is.
     drop_highest : int, default 0
         Outlier rule: drop the ``k`` highest losses by keeping the rows whose loss is *strictly
         below* the k-th highest loss value. With ties at the cut-off this drops more than ``k`` rows
@@ -284,13 +318,19 @@ def read_table(
     positive_loss : bool, default True
         Require a positive loss. ``False`` accepts any finite loss (a response fitted on linear
         residuals, ``scalefit.fit(..., residuals="linear")``, may be zero or negative).
+    keep : iterable of str, optional
+        Column names never renamed by an alias (the fitters pass the names the law reads, so a
+        formula input named ``t`` or ``n`` stays ``t`` or ``n``). The single-letter aliases
+        ``n, t, c, m`` are weak in any case: they never take a canonical name that another column
+        already has or maps to.
 
     Returns
     -------
     pandas.DataFrame
         Canonical columns as float64, other columns unchanged. ``frame.attrs["scalefit"]`` records
-        the source, what was derived (``tokens = flops / (6 params)`` when tokens are missing,
-        ``flops = 6 params tokens`` when flops are missing) and the outlier rule.
+        the source, the alias renames (``renamed``), what was derived (``tokens = flops /
+        (6 params)`` when tokens are missing, ``flops = 6 params tokens`` when flops are missing)
+        and the outlier rule.
 
     Raises
     ------
@@ -319,7 +359,7 @@ def read_table(
             f"The 'source' parameter of read_table must be a path or a DataFrame. "
             f"Got {type(source).__name__} instead."
         )
-    frame = _rename(frame, columns, where)
+    frame, renamed = _rename(frame, columns, where, keep)
     if "loss" not in frame.columns:
         raise ScaleFitError(
             f"{where}: no loss column; expected one of 'loss', 'val_loss', 'test_loss' "
@@ -347,6 +387,7 @@ def read_table(
     frame.attrs["scalefit"] = {
         "source": where,
         "n_read": n_read,
+        "renamed": renamed,
         "derived": derived,
         "drop_highest": int(drop_highest),
         "outlier_rule": (

@@ -69,9 +69,11 @@ def parse_mapping(text: str | None, what: str) -> dict[str, str]:
 def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
     """Read the TABLE argument as a dataset name or a CSV path, then apply ``--where``."""
     from ..datasets import is_dataset_name, load
+    from ..fit.data import names_read
     from ..table import read_table
 
     where = getattr(args, "where", None)
+    keep = names_read(None, getattr(args, "formula", None))
     drop = 0 if where else args.drop_highest
     pos = getattr(args, "residuals", "log") == "log"  # linear residuals: any finite loss
     if is_dataset_name(args.table):
@@ -86,7 +88,11 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
                 f"chinchilla_epoch, depth_delusion, lm_grid_shakespeare)."
             )
         table = read_table(
-            path, parse_mapping(args.columns, "--columns"), drop_highest=drop, positive_loss=pos
+            path,
+            parse_mapping(args.columns, "--columns"),
+            drop_highest=drop,
+            positive_loss=pos,
+            keep=keep,
         )
     if not where:
         return table
@@ -99,7 +105,9 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
     if kept.empty:
         raise ScaleFitError(f"--where {where!r} keeps no rows.")
     meta = dict(table.attrs.get("scalefit", {}))
-    out = read_table(kept.reset_index(drop=True), drop_highest=args.drop_highest, positive_loss=pos)
+    out = read_table(
+        kept.reset_index(drop=True), drop_highest=args.drop_highest, positive_loss=pos, keep=keep
+    )
     meta.update({k: out.attrs["scalefit"][k] for k in ("drop_highest", "outlier_rule")})
     meta["where"] = where
     out.attrs["scalefit"] = meta

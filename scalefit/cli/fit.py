@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import warnings
 
+from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import (
     add_table_args,
     check_outputs,
     law_options_arg,
     load_table_arg,
+    parse_mapping,
     plots_dir,
     seed_arg,
 )
@@ -32,6 +34,26 @@ def register(sub: Subcommands) -> None:
         metavar="EXPR",
         help='a law written as a formula, e.g. "E + A/params**alpha + B/tokens**beta"; '
         "any numeric column may be an input, every other name is a parameter",
+    )
+    p.add_argument(
+        "--start",
+        default=None,
+        metavar="NAME=VALUE,...",
+        help="starting values: NAME=VALUE is tried first (with --law: an extra start in the "
+        "law's units); with --formula, NAME=LO:HI sets the range random starts are drawn from",
+    )
+    p.add_argument(
+        "--bound",
+        default=None,
+        metavar="NAME=LO:HI,...",
+        help="with --formula: a parameter's declared range (LO or HI may be -inf/inf)",
+    )
+    p.add_argument(
+        "--kind",
+        default=None,
+        metavar="NAME=KIND,...",
+        help="with --formula: how a parameter is fitted: free (as is, the default), positive "
+        "(in log space) or exponent",
     )
     p.add_argument(
         "--law-option",
@@ -90,12 +112,14 @@ def run_fit(args: argparse.Namespace) -> int:
 
     check_outputs(files={"--out": args.out}, folders={"--plots": args.plots})
     table = load_table_arg(args)
+    law, formula, x0 = formula_law_args(args, table)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
         res = fit(
             table,
-            args.law,
-            formula=args.formula,
+            law,
+            formula=formula,
+            x0=x0,
             loss=args.loss,
             delta=args.delta,
             residuals=args.residuals,
@@ -121,6 +145,81 @@ def run_fit(args: argparse.Namespace) -> int:
         for path in written:
             print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
+
+
+def _number(text: str, option: str, name: str) -> float:
+    """A float from the command line (``inf``/``-inf`` allowed, NaN refused), with a clear error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value:
+        raise ScaleFitError(f"{option}: {name}={text!r} is not a number.")
+    return value
+
+
+def _range(text: str, option: str, name: str) -> tuple[float, float]:
+    lo, _, hi = text.partition(":")
+    a, b = _number(lo, option, name), _number(hi, option, name)
+    if not a < b:
+        raise ScaleFitError(f"{option}: {name}={text!r} needs LO < HI.")
+    return a, b
+
+
+def formula_law_args(args: argparse.Namespace, table) -> tuple:
+    """Turn ``--start/--bound/--kind`` into ``(law, formula, x0)`` for :func:`scalefit.fit`.
+
+    With ``--formula`` and any of them, the formula law is built here (with the table's columns
+    as its possible inputs); with ``--law``, ``--start NAME=VALUE`` becomes ``x0`` and
+    ``--bound``/``--kind`` are refused.
+    """
+    from ..laws import Law, get_law
+
+    starts_text = parse_mapping(args.start, "--start")
+    bounds_text = parse_mapping(args.bound, "--bound")
+    kinds = parse_mapping(args.kind, "--kind")
+    if args.formula is None:
+        for option, given in (("--bound", bounds_text), ("--kind", kinds)):
+            if given:
+                raise ScaleFitError(f"{option} applies to --formula laws only.")
+        if not starts_text:
+            return args.law, None, None
+        names = get_law(args.law, **law_options_arg(args.law_option)).param_names
+        x0 = {}
+        for name, text in starts_text.items():
+            if name not in names:
+                raise ScaleFitError(
+                    f"--start: law {args.law!r} has no parameter {name!r}; its parameters: "
+                    f"{', '.join(names)}."
+                )
+            if ":" in text:
+                raise ScaleFitError(
+                    f"--start: {name}={text!r}: a range LO:HI applies to --formula laws; give "
+                    "one value for --law."
+                )
+            x0[name] = _number(text, "--start", name)
+        return args.law, None, x0
+    if not (starts_text or bounds_text or kinds):
+        return None, args.formula, None
+    starts = {
+        name: _range(text, "--start", name) if ":" in text else _number(text, "--start", name)
+        for name, text in starts_text.items()
+    }
+    bounds = {name: _range(text, "--bound", name) for name, text in bounds_text.items()}
+    try:
+        law = Law.from_formula(
+            args.formula,
+            columns=[str(c) for c in table.columns],
+            kinds=kinds,
+            bounds=bounds,
+            starts=starts,
+        )
+    except ScaleFitError as exc:  # say it in command-line terms
+        msg = str(exc)
+        for what, option in (("starts", "--start"), ("bounds", "--bound"), ("kinds", "--kind")):
+            msg = msg.replace(f"The {what!r} parameter of Law.from_formula", option)
+        raise ScaleFitError(msg) from None
+    return law, None, None
 
 
 def write_fit_plots(res, table, folder) -> list:

@@ -21,7 +21,7 @@ from ..laws import Law, get_law
 from .bootstrap import CI_METHODS
 from .bootstrap import bootstrap as run_bootstrap
 from .build import FitSettings
-from .data import as_table, resolve_weights
+from .data import as_table, names_read, resolve_weights
 from .engine import LOSSES
 from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
 from .lsq import JaxBackend, least_squares
@@ -188,7 +188,9 @@ def fit(
         },
         _CONSTRAINTS,
     )
-    tab = as_table(table, drop_highest, positive_loss=residuals == "log")
+    tab = as_table(
+        table, drop_highest, positive_loss=residuals == "log", keep=names_read(law, formula)
+    )
     law_obj = _law(law, formula, law_options, tab)
     tab, weight_column, weights_label = resolve_weights(tab, weights)
     if holdout is not None:

@@ -266,8 +266,8 @@ def _fit_bayes(
     from .priors import resolve_priors
 
     t_start = time.perf_counter()
-    tab = as_table(table, drop_highest, positive_loss=residuals == "log")
     law_obj = get_law(law, **dict(law_options or {}))
+    tab = as_table(table, drop_highest, positive_loss=residuals == "log", keep=law_obj.inputs)
     require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
     tab, weight_column, weights_label = resolve_weights(tab, weights)
     y = tab["loss"].to_numpy(float)

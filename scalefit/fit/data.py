@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -16,18 +17,53 @@ from ..table import read_table, require_columns
 WEIGHT_COLUMN = "__weight__"
 
 
-def as_table(table: Any, drop_highest: int = 0, *, positive_loss: bool = True) -> pd.DataFrame:
+def as_table(
+    table: Any,
+    drop_highest: int = 0,
+    *,
+    positive_loss: bool = True,
+    keep: Iterable[str] = (),
+) -> pd.DataFrame:
     """A validated table: a dataset name, a path, or a DataFrame (read with ``read_table``).
 
-    ``positive_loss=False`` (linear residuals) accepts a zero or negative loss.
+    ``positive_loss=False`` (linear residuals) accepts a zero or negative loss. ``keep`` names
+    the columns the law reads under their own names: no alias renames them, and a table read
+    earlier whose alias renamed one (``t`` -> ``tokens``) gets the column back under its name.
     """
     from ..datasets import is_dataset_name, load
 
+    keep = tuple(keep)
     if isinstance(table, str) and is_dataset_name(table):
         return load(table, drop_highest=drop_highest)
     if isinstance(table, pd.DataFrame) and "scalefit" in table.attrs and not drop_highest:
-        return table
-    return read_table(table, drop_highest=drop_highest, positive_loss=positive_loss)
+        renamed = table.attrs["scalefit"].get("renamed", {})
+        back = {src: dst for src, dst in renamed.items() if src in keep and src not in table}
+        if not back:
+            return table
+        out = table.copy()
+        for src, dst in back.items():
+            out[src] = out[dst]
+        return out
+    return read_table(table, drop_highest=drop_highest, positive_loss=positive_loss, keep=keep)
+
+
+def names_read(law: Any, formula: str | None) -> tuple[str, ...]:
+    """The names a formula mentions, or a law object's inputs (for :func:`as_table`'s ``keep``).
+
+    A formula that does not parse gives no names: building the law reports the error.
+    """
+    if formula is not None:
+        from ..errors import ScaleFitError as _Err
+        from ..expr import parse
+        from ..laws.base import _strip_lhs
+
+        try:
+            return tuple(sorted(parse(_strip_lhs(formula), kind="formula").names))
+        except (_Err, TypeError):
+            return ()
+    if isinstance(law, Law):
+        return tuple(law.inputs)
+    return ()
 
 
 def inputs_of(tab: pd.DataFrame, law: Law) -> dict[str, np.ndarray]:
