@@ -41,7 +41,21 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--peak-flops", type=float, default=989e12, help="per GPU")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument(
+        "--compile-mode",
+        default="default",
+        choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"],
+        help="torch.compile mode (reduce-overhead: CUDA graphs)",
+    )
+    ap.add_argument(
+        "--sync-every",
+        type=int,
+        default=10,
+        help="steps between host reads of the loss (must divide --warmup and --steps)",
+    )
     args = ap.parse_args()
+    if args.warmup % args.sync_every or args.steps % args.sync_every:
+        raise SystemExit("--sync-every must divide --warmup and --steps (timed window edges).")
     if not torch.cuda.is_available():
         raise SystemExit("bench_train_gpu.py needs a CUDA GPU; use bench_train.py on CPU.")
     settings = dict(
@@ -56,6 +70,8 @@ def main() -> None:
         eval_tokens=args.seq_len,
         device="cuda",
         compile=not args.no_compile,
+        compile_mode=args.compile_mode,
+        sync_every=args.sync_every,
     )
     per_step = args.batch_size * args.seq_len
     t0 = time.perf_counter()
@@ -64,7 +80,8 @@ def main() -> None:
     world = res.row["world"]
     if int(os.environ.get("RANK", "0")) != 0:
         return
-    # each step's loss is read back (a device sync), so the step end times are honest
+    # a step's time_s is when its loss was read back (a device sync every --sync-every steps);
+    # the window's edges are read-back steps, so its length is honest
     times = [h["time_s"] for h in res.history]
     tok_s = args.steps * per_step / (times[-1] - times[args.warmup - 1])
     fpt = flops_per_token(

@@ -98,11 +98,13 @@ def test_auto_means_the_plain_path_on_cpu_and_the_fast_path_on_cuda():
         "precision": "fp32",
         "compile": False,
         "optimizer_impl": "plain",
+        "sync_every": 1,
     }
     assert runtime_choices(cfg, "cuda") == {
         "precision": "bf16",
         "compile": True,
         "optimizer_impl": "fused",
+        "sync_every": 16,
     }
 
 

@@ -125,3 +125,39 @@ def test_bpe_tokens_train_and_report_bits_per_byte(tmp_path):
     assert res.row["vocab"] == res.data.vocab
     expected = res.row["loss"] / math.log(2) / res.data.bytes_per_token
     assert res.row["bpb"] == pytest.approx(expected) and res.row["bpb"] < res.row["loss"]
+
+
+def test_reading_losses_back_every_k_steps_changes_no_number(token_dir, tmp_path):
+    """``sync_every`` only moves the host's reads: the history and final loss are identical."""
+    every = train(tiny(token_dir, tokens=8 * 32 * 12, sync_every=1))
+    batched = train(tiny(token_dir, tokens=8 * 32 * 12, sync_every=5))
+    keys = ("step", "lr", "loss", "grad_norm", "diverged")
+    assert [[h[k] for k in keys] for h in batched.history] == [
+        [h[k] for k in keys] for h in every.history
+    ]
+    assert batched.row["loss"] == every.row["loss"]
+    # a resume with batched reads and checkpoints between reads loses and repeats nothing
+    cfg = tiny(token_dir, tokens=8 * 32 * 12, sync_every=5, checkpoint_every=3)
+    part = train(cfg, tmp_path / "run", stop_after=7)
+    assert [h["step"] for h in part.history] == list(range(7))
+    resumed = train(cfg, tmp_path / "run")
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in every.history]
+
+
+def test_divergence_found_at_a_batched_read_stops_the_history_at_the_first_bad_step(token_dir):
+    kw = {"lr": 50.0, "warmup_frac": 0.0, "grad_clip": 1e9, "tokens": 8 * 32 * 30}
+    every = train(tiny(token_dir, **kw, sync_every=1))
+    batched = train(tiny(token_dir, **kw, sync_every=8))
+    assert batched.row["diverged"] is True and math.isnan(batched.row["loss"])
+    assert [h["loss"] for h in batched.history] == [h["loss"] for h in every.history]
+    assert batched.history[-1]["diverged"] and not any(h["diverged"] for h in batched.history[:-1])
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune-no-cudagraphs"])
+def test_compile_modes_are_accepted_and_checked(token_dir, mode):
+    cfg = tiny(token_dir, compile_mode=mode)
+    assert cfg.compile_mode == mode
+    with pytest.raises(ScaleFitError, match="compile_mode"):
+        tiny(token_dir, compile_mode="fastest")
+    with pytest.raises(ScaleFitError, match="sync_every"):
+        tiny(token_dir, sync_every=0)

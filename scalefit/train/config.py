@@ -24,7 +24,9 @@ PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "plain")
 PARALLEL = ("ddp", "fsdp")
 #: Settings that may change between a run and its resumption (they do not change the numbers).
-RESUME_FREE = frozenset({"threads", "checkpoint_every", "name"})
+RESUME_FREE = frozenset({"threads", "checkpoint_every", "name", "sync_every", "compile_mode"})
+#: ``torch.compile`` modes (``reduce-overhead`` adds CUDA graphs on CUDA).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass
@@ -35,6 +37,12 @@ class TrainConfig:
     ``compile`` (``True`` | ``False`` | ``"auto"``: on CUDA only) and ``optimizer_impl``
     (``"fused"`` | ``"foreach"`` | ``"plain"`` AdamW | ``"auto"``: fused on CUDA, plain
     elsewhere) work on every device; ``parallel`` chooses DDP or FSDP2 under ``torchrun``.
+    ``compile_mode`` is ``torch.compile``'s mode. ``sync_every`` is how many steps run between
+    the moments the host reads the loss and gradient norm back from the device (``"auto"``: 16
+    on CUDA, every step elsewhere): reading them every step makes the CPU wait for the GPU at
+    every step. The history still holds every step (its ``time_s`` is when the step's values were
+    read back); a divergence is detected at the next read, and the steps run after the diverged
+    one are not recorded.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -59,6 +67,8 @@ class TrainConfig:
     device: str = "auto"
     precision: str = "auto"
     compile: bool | str = "auto"
+    compile_mode: str = "default"
+    sync_every: int | str = "auto"
     optimizer_impl: str = "auto"
     parallel: str = "ddp"
     threads: int = 0  # torch threads; 0 = leave as is
@@ -176,6 +186,8 @@ CONSTRAINTS: dict[str, list] = {
     "device": [_Device()],
     "precision": [Options(frozenset(PRECISIONS))],
     "compile": ["boolean", Options(frozenset({"auto"}))],
+    "compile_mode": [Options(frozenset(COMPILE_MODES))],
+    "sync_every": [Interval(int, 1, 100_000), Options(frozenset({"auto"}))],
     "optimizer_impl": [Options(frozenset(OPTIMIZER_IMPLS))],
     "parallel": [Options(frozenset(PARALLEL))],
     "threads": [Interval(int, 0, LIMITS["threads"])],
@@ -256,10 +268,16 @@ def runtime_choices(cfg: TrainConfig, device_type: str) -> dict:
     Examples
     --------
     >>> runtime_choices(TrainConfig(), "cpu")
-    {'precision': 'fp32', 'compile': False, 'optimizer_impl': 'plain'}
+    {'precision': 'fp32', 'compile': False, 'optimizer_impl': 'plain', 'sync_every': 1}
     """
     cuda = device_type == "cuda"
     precision = cfg.precision if cfg.precision != "auto" else ("bf16" if cuda else "fp32")
     compiled = cfg.compile if cfg.compile != "auto" else cuda
     impl = cfg.optimizer_impl if cfg.optimizer_impl != "auto" else ("fused" if cuda else "plain")
-    return {"precision": precision, "compile": bool(compiled), "optimizer_impl": impl}
+    sync = cfg.sync_every if cfg.sync_every != "auto" else (16 if cuda else 1)
+    return {
+        "precision": precision,
+        "compile": bool(compiled),
+        "optimizer_impl": impl,
+        "sync_every": int(sync),
+    }

@@ -214,7 +214,7 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
         start, history = state["step"], state["history"]
         _check_position(ckpt, state, data, start, cfg.batch_size)
     if runtime_choices(cfg, device.type)["compile"]:
-        net = torch.compile(net)
+        net = torch.compile(net, mode=None if cfg.compile_mode == "default" else cfg.compile_mode)
     run = _Run(rank, world, device, world > 1 and cfg.parallel == "fsdp")
     return run, data, model, net, opt, start, history, ckpt
 
@@ -343,32 +343,43 @@ def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after
     diverged = any(h.get("diverged") for h in history)
     bar = _progress_bar(progress and rank == 0, start, cfg)
     t0, t_start, c_start = time.perf_counter(), time.perf_counter(), time.process_time()
+    sync_every = runtime_choices(cfg, device.type)["sync_every"]
+    pending: list[dict] = []  # steps whose loss and gradient norm are still on the device
+
+    def read_back() -> bool:
+        """Move the pending steps into the history; whether one of them diverged."""
+        nonlocal pending
+        values = [(float(e.pop("ce")), dist.local_value(e.pop("gnorm"))) for e in pending]
+        now = time.perf_counter() - t0  # every step of the chunk had finished by now
+        for entry, (ce_val, gnorm) in zip(pending, values, strict=True):
+            entry["time_s"] = now
+            bad = not math.isfinite(ce_val) or (
+                bool(history) and ce_val > cfg.diverge_ratio * history[0]["loss"]
+            )
+            history.append({**entry, "loss": ce_val, "grad_norm": gnorm, "diverged": bad})
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(
+                    loss=f"{ce_val:.3f}",
+                    tok_s=f"{_tok_s(entry['step'], start, per_rank * world, cfg, t0):.0f}",
+                )
+            if bad:
+                break  # the steps run after a diverged one are not recorded
+        pending = []
+        return bool(history) and history[-1]["diverged"]
+
     step = start
     for step in range(start, end):
         if diverged:
             break
         lr = lr_at(step, cfg)
         x, y = data.batch(step, cfg.batch_size, rank=rank, world=world)
-        ce_val, gnorm = _step(net, model, opt, x, y, cfg, step, lr, device, world)
-        diverged = not math.isfinite(ce_val) or (
-            bool(history) and ce_val > cfg.diverge_ratio * history[0]["loss"]
-        )
-        history.append(
-            {
-                "step": step,
-                "lr": lr,
-                "loss": ce_val,
-                "grad_norm": gnorm,
-                "diverged": diverged,
-                "time_s": time.perf_counter() - t0,
-            }
-        )
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(
-                loss=f"{ce_val:.3f}", tok_s=f"{_tok_s(step, start, per_rank * world, cfg, t0):.0f}"
-            )
-        if ckpt is not None and _due(step, cfg.checkpoint_every):
+        ce, gnorm = _step(net, model, opt, x, y, cfg, step, lr, device, world)
+        pending.append({"step": step, "lr": lr, "ce": ce, "gnorm": gnorm})
+        due = ckpt is not None and _due(step, cfg.checkpoint_every)
+        if len(pending) >= sync_every or due or step == end - 1:
+            diverged = read_back()
+        if due and not diverged:
             _save_checkpoint(ckpt, model, opt, step + 1, history, cfg, run, data)
     if bar is not None:
         bar.close()
@@ -389,7 +400,11 @@ def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after
 
 
 def _step(net, model, opt, x, y, cfg: TrainConfig, step: int, lr: float, device, world: int):
-    """One optimiser step; returns the (all-reduced) cross-entropy and the gradient norm."""
+    """One optimiser step; returns the (all-reduced) cross-entropy and the gradient norm.
+
+    Both stay tensors on the device (reading them is a host sync; the loop reads them back every
+    ``sync_every`` steps).
+    """
     for group in opt.param_groups:
         group["lr"] = lr
     x, y = cuda.to_device(x, y, device)
@@ -403,14 +418,16 @@ def _step(net, model, opt, x, y, cfg: TrainConfig, step: int, lr: float, device,
                 out.attn_io, step, use_cr=cfg.cr_loss, use_ortho=cfg.ortho_loss
             )
     loss.backward()
-    gnorm = dist.local_value(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
+    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    if hasattr(gnorm, "full_tensor"):  # an FSDP2 DTensor: gather now, while every rank is here
+        gnorm = gnorm.full_tensor()
     opt.step()
     opt.zero_grad(set_to_none=True)
     ce = out.loss.detach().float()
     if world > 1:
         torch.distributed.all_reduce(ce)
         ce /= world
-    return float(ce), gnorm
+    return ce, gnorm.detach()
 
 
 def _due(step: int, every: int) -> bool:
