@@ -26,35 +26,49 @@ def plot_design(design, *, ax=None):
     """
     from scipy import stats
 
-    fig, (left, right) = axes(ax, ncols=2)
+    from ..plot.style import PALETTE, SEQUENTIAL, TITLE_SIZE, flops_text, label, log_ticks
+
+    fig, (left, right) = axes(ax, ncols=2, figsize=(5.0, 4.2))
     cand, runs = design.candidates, design.runs
     sc = left.scatter(
-        cand["params"], cand["tokens"], c=cand["gain_alone"], s=10, cmap="viridis", alpha=0.7
-    )
+        cand["params"], cand["tokens"], c=cand["gain_alone"], s=10, cmap=SEQUENTIAL, alpha=0.8,
+        edgecolors="none",
+    )  # fmt: skip
     fig.colorbar(sc, ax=left, label="variance drop if trained alone")
-    left.scatter(runs["params"], runs["tokens"], s=60, facecolors="none", edgecolors="C3", lw=1.5,
-                 label="chosen runs (order)")  # fmt: skip
-    for i, r in runs.iterrows():
-        left.annotate(str(i + 1), (r["params"], r["tokens"]), fontsize=7, color="C3",
-                      xytext=(3, 3), textcoords="offset points")  # fmt: skip
+    left.scatter(runs["params"], runs["tokens"], s=60, facecolors="none", edgecolors=PALETTE[1],
+                 lw=1.5, label="chosen runs (order)")  # fmt: skip
+    # runs at (nearly) one point get one label listing their positions ("3, 6")
+    order: dict[tuple[float, float], list[int]] = {}
+    for i, (_, r) in enumerate(runs.iterrows(), start=1):
+        here = np.log10([float(r["params"]), float(r["tokens"])])
+        near = [k for k in order if np.all(np.abs(np.log10(k) - here) < 0.08)]
+        order.setdefault(near[0] if near else (float(r["params"]), float(r["tokens"])), [])
+        order[near[0] if near else (float(r["params"]), float(r["tokens"]))].append(i)
+    for (n, t), positions in order.items():
+        left.annotate(", ".join(map(str, positions)), (n, t), fontsize=7, color=PALETTE[1],
+                      xytext=(4, 4), textcoords="offset points")  # fmt: skip
     left.set_xscale("log")
     left.set_yscale("log")
-    left.set_xlabel("parameters N")
-    left.set_ylabel("training tokens T")
-    left.legend(fontsize=7)
+    left.set_xlabel(label("params"))
+    left.set_ylabel(label("tokens"))
+    log_ticks(left)
+    left.legend(fontsize=7, frameon=False, loc="upper right")
     z = stats.norm.ppf((1 + design.prob) / 2)
     sd = np.concatenate([[design.sd_before], runs["sd_after"].to_numpy()])
     flops = np.concatenate([[0.0], np.cumsum(runs["flops"].to_numpy())])
-    right.plot(np.arange(len(sd)), z * sd, "o-", color="C0")
-    for i, f in enumerate(flops[1:], start=1):
-        right.annotate(f"{f:.1e}", (i, z * sd[i]), fontsize=6, rotation=45,
-                       xytext=(2, 4), textcoords="offset points")  # fmt: skip
+    right.plot(np.arange(len(sd)), z * sd, "o-", color=PALETTE[0])
+    right.set_xticks(np.arange(len(sd)))
+    right.set_xticklabels(
+        ["none"] + [f"{i}\n{flops_text(float(f))}" for i, f in enumerate(flops[1:], start=1)],
+        fontsize=7,
+    )
     name = design.quantity.replace("log_", "log ")
-    right.set_xlabel("runs added (labels: cumulative FLOPs)")
+    right.set_xlabel("runs added (below: cumulative training FLOP)")
     right.set_ylabel(f"{100 * design.prob:g}% half-width of {name}")
     right.set_ylim(bottom=0)
     fig.suptitle(
-        f"Next runs for {name} at {design.target_budget:.0e} FLOPs ({design.law}, "
-        f"{design.total_flops:.2e} of {design.budget_for_runs:.0e} FLOPs)"
+        f"Next runs for {name} at {flops_text(design.target_budget)} FLOP\n{design.law} law; "
+        f"runs use {flops_text(design.total_flops)} of {flops_text(design.budget_for_runs)} FLOP",
+        fontsize=TITLE_SIZE,
     )
     return fig

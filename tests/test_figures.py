@@ -1,0 +1,124 @@
+"""Every figure kind, drawn for a one-exponent, a two-exponent and a three-exponent law, and
+checked with matplotlib's own bounding boxes: no text leaves the canvas or overlaps other text.
+
+``scalefit.plot.layout_problems`` does the checking; the first test shows it finds a planted
+overlap and a title cut by the canvas edge, so a clean result means something.
+"""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("matplotlib")
+
+import scalefit  # noqa: E402
+from scalefit.plot._base import layout_problems, pyplot  # noqa: E402
+
+LAWS = {
+    "one exponent": {"law": None, "formula": "E + A/params**alpha"},
+    "chinchilla": {"law": "chinchilla"},
+    "decomposed": {"law": "decomposed"},
+}
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    pyplot().close("all")
+
+
+@pytest.fixture(scope="module")
+def table():
+    return scalefit.datasets.load("depth_delusion")
+
+
+@pytest.fixture(scope="module")
+def results(table):
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        for name, kw in LAWS.items():
+            out[name] = scalefit.fit(
+                table, kw.get("law"), formula=kw.get("formula"), starts=16, bootstrap=30,
+                seed=0, progress=False,
+            )  # fmt: skip
+    return out
+
+
+def _clean(fig):
+    problems = layout_problems(fig)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checker_finds_an_overlap_and_a_cut_title():
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.text(0.5, 0.5, "first label", transform=ax.transAxes)
+    ax.text(0.52, 0.5, "second label", transform=ax.transAxes)
+    fig.suptitle("a title much too long to fit on a figure three inches wide, cut at both ends")
+    problems = layout_problems(fig)
+    assert any("overlaps" in p and "first label" in p for p in problems)
+    assert any("leaves the figure" in p and "a title" in p for p in problems)
+
+
+@pytest.mark.parametrize("name", list(LAWS))
+def test_fit_and_draws_figures(results, table, name):
+    from scalefit.plot.fit import plot_draws, plot_fit
+
+    _clean(plot_fit(results[name], table))
+    _clean(plot_draws(results[name]))
+
+
+@pytest.mark.parametrize("name", ["chinchilla", "decomposed"])
+def test_allocation_figures(results, name):
+    from scalefit.allocate.analysis import isoflop_curve
+    from scalefit.plot.allocate import plot_frontier, plot_isoflop
+
+    res = results[name]
+    budgets = [1e20, 1e21, 1e22]
+    alloc = scalefit.allocate(res, budgets)
+    if alloc.kind == "shape":
+        curves = {b: isoflop_curve(res, b) for b in budgets}
+        _clean(plot_isoflop(curves, summary=alloc.summary, eps=alloc.eps, source=res))
+    wide = scalefit.allocate(res, np.logspace(19, 23, 9))
+    _clean(plot_frontier(wide.summary, source=res))
+
+
+def test_design_figure(results):
+    from scalefit.design import next_runs
+
+    _clean(next_runs(results["decomposed"], 1e22, 1e20, k=6).plot())
+
+
+def test_isoflop_figures():
+    from scalefit.isoflop import (
+        approach2,
+        compare_approaches,
+        plot_comparison,
+        synthetic_isoflops,
+        true_exponents,
+    )
+
+    runs = synthetic_isoflops(sigma=0.003, seed=1)
+    isos = [approach2(runs, method=m) for m in ("parabola", "profile")]
+    _clean(isos[0].plot(runs))
+    _clean(plot_comparison(compare_approaches(isoflops=isos), truth=true_exponents()))
+
+
+def test_toy_figures():
+    from scalefit.plot import toy as toyplot
+
+    rows = []
+    for mode, alpha in (("independent", 1.0), ("tied", 3.0)):
+        for tau in (0.1, 1.0):
+            for steps in (100, 200, 400):
+                rows.append(
+                    {"teacher_mode": mode, "rho": float(mode == "tied"), "temperature": tau,
+                     "steps": steps, "alpha": alpha, "alpha_lo": alpha - 0.1,
+                     "alpha_hi": alpha + 0.1, "c": 1.0, "L0": 0.0, "warnings": ""}
+                )  # fmt: skip
+    alphas = pd.DataFrame(rows)
+    _clean(toyplot.alpha_vs_steps(alphas))
+    _clean(toyplot.alpha_vs_temperature(alphas))
