@@ -1,13 +1,16 @@
 """``scalefit demo``: fit a depth/width/tokens table, then recommend what the fit can support.
 
 The demo fits Liu et al.'s ``decomposed`` law to the Chinchilla depth/width table when it can be
-found (``--data-dir``, ``SCALEFIT_DATA_DIR``, the cache, or the checksummed download) and otherwise
-to the bundled table of scalefit's own trainer, saying which and why. It prints the two commands it
+found (the one lookup of :func:`scalefit.datasets.locate`: ``--data-dir``, ``SCALEFIT_DATA_DIR``,
+``shared/data`` beside a checkout, the user cache, or the checksummed download) and otherwise to
+the bundled table of scalefit's own trainer, saying which and why; when the table is not found it
+names each place looked, the URL and one command that fetches it. It prints the two commands it
 runs (``scalefit fit`` and ``scalefit allocate``) so they can be rerun or adapted, then a table per
 budget — depth, width, tokens, params and tokens per parameter with intervals over the fit's draws —
 and a plain-language paragraph. A quantity is *recommended* only when the data pin it down: the fit
-names no non-identified parameter and the quantity's interval spans less than a factor of
-:data:`PINNED_RATIO`; otherwise the demo says what the data cannot determine.
+names no non-identified parameter, the optimum is not a boundary solution (on the edge of the
+searched depths) and the quantity's interval spans less than a factor of :data:`PINNED_RATIO`;
+otherwise the demo says what the data cannot determine and why.
 """
 
 from __future__ import annotations
@@ -67,9 +70,11 @@ def register(sub: Subcommands) -> None:
         "demo",
         help="fit the Chinchilla depth/width table (else a bundled one) and recommend shapes",
         description="Fits Liu et al.'s decomposed law (width, depth, tokens) to the Chinchilla "
-        "depth/width table when it is available (--data-dir, SCALEFIT_DATA_DIR, cache or a "
-        "checksummed download), else to a bundled table, and recommends per budget only what "
-        "the fit pins down. Prints each command it runs so you can rerun or adapt it.",
+        "depth/width table when it is found (--data-dir, SCALEFIT_DATA_DIR, shared/data beside "
+        "the checkout, the user cache or a checksummed download), else to a bundled table, and "
+        "recommends per budget only what the fit pins down: no value for a quantity the data "
+        "leave open, no shape at a boundary solution. Prints each command it runs so you can "
+        "rerun or adapt it.",
     )
     p.add_argument(
         "--budget",
@@ -88,8 +93,8 @@ def register(sub: Subcommands) -> None:
         "--data-dir",
         default=None,
         metavar="DIR",
-        help="folder holding chinchilla_depth_width.csv (else SCALEFIT_DATA_DIR, the cache, "
-        "a download)",
+        help="folder holding chinchilla_depth_width.csv (else SCALEFIT_DATA_DIR, shared/data "
+        "beside the checkout, the user cache, a download)",
     )
     p.add_argument(
         "--no-download",
