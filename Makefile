@@ -6,7 +6,6 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= results/demo
-export SCALEFIT_DATA_DIR ?= $(abspath ../shared/data)
 export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: setup test test-slow test-matrix lint docs demo bench clean
@@ -38,6 +37,8 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
+# The demo finds the Chinchilla table the way `scalefit demo` does everywhere (scalefit/datasets.py):
+# --data-dir, SCALEFIT_DATA_DIR, ../shared/data beside this checkout, the user cache, a download.
 demo: $(STAMP)
 	$(BIN)/scalefit demo --out $(OUT)
 

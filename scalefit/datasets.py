@@ -2,9 +2,13 @@
 
 ``load("depth_delusion")`` reads the table bundled in the repository's ``data/`` folder. The two
 Chinchilla tables come from public repositories and are not redistributed: they are resolved at run
-time from, in order, the ``data_dir`` argument, the ``SCALEFIT_DATA_DIR`` environment variable, the
-cache (``SCALEFIT_CACHE_DIR`` or ``~/.cache/scalefit``), and finally a download from the public raw
-URL into the cache. Every file found or downloaded is checked against its sha256 checksum.
+time from, in order, the ``data_dir`` argument (``--data-dir``), the ``SCALEFIT_DATA_DIR``
+environment variable, ``shared/data`` beside a source checkout, the user cache
+(``$SCALEFIT_CACHE_DIR/data``, else ``$XDG_CACHE_HOME/scalefit/data``, else
+``~/.cache/scalefit/data``), and finally a download from the public raw URL into the cache. Every
+file found or downloaded is checked against its sha256 checksum, and a verified copy found outside
+the cache is copied into it, so the next run finds it from any folder. ``make``, the ``scalefit``
+command and Python all go through :func:`locate`.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,9 +111,52 @@ def _sha256(path: Path) -> str:
 
 
 def cache_dir() -> Path:
-    """Folder for downloaded tables: ``SCALEFIT_CACHE_DIR`` (or ``~/.cache/scalefit``) / data."""
-    root = os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit"
-    return Path(root) / "data"
+    """Folder of the user cache of reference tables.
+
+    ``$SCALEFIT_CACHE_DIR/data`` when that variable is set, else ``$XDG_CACHE_HOME/scalefit/data``,
+    else ``~/.cache/scalefit/data``.
+    """
+    root = os.environ.get("SCALEFIT_CACHE_DIR")
+    if root:
+        return Path(root) / "data"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "scalefit" / "data"
+
+
+def checkout_data_dir() -> Path | None:
+    """``shared/data`` beside a source checkout of scalefit (None in an installed wheel).
+
+    A checkout at ``.../project/scalefit-repo`` looks in ``.../project/shared/data``; this is the
+    folder ``make`` and the tests used to point ``SCALEFIT_DATA_DIR`` at.
+    """
+    if BUNDLED_DIR == _WHEEL_DIR:
+        return None
+    return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+
+def search_path(data_dir: str | os.PathLike | None = None) -> list[tuple[str, Path | None]]:
+    """The places a public table is looked for, in order, as ``(label, folder)`` pairs.
+
+    The labels are ``data_dir`` (the argument, ``--data-dir`` on the command line),
+    ``SCALEFIT_DATA_DIR``, ``checkout`` (:func:`checkout_data_dir`) and ``cache``
+    (:func:`cache_dir`); a folder is None when it is not set. The command line, ``make`` and
+    Python all use this one list.
+    """
+    env = os.environ.get("SCALEFIT_DATA_DIR")
+    return [
+        ("data_dir", Path(data_dir) if data_dir else None),
+        ("SCALEFIT_DATA_DIR", Path(env) if env else None),
+        ("checkout", checkout_data_dir()),
+        ("cache", cache_dir()),
+    ]
+
+
+PLACE_NAMES = {
+    "data_dir": "the given data folder",
+    "SCALEFIT_DATA_DIR": "SCALEFIT_DATA_DIR",
+    "checkout": "shared/data beside the checkout",
+    "cache": "the user cache",
+}
 
 
 def _verified(path: Path, ds: Dataset) -> Path:
@@ -120,8 +168,116 @@ def _verified(path: Path, ds: Dataset) -> Path:
     return path
 
 
+def _remember(path: Path, ds: Dataset) -> None:
+    """Keep a verified copy in the user cache, so later runs find it without the folder.
+
+    A cache that cannot be written (read-only home, full disk) is not an error: the table was
+    found and is used from where it is.
+    """
+    target = cache_dir() / ds.filename
+    try:
+        if target.exists() or target.resolve() == path.resolve():
+            return
+        atomic_write_bytes(target, _read(path))
+    except OSError:
+        return
+
+
+def fetch_command(name: str) -> str:
+    """One shell command that downloads a public table into the user cache."""
+    ds = DATASETS[name]
+    target = cache_dir() / ds.filename
+    return f"curl -fL --create-dirs -o {shlex.quote(str(target))} {ds.url}"
+
+
+class TableNotFound(ScaleFitError):
+    """A public table that is in none of the places looked and was not downloaded.
+
+    Attributes
+    ----------
+    name : str
+        The dataset.
+    places : list of (str, Path or None)
+        Each place looked (:func:`search_path`).
+    why : str
+        Why nothing was downloaded (downloads off, or the download's error).
+    """
+
+    def __init__(self, ds: Dataset, places: list[tuple[str, Path | None]], why: str) -> None:
+        self.name, self.places, self.why = ds.name, places, why
+        super().__init__(_not_found(ds, places, why))
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where :func:`locate` found a table: its verified path and the place's label."""
+
+    path: Path
+    where: str
+
+
+def locate(name: str, data_dir: str | os.PathLike | None = None, *, download: bool = True) -> Found:
+    """Find (or fetch) a table and say where it came from (see :func:`resolve`).
+
+    ``where`` is one of the labels of :func:`search_path`, ``"download"`` or ``"bundled"``.
+    """
+    if name not in DATASETS:
+        raise ScaleFitError(
+            f"Unknown dataset {name!r}; expected one of {', '.join(sorted(DATASETS))}."
+        )
+    ds = DATASETS[name]
+    if ds.bundled:
+        path = BUNDLED_DIR / ds.filename
+        if not path.exists():
+            raise ScaleFitError(f"bundled table {path} is missing from this installation.")
+        return Found(path, "bundled")
+    places = search_path(data_dir)
+    for label, folder in places:
+        candidate = None if folder is None else folder / ds.filename
+        if candidate is not None and candidate.exists():
+            path = _verified(candidate, ds)
+            if label != "cache":
+                _remember(path, ds)
+            return Found(path, label)
+    if not download:
+        raise TableNotFound(ds, places, "downloads are off")
+    import urllib.error  # here, not at the top: http/ssl/email cost ~20 ms of every command
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(ds.url, timeout=30) as resp:  # noqa: S310 - fixed https URL
+            payload = resp.read()
+    except (urllib.error.URLError, OSError) as exc:
+        reason = str(getattr(exc, "reason", exc)).replace("(", "").replace(")", "")
+        raise TableNotFound(ds, places, f"the download failed: {reason}") from exc
+    if ds.sha256 and hashlib.sha256(payload).hexdigest() != ds.sha256:
+        raise ScaleFitError(f"downloaded {name!r} from {ds.url} but its sha256 does not match.")
+    target = cache_dir() / ds.filename
+    atomic_write_bytes(target, payload)
+    return Found(target, "download")
+
+
+def _not_found(ds: Dataset, places: list[tuple[str, Path | None]], why: str) -> str:
+    """One line: each place looked, why nothing was fetched, the URL and a command to fetch it."""
+    looked = "; ".join(
+        f"{PLACE_NAMES[label]}: {'not set' if folder is None else folder}"
+        for label, folder in places
+    )
+    return (
+        f"dataset {ds.name!r} ({ds.filename}) was not found. Looked in {looked}. Not "
+        f"downloaded: {why}. Its URL is {ds.url}; to fetch it into the cache run: "
+        f"{fetch_command(ds.name)}"
+    )
+
+
 def resolve(name: str, data_dir: str | os.PathLike | None = None, *, download: bool = True) -> Path:
     """Find (or fetch) the file behind a dataset name and return its verified path.
+
+    Bundled tables are read from the installation. A public table is looked for, in order, in
+    ``data_dir``, in ``SCALEFIT_DATA_DIR``, in ``shared/data`` beside a source checkout and in
+    the user cache (:func:`search_path`); the first copy found is checked against its sha256
+    and, when it is not in the cache yet, copied there so later runs find it anywhere. When no
+    copy exists and ``download`` is true it is downloaded into the cache.
 
     Parameters
     ----------
@@ -136,44 +292,14 @@ def resolve(name: str, data_dir: str | os.PathLike | None = None, *, download: b
     -------
     pathlib.Path
         Path to a file whose checksum matches.
-    """
-    if name not in DATASETS:
-        raise ScaleFitError(
-            f"Unknown dataset {name!r}; expected one of {', '.join(sorted(DATASETS))}."
-        )
-    ds = DATASETS[name]
-    if ds.bundled:
-        path = BUNDLED_DIR / ds.filename
-        if not path.exists():
-            raise ScaleFitError(f"bundled table {path} is missing from this installation.")
-        return path
-    folders = [Path(d) for d in (data_dir, os.environ.get("SCALEFIT_DATA_DIR")) if d]
-    folders.append(cache_dir())
-    for folder in folders:
-        candidate = folder / ds.filename
-        if candidate.exists():
-            return _verified(candidate, ds)
-    if not download:
-        raise ScaleFitError(
-            f"dataset {name!r} not found in {', '.join(map(str, folders))} and downloads are off."
-        )
-    target = cache_dir() / ds.filename
-    import urllib.error  # here, not at the top: http/ssl/email cost ~20 ms of every command
-    import urllib.request
 
-    try:
-        with urllib.request.urlopen(ds.url, timeout=30) as resp:  # noqa: S310 - fixed https URL
-            payload = resp.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise ScaleFitError(
-            f"dataset {name!r} is not available locally and the download failed ({exc}); "
-            f"put {ds.filename} in a folder and give it (--data-dir DIR on the command line, "
-            f"data_dir=DIR in Python) or set SCALEFIT_DATA_DIR."
-        ) from exc
-    if ds.sha256 and hashlib.sha256(payload).hexdigest() != ds.sha256:
-        raise ScaleFitError(f"downloaded {name!r} from {ds.url} but its sha256 does not match.")
-    atomic_write_bytes(target, payload)
-    return target
+    Raises
+    ------
+    ScaleFitError
+        When no copy is found (and none could be downloaded): one line naming each place
+        looked, the URL and one command that fetches the table.
+    """
+    return locate(name, data_dir, download=download).path
 
 
 def load(

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import needs_reference_data
@@ -52,3 +54,131 @@ def test_lm_grid_bundled():
     t = load("lm_grid_shakespeare")
     assert {"depth", "width", "tokens", "params", "loss", "variant"} <= set(t.columns)
     assert set(t["variant"]) >= {"pre_ln", "lns"}
+
+
+# ---------------- one lookup, a cache that remembers
+TINY = b"model_size,num_tokens,FLOP,loss\n1e6,2e7,1.2e14,3.5\n2e6,4e7,4.8e14,3.2\n"
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    """A public-style table (checksummed, with a file:// URL) and an empty home: no network."""
+    import hashlib
+
+    from scalefit.datasets import Dataset
+
+    src = tmp_path / "published" / "tiny.csv"
+    src.parent.mkdir()
+    src.write_bytes(TINY)
+    ds = Dataset(
+        name="tiny",
+        filename="tiny.csv",
+        description="two rows",
+        columns={"model_size": "params", "num_tokens": "tokens", "FLOP": "flops"},
+        sha256=hashlib.sha256(TINY).hexdigest(),
+        url=src.as_uri(),
+    )
+    monkeypatch.setitem(DATASETS, "tiny", ds)
+    for var in ("SCALEFIT_DATA_DIR", "SCALEFIT_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return ds
+
+
+def _folder(tmp_path, name):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "tiny.csv").write_bytes(TINY)
+    return d
+
+
+def test_cache_folder_follows_scalefit_then_xdg_then_home(tmp_path, monkeypatch, tiny):
+    from scalefit.datasets import cache_dir
+
+    assert cache_dir() == tmp_path / "home" / ".cache" / "scalefit" / "data"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "scalefit" / "data"
+    monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "sc"))
+    assert cache_dir() == tmp_path / "sc" / "data"
+
+
+def test_lookup_order_and_the_cache_remembers_a_verified_copy(tmp_path, monkeypatch, tiny):
+    from scalefit.datasets import cache_dir, locate
+
+    given, env = _folder(tmp_path, "given"), _folder(tmp_path, "env")
+    monkeypatch.setenv("SCALEFIT_DATA_DIR", str(env))
+    found = locate("tiny", given, download=False)
+    assert (found.where, found.path) == ("data_dir", given / "tiny.csv")
+    assert (cache_dir() / "tiny.csv").read_bytes() == TINY  # remembered
+    (cache_dir() / "tiny.csv").unlink()
+    found = locate("tiny", download=False)
+    assert (found.where, found.path) == ("SCALEFIT_DATA_DIR", env / "tiny.csv")
+    # the folder is gone from the environment: the cache answers, from any folder, offline
+    monkeypatch.delenv("SCALEFIT_DATA_DIR")
+    monkeypatch.chdir(tmp_path)
+    found = locate("tiny", download=False)
+    assert (found.where, found.path) == ("cache", cache_dir() / "tiny.csv")
+    assert len(load("tiny", download=False)) == 2
+
+
+def test_a_copy_that_fails_its_checksum_is_not_remembered(tmp_path, tiny):
+    from scalefit.datasets import cache_dir
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "tiny.csv").write_bytes(TINY + b"3e6,6e7,1.08e15,3.0\n")
+    with pytest.raises(ScaleFitError, match="sha256"):
+        resolve("tiny", bad, download=False)
+    assert not (cache_dir() / "tiny.csv").exists()
+
+
+def test_download_on_request_lands_in_the_cache(tmp_path, tiny):
+    from scalefit.datasets import cache_dir, locate
+
+    found = locate("tiny", download=True)  # tiny's URL is a local file:// URL
+    assert (found.where, found.path) == ("download", cache_dir() / "tiny.csv")
+    assert found.path.read_bytes() == TINY
+
+
+def _max_paren_depth(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        deepest = max(deepest, depth)
+    return deepest
+
+
+@pytest.mark.parametrize("download", [False, True])
+def test_not_found_names_each_place_the_url_and_one_fetch_command(
+    tmp_path, monkeypatch, tiny, download
+):
+    from scalefit.datasets import TableNotFound, cache_dir, checkout_data_dir
+
+    monkeypatch.setitem(
+        DATASETS, "tiny", dataclasses.replace(tiny, url=(tmp_path / "gone.csv").as_uri())
+    )
+    monkeypatch.setenv("SCALEFIT_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(TableNotFound) as info:
+        resolve("tiny", tmp_path / "given", download=download)
+    msg = str(info.value)
+    assert "\n" not in msg and _max_paren_depth(msg) <= 1
+    for place in (tmp_path / "given", tmp_path / "nowhere", cache_dir()):
+        assert str(place) in msg
+    if checkout_data_dir() is not None:
+        assert f"shared/data beside the checkout: {checkout_data_dir()}" in msg
+    assert ("downloads are off" in msg) != download and ("download failed" in msg) == download
+    assert (tmp_path / "gone.csv").as_uri() in msg
+    assert f"curl -fL --create-dirs -o {cache_dir() / 'tiny.csv'} " in msg
+
+
+def test_a_checkout_also_looks_beside_itself():
+    from pathlib import Path
+
+    import scalefit
+    from scalefit.datasets import BUNDLED_DIR, checkout_data_dir, search_path
+
+    labels = [label for label, _ in search_path()]
+    assert labels == ["data_dir", "SCALEFIT_DATA_DIR", "checkout", "cache"]
+    if BUNDLED_DIR.name == "data":  # a source checkout (not the wheel's scalefit._bundled)
+        root = Path(scalefit.__file__).resolve().parents[1]
+        assert checkout_data_dir() == root.parent / "shared" / "data"

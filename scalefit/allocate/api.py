@@ -25,6 +25,7 @@ class Source:
     point: dict[str, float]
     draws: dict[str, np.ndarray] | None
     prob: float
+    not_identified: tuple[str, ...] = ()
 
 
 def resolve(
@@ -56,6 +57,7 @@ def resolve(
                 )
             draws = {k: d[:, i] for i, k in enumerate(source.params)}
         prob = source.ci_prob if prob is None else prob
+        unknown = tuple(source.not_identified)
     else:
         law = get_law(source, **(law_options or {}))
         if params is None:
@@ -75,9 +77,10 @@ def resolve(
             raise ScaleFitError(f"law {law.name!r}: parameter(s) {bad} must be finite numbers.")
         _check_allocatable(law, point)
         draws, prob = None, 0.95 if prob is None else prob
+        unknown = ()
     if not 0 < prob < 1:
         raise ScaleFitError(f"The 'prob' parameter must be a float in (0, 1). Got {prob!r}.")
-    return Source(law, point, draws, float(prob))
+    return Source(law, point, draws, float(prob), unknown)
 
 
 def _check_allocatable(law, point: dict[str, float]) -> None:
@@ -125,6 +128,22 @@ class Allocation:
         The continuous solution of every draw at every budget.
     shapes : dict of float -> DataFrame
         Ranked practical candidates per budget (shape laws only).
+    warnings : list of str
+        What the caller should know before using the numbers (one sentence each).
+    not_identified : tuple of str
+        Parameters the fit does not pin down (:attr:`scalefit.FitResult.not_identified`); when
+        any is named, no shape is ``recommended``.
+
+    Notes
+    -----
+    Two columns of :attr:`summary` say whether a row's shape is a recommendation (shape laws):
+    ``boundary`` is True when the optimum sits on the edge of the searched depths (the point
+    estimate's continuous optimum on a depth bound, or the best practical shape at ``min_depth``
+    or ``max_depth`` with more than ``(1 - prob) / 2`` of the draws' optima on that bound), so
+    the law would go past the edge and the shape there is an artefact of the search, not an
+    optimum (``boundary_share``: the share of draws whose optimum sits on a depth bound);
+    ``recommended`` is True only for a shape that is neither flat, nor on a boundary, nor from
+    a fit with a parameter in :attr:`not_identified`.
     """
 
     law: str
@@ -139,6 +158,7 @@ class Allocation:
     draws: pd.DataFrame | None = None
     shapes: dict[float, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    not_identified: tuple[str, ...] = ()
 
     def alternatives(self, budget: float, *, within: str = "interval") -> pd.DataFrame:
         """Practical shapes whose loss lies within the best one's interval (or ``"eps"``)."""
@@ -227,6 +247,7 @@ def allocate(
         pd.DataFrame(),
         cont,
         draws,
+        not_identified=src.not_identified,
     )
     frames = _practical(space, src, cont, draws, budgets, cons, eps, depth_range)
     rows = []
@@ -236,9 +257,11 @@ def allocate(
             frame = frames[i]
             alloc.shapes[float(c)] = frame
             row.update(_practical_row(frame, bool(cont["flat"].iloc[i])))
+            row.update(_boundary(cont, draws, i, len(budgets), row["depth"], cons, src.prob))
         else:
             row.update({q: cont[q].iloc[i] for q in ("tokens", "params", "loss")})
             row.update(depth=np.nan, width=np.nan, loss_lo=np.nan, loss_hi=np.nan, flat=False)
+            row.update(boundary=False, boundary_share=np.nan)
             if draws is not None and np.isfinite(row["params"]):
                 _loss_band(space, src, row, c)
         row.update(_star(cont.iloc[i], draws, i, len(budgets), src.prob))
@@ -251,6 +274,13 @@ def allocate(
                 regret_mean=np.nan,
                 regret_p95=np.nan,
             )
+        row["recommended"] = bool(
+            space.kind == "shape"
+            and not row.get("flat")
+            and not row["boundary"]
+            and not src.not_identified
+            and np.isfinite(row.get("depth", np.nan))
+        )
         rows.append(row)
     alloc.summary = pd.DataFrame(rows)
     _warn(alloc)
@@ -316,6 +346,24 @@ def _practical_row(frame: pd.DataFrame, flat: bool) -> dict:
     return row
 
 
+def _boundary(cont, draws, i: int, n_bud: int, depth: float, cons: Constraints, prob) -> dict:
+    """Whether budget ``i``'s optimum sits on the edge of the searched depths (see Allocation).
+
+    A practical shape at ``min_depth`` (or ``max_depth``) counts when the point estimate's
+    continuous optimum is on the bound, or when more than the interval's tail of draws is.
+    """
+    on_bound = bool(cont["depth_at_bound"].iloc[i]) if "depth_at_bound" in cont else False
+    edges = [cons.min_depth] + ([cons.max_depth] if cons.max_depth else [])
+    at_edge = bool(np.isfinite(depth) and any(int(depth) == int(e) for e in edges))
+    share = np.nan
+    if draws is not None and "depth_at_bound" in draws:
+        share = float(draws["depth_at_bound"].to_numpy(dtype=bool)[i::n_bud].mean())
+    flat = bool(cont["flat"].iloc[i]) if "flat" in cont else False
+    draws_on_bound = bool(np.isfinite(share) and share > (1 - prob) / 2)
+    boundary = (on_bound or (at_edge and draws_on_bound)) and not flat
+    return {"boundary": boundary, "boundary_share": share}
+
+
 def _loss_band(space, src, row, budget) -> None:
     x = {"params": np.array([row["params"]]), "tokens": np.array([row["tokens"]])}
     law = space.law
@@ -370,5 +418,24 @@ def _warn(alloc: Allocation) -> None:
             "the optimum is flat in depth at some budgets: every depth in the "
             "reported range reaches the same loss; the law does not choose one."
         )
-    if "depth_at_bound" in cont and cont["depth_at_bound"].any() and not cont["flat"].all():
-        alloc.warnings.append("the continuous optimum sits on a depth bound at some budgets.")
+    s = alloc.summary
+    if "boundary" in s and s["boundary"].any():
+        c = alloc.constraints
+        edges = f"depth {c.min_depth}" + (f" or {c.max_depth}" if c.max_depth else "")
+        bad = ", ".join(_flops(b) for b in alloc.budgets[s["boundary"].to_numpy(dtype=bool)])
+        alloc.warnings.append(
+            f"boundary solution at {bad} FLOP: the optimum sits on the edge of the searched "
+            f"depths ({edges}), so the law would go past it; the shape there is not an optimum "
+            f"and is not recommended."
+        )
+    if alloc.not_identified:
+        alloc.warnings.append(
+            f"the fit does not pin down {', '.join(alloc.not_identified)}: no shape is "
+            f"recommended; the intervals show how far the optimum moves over the draws."
+        )
+
+
+def _flops(value: float) -> str:
+    """``1e21``, ``3e20``: a budget as it is typed."""
+    mant, _, exp = f"{float(value):.3g}".partition("e")
+    return f"{mant}e{int(exp)}" if exp else mant

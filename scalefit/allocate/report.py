@@ -90,10 +90,7 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
         )
         lines.append(_shapes(_spread(alloc.alternatives(budget, within="eps"), show)))
         return "\n".join(lines)
-    lines.append(
-        f"  recommended  depth {int(s['depth'])}  width {int(s['width'])}  params "
-        f"{_g(s['params'])}  tokens {_g(s['tokens'])}  loss {_g(s['loss'], 5)}" + _band(s)
-    )
+    lines.extend(_best_shape(alloc, s))
     if np.isfinite(s.get("expected_loss", np.nan)):
         lines.append(
             f"               expected loss {_g(s['expected_loss'], 5)}  regret mean "
@@ -118,6 +115,28 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     if len(alt) and show > 0:
         lines.append(_shapes(alt.head(show)))
     return "\n".join(lines)
+
+
+def _best_shape(alloc: Allocation, s: pd.Series) -> list[str]:
+    """The best practical shape: "recommended" only when the summary says it is."""
+    shape = (
+        f"depth {int(s['depth'])}  width {int(s['width'])}  params {_g(s['params'])}  "
+        f"tokens {_g(s['tokens'])}  loss {_g(s['loss'], 5)}" + _band(s)
+    )
+    if s.get("recommended", True):
+        return [f"  recommended  {shape}"]
+    if s.get("boundary", False):
+        c = alloc.constraints
+        edge = c.max_depth if c.max_depth and int(s["depth"]) == c.max_depth else c.min_depth
+        share = s.get("boundary_share", np.nan)
+        of_draws = f"; {share:.0%} of the draws' optima on it" if np.isfinite(share) else ""
+        why = (
+            f"boundary solution: the optimum sits on the edge of the searched depths "
+            f"(depth {edge}{of_draws}), not recommended"
+        )
+    else:
+        why = f"not recommended: the fit does not pin down {', '.join(alloc.not_identified)}"
+    return [f"  best in grid {shape}", f"               {why}"]
 
 
 def _band(s: pd.Series) -> str:

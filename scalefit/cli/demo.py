@@ -1,20 +1,22 @@
 """``scalefit demo``: fit a depth/width/tokens table, then recommend what the fit can support.
 
 The demo fits Liu et al.'s ``decomposed`` law to the Chinchilla depth/width table when it can be
-found (``--data-dir``, ``SCALEFIT_DATA_DIR``, the cache, or the checksummed download) and otherwise
-to the bundled table of scalefit's own trainer, saying which and why. It prints the two commands it
+found (the one lookup of :func:`scalefit.datasets.locate`: ``--data-dir``, ``SCALEFIT_DATA_DIR``,
+``shared/data`` beside a checkout, the user cache, or the checksummed download) and otherwise to
+the bundled table of scalefit's own trainer, saying which and why; when the table is not found it
+names each place looked, the URL and one command that fetches it. It prints the two commands it
 runs (``scalefit fit`` and ``scalefit allocate``) so they can be rerun or adapted, then a table per
 budget — depth, width, tokens, params and tokens per parameter with intervals over the fit's draws —
 and a plain-language paragraph. A quantity is *recommended* only when the data pin it down: the fit
-names no non-identified parameter and the quantity's interval spans less than a factor of
-:data:`PINNED_RATIO`; otherwise the demo says what the data cannot determine.
+names no non-identified parameter, the optimum is not a boundary solution (on the edge of the
+searched depths) and the quantity's interval spans less than a factor of :data:`PINNED_RATIO`;
+otherwise the demo says what the data cannot determine and why.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
-from pathlib import Path
 
 import numpy as np
 
@@ -40,6 +42,10 @@ FALLBACK = {
     "budgets": ("1e13", "1e14", "1e15"),
     "head_dim": 32,
     "vocab": 256,
+    "limits": "The bundled table is 36 small runs with depths 1 to 8 only: it shows how the loss "
+    "of those runs falls with width and tokens, with the exponents and intervals of the fit "
+    "above, but not how it depends on depth at these budgets, so it cannot say what shape to "
+    "train.",
 }
 PINNED_RATIO = 3.0
 QUANTITIES = ("depth", "width", "params", "tokens", "tokens_per_param")
@@ -64,9 +70,11 @@ def register(sub: Subcommands) -> None:
         "demo",
         help="fit the Chinchilla depth/width table (else a bundled one) and recommend shapes",
         description="Fits Liu et al.'s decomposed law (width, depth, tokens) to the Chinchilla "
-        "depth/width table when it is available (--data-dir, SCALEFIT_DATA_DIR, cache or a "
-        "checksummed download), else to a bundled table, and recommends per budget only what "
-        "the fit pins down. Prints each command it runs so you can rerun or adapt it.",
+        "depth/width table when it is found (--data-dir, SCALEFIT_DATA_DIR, shared/data beside "
+        "the checkout, the user cache or a checksummed download), else to a bundled table, and "
+        "recommends per budget only what the fit pins down: no value for a quantity the data "
+        "leave open, no shape at a boundary solution. Prints each command it runs so you can "
+        "rerun or adapt it.",
     )
     p.add_argument(
         "--budget",
@@ -85,8 +93,8 @@ def register(sub: Subcommands) -> None:
         "--data-dir",
         default=None,
         metavar="DIR",
-        help="folder holding chinchilla_depth_width.csv (else SCALEFIT_DATA_DIR, the cache, "
-        "a download)",
+        help="folder holding chinchilla_depth_width.csv (else SCALEFIT_DATA_DIR, shared/data "
+        "beside the checkout, the user cache, a download)",
     )
     p.add_argument(
         "--no-download",
@@ -106,35 +114,45 @@ def register(sub: Subcommands) -> None:
 
 
 def choose_data(data_dir: str | None, download: bool, bundled: bool) -> tuple[dict, str]:
-    """The table to fit and one sentence saying where it came from (or why it was not used)."""
-    import os
+    """The table to fit and a few lines saying where it came from (or why it was not used).
 
-    from ..datasets import DATASETS, cache_dir, resolve
+    The Chinchilla table is looked for the one way :func:`scalefit.datasets.locate` looks (the
+    same for ``make demo``, the ``scalefit`` command and Python); when it is not found, the lines
+    name each place looked, the URL and one command that fetches it.
+    """
+    from ..datasets import DATASETS, PLACE_NAMES, TableNotFound, fetch_command, locate
 
     if bundled:
         return FALLBACK, "--bundled was given"
     try:
-        path = resolve("chinchilla", data_dir, download=False)
-        if data_dir and path.parent == Path(data_dir):
-            where = f"--data-dir {data_dir}"
-        elif path.parent == cache_dir():
-            where = f"the cache ({path.parent})"
-        else:
-            where = f"SCALEFIT_DATA_DIR={os.environ.get('SCALEFIT_DATA_DIR')}"
-        return CHINCHILLA, f"found in {where}, sha256 verified"
-    except ScaleFitError as exc:
-        reason = str(exc)
-    if download:
-        try:
-            path = resolve("chinchilla", data_dir, download=True)
-            return CHINCHILLA, f"downloaded from {DATASETS['chinchilla'].url} into {path.parent}"
-        except ScaleFitError as exc:
-            reason = str(exc)
-    reason = reason.split(";")[0].rstrip(".")
-    return FALLBACK, (
-        f"the Chinchilla table is not available ({reason}); to use it, put "
-        f"chinchilla_depth_width.csv in a folder and pass --data-dir DIR or set SCALEFIT_DATA_DIR"
-    )
+        found = locate("chinchilla", data_dir, download=download)
+    except TableNotFound as exc:
+        looked = [
+            f"{'--data-dir' if label == 'data_dir' else PLACE_NAMES[label]}: "
+            f"{'not set' if folder is None else folder}"
+            for label, folder in exc.places
+        ]
+        why = exc.why + (", --no-download was given" if not download else "")
+        return FALLBACK, "\n".join(
+            [
+                "the Chinchilla table was not found, so the bundled table is fitted instead",
+                "looked in " + "; ".join(looked),
+                f"not downloaded: {why}",
+                f"its URL: {DATASETS['chinchilla'].url}",
+                f"to fetch it into the cache: {fetch_command('chinchilla')}",
+            ]
+        )
+    except ScaleFitError as exc:  # a copy whose checksum does not match
+        return FALLBACK, f"the Chinchilla table was not used: {exc}"
+    folder = found.path.parent
+    where = {
+        "data_dir": f"found in --data-dir {data_dir}",
+        "SCALEFIT_DATA_DIR": f"found in SCALEFIT_DATA_DIR={folder}",
+        "checkout": f"found in {folder}, shared/data beside the checkout",
+        "cache": f"found in the user cache {folder}",
+        "download": f"downloaded from {DATASETS['chinchilla'].url} into {folder}",
+    }[found.where]
+    return CHINCHILLA, f"{where}, sha256 verified"
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -149,7 +167,7 @@ def run_demo(args: argparse.Namespace) -> int:
     budgets = list(args.budget or spec["budgets"])
     data = ["--data-dir", args.data_dir] if args.data_dir and spec is CHINCHILLA else []
     print(f"data     {spec['table']}: {spec['about']}")
-    print(f"         ({why})\n")
+    print("\n".join(f"         {line}" for line in why.splitlines()) + "\n")
     fit_cmd = ["fit", spec["table"], *spec["args"], *data, "--law", "decomposed"]
     fit_cmd += ["--bootstrap", str(args.bootstrap), "--seed", str(args.seed)]
     fit_cmd += ["--out", str(out / "fit.json"), "--plots", str(out)]
@@ -170,7 +188,7 @@ def run_demo(args: argparse.Namespace) -> int:
     alloc_cmd += ["--out", str(out / "allocation.csv"), "--plots", str(out)]
     alloc = _allocation(result, budgets, spec)
     table = recommendation_table(alloc, unknown)
-    settled = not unknown and bool(table.filter(like="_determined").all().all())
+    settled = bool(table["recommended"].all() and table.filter(like="_determined").all().all())
     if not settled:  # the allocate report calls its best shape "recommended": not for this fit
         alloc_cmd += ["--quiet"]
     print(f"\n$ scalefit {shlex.join(alloc_cmd)}\n", flush=True)
@@ -181,10 +199,27 @@ def run_demo(args: argparse.Namespace) -> int:
 
     atomic_write_csv(out / "recommendation.csv", table)
     print()
-    print(recommendation_text(table, alloc, spec, unknown))
+    print(recommendation_text(table, alloc, spec, unknown, unpinned_reasons(result)))
     print(f"\nwrote {out / 'recommendation.csv'}")
     print(f"results and figures are in {out}/")
     return EXIT_OK
+
+
+def unpinned_reasons(result) -> tuple[str, ...]:
+    """Why each parameter in ``result.not_identified`` is not pinned down, one phrase each."""
+    out = []
+    bounds = {p.name: p.bounds for p in result.law.params}
+    for name in result.not_identified:
+        lo, hi = result.ci.get(name, (np.nan, np.nan))
+        b = bounds.get(name)
+        if b and np.isfinite(lo) and (lo < b[0] or hi > b[1]):
+            out.append(
+                f"the bootstrap interval of {name}, [{lo:.3g}, {hi:.3g}], leaves its declared "
+                f"range [{b[0]:g}, {b[1]:g}]"
+            )
+        else:
+            out.append(f"{name} lies along a flat direction of the fit")
+    return tuple(out)
 
 
 def _allocation(result, budgets, spec):
@@ -209,8 +244,8 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
     alloc : Allocation
         From :func:`scalefit.allocate.allocate` on a result with draws.
     unknown : tuple of str
-        Parameters the fit does not identify; when non-empty, nothing is recommended outright
-        and each quantity is reported only if its interval is narrow.
+        Parameters the fit does not identify; when non-empty, nothing is recommended: every
+        quantity is shown only by its interval.
 
     Returns
     -------
@@ -218,8 +253,11 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
         ``budget``, then per quantity ``q`` (depth, width, params, tokens, tokens_per_param):
         ``q`` (the recommended practical shape's value; empty when not determined), ``q_lo``,
         ``q_hi`` (the interval of the continuous optimum over the draws) and ``q_determined``;
-        then ``expected_loss``, ``regret_mean``, ``regret_p95``, ``not_identified``. Values are
-        rounded to 3 significant figures, as printed.
+        then ``expected_loss``, ``regret_mean``, ``regret_p95``, ``not_identified``,
+        ``boundary`` (the optimum sits on the edge of the searched depths) and ``recommended``.
+        A quantity is determined only when its interval spans less than a factor of
+        :data:`PINNED_RATIO`, the fit identifies every parameter and the optimum is not on a
+        boundary. Values are rounded to 3 significant figures, as printed.
     """
     import pandas as pd
 
@@ -229,6 +267,8 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
     for i, budget in enumerate(alloc.budgets):
         r = s.iloc[i]
         row = {"budget": float(budget)}
+        boundary = bool(r.get("boundary", False))
+        usable = not unknown and not boundary
         ratio = None
         if alloc.draws is not None:
             sub = alloc.draws.iloc[i::n_bud]
@@ -245,7 +285,7 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
             else:
                 value = r.get(q, np.nan)
                 lo, hi = r.get(f"{q}_star_lo", np.nan), r.get(f"{q}_star_hi", np.nan)
-            pinned = bool(
+            pinned = usable and bool(
                 np.isfinite(value) and np.isfinite(lo) and lo > 0 and hi / lo < PINNED_RATIO
             )
             row[q] = (int(value) if q in ("depth", "width") else _sig(value)) if pinned else np.nan
@@ -254,6 +294,8 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
         for q in ("expected_loss", "regret_mean", "regret_p95"):
             row[q] = _sig(r.get(q, np.nan), 5 if q == "expected_loss" else 3)
         row["not_identified"] = " ".join(unknown)
+        row["boundary"] = boundary
+        row["recommended"] = usable and all(row[f"{q}_determined"] for q in QUANTITIES)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -275,8 +317,14 @@ def _cell(row, q: str) -> str:
     return f"? {band}"
 
 
-def recommendation_text(table, alloc, spec: dict, unknown: tuple[str, ...] = ()) -> str:
-    """The demo's closing section: the per-budget table and one plain-language paragraph."""
+def recommendation_text(
+    table, alloc, spec: dict, unknown: tuple[str, ...] = (), why: tuple[str, ...] = ()
+) -> str:
+    """The demo's closing section: the per-budget table and one plain-language paragraph.
+
+    ``why`` holds one phrase per parameter in ``unknown`` saying why it is not pinned down
+    (see :func:`unpinned_reasons`).
+    """
     pct = f"{100 * alloc.prob:g}%"
     n = 0 if alloc.draws is None else int(alloc.draws["set"].max()) + 1
     lines = [
@@ -287,8 +335,13 @@ def recommendation_text(table, alloc, spec: dict, unknown: tuple[str, ...] = ())
         f"determine",
     ]
     if unknown:
+        lines.append(f"   the data do not pin down {', '.join(unknown)}: no shape is recommended")
+    budgets, depths = _edges(table, alloc)
+    if budgets:
         lines.append(
-            f"   the data do not pin down {', '.join(unknown)}: no shape is recommended outright"
+            f"   boundary solution at {budgets} FLOP: the optimum sits at depth {depths}, the "
+            f"edge of the\n   searched depths; the law would go past it, so no shape is "
+            f"recommended there"
         )
     width = 32
     head = "".join(f"{_flops(b) + ' FLOP':<{width}}" for b in table["budget"])
@@ -296,24 +349,31 @@ def recommendation_text(table, alloc, spec: dict, unknown: tuple[str, ...] = ())
     for q in QUANTITIES:
         cells = "".join(f"{_cell(row, q):<{width}}" for _, row in table.iterrows())
         lines.append(f"   {LABELS[q]:<14}{cells}".rstrip())
-    if table["regret_mean"].notna().any() and not unknown:
+    if table["regret_mean"].notna().any() and table["recommended"].any() and not unknown:
         cells = "".join(
             f"{f'{r.regret_mean:.2g} (p95 {r.regret_p95:.2g})':<{width}}"
             for r in table.itertuples()
         )
         lines.append(f"   {'regret (nats)':<14}{cells}".rstrip())
     lines.append("")
-    lines.append(_paragraph(table, alloc, spec, unknown))
+    lines.append(_paragraph(table, alloc, spec, unknown, why))
     return "\n".join(lines)
 
 
-def _paragraph(table, alloc, spec: dict, unknown: tuple[str, ...]) -> str:
+def _edges(table, alloc) -> tuple[str, str]:
+    """The budgets whose optimum is a boundary solution (``1e13, 1e14``) and its depths."""
+    depth = alloc.summary["depth"].to_numpy(dtype=float)
+    edge = [(b, d) for b, d, e in zip(table["budget"], depth, table["boundary"], strict=True) if e]
+    budgets = ", ".join(_flops(b) for b, _ in edge)
+    return budgets, " or ".join(sorted({str(int(d)) for _, d in edge if np.isfinite(d)}))
+
+
+def _paragraph(table, alloc, spec: dict, unknown: tuple[str, ...], why=()) -> str:
     import textwrap
 
     last = table.iloc[-1]
     budget = f"{_flops(last['budget'])} FLOP"
-    missing = [LABELS[q] for q in QUANTITIES if not last[f"{q}_determined"]]
-    if not missing and not unknown:
+    if bool(table["recommended"].iloc[-1]) and not unknown:
         text = (
             f"In plain words: with {budget} of training compute, build a transformer "
             f"{int(last['depth'])} blocks deep and {int(last['width'])} wide "
@@ -327,20 +387,37 @@ def _paragraph(table, alloc, spec: dict, unknown: tuple[str, ...]) -> str:
             f"the runs were repeated; they do not cover a change of data, tokenizer or "
             f"architecture, and budgets outside the table's range are extrapolations."
         )
-    else:
-        known = [LABELS[q] for q in QUANTITIES if last[f"{q}_determined"]]
-        text = (
-            f"In plain words: the {spec['table']} table does not determine "
-            f"{', '.join(missing) if missing else 'every parameter of the law'} at {budget}"
-            + (f" (the fit cannot separate {', '.join(unknown)})" if unknown else "")
-            + ". Its intervals span more than a factor of "
-            f"{PINNED_RATIO:g}, so any single number would be a guess. "
-            + (
-                f"What it does pin down: {', '.join(known)}, shown with intervals above. "
-                if known
-                else "Nothing at this budget is pinned down. "
-            )
-            + "Fitting a table with more depths, widths and token budgets (for example "
-            "Chinchilla's, see --data-dir) is what would narrow them."
+        return textwrap.fill(text, width=100)
+    reasons = []
+    if unknown:
+        reasons.append(
+            f"the fit does not pin down {', '.join(unknown)}"
+            + (f" ({'; '.join(why)})" if why else "; see the fit's warnings")
         )
+    budgets, depths = _edges(table, alloc)
+    if budgets:
+        reasons.append(
+            f"at {budgets} FLOP the optimum sits at depth {depths}, the edge of the searched "
+            f"depths: a boundary solution, not an optimum"
+        )
+    missing = [LABELS[q] for q in QUANTITIES if not last[f"{q}_determined"]]
+    if not reasons:
+        reasons.append(
+            f"the intervals of {', '.join(missing)} at {budget} span more than a factor of "
+            f"{PINNED_RATIO:g}, so any single number would be a guess"
+        )
+    known = [LABELS[q] for q in QUANTITIES if last[f"{q}_determined"]]
+    text = (
+        f"In plain words: the {spec['table']} table recommends no shape, because "
+        + "; and ".join(reasons)
+        + ". "
+        + (
+            f"What it does pin down at {budget}: {', '.join(known)}, shown with intervals above. "
+            if known
+            else "The intervals above show only how far the optimum moves over the draws. "
+        )
+        + (spec["limits"] + " " if spec.get("limits") else "")
+        + "Fitting a table with more depths, widths and token budgets, for example "
+        "Chinchilla's through --data-dir DIR, is what would narrow them."
+    )
     return textwrap.fill(text, width=100)

@@ -354,9 +354,11 @@ def bootstrap(
             f"({int(degenerate.sum())} with no more distinct design points than parameters, "
             f"the rest not converged); intervals use the {int(ok.sum())} others."
         )
+    unpinned = []  # an interval outside the declared range: the parameter is not identified
     for p in law.params:
         lo, hi = ci[p.name]
         if np.isfinite(lo) and (lo < p.bounds[0] or hi > p.bounds[1]):
+            unpinned.append(p.name)
             warns.append(
                 f"the bootstrap interval of {p.name} [{lo:.3g}, {hi:.3g}] leaves its declared "
                 f"range [{p.bounds[0]:g}, {p.bounds[1]:g}]: some resamples fit a different "
@@ -377,6 +379,7 @@ def bootstrap(
         warnings=tuple(warns),
         diagnostics=diagnostics,
         conventions=conventions,
+        not_identified=tuple(dict.fromkeys((*res.not_identified, *unpinned))),
         extras=dict(res.extras),
     )
 

@@ -69,7 +69,7 @@ def format_report(res: Any) -> str:
         )
     if res.not_identified:
         where = (
-            "the interval above"
+            "the interval above, which only says how far the draws wander"
             if res.ci
             else "a bootstrap (bootstrap=B), a posterior or a profile"
         )

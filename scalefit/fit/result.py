@@ -73,7 +73,10 @@ class FitResult:
         Log reference points of the pivot variables.
     not_identified : tuple of str
         Parameters the data do not pin down (zero curvature, a flat direction of the Hessian, a
-        boundary optimum); empty when every parameter is identified.
+        boundary optimum, or a bootstrap interval that leaves the parameter's declared range);
+        empty when every parameter is identified. The report, :meth:`summary` (``identified``),
+        the JSON file and :func:`scalefit.allocate.allocate` (no shape ``recommended``) all read
+        this one field.
     extras : dict
         Live objects of this session (solver problem, lmfit output, ArviZ data); not saved.
 
@@ -207,7 +210,9 @@ class FitResult:
     def summary(self) -> pd.DataFrame:
         """One row per parameter: value, standard error, interval and whether it is identified.
 
-        The standard error of a parameter in :attr:`not_identified` is NaN.
+        ``identified`` is False for every parameter in :attr:`not_identified`, whose standard
+        error is NaN; its interval, when there is one, says how far the draws wander, not where
+        the parameter is.
         """
         rows = []
         for name, value in self.params.items():
