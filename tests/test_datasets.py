@@ -36,8 +36,12 @@ def test_reference_tables_resolve_with_checksums():
 
 
 def test_offline_with_nothing_local_is_a_clear_error(tmp_path, monkeypatch):
+    import scalefit.datasets
+
     monkeypatch.delenv("SCALEFIT_DATA_DIR", raising=False)
     monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    # a checkout with nothing beside it (this one and CI's clone have ../shared/data)
+    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
     with pytest.raises(ScaleFitError, match="not found"):
         resolve("chinchilla", tmp_path, download=False)
     with pytest.raises(ScaleFitError, match="Unknown dataset"):

@@ -122,3 +122,22 @@ def test_toy_figures():
     alphas = pd.DataFrame(rows)
     _clean(toyplot.alpha_vs_steps(alphas))
     _clean(toyplot.alpha_vs_temperature(alphas))
+
+
+@pytest.fixture(scope="module")
+def bayes_result(table):
+    from scalefit.fit.bayes import fit_bayes
+
+    with warnings.catch_warnings():  # a short run: R-hat may exceed 1.01; the figures still draw
+        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        return fit_bayes(table, "chinchilla", chains=2, draws=150, warmup=150, seed=0)
+
+
+def test_bayes_figures(bayes_result, table):
+    from scalefit.plot.bayes import plot_bands, plot_corner, plot_predictive, plot_trace
+
+    _clean(plot_trace(bayes_result))
+    _clean(plot_corner(bayes_result))
+    _clean(plot_predictive(bayes_result, table))
+    grid = pd.DataFrame({"params": np.logspace(8, 10, 20), "tokens": np.full(20, 2e10)})
+    _clean(plot_bands(bayes_result, grid, "params"))

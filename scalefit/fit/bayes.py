@@ -428,6 +428,7 @@ def _assemble(
 ) -> FitResult:
     """Posterior medians, intervals, HDIs, draws and conventions as a FitResult."""
     from . import _arviz
+    from .build import data_range
 
     post = _arviz.group(idata, "posterior")
     names = list(law.param_names)
@@ -484,6 +485,7 @@ def _assemble(
             "drop_highest": meta.get("drop_highest", 0),
             "derived": meta.get("derived", []),
             "reference_points": {k: float(np.exp(v)) for k, v in refs.items()},
+            "data_range": data_range(tab),
             **_versions(),
         },
     )

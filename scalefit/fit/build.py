@@ -48,6 +48,22 @@ class FitSettings:
     x0: Mapping[str, float] | None = None
 
 
+#: Columns whose fitted range is recorded (``conventions["data_range"]``): figures mark it.
+RANGE_COLUMNS = ("params", "tokens", "flops", "width", "depth")
+
+
+def data_range(tab: pd.DataFrame) -> dict[str, list[float]]:
+    """``{column: [min, max]}`` of the canonical size columns the table has (finite, positive)."""
+    out = {}
+    for col in RANGE_COLUMNS:
+        if col in tab.columns:
+            values = pd.to_numeric(tab[col], errors="coerce").to_numpy(dtype=float)
+            values = values[np.isfinite(values) & (values > 0)]
+            if values.size:
+                out[col] = [float(values.min()), float(values.max())]
+    return out
+
+
 def conventions(tab: pd.DataFrame, law, settings: FitSettings, refs) -> dict[str, Any]:
     """What is needed to reproduce a fit: loss, scale, weights, starts, seed, data provenance."""
     meta = tab.attrs.get("scalefit", {})
@@ -70,6 +86,7 @@ def conventions(tab: pd.DataFrame, law, settings: FitSettings, refs) -> dict[str
         "drop_highest": meta.get("drop_highest", 0),
         "derived": meta.get("derived", []),
         "reference_points": {k: float(np.exp(v)) for k, v in refs.items()},
+        "data_range": data_range(tab),
         "jax": jax_version(),
     }
 

@@ -129,6 +129,9 @@ CONVENTIONS = Record(
         "n_read": Leaf((COUNT,)),
         "drop_highest": Leaf((COUNT,)),
         "reference_points": MapOf(num(Interval(float, 0, None, finite=True))),
+        "data_range": MapOf(
+            ListOf(num(Interval(float, 0, None, closed="neither", finite=True)), length=2)
+        ),
         "bootstrap": Leaf((COUNT,)),
         "chains": Leaf((POSITIVE_INT,)),
         "draws": Leaf((POSITIVE_INT,)),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ._base import axes
-from .style import TITLE_SIZE, flops_text, log_ticks
+from .style import flops_text, log_ticks, suptitle
 
 
 def _bowl(c: pd.DataFrame, rise: float) -> pd.DataFrame:
@@ -54,9 +54,11 @@ def plot_isoflop(
     -------
     matplotlib Figure
     """
+    from matplotlib.lines import Line2D
+
     from .style import label, ordered_colours, title
 
-    fig, ax = axes(ax, figsize=(8.0, 4.6))
+    fig, ax = axes(ax, figsize=(6.4, 4.6))
     colours = ordered_colours(len(curves))
     minima = [float(np.nanmin(c["loss"])) for c in curves.values()]
     rise = max(0.1, 0.6 * (max(minima) - min(minima)) / max(len(curves) - 1, 1))
@@ -80,15 +82,16 @@ def plot_isoflop(
             bar = "flat optimum: every depth as good" if flat else "near-optimal depths"
             if not flat and eps:
                 bar += f" (within {eps:g} nats)"
-            marks["bar"] = ax.plot(
+            ax.plot(
                 [lo, max(hi, lo * 1.02)],
                 [s["loss_star"]] * 2,
                 color=colour,
                 lw=6,
                 alpha=0.45,
                 solid_capstyle="butt",
-                label=bar,
-            )[0]
+            )
+            # the legend's swatch is neutral: each budget's bar has that curve's colour
+            marks["bar"] = Line2D([], [], color="0.55", lw=6, alpha=0.45, label=bar)
         if not flat and np.isfinite(s.get("depth_star", np.nan)):
             marks["opt"] = ax.plot(
                 s["depth_star"],
@@ -102,32 +105,39 @@ def plot_isoflop(
                 zorder=5,
             )[0]
         if np.isfinite(s.get("depth", np.nan)):
-            marks["rec"] = ax.plot(
+            recommended = bool(s.get("recommended", True))
+            key = "rec" if recommended else "best"
+            marks[key] = ax.plot(
                 s["depth"],
                 s["loss"],
-                "x",
+                "x" if recommended else "+",
                 color="black",
                 ms=7,
                 mew=1.6,
-                label="recommended practical shape",
+                label="recommended practical shape"
+                if recommended
+                else "best practical shape in the grid, not recommended (see the report)",
                 zorder=6,
             )[0]
+        if bool(s.get("boundary", False)) and np.isfinite(s.get("depth", np.nan)):
+            ax.annotate(
+                "optimum on the depth bound",
+                (s["depth"], s["loss"]),
+                xytext=(6, -12),
+                textcoords="offset points",
+                fontsize=7,
+                color=colour,
+            )
     ax.set_xscale("log")
     ax.set_xlabel(f"{label('depth')}; width and tokens optimal at each depth")
     ax.set_ylabel(f"predicted {label('loss')}")
     log_ticks(ax)
     handles, labels = ax.get_legend_handles_labels()
     keep = [(h, lab) for h, lab in zip(handles, labels, strict=True) if lab.startswith("C =")]
-    keep += [(h, h.get_label()) for k, h in marks.items() if k in ("opt", "rec", "bar")]
-    ax.legend(
-        *zip(*keep, strict=True),
-        fontsize=7,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-        frameon=False,
-    )
+    keep += [(h, h.get_label()) for k, h in marks.items() if k in ("opt", "rec", "best", "bar")]
+    ax.legend(*zip(*keep, strict=True), fontsize=7, loc="best", framealpha=0.85, edgecolor="none")
     what = "Iso-FLOP curves: best predicted loss against depth at fixed compute"
-    ax.set_title(title(source, what), fontsize=TITLE_SIZE)
+    suptitle(fig, title(source, what))
     return fig
 
 
@@ -157,6 +167,9 @@ def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
     axs = np.atleast_1d(axs).ravel()
     c = summary["budget"].to_numpy(float)
     flat = bool(summary.get("flat", pd.Series([False])).any())
+    shapes = "depth_star" in summary  # a law with shapes: practical shapes are rounded
+    conv = getattr(source, "conventions", None) or {}
+    fitted = conv.get("data_range", {}).get("flops")
     pct = ""
     for a, q in zip(axs, panels, strict=False):
         name = f"{q}_star"
@@ -195,8 +208,18 @@ def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
                 lw=0,
                 label="practical shapes within eps",
             )
-        elif q in summary and summary[q].notna().any():
-            a.plot(c, summary[q], "x", color="black", ms=5, label="recommended practical shape")
+        elif shapes and q in summary and summary[q].notna().any():
+            rec = summary["recommended"].to_numpy(bool) if "recommended" in summary else None
+            if rec is None or rec.all():
+                a.plot(c, summary[q], "x", color="black", ms=5, label="recommended practical shape")
+            else:
+                a.plot(c[rec], summary[q][rec], "x", color="black", ms=5,
+                       label="recommended practical shape")  # fmt: skip
+                a.plot(c[~rec], summary[q][~rec], "+", color="0.4", ms=6,
+                       label="best shape in grid, not recommended")  # fmt: skip
+        lo_fit, hi_fit = (max(fitted[0], c.min()), min(fitted[1], c.max())) if fitted else (1, 0)
+        if lo_fit < hi_fit:
+            a.axvspan(lo_fit, hi_fit, color="0.5", alpha=0.08, lw=0, label="fitted data's compute")
         a.set_xscale("log")
         a.set_yscale("log")
         a.set_xlabel(label("budget"))
@@ -206,7 +229,7 @@ def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
         a.set_visible(False)
     axs[0].legend(fontsize=7, frameon=False)
     what = "Compute-optimal shape against training budget" + (f" ({pct})" if pct else "")
-    fig.suptitle(title(source, what), fontsize=TITLE_SIZE)
+    suptitle(fig, title(source, what))
     return fig
 
 

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ._base import pyplot
-
 
 def _chains(result, name: str) -> np.ndarray:
     """Draws of one parameter as (chains, draws)."""
@@ -38,19 +36,21 @@ def plot_trace(result, names=None):
     -------
     matplotlib.figure.Figure
     """
-    plt = pyplot()
+    from ._base import axes
+    from .style import ordered_colours, suptitle, title
+
     names = list(names or result.params)
-    fig, grid = plt.subplots(
-        len(names), 2, figsize=(9, 1.6 * len(names)), layout="constrained", squeeze=False
-    )
+    fig, grid = axes(nrows=len(names), ncols=2, figsize=(4.6, 1.7))
+    grid = np.asarray(grid).reshape(len(names), 2)
     for i, name in enumerate(names):
         x = _chains(result, name)
         n_chain, n_draw = x.shape
+        colours = ordered_colours(n_chain)
         ranks = np.argsort(np.argsort(x.reshape(-1))).reshape(x.shape)
         bins = np.linspace(0, x.size, 21)
         for c in range(n_chain):
-            grid[i, 0].plot(x[c], lw=0.4, alpha=0.8, color=f"C{c}")
-            grid[i, 1].hist(ranks[c], bins=bins, histtype="step", color=f"C{c}")
+            grid[i, 0].plot(x[c], lw=0.4, alpha=0.8, color=colours[c], label=f"chain {c + 1}")
+            grid[i, 1].hist(ranks[c], bins=bins, histtype="step", color=colours[c])
         grid[i, 1].axhline(n_draw / 20, color="k", lw=0.6, ls="--")
         rhat = result.diagnostics.get("r_hat", {}).get(name, float("nan"))
         grid[i, 0].set_ylabel(name)
@@ -58,7 +58,9 @@ def plot_trace(result, names=None):
         grid[i, 1].set_yticks([])
     grid[-1, 0].set_xlabel("draw")
     grid[-1, 1].set_xlabel("rank over all chains")
-    fig.suptitle(f"{result.law_name}: chains")
+    grid[0, 0].legend(fontsize=6, frameon=False, ncols=min(4, n_chain), loc="upper right")
+    what = "Chains: traces (left) and rank histograms (right, flat when the chains mix)"
+    suptitle(fig, title(result, what))
     return fig
 
 
@@ -78,22 +80,27 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
     -------
     matplotlib.figure.Figure
     """
-    plt = pyplot()
+    from ._base import axes
+    from .style import PALETTE, suptitle, title
+
     frame = result.draws_frame().dropna()
     names = list(names or frame.columns)
+    shown = len(frame)
     frame = frame.iloc[np.linspace(0, len(frame) - 1, min(max_points, len(frame))).astype(int)]
     k = len(names)
-    fig, grid = plt.subplots(k, k, figsize=(1.8 * k, 1.8 * k), layout="constrained", squeeze=False)
+    side = max(1.8, 6.0 / k)
+    fig, grid = axes(nrows=k, ncols=k, figsize=(side, side))
+    grid = np.asarray(grid).reshape(k, k)
     for i, a in enumerate(names):
         for j, b in enumerate(names):
             ax = grid[i, j]
             if i == j:
-                ax.hist(frame[a], bins=30, color="C0")
+                ax.hist(frame[a], bins=30, color=PALETTE[0])
                 lo, hi = result.ci.get(a, (np.nan, np.nan))
                 for v in (lo, hi):
                     ax.axvline(v, color="k", lw=0.6, ls="--")
             elif i > j:
-                ax.scatter(frame[b], frame[a], s=1.5, alpha=0.3)
+                ax.scatter(frame[b], frame[a], s=1.5, alpha=0.3, color=PALETTE[0])
             else:
                 ax.axis("off")
             ax.tick_params(labelsize=6)
@@ -101,7 +108,10 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
                 ax.set_xlabel(b, fontsize=8)
             if j == 0 and i != j:
                 ax.set_ylabel(a, fontsize=8)
-    fig.suptitle(f"{result.law_name}: posterior ({len(frame)} draws shown)")
+    what = (
+        f"Posterior: {len(frame)} of {shown} draws; dashed: the {100 * result.ci_prob:g}% interval"
+    )
+    suptitle(fig, title(result, what))
     return fig
 
 
@@ -128,8 +138,9 @@ def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0)
     from ..fit.bayes import predictive_draws
     from ..fit.validate import compute_key
     from ._base import axes
+    from .style import PALETTE, label, log_ticks, suptitle, title
 
-    fig, ax = axes(ax)
+    fig, ax = axes(ax, figsize=(5.6, 4.2))
     key, xval = compute_key(table, result.law)
     sims = predictive_draws(result, table, noise=True, seed=seed)
     lo, med, hi = np.quantile(sims, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0)
@@ -140,21 +151,20 @@ def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0)
         med,
         yerr=[med - lo, hi - med],
         fmt="none",
-        ecolor="C0",
+        ecolor=PALETTE[0],
         alpha=0.5,
         lw=0.8,
-        label=f"{100 * prob:g}% predictive",
+        label=f"{100 * prob:g}% predictive interval",
     )
-    ax.scatter(xval[inside], y[inside], s=8, color="k", label="observed (inside)")
-    ax.scatter(xval[~inside], y[~inside], s=12, color="C3", label="observed (outside)")
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel=key,
-        ylabel="loss",
-        title=f"{result.law_name}: coverage {inside.mean():.0%} at {100 * prob:g}%",
-    )
-    ax.legend(fontsize=7)
+    ax.scatter(xval[inside], y[inside], s=8, color="black", label="observed, inside")
+    ax.scatter(xval[~inside], y[~inside], s=12, color=PALETTE[1], label="observed, outside")
+    ax.set(xscale="log", yscale="log")
+    ax.set_xlabel(label(key))
+    ax.set_ylabel(label("loss"))
+    log_ticks(ax)
+    ax.legend(fontsize=7, frameon=False)
+    what = f"Posterior predictive: {inside.mean():.0%} of rows inside the {100 * prob:g}% interval"
+    suptitle(fig, title(result, what))
     return fig
 
 
@@ -182,16 +192,23 @@ def plot_bands(result, grid, along: str, *, prob: float = 0.9, noise: bool = Fal
     """
     from ..fit.bayes import predictive_draws
     from ._base import axes
+    from .style import PALETTE, label, log_ticks, suptitle, title
 
     fig, ax = axes(ax)
     sims = predictive_draws(result, grid, noise=noise)
     lo, med, hi = np.quantile(sims, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0)
     x = grid[along].to_numpy(float)
     order = np.argsort(x)
-    ax.fill_between(x[order], lo[order], hi[order], alpha=0.3, label=f"{100 * prob:g}% band")
-    ax.plot(x[order], med[order], color="C0", label="median")
-    ax.set(xscale="log", xlabel=along, ylabel="loss", title=result.law_name)
-    ax.legend(fontsize=7)
+    kind = "predictive" if noise else "mean"
+    ax.fill_between(x[order], lo[order], hi[order], alpha=0.3, color=PALETTE[0], lw=0,
+                    label=f"{100 * prob:g}% {kind} band")  # fmt: skip
+    ax.plot(x[order], med[order], color=PALETTE[0], label="median")
+    ax.set(xscale="log")
+    ax.set_xlabel(label(along))
+    ax.set_ylabel(f"predicted {label('loss')}")
+    log_ticks(ax)
+    ax.legend(fontsize=7, frameon=False)
+    suptitle(fig, title(result, f"Predicted loss along {label(along)}"))
     return fig
 
 

@@ -30,7 +30,7 @@ def plot_fit(result, table, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from .style import SEQUENTIAL, TITLE_SIZE, label, log_ticks, title
+    from .style import SEQUENTIAL, label, log_ticks, suptitle, title
 
     fig, (a0, a1) = axes(ax, ncols=2, figsize=(4.6, 4.0))
     law = result.law
@@ -56,7 +56,7 @@ def plot_fit(result, table, *, ax=None):
         f"Observed against fitted loss (mean relative error "
         f"{result.metrics.get('mean_rel_err', float('nan')):.2%})"
     )
-    fig.suptitle(title(result, what), fontsize=TITLE_SIZE)
+    suptitle(fig, title(result, what))
     return fig
 
 
@@ -87,14 +87,15 @@ def plot_draws(result, names=None, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from .style import PALETTE, TITLE_SIZE, title
+    from .style import PALETTE, suptitle, title
 
     frame = result.draws_frame().dropna()
     if names is None:
         law = result.law
         names = [p.name for p in law.params if p.kind == "exponent"][:4] or list(frame)[:4]
     k = len(names)
-    fig, grid = axes(ax, nrows=k, ncols=k, figsize=(2.3, 2.3))
+    side = max(2.3, 6.0 / k)  # one or two exponents: larger panels, room for the title
+    fig, grid = axes(ax, nrows=k, ncols=k, figsize=(side, side))
     grid = np.asarray(grid).reshape(k, k)
     point = {n: float(result.params[n]) for n in names}
     lims = {n: _limits(frame[n].to_numpy(float), point[n]) for n in names}
@@ -137,5 +138,5 @@ def plot_draws(result, names=None, *, ax=None):
         f"{len(frame)} {kind} draws of the exponents; orange: point estimate; axes: central "
         f"98% of the draws"
     )
-    fig.suptitle(title(result, what), fontsize=TITLE_SIZE)
+    suptitle(fig, title(result, what))
     return fig

@@ -163,3 +163,27 @@ def title(result: Any, what: str) -> str:
 
 
 TITLE_SIZE = 9
+
+
+def suptitle(fig, text: str, *, size: float = TITLE_SIZE):
+    """Set the figure title, each line wrapped to the figure's width (never cut by the canvas).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    text : str
+        The title; explicit line breaks are kept.
+    size : float, default :data:`TITLE_SIZE`
+        Font size in points.
+
+    Returns
+    -------
+    matplotlib.text.Text
+    """
+    import textwrap
+
+    # about 0.6 em per character on average in the default sans-serif font, with a margin
+    per_line = max(20, int(0.92 * fig.get_figwidth() * 72 / (0.6 * size)))
+    lines = [w for line in text.split("\n") for w in textwrap.wrap(line, per_line) or [""]]
+    return fig.suptitle("\n".join(lines), fontsize=size)
