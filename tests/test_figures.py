@@ -122,6 +122,18 @@ def test_toy_figures():
     alphas = pd.DataFrame(rows)
     _clean(toyplot.alpha_vs_steps(alphas))
     _clean(toyplot.alpha_vs_temperature(alphas))
+    depths = np.array([6, 12, 24, 48])
+    table = pd.DataFrame(
+        [
+            {**r, "depth": d, "test_loss": r["c"] / d ** r["alpha"], "theta_mid": 1 / d,
+             "dtheta_mid": 1.5}
+            for r in rows
+            for d in depths
+        ]
+    )  # fmt: skip
+    last = table[table["steps"] == 400]
+    _clean(toyplot.loss_vs_depth(last, temperature=1.0, alphas=alphas))
+    _clean(toyplot.probe_summary(last))
 
 
 @pytest.fixture(scope="module")

@@ -398,3 +398,14 @@ def test_datasets_source_local_folder_and_refusals(tmp_path, tokenizer, capsys):
     )
     assert code == 0 and (out / "layers.csv").exists()
     capsys.readouterr()
+
+
+def test_probe_figures_have_no_text_off_the_canvas_or_overlapping(tokenizer):
+    from scalefit.plot._base import layout_problems, pyplot
+    from scalefit.probes._figures import angles_figure, pruning_figure, split_figure
+
+    res = _probe(_model("gpt2", tokenizer), tokenizer, _documents(), prune_blocks=(1, 2))
+    for fig in (angles_figure(res), split_figure(res), pruning_figure(res)):
+        problems = layout_problems(fig)
+        assert not problems, "\n".join(problems)
+        pyplot().close(fig)

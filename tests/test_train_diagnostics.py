@@ -135,13 +135,18 @@ def test_plots_from_tidy_diagnostics(trained):
     from scalefit.plot.train import plot_layer_metric, plot_loss_grid, plot_variant_comparison
 
     frame = diagnose(trained.model, trained.data, eval_tokens=256, batch_size=4)
+    from scalefit.plot._base import layout_problems
+
     both = pd.concat(
         [frame.assign(variant="pre_ln", depth=3), frame.assign(variant="lns", depth=3)]
     )
+
     fig = plot_variant_comparison(both, depth=3)
     assert len(fig.axes) == 3
+    assert not layout_problems(fig)
     fig = plot_layer_metric(both, "cr", by="variant")
     assert len(fig.axes[0].lines) == 2
+    assert not layout_problems(fig)
     with pytest.raises(Exception, match="No diagnostics rows"):
         plot_layer_metric(both, "cr", depth=99)
     table = pd.DataFrame(
@@ -154,4 +159,6 @@ def test_plots_from_tidy_diagnostics(trained):
             "diverged": [False] * 4,
         }
     )
-    assert len(plot_loss_grid(table).axes[0].lines) == 2
+    fig = plot_loss_grid(table)
+    assert len(fig.axes[0].lines) == 2
+    assert not layout_problems(fig)
