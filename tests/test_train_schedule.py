@@ -230,3 +230,34 @@ def test_grid_point_with_cooldowns_gives_one_row_per_budget(token_dir, tmp_path)
     assert len(table) == 6 and table["run_id"].nunique() == 2
     assert sorted(table["tokens"].tolist()) == sorted([STEP * t for t in (6, 9, 12)] * 2)
     assert set(table["branch"]) == {"main", "cooldown"} and table["loss"].notna().all()
+
+
+def test_cli_train_run_with_cooldowns_and_a_refused_setting(token_dir, tmp_path, capsys):
+    from scalefit.cli import main
+
+    conf = tmp_path / "wsd.toml"
+    conf.write_text(
+        f'data = "{token_dir}"\ndepth = 1\nwidth = 16\nseq_len = 32\nbatch_size = 8\n'
+        f'tokens = {STEP * 10}\neval_tokens = 512\ndevice = "cpu"\nschedule = "wsd"\n'
+        f"cooldowns = [{STEP * 5}]\ndiagnose = false\n"
+    )
+    assert main(["train", "run", str(conf), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and "tokens 2,560" in lines[0] and "tokens_1280" in lines[1]
+    result = json.loads((tmp_path / "r" / "result.json").read_text())
+    assert [r["budget"] for r in result["result"]["rows"]] == [STEP * 10, STEP * 5]
+    bad = ["train", "run", str(conf), "--set", "schedule='cosine'", "--out", str(tmp_path / "b")]
+    assert main(bad) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'cooldowns' need schedule = 'wsd'" in err
+    assert not (tmp_path / "b").exists()
+
+
+def test_forks_read_the_device_back_first_when_reads_are_batched(token_dir, tmp_path):
+    """With ``sync_every`` > 1 a fork step forces the read-back: same branches to the bit."""
+    every = train_cooldowns(_set(token_dir), tmp_path / "every")
+    batched = train_cooldowns(_set(token_dir, sync_every=5), tmp_path / "batched")
+    assert [r["loss"] for r in batched.rows()] == [r["loss"] for r in every.rows()]
+    for b in plan(_set(token_dir), tmp_path / "batched"):
+        hist = pd.read_csv(b.folder / "history.csv")
+        assert hist["step"].tolist() == list(range(b.cfg.steps))

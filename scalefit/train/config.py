@@ -82,7 +82,7 @@ class TrainConfig:
     schedule: str = "cosine"  # cosine | constant | linear | wsd (scalefit.train.schedule)
     decay_frac: float = 0.2  # wsd: fraction of the steps spent decaying to the floor
     decay_shape: str = "linear"  # wsd: linear | sqrt | cosine
-    warmup_steps: int | None = None  # warm-up in steps (overrides warmup_frac when set)
+    warmup_steps: int | None = None  # warm-up steps, overriding warmup_frac (0 or 1: none)
     cooldowns: list = field(default_factory=list)  # wsd: token budgets of cooldown branches
 
     @property
@@ -146,7 +146,7 @@ class _Budgets:
 
     def accepts(self, value: Any) -> bool:
         return (
-            isinstance(value, list | tuple)
+            isinstance(value, list)
             and len(value) <= 64
             and all(Interval(int, 1, LIMITS["tokens"]).accepts(v) for v in value)
         )

@@ -170,8 +170,7 @@ def schedule_text(cfg: Any) -> str:
     step behind that grammar's cosine (see the module docstring) and a ``sqrt`` or ``cosine`` WSD
     decay has no name there: for those, the ``lr`` column of ``history.csv`` is the exact record.
     """
-    warm = warmup_steps(cfg)
-    warm = 0 if warm == 1 else warm  # one warm-up step at lr·1/1 is no warm-up
+    warm = min(warmup_steps(cfg), cfg.steps - 1)  # that grammar's warm-up is below the steps
     parts = [f"lr={cfg.lr!r}", f"steps={cfg.steps}"] + ([f"warmup={warm}"] if warm else [])
     if cfg.schedule == "wsd":
         parts.append(f"decay={cfg.decay_frac!r}")
