@@ -25,11 +25,15 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._io import MAX_CONFIG_BYTES, read_json
 from ..errors import ScaleFitError
 from .config import TrainConfig, config_diff, config_from_dict, validate_config
 from .schedule import decay_start, steps_of, warmup_steps
+
+if TYPE_CHECKING:
+    from .loop import TrainResult
 
 __all__ = ["BRANCH_DIR", "Branch", "CooldownResult", "branch_config", "plan", "train_cooldowns"]
 
@@ -55,7 +59,7 @@ class CooldownResult:
     ``steps_run`` counts the optimiser steps this call ran, main run and branches together.
     """
 
-    main: object
+    main: TrainResult
     main_budget: int
     branches: dict[int, dict] = field(default_factory=dict)
     finished: bool = False

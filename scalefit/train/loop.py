@@ -348,7 +348,7 @@ def train(
     run_dir = Path(run_dir) if run_dir is not None else None
     check_run_memory(cfg, checkpoint=run_dir is not None)  # before any folder or tensor
     owner = int(os.environ.get("RANK", "0")) == 0
-    if forks and world_size() > 1 and cfg.parallel == "fsdp":
+    if forks and _world_size() > 1 and cfg.parallel == "fsdp":
         raise ScaleFitError("cooldown branches (forks) are not supported with parallel = 'fsdp'.")
     with claim(run_dir, cfg, overwrite=overwrite, owner=owner):
         res = _train(
@@ -364,7 +364,7 @@ def train(
         return res
 
 
-def world_size() -> int:
+def _world_size() -> int:
     """Processes of this run (``WORLD_SIZE``, 1 outside ``torchrun``)."""
     return int(os.environ.get("WORLD_SIZE", "1"))
 
