@@ -182,6 +182,8 @@ def _cmd_run(args) -> int:
     check_paths(folders={"output folder": out})  # the default runs/NAME too
     rank = int(os.environ.get("RANK", "0"))
     try:
+        if cfg.cooldowns:
+            return _run_cooldowns(cfg, out, args, task)
         res = train(cfg, out, progress=not args.no_progress, overwrite=args.overwrite)
     finally:
         _close_process_group()
@@ -193,13 +195,38 @@ def _cmd_run(args) -> int:
             diagnose(res.model, res.data, eval_tokens=int(task["diag_tokens"])),
         )
     atomic_write_json(out / "result.json", {"config": cfg.to_dict(), "result": res.row})
-    row = res.row
+    _print_row(out, res.row)
+    return 0
+
+
+def _print_row(out, row: dict) -> None:
     status = "DIVERGED" if row["diverged"] else f"loss {row['loss']:.4f} nats/token"
     print(
         f"{out}: depth {row['depth']} width {row['width']} params {row['params']:,} "
         f"tokens {row['tokens']:,}: {status}, {row['bpb']:.4f} bits/byte, "
         f"{row['tokens_per_s']:,.0f} tokens/s"
     )
+
+
+def _run_cooldowns(cfg, out: Path, args, task: dict) -> int:
+    """``train run`` of a WSD run with cooldown branches: one result row per budget."""
+    from .._io import atomic_write_csv, atomic_write_json
+    from ..train.branches import train_cooldowns
+    from ..train.diagnostics import diagnose
+
+    res = train_cooldowns(cfg, out, progress=not args.no_progress, overwrite=args.overwrite)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0
+    if task["diagnose"] and not res.main.row["diverged"]:
+        atomic_write_csv(
+            out / "diagnostics.csv",
+            diagnose(res.main.model, res.main.data, eval_tokens=int(task["diag_tokens"])),
+        )
+    rows = res.rows()
+    atomic_write_json(out / "result.json", {"config": cfg.to_dict(), "result": {"rows": rows}})
+    for row in rows:
+        where = out if row["branch"] == "main" else out / "cooldowns" / f"tokens_{row['budget']}"
+        _print_row(where, row)
     return 0
 
 
@@ -248,9 +275,11 @@ def _cmd_grid(args) -> int:
         atomic_write_csv(args.table, table[first + [c for c in table.columns if c not in first]])
     done = int(table["loss"].notna().sum()) if "loss" in table else 0
     diverged = int(table["diverged"].astype(bool).sum()) if "diverged" in table else 0
+    finished = table["run_id"].nunique() if "run_id" in table else len(table)
+    extra = f"{len(table)} rows (cooldown branches), " if len(table) != finished else ""
     print(
-        f"{out}/results.csv: {len(table)} finished runs of {len(runs)} "
-        f"({done} with a loss, {diverged} diverged)"
+        f"{out}/results.csv: {finished} finished runs of {len(runs)} "
+        f"({extra}{done} with a loss, {diverged} diverged)"
     )
     return 0
 

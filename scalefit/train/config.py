@@ -19,6 +19,7 @@ from .._validation import Interval, Options, validate_mapping
 from ..accounting import BLOCKS
 from ..errors import ScaleFitError
 from .model import VARIANTS, ModelConfig, head_layout
+from .schedule import DECAY_SHAPES, SCHEDULES, check_schedule
 
 PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "plain")
@@ -43,6 +44,12 @@ class TrainConfig:
     every step. The history still holds every step (its ``time_s`` is when the step's values were
     read back); a divergence is detected at the next read, and the steps run after the diverged
     one are not recorded.
+
+    ``schedule`` picks the learning-rate schedule (:mod:`scalefit.train.schedule`; the default
+    ``"cosine"`` is warm-up then cosine to ``min_lr_ratio·lr``); ``decay_frac`` and
+    ``decay_shape`` shape the WSD decay. ``cooldowns`` (WSD only) lists token budgets below
+    ``tokens`` whose cooldowns branch off this run's stable phase
+    (:func:`scalefit.train.branches.train_cooldowns`).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -72,6 +79,11 @@ class TrainConfig:
     optimizer_impl: str = "auto"
     parallel: str = "ddp"
     threads: int = 0  # torch threads; 0 = leave as is
+    schedule: str = "cosine"  # cosine | constant | linear | wsd (scalefit.train.schedule)
+    decay_frac: float = 0.2  # wsd: fraction of the steps spent decaying to the floor
+    decay_shape: str = "linear"  # wsd: linear | sqrt | cosine
+    warmup_steps: int | None = None  # warm-up steps, overriding warmup_frac (0 or 1: none)
+    cooldowns: list = field(default_factory=list)  # wsd: token budgets of cooldown branches
 
     @property
     def steps(self) -> int:
@@ -126,6 +138,21 @@ class _Text:
 
     def describe(self) -> str:
         return f"{self.what} on one line, without control characters"
+
+
+@dataclass(frozen=True)
+class _Budgets:
+    """A list of at most 64 token budgets, each an int in [1, LIMITS['tokens']]."""
+
+    def accepts(self, value: Any) -> bool:
+        return (
+            isinstance(value, list)
+            and len(value) <= 64
+            and all(Interval(int, 1, LIMITS["tokens"]).accepts(v) for v in value)
+        )
+
+    def describe(self) -> str:
+        return f"a list of at most 64 token budgets, each an int in [1, {LIMITS['tokens']}]"
 
 
 def _up_to(limit: int) -> list:
@@ -192,6 +219,11 @@ CONSTRAINTS: dict[str, list] = {
     "parallel": [Options(frozenset(PARALLEL))],
     "threads": [Interval(int, 0, LIMITS["threads"])],
     "name": [_Text("a string")],
+    "schedule": [Options(frozenset(SCHEDULES))],
+    "decay_frac": [Interval(float, 0, 1, closed="neither")],
+    "decay_shape": [Options(frozenset(DECAY_SHAPES))],
+    "warmup_steps": [None, Interval(int, 0, LIMITS["tokens"])],
+    "cooldowns": [_Budgets()],
 }
 
 
@@ -222,6 +254,7 @@ def validate_config(d: dict, *, source: str = "config") -> None:
             f"{where}: 'width' ({width}) with {n_heads} head(s) gives a head dimension of {dim}; "
             "RoPE needs an even one (choose 'width', 'heads' or 'head_dim' to make it even)."
         )
+    check_schedule(d, where)
 
 
 def config_from_dict(d: dict, *, source: str = "config") -> TrainConfig:

@@ -6,6 +6,11 @@ A grid spec (``[sweep] task = "train"``) sets any key of
 ``diagnostics.csv`` into the run folder and add ``grad_tau``) and ``diag_tokens`` (validation
 tokens for the probes, default 16,384). Runs resume from their own ``checkpoint.pt``.
 
+A grid point with ``schedule = "wsd"`` and ``cooldowns = [t1, t2, ...]`` trains its cooldown
+branches too (:func:`scalefit.train.branches.train_cooldowns`) and gives one row per budget:
+the main run's (``branch = "main"``) and each branch's (``branch = "cooldown"``, ``budget``,
+``fork_step``); the diagnostics are the main run's.
+
 Examples
 --------
 >>> from scalefit.sweep import load_spec, run_sweep  # doctest: +SKIP
@@ -79,7 +84,14 @@ def run_train_task(config: dict, run_dir: Path) -> dict:
     task, rest = _split(config)
     cfg = config_from_dict(rest, source="train grid")
     run_dir = Path(run_dir)
-    result = train(cfg, run_dir)
+    branches = None
+    if cfg.cooldowns:
+        from .branches import train_cooldowns
+
+        branches = train_cooldowns(cfg, run_dir)
+        result = branches.main
+    else:
+        result = train(cfg, run_dir)
     row = dict(result.row)
     row["grad_tau"] = row["grad_decay_rate"] = math.nan
     if task["diagnose"] and not row["diverged"]:
@@ -93,6 +105,9 @@ def run_train_task(config: dict, run_dir: Path) -> dict:
         row.update(mechanism_summary(result.model, x_val))
         ident = {k: row[k] for k in ("depth", "width", "tokens", "variant", "seed")}
         atomic_write_csv(run_dir / "diagnostics.csv", diag.assign(**ident))
+    if branches is not None:
+        rows = branches.rows()
+        return {"rows": [{**rows[0], **row}, *rows[1:]]}
     return row
 
 

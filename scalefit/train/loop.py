@@ -1,4 +1,4 @@
-"""The training loop: AdamW, warm-up + cosine, clipping, checkpoints, DDP, divergence detection.
+"""The training loop: AdamW, lr schedules, clipping, checkpoints, DDP, divergence detection.
 
 :func:`train` runs one configuration and returns a :class:`TrainResult`. When ``run_dir`` is given
 it keeps ``checkpoint.pt`` there (model, optimiser, step, loss history, RNG states) and resumes from
@@ -14,6 +14,11 @@ implementation (``optimizer_impl``) are device-generic; the few CUDA-only pieces
 (:func:`~scalefit.train.config.validate_config`), the run folder is locked (an OS file lock, so
 two processes cannot train into one folder) and a folder started with other settings is refused
 with the differing keys named, unless ``overwrite=True``.
+
+A run folder holds ``history.csv`` (one row per step: ``step``, ``tokens`` = (step+1)·batch·
+seq_len, ``lr``, ``loss`` the training loss of the step's batch, ``grad_norm``, ``diverged``,
+``time_s``) and ``run.json`` (:func:`scalefit.train.schedule.run_metadata`: parameters, shape,
+schedule, budget; ``finished`` and the result row once the run is done).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from .config import TrainConfig, config_from_dict, runtime_choices
 from .cr import regulariser
 from .data import TokenData, build_tokens
 from .model import ModelConfig, Transformer
+from .schedule import lr_at as _schedule_lr_at
+from .schedule import run_metadata
 
 __all__ = [
     "TrainConfig",
@@ -59,16 +66,15 @@ class TrainResult:
     history: list[dict]
     model: Transformer
     data: TokenData
+    steps_run: int = 0  # optimiser steps run by this call
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up to ``lr`` then cosine decay to ``min_lr_ratio·lr`` at the last step."""
-    warm = max(1, round(cfg.warmup_frac * cfg.steps))
-    if step < warm:
-        return cfg.lr * (step + 1) / warm
-    progress = (step - warm) / max(1, cfg.steps - warm)
-    floor = cfg.min_lr_ratio * cfg.lr
-    return floor + 0.5 * (cfg.lr - floor) * (1 + math.cos(math.pi * min(1.0, progress)))
+    """Learning rate of step ``step`` under ``cfg.schedule`` (:mod:`scalefit.train.schedule`).
+
+    The default ``"cosine"``: linear warm-up to ``lr``, then cosine decay to ``min_lr_ratio·lr``.
+    """
+    return _schedule_lr_at(step, cfg)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device) -> torch.optim.AdamW:
@@ -294,6 +300,9 @@ def train(
     progress: bool = False,
     stop_after: int | None = None,
     overwrite: bool = False,
+    max_steps: int | None = None,
+    forks: dict | None = None,
+    branch: dict | None = None,
 ) -> TrainResult:
     """Train one configuration; see the module docstring.
 
@@ -310,6 +319,14 @@ def train(
     overwrite : bool
         Discard what ``run_dir`` holds and start afresh (otherwise a folder started with other
         settings is refused, naming the differing keys).
+    max_steps : int, optional
+        Run at most this many optimiser steps in this call, then checkpoint as if interrupted.
+    forks : dict, optional
+        ``{step: (TrainConfig, folder)}``: when this run has done ``step`` steps, its state seeds
+        ``folder`` (a new run with those settings that resumes there; a folder that already holds
+        a checkpoint is left alone). :mod:`scalefit.train.branches` forks cooldowns this way.
+    branch : dict, optional
+        Recorded as ``branch`` in ``run.json`` (a cooldown branch names its main run there).
 
     Returns
     -------
@@ -331,15 +348,51 @@ def train(
     run_dir = Path(run_dir) if run_dir is not None else None
     check_run_memory(cfg, checkpoint=run_dir is not None)  # before any folder or tensor
     owner = int(os.environ.get("RANK", "0")) == 0
+    if forks and _world_size() > 1 and cfg.parallel == "fsdp":
+        raise ScaleFitError("cooldown branches (forks) are not supported with parallel = 'fsdp'.")
     with claim(run_dir, cfg, overwrite=overwrite, owner=owner):
-        return _train(cfg, run_dir, progress=progress, stop_after=stop_after)
+        res = _train(
+            cfg,
+            run_dir,
+            progress=progress,
+            stop_after=stop_after,
+            max_steps=max_steps,
+            forks=forks or {},
+        )
+        if run_dir is not None and owner:
+            _write_run_json(run_dir, cfg, res, branch)
+        return res
 
 
-def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after) -> TrainResult:
+def _world_size() -> int:
+    """Processes of this run (``WORLD_SIZE``, 1 outside ``torchrun``)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _write_run_json(run_dir: Path, cfg: TrainConfig, res: TrainResult, branch) -> None:
+    from .._io import atomic_write_json
+
+    meta = run_metadata(
+        cfg,
+        params=res.row["params"],
+        params_nonembedding=res.row["params_nonembedding"],
+        branch=branch,
+    )
+    finished = len(res.history) == cfg.steps or bool(res.row["diverged"])
+    meta["finished"] = finished
+    meta["result"] = dict(res.row) if finished else None  # NaN is written as null
+    atomic_write_json(run_dir / "run.json", meta)
+
+
+def _train(
+    cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after, max_steps, forks
+) -> TrainResult:
     run, data, model, net, opt, start, history, ckpt = _setup(cfg, run_dir)
     rank, world, device = run.rank, run.world, run.device
     per_rank = cfg.batch_size // world
     end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
+    if max_steps is not None:
+        end = min(end, start + max_steps)
     diverged = any(h.get("diverged") for h in history)
     bar = _progress_bar(progress and rank == 0, start, cfg)
     t0, t_start, c_start = time.perf_counter(), time.perf_counter(), time.process_time()
@@ -377,8 +430,11 @@ def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after
         ce, gnorm = _step(net, model, opt, x, y, cfg, step, lr, device, world)
         pending.append({"step": step, "lr": lr, "ce": ce, "gnorm": gnorm})
         due = ckpt is not None and _due(step, cfg.checkpoint_every)
-        if len(pending) >= sync_every or due or step == end - 1:
+        fork = forks.get(step + 1)
+        if len(pending) >= sync_every or due or fork or step == end - 1:
             diverged = read_back()
+        if fork and not diverged:
+            _seed_fork(fork, model, opt, step + 1, history, run, data)
         if due and not diverged:
             _save_checkpoint(ckpt, model, opt, step + 1, history, cfg, run, data)
     if bar is not None:
@@ -389,14 +445,26 @@ def _train(cfg: TrainConfig, run_dir: Path | None, *, progress: bool, stop_after
     if ckpt is not None:
         _save_checkpoint(ckpt, model, opt, done, history, cfg, run, data)
         if rank == 0:
-            atomic_write_csv(run_dir / "history.csv", _frame(history))
+            atomic_write_csv(run_dir / "history.csv", _frame(history, cfg))
     if run.sharded:  # evaluate and return an unsharded copy (every process gathers the weights)
         full = dist.full_state_dict(model)
         model = Transformer(cfg.model)
         model.load_state_dict(full)
     row = _result_row(cfg, model, data, history, diverged, wall, done - start, world)
     row["cpu_s"] = cpu  # CPU seconds of this process in the training loop
-    return TrainResult(row=row, history=history, model=model, data=data)
+    return TrainResult(row=row, history=history, model=model, data=data, steps_run=done - start)
+
+
+def _seed_fork(target, model, opt, step: int, history: list, run, data) -> None:
+    """Write this run's state at ``step`` as the first checkpoint of the folder ``target[1]``."""
+    from .rundir import claim
+
+    fork_cfg, folder = target
+    folder = Path(folder)
+    with claim(folder, fork_cfg, owner=run.rank == 0):
+        if not os.path.lexists(folder / "checkpoint.pt"):
+            path = folder / "checkpoint.pt"
+            _save_checkpoint(path, model, opt, step, history[:step], fork_cfg, run, data)
 
 
 def _step(net, model, opt, x, y, cfg: TrainConfig, step: int, lr: float, device, world: int):
@@ -446,10 +514,15 @@ def _progress_bar(enabled: bool, start: int, cfg: TrainConfig):
     return tqdm(total=cfg.steps, initial=start, unit="step", desc="train")
 
 
-def _frame(history: list[dict]):
+HISTORY_COLUMNS = ["step", "tokens", "lr", "loss", "grad_norm", "diverged", "time_s"]
+
+
+def _frame(history: list[dict], cfg: TrainConfig):
     import pandas as pd
 
-    return pd.DataFrame(history, columns=["step", "lr", "loss", "grad_norm", "diverged", "time_s"])
+    frame = pd.DataFrame(history, columns=HISTORY_COLUMNS)
+    frame["tokens"] = (frame["step"] + 1) * (cfg.batch_size * cfg.model.seq_len)
+    return frame
 
 
 def _result_row(cfg, model, data, history, diverged, wall, steps_run, world) -> dict:

@@ -22,7 +22,7 @@ from ..errors import ScaleFitError
 from .config import TrainConfig, config_diff
 
 #: Files of a run folder that ``overwrite=True`` removes (the checksums last).
-RUN_FILES = ("checkpoint.pt", "history.csv", "diagnostics.csv", "train_config.json")
+RUN_FILES = ("checkpoint.pt", "history.csv", "diagnostics.csv", "run.json", "train_config.json")
 CHECKPOINT_DIR = "checkpoint.dcp"  # distributed (FSDP) checkpoint folder
 #: What to do about a refused checkpoint.
 REMEDY = "to start the run afresh, use --overwrite (train(..., overwrite=True))."
