@@ -170,13 +170,20 @@ def final_losses(
         sched = run_schedule(curves, run, schedule)
         if sched is None:
             raise ScaleFitError(f"run {run!r}: final_losses needs the run's declared schedule.")
-        extra = {c: float(part[c].iloc[0]) for c in result.law.inputs if c in ("params", "width", "depth")}
+        extra = {
+            c: float(part[c].iloc[0])
+            for c in result.law.inputs
+            if c in ("params", "width", "depth")
+        }
         pred = forecast(result, sched, steps=[sched.steps], **extra).iloc[-1]
         row = {"run": run, "final_step": sched.steps, "predicted": float(pred["loss"])}
         if "lo" in pred:
             row.update(lo=float(pred["lo"]), hi=float(pred["hi"]))
         key = "step" if "step" in part.columns else "tokens"
-        row.update(observed_last_step=float(part[key].iloc[-1]), observed_last_loss=float(part["loss"].iloc[-1]))
+        row.update(
+            observed_last_step=float(part[key].iloc[-1]),
+            observed_last_loss=float(part["loss"].iloc[-1]),
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -184,7 +191,9 @@ def final_losses(
 def truncate(curves: pd.DataFrame, fraction: float) -> pd.DataFrame:
     """Keep each run's checkpoints up to ``fraction`` of its last step (its first part)."""
     if not 0 < fraction <= 1:
-        raise ScaleFitError(f"The 'fraction' parameter of truncate must be in (0, 1]. Got {fraction!r}.")
+        raise ScaleFitError(
+            f"The 'fraction' parameter of truncate must be in (0, 1]. Got {fraction!r}."
+        )
     key = "step" if "step" in curves.columns else "tokens"
     last = curves.groupby("run")[key].transform("max")
     out = curves[curves[key] <= fraction * last].reset_index(drop=True)

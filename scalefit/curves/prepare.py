@@ -110,7 +110,9 @@ def prepare(
     if not 0 <= early < 1:
         raise ScaleFitError(f"The 'early' parameter of prepare must be in [0, 1). Got {early!r}.")
     if max_points is not None and (int(max_points) != max_points or max_points < 2):
-        raise ScaleFitError(f"The 'max_points' parameter must be an integer >= 2. Got {max_points!r}.")
+        raise ScaleFitError(
+            f"The 'max_points' parameter must be an integer >= 2. Got {max_points!r}."
+        )
     meta = dict(curves.attrs.get("scalefit_curves", {}))
     where = meta.get("source", "<curves>")
     parts, sources = [], {}
@@ -135,7 +137,9 @@ def prepare(
         parts.append(part)
     out = pd.concat(parts, ignore_index=True)
     if out.empty:
-        raise ScaleFitError(f"{where}: no checkpoint is left after dropping warm-up and early steps.")
+        raise ScaleFitError(
+            f"{where}: no checkpoint is left after dropping warm-up and early steps."
+        )
     out.attrs["scalefit_curves"] = {
         **meta,
         "lr_source": sources,

@@ -113,6 +113,7 @@ class Schedule:
             keys.append("decay")
         if self.kind != "constant":
             keys.append("final_lr")
+
         def text(k: str) -> str:
             v = getattr(self, k)
             return str(int(v)) if k in ("steps", "warmup") else repr(float(v))
@@ -158,7 +159,9 @@ def parse_schedule(text: str, *, steps: int | None = None, where: str = "schedul
             number = float(value)
             settings[key] = int(number) if _NUM[key] is int and number.is_integer() else number
         except ValueError:
-            raise ScaleFitError(f"{where}: schedule {key} must be a number. Got {value!r}.") from None
+            raise ScaleFitError(
+                f"{where}: schedule {key} must be a number. Got {value!r}."
+            ) from None
     if "lr" not in settings:
         raise ScaleFitError(f"{where}: the schedule needs a peak learning rate, e.g. 'lr=3e-3'.")
     if "steps" not in settings:
@@ -200,7 +203,9 @@ def areas(
     if eta.ndim != 1 or eta.size == 0 or not np.all(np.isfinite(eta)) or np.any(eta < 0):
         raise ScaleFitError("learning rates must be a non-empty sequence of finite numbers >= 0.")
     if not 0 <= momentum < 1:
-        raise ScaleFitError(f"The 'momentum' of the annealing area must be in [0, 1). Got {momentum!r}.")
+        raise ScaleFitError(
+            f"The 'momentum' of the annealing area must be in [0, 1). Got {momentum!r}."
+        )
     if warmup is None:
         peak = int(np.argmax(eta))
         warmup = peak if peak and np.all(np.diff(eta[: peak + 1]) >= 0) else 0
