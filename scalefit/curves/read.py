@@ -261,7 +261,7 @@ def _from_history(frame: pd.DataFrame, metric: str, run: str, where: str) -> pd.
     keep = frame[frame[metric].notna()]
     out = pd.DataFrame({"run": run, "step": keep["_step"], "loss": keep[metric]})
     for src in ("lr", "learning_rate", "train/lr", "tokens"):
-        if src in keep.columns:
+        if src in keep.columns and keep[src].notna().all():
             out["tokens" if src == "tokens" else "lr"] = keep[src].to_numpy()
     return out
 
@@ -273,7 +273,8 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
     The trainer logs, for each update ``i = 0, 1, ...``, the training loss of the batch measured
     before the update and the update's learning rate. Here that loss becomes the checkpoint at
     ``step = i`` (``i`` updates done) with ``lr`` the rate of update ``i`` (the last one applied);
-    step 0 is left out. ``tokens = step * batch_size * seq_len``; ``params`` from the shared
+    step 0 is left out. The loss is the training loss of one batch (noisy; the evaluation loss
+    of the finished run is in the trainer's result row, not in the history). ``tokens = step * batch_size * seq_len``; ``params`` from the shared
     parameter accounting.
 
     Parameters
