@@ -67,7 +67,11 @@ def test_constant_schedule_leaves_the_annealing_term_unidentified_and_a_formula_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         plain = fit_curves(
-            prepare(curves), None, formula="L0 + A*S1**(-alpha)", bootstrap=100, starts=32,
+            prepare(curves),
+            None,
+            formula="L0 + A*S1**(-alpha)",
+            bootstrap=100,
+            starts=32,
             progress=False,
         )
     assert plain.law.inputs == ("S1",) and not plain.not_identified
@@ -80,8 +84,9 @@ def test_joint_law_with_model_size():
     truth = {**TRUTH, "B": 400.0, "beta": 0.3}
     sizes = [2e7, 5e7, 1e8, 2e8, 5e8, 1e9]
     scheds = [_schedule("cosine", 3000)] * 3 + [_schedule("wsd", 3000)] * 3
-    curves = synthetic_curves(truth, scheds, law="lr_annealing_params", params=sizes, every=20,
-                              noise=0.003, seed=0)
+    curves = synthetic_curves(
+        truth, scheds, law="lr_annealing_params", params=sizes, every=20, noise=0.003, seed=0
+    )
     res = _fit(curves, "lr_annealing_params")
     assert res.converged
     for name, value in truth.items():
@@ -131,8 +136,21 @@ def test_cli_curves_fit_report_forecast_and_plot(tmp_path, capsys):
     path = tmp_path / "curves.csv"
     _curves("wsd", 0).to_csv(path, index=False)
     code = main(
-        ["curves", "fit", str(path), "--bootstrap", "30", "--starts", "16", "--fit-fraction",
-         "0.9", "--forecast", _schedule("wsd", 9000), "--plots", str(tmp_path / "plots")]
+        [
+            "curves",
+            "fit",
+            str(path),
+            "--bootstrap",
+            "30",
+            "--starts",
+            "16",
+            "--fit-fraction",
+            "0.9",
+            "--forecast",
+            _schedule("wsd", 9000),
+            "--plots",
+            str(tmp_path / "plots"),
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0

@@ -26,7 +26,9 @@ def test_schedule_shapes():
     assert cos.lr_at(100) == pytest.approx(0.1)
     assert cos.lr_at(55) == pytest.approx(0.55)  # cosine midpoint
     lin = Schedule("linear", 2.0, 10, final_lr=0.0)
-    assert lin.sequence().tolist() == pytest.approx([1.8, 1.6, 1.4, 1.2, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0])
+    assert lin.sequence().tolist() == pytest.approx(
+        [1.8, 1.6, 1.4, 1.2, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0]
+    )
     wsd = Schedule("wsd", 1.0, 100, warmup=5, decay=0.2, final_lr=0.0)
     seq = wsd.sequence()
     assert np.all(seq[5:80] == 1.0) and seq[-1] == 0.0 and seq[89] == pytest.approx(0.5)
@@ -83,7 +85,9 @@ def test_csv_and_jsonl_give_the_same_table(tmp_path):
             fh.write(json.dumps(rec) + "\n")
     a = read_curves(tmp_path / "c.csv")
     b = read_curves(tmp_path / "c.jsonl")
-    pd.testing.assert_frame_equal(a[["run", "step", "loss", "params"]], b[["run", "step", "loss", "params"]])
+    pd.testing.assert_frame_equal(
+        a[["run", "step", "loss", "params"]], b[["run", "step", "loss", "params"]]
+    )
     assert a["run"].tolist()[:2] == ["a", "a"] and len(a) == 40
 
 
@@ -91,9 +95,18 @@ def test_csv_and_jsonl_give_the_same_table(tmp_path):
     ("edit", "message"),
     [
         (lambda f: f.drop(columns="run"), "no 'run' column"),
-        (lambda f: f.assign(loss=f["loss"].where(f.index != 3, "x")), r"run 'a', row 4, column 'loss': expected a number"),
-        (lambda f: f.assign(step=f["step"].where(f.index != 25, -5)), r"run 'b', row 26, column 'step'"),
-        (lambda f: f.assign(params=f["params"].where(f.index != 7, 2e7)), r"run 'a', row 8, column 'params'.*one value per run"),
+        (
+            lambda f: f.assign(loss=f["loss"].where(f.index != 3, "x")),
+            r"run 'a', row 4, column 'loss': expected a number",
+        ),
+        (
+            lambda f: f.assign(step=f["step"].where(f.index != 25, -5)),
+            r"run 'b', row 26, column 'step'",
+        ),
+        (
+            lambda f: f.assign(params=f["params"].where(f.index != 7, 2e7)),
+            r"run 'a', row 8, column 'params'.*one value per run",
+        ),
         (lambda f: pd.concat([f, f.iloc[[0]]]), r"run 'a', row 41: a second checkpoint at step 10"),
         (lambda f: f.assign(lr=-1.0), r"column 'lr': expected a number >= 0"),
         (lambda f: f.drop(columns="step"), "needs a 'step' or a 'tokens' column"),
@@ -122,12 +135,20 @@ def test_checkpoint_discipline_defaults(tmp_path):
     prepared = prepare(curves, schedule="cosine:lr=1e-3,steps=1000,warmup=50")
     assert prepared["step"].min() > 100  # warm-up and the first 10 % dropped
     assert len(prepared) == 100 and prepared["step"].max() == 1000  # thinned, last kept
-    all_rows = prepare(curves, schedule="cosine:lr=1e-3,steps=1000,warmup=50", drop_warmup=False, early=0.0, max_points=None)
+    all_rows = prepare(
+        curves,
+        schedule="cosine:lr=1e-3,steps=1000,warmup=50",
+        drop_warmup=False,
+        early=0.0,
+        max_points=None,
+    )
     assert all_rows["step"].min() == 1 and len(all_rows) == 1000
 
 
 def test_sparse_lr_column_is_interpolated_and_a_full_one_is_exact():
-    full = pd.DataFrame({"run": "r", "step": np.arange(1, 101), "loss": 3.0, "lr": np.linspace(1, 0.01, 100)})
+    full = pd.DataFrame(
+        {"run": "r", "step": np.arange(1, 101), "loss": 3.0, "lr": np.linspace(1, 0.01, 100)}
+    )
     p = prepare(read_curves(full), early=0.0, max_points=None, drop_warmup=False)
     assert p["S1"].iloc[-1] == pytest.approx(full["lr"].sum())
     assert p.attrs["scalefit_curves"]["lr_source"]["r"] == "lr column"
@@ -209,11 +230,22 @@ def test_trainer_run_folder(tmp_path):
     from scalefit.train.data import build_tokens
     from scalefit.train.loop import config_from_dict, train
 
-    corpus = make_corpus(tmp_path / "c", vocab=["x", "yy", "zzz", "w"], n_docs=3, words=2000, seed=4)
+    corpus = make_corpus(
+        tmp_path / "c", vocab=["x", "yy", "zzz", "w"], n_docs=3, words=2000, seed=4
+    )
     tokens = build_tokens(corpus, tmp_path / "tokens", val_fraction=0.34)
     cfg = config_from_dict(
-        dict(data=str(tokens), depth=1, width=32, seq_len=16, batch_size=4, tokens=4 * 16 * 40,
-             eval_tokens=256, device="cpu", threads=1)
+        dict(
+            data=str(tokens),
+            depth=1,
+            width=32,
+            seq_len=16,
+            batch_size=4,
+            tokens=4 * 16 * 40,
+            eval_tokens=256,
+            device="cpu",
+            threads=1,
+        )
     )
     result = train(cfg, tmp_path / "run")
     curves = read_trainer_run(tmp_path / "run")

@@ -39,7 +39,8 @@ def register(sub: Subcommands) -> None:
         "--schedule",
         default=None,
         metavar="SPEC",
-        help="schedule of runs that declare none, e.g. wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2",
+        help="schedule of runs that declare none, e.g. "
+        "wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2",
     )
     p.add_argument("--columns", default=None, metavar="A=B,...", help="rename columns")
     p.add_argument("--tag", default=None, help="TensorBoard loss tag / W&B metric (default loss)")

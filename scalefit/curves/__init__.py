@@ -1,7 +1,8 @@
 """Loss curves: read training logs, compute schedule areas, fit schedule-aware laws, forecast.
 
 >>> from scalefit.curves import read_curves, prepare, fit_curves, forecast  # doctest: +SKIP
->>> res = fit_curves(prepare(read_curves("curves.csv")), "lr_annealing", bootstrap=200)  # doctest: +SKIP
+>>> curves = prepare(read_curves("curves.csv"))  # doctest: +SKIP
+>>> res = fit_curves(curves, "lr_annealing", bootstrap=200)  # doctest: +SKIP
 """
 
 from .api import curve_table, final_losses, fit_curves, forecast, truncate

@@ -274,7 +274,8 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
     before the update and the update's learning rate. Here that loss becomes the checkpoint at
     ``step = i`` (``i`` updates done) with ``lr`` the rate of update ``i`` (the last one applied);
     step 0 is left out. The loss is the training loss of one batch (noisy; the evaluation loss
-    of the finished run is in the trainer's result row, not in the history). ``tokens = step * batch_size * seq_len``; ``params`` from the shared
+    of the finished run is in the trainer's result row, not in the history).
+    ``tokens = step * batch_size * seq_len``; ``params`` from the shared
     parameter accounting.
 
     Parameters
