@@ -120,6 +120,24 @@ def test_bad_long_files_are_named_in_one_line(tmp_path, edit, message):
     assert "\n" not in str(info.value) and str(path) in str(info.value)
 
 
+def test_json_columns_tokens_only_and_ambiguous_aliases(tmp_path):
+    cols = {"run": ["a"] * 3, "tokens": [640, 1280, 1920], "loss": [3.0, 2.9, 2.8]}
+    (tmp_path / "c.json").write_text(json.dumps({**cols, "tokens_per_step": [64] * 3}))
+    curves = read_curves(tmp_path / "c.json")
+    prepared = prepare(curves, schedule="constant:lr=0.1", early=0.0)
+    assert prepared["step"].tolist() == [10, 20, 30]  # steps from tokens / tokens_per_step
+    (tmp_path / "n.json").write_text(json.dumps(cols))
+    with pytest.raises(ScaleFitError, match="tokens but no steps"):
+        prepare(read_curves(tmp_path / "n.json"), schedule="constant:lr=0.1")
+    both = pd.DataFrame(
+        {"run": "a", "step": [1, 2], "train_loss": [3.0, 2.9], "val_loss": [3.1, 3.0]}
+    )
+    with pytest.raises(ScaleFitError, match="'train_loss' and 'val_loss' both mean 'loss'"):
+        read_curves(both)
+    picked = read_curves(both, columns={"val_loss": "loss"})
+    assert picked["loss"].tolist() == [3.1, 3.0] and "train_loss" in picked
+
+
 def test_lr_column_or_declared_schedule_is_required(tmp_path):
     curves = read_curves(_long(tmp_path))
     with pytest.raises(ScaleFitError, match="no learning rates"):

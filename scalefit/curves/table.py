@@ -51,7 +51,13 @@ def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) 
         dst = ALIASES.get(str(col).lower(), str(col).lower())
         if dst != col and dst in frame.columns:
             continue  # the canonical column is there already: never swallow it
-        if dst in POINT_COLUMNS + RUN_COLUMNS + ("run",) and dst not in rename.values():
+        if dst in POINT_COLUMNS + RUN_COLUMNS + ("run",) and dst not in columns.values():
+            if dst in rename.values():
+                other = next(k for k, v in rename.items() if v == dst)
+                raise ScaleFitError(
+                    f"{where}: columns {other!r} and {col!r} both mean {dst!r}; keep one or "
+                    f"map them explicitly (columns={{{col!r}: ...}})."
+                )
             rename[col] = dst
     return frame.rename(columns=rename)
 
