@@ -165,6 +165,9 @@ def test_cli_curves_fit_report_forecast_and_plot(tmp_path, capsys):
         (["--fit-fraction", "1.5"], "--fit-fraction must be in"),
         (["--forecast", "cosine:lr=1"], "--forecast: the schedule needs its length"),
         (["--law", "nope"], "Unknown law 'nope'"),
+        (["--tag", "val/loss"], "--tag applies to TensorBoard and W&B files"),
+        (["--params", "1e8"], "--params is the model size of a --forecast"),
+        (["--momentum", "1.5"], "'momentum' of the annealing area must be in [0, 1)"),
     ],
 )
 def test_cli_curves_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
@@ -183,6 +186,24 @@ def test_cli_reads_a_file_without_schedules_only_with_one(tmp_path, capsys):
     assert "no learning rates" in capsys.readouterr().err
     code = main(["curves", "fit", str(tmp_path / "c.csv"), "--schedule", _schedule("cosine", 1000)])
     assert code == 0
+
+
+def test_cli_reads_a_tensorboard_folder(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter
+
+    curves = _curves("cosine", 0, lengths=(1000, 2000))
+    for run, part in curves.groupby("run"):
+        with SummaryWriter(log_dir=str(tmp_path / "tb" / run)) as writer:
+            for row in part.itertuples():
+                writer.add_scalar("train/loss", row.loss, int(row.step))
+                writer.add_scalar("lr", row.lr, int(row.step))
+    code = main(["curves", "fit", str(tmp_path / "tb"), "--tag", "train/loss", "--starts", "16"])
+    out = capsys.readouterr().out
+    assert code == 0 and "curves: 2 runs" in out
+    est = {line.split()[0]: float(line.split()[1]) for line in out.splitlines()[6:10]}
+    assert est["C"] == pytest.approx(TRUTH["C"], rel=0.1)  # lr logged every 20 steps, interpolated
 
 
 @pytest.mark.slow

@@ -27,7 +27,13 @@ def register(sub: Subcommands) -> None:
         "warm-up and early checkpoints, thin long curves, fit, and forecast.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="curve file(s) or folder(s)")
-    p.add_argument("--format", default="auto", choices=FORMATS, help="how to read FILE")
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=FORMATS,
+        help="how to read FILE (auto: by suffix; a folder with history.csv is a trainer run, "
+        "any other folder TensorBoard event files)",
+    )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--law", default=None, help="law name (default lr_annealing)")
     which.add_argument(
@@ -78,6 +84,8 @@ def _no_command(group) -> int:
 
 
 def _read(args: argparse.Namespace):
+    from pathlib import Path
+
     import pandas as pd
 
     from ..curves import (
@@ -87,15 +95,23 @@ def _read(args: argparse.Namespace):
         read_wandb,
         validate_curves,
     )
+    from ..errors import ScaleFitError
 
     columns = parse_mapping(args.columns, "--columns")
     parts = []
     for f in args.files:
-        if args.format == "tensorboard":
+        kind = args.format
+        if kind == "auto" and Path(f).is_dir():
+            kind = "trainer" if (Path(f) / "history.csv").exists() else "tensorboard"
+        if args.tag is not None and kind not in ("tensorboard", "wandb"):
+            raise ScaleFitError(f"--tag applies to TensorBoard and W&B files, not to {f}.")
+        if columns and kind in ("tensorboard", "wandb", "trainer"):
+            raise ScaleFitError(f"--columns applies to CSV/JSON curve files, not to {f}.")
+        if kind == "tensorboard":
             parts.append(read_tensorboard(f, tag=args.tag))
-        elif args.format == "wandb":
+        elif kind == "wandb":
             parts.append(read_wandb(f, metric=args.tag or "loss"))
-        elif args.format == "trainer":
+        elif kind == "trainer":
             parts.append(read_trainer_run(f))
         else:
             parts.append(read_curves(f, columns=columns))
@@ -113,6 +129,8 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     check_outputs(files={"--out": args.out}, folders={"--plots": args.plots})
     if args.fit_fraction is not None and not 0 < args.fit_fraction < 1:
         raise ScaleFitError(f"--fit-fraction must be in (0, 1). Got {args.fit_fraction!r}.")
+    if args.params is not None and not args.forecast:
+        raise ScaleFitError("--params is the model size of a --forecast; give a --forecast.")
     forecasts = [parse_schedule(s, where="--forecast") for s in args.forecast]
     curves = _read(args)
     train = truncate(curves, args.fit_fraction) if args.fit_fraction else curves
