@@ -218,6 +218,63 @@ def depth_power() -> Law:
     )
 
 
+# ------------------------------------------------------------------------------ loss curves
+def _lr_annealing_expr(xp, p, x):
+    return p["L0"] + p["A"] * inv_power(xp, x["S1"], p["alpha"]) - p["C"] * x["S2"]
+
+
+def _annealing_params() -> tuple[Param, ...]:
+    return (
+        Param("L0", "floor", bounds=(0.0, 10.0), description="loss floor"),
+        _coef("A", "alpha", "S1", "forward-area coefficient"),
+        _exponent("alpha", "forward-area exponent", (0.1, 1.0)),
+        Param(
+            "C",
+            "positive",
+            start=(1e-3, 3.0),
+            bounds=(0.0, float("inf")),
+            description="loss drop per unit of annealing area",
+        ),
+    )
+
+
+def lr_annealing() -> Law:
+    """Tissue et al. (2024): ``L = L0 + A * S1**(-alpha) - C * S2`` along a training curve.
+
+    ``S1`` is the forward area (sum of learning rates) and ``S2`` the annealing area
+    (momentum form); see :mod:`scalefit.curves.schedule`.
+    """
+    return Law(
+        name="lr_annealing",
+        inputs=("S1", "S2"),
+        params=_annealing_params(),
+        expr=_lr_annealing_expr,
+        formula="L = L0 + A / S1^alpha - C * S2",
+        reference="Tissue et al. 2024, Scaling Law with Learning Rate Annealing, arXiv:2408.11029",
+    )
+
+
+def _lr_annealing_params_expr(xp, p, x):
+    return _lr_annealing_expr(xp, p, x) + p["B"] * inv_power(xp, x["params"], p["beta"])
+
+
+def lr_annealing_params() -> Law:
+    """:func:`lr_annealing` with a Chinchilla-style model-size term ``B / params**beta``."""
+    return Law(
+        name="lr_annealing_params",
+        inputs=("params", "S1", "S2"),
+        params=(
+            *_annealing_params(),
+            _coef("B", "beta", "params", "params-term coefficient"),
+            _exponent("beta", "params exponent", (0.1, 1.0)),
+        ),
+        expr=_lr_annealing_params_expr,
+        formula="L = L0 + B / params^beta + A / S1^alpha - C * S2",
+        reference="Tissue et al. 2024 (arXiv:2408.11029) with a model-size term as in "
+        "Hoffmann et al. 2022",
+    )
+
+
 # ------------------------------------------------------------------------------ registry
 def register_law(
     factory: Law | Callable[..., Law], name: str | None = None, *, overwrite: bool = False
@@ -286,6 +343,8 @@ def list_laws() -> list[str]:
 
 
 for _f in (chinchilla, decomposed, critical_depth, critical_depth_power, depth_power):
+    register_law(_f)
+for _f in (lr_annealing, lr_annealing_params):
     register_law(_f)
 
 

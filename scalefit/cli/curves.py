@@ -1,0 +1,198 @@
+"""``scalefit curves fit``: fit a schedule-aware law to loss curves and forecast from it."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+from . import EXIT_NOT_CONVERGED, Subcommands
+from ._common import check_outputs, parse_mapping, plots_dir, seed_arg
+
+FORMATS = ("auto", "csv", "jsonl", "tensorboard", "wandb", "trainer")
+
+
+def register(sub: Subcommands) -> None:
+    """Add the ``curves`` command group."""
+    group = sub.add_parser(
+        "curves",
+        help="fit schedule-aware laws to loss curves (every checkpoint, not only the last)",
+        description="Loss curves: read training logs, fit a schedule-aware law, forecast.",
+    )
+    cmds = group.add_subparsers(dest="curves_command", metavar="COMMAND")
+    p = cmds.add_parser(
+        "fit",
+        help="fit a law to loss curves",
+        description="Read curves (long CSV/JSONL, TensorBoard folder, W&B export or trainer "
+        "run folders), compute each checkpoint's forward area S1 and annealing area S2, drop "
+        "warm-up and early checkpoints, thin long curves, fit, and forecast.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="curve file(s) or folder(s)")
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=FORMATS,
+        help="how to read FILE (auto: by suffix; a folder with history.csv is a trainer run, "
+        "any other folder TensorBoard event files)",
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--law", default=None, help="law name (default lr_annealing)")
+    which.add_argument(
+        "--formula",
+        metavar="EXPR",
+        help='a formula over S1, S2, lr, step, tokens, params, e.g. "L0 + A*S1**(-alpha) - C*S2"',
+    )
+    p.add_argument(
+        "--schedule",
+        default=None,
+        metavar="SPEC",
+        help="schedule of runs that declare none, e.g. "
+        "wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2",
+    )
+    p.add_argument("--columns", default=None, metavar="A=B,...", help="rename columns")
+    p.add_argument("--tag", default=None, help="TensorBoard loss tag / W&B metric (default loss)")
+    p.add_argument("--momentum", type=float, default=0.999, help="annealing-area decay factor")
+    p.add_argument("--early", type=float, default=0.1, help="drop this first fraction of each run")
+    p.add_argument("--max-points", type=int, default=100, help="checkpoints kept per run")
+    p.add_argument("--keep-warmup", action="store_true", help="keep warm-up checkpoints")
+    p.add_argument(
+        "--fit-fraction",
+        type=float,
+        default=None,
+        metavar="F",
+        help="fit on each run's first F of steps and predict its final loss",
+    )
+    p.add_argument(
+        "--forecast",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="predict the loss along this schedule (repeatable)",
+    )
+    p.add_argument("--params", type=float, default=None, help="model size for --forecast")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="resamples of whole runs")
+    p.add_argument("--starts", type=int, default=64, help="random starts")
+    p.add_argument("--seed", type=seed_arg, default=0)
+    p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
+    p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
+    p.set_defaults(func=run_curves_fit)
+    group.set_defaults(func=lambda args: _no_command(group))
+
+
+def _no_command(group) -> int:
+    group.print_help()
+    return 2
+
+
+def _read(args: argparse.Namespace):
+    from pathlib import Path
+
+    import pandas as pd
+
+    from ..curves import (
+        read_curves,
+        read_tensorboard,
+        read_trainer_run,
+        read_wandb,
+        validate_curves,
+    )
+    from ..errors import ScaleFitError
+
+    columns = parse_mapping(args.columns, "--columns")
+    parts = []
+    for f in args.files:
+        kind = args.format
+        if kind == "auto" and Path(f).is_dir():
+            kind = "trainer" if (Path(f) / "history.csv").exists() else "tensorboard"
+        if args.tag is not None and kind not in ("tensorboard", "wandb"):
+            raise ScaleFitError(f"--tag applies to TensorBoard and W&B files, not to {f}.")
+        if columns and kind in ("tensorboard", "wandb", "trainer"):
+            raise ScaleFitError(f"--columns applies to CSV/JSON curve files, not to {f}.")
+        if kind == "tensorboard":
+            parts.append(read_tensorboard(f, tag=args.tag))
+        elif kind == "wandb":
+            parts.append(read_wandb(f, metric=args.tag or "loss"))
+        elif kind == "trainer":
+            parts.append(read_trainer_run(f))
+        else:
+            parts.append(read_curves(f, columns=columns))
+    if len(parts) == 1:
+        return parts[0]
+    return validate_curves(pd.concat(parts, ignore_index=True), source=", ".join(args.files))
+
+
+def run_curves_fit(args: argparse.Namespace) -> int:
+    """Run ``scalefit curves fit``."""
+    from ..curves import final_losses, fit_curves, forecast, prepare, truncate
+    from ..curves.schedule import parse_schedule
+    from ..errors import ConvergenceWarning, ScaleFitError
+
+    check_outputs(files={"--out": args.out}, folders={"--plots": args.plots})
+    if args.fit_fraction is not None and not 0 < args.fit_fraction < 1:
+        raise ScaleFitError(f"--fit-fraction must be in (0, 1). Got {args.fit_fraction!r}.")
+    if args.params is not None and not args.forecast:
+        raise ScaleFitError("--params is the model size of a --forecast; give a --forecast.")
+    forecasts = [parse_schedule(s, where="--forecast") for s in args.forecast]
+    curves = _read(args)
+    train = truncate(curves, args.fit_fraction) if args.fit_fraction else curves
+    prepared = prepare(
+        train,
+        schedule=args.schedule,
+        momentum=args.momentum,
+        drop_warmup=not args.keep_warmup,
+        early=args.early,
+        max_points=args.max_points,
+    )
+    law = None if args.formula else (args.law or "lr_annealing")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
+        res = fit_curves(
+            prepared,
+            law,
+            formula=args.formula,
+            bootstrap=args.bootstrap,
+            seed=args.seed,
+            starts=args.starts,
+            progress=False,
+        )
+    meta = res.conventions["curves"]
+    print(res.report())
+    print(
+        f"\ncurves: {meta['runs']} runs, {meta['checkpoints']} checkpoints fitted (warm-up "
+        f"{'kept' if args.keep_warmup else 'dropped'}, first {args.early:g} of each run dropped, "
+        f"at most {args.max_points} per run); intervals resample "
+        f"{'whole runs' if args.bootstrap else 'nothing (no --bootstrap)'}."
+    )
+    extra = {} if args.params is None else {"params": args.params}
+    if args.fit_fraction:
+        table = final_losses(res, curves, schedule=args.schedule)
+        print(f"\nfinal loss of each run from its first {args.fit_fraction:g}:")
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    frames = {}
+    for sched in forecasts:
+        frames[str(sched)] = forecast(res, sched, momentum=args.momentum, **extra)
+        end = frames[str(sched)].iloc[-1]
+        band = f" [{end['lo']:.4f}, {end['hi']:.4f}]" if "lo" in end else ""
+        print(f"forecast {sched}: loss at step {int(end['step'])} = {end['loss']:.4f}{band}")
+    if args.out:
+        res.save(args.out)
+        print(f"wrote {args.out}")
+    folder = plots_dir(args.plots)
+    if folder is not None:
+        from .._io import atomic_savefig
+        from ..curves.plot import plot_curves
+
+        fig = plot_curves(
+            res,
+            prepare(
+                curves,
+                schedule=args.schedule,
+                momentum=args.momentum,
+                drop_warmup=not args.keep_warmup,
+                early=args.early,
+                max_points=args.max_points,
+            ),
+            forecasts=frames,
+        )
+        path = atomic_savefig(fig, folder / f"curves_{res.law_name}.png", dpi=120)
+        print(f"wrote {path}")
+    return 0 if res.converged else EXIT_NOT_CONVERGED

@@ -1,0 +1,35 @@
+"""Loss curves: read training logs, compute schedule areas, fit schedule-aware laws, forecast.
+
+>>> from scalefit.curves import read_curves, prepare, fit_curves, forecast  # doctest: +SKIP
+>>> curves = prepare(read_curves("curves.csv"))  # doctest: +SKIP
+>>> res = fit_curves(curves, "lr_annealing", bootstrap=200)  # doctest: +SKIP
+"""
+
+from .api import curve_table, final_losses, fit_curves, forecast, truncate
+from .prepare import lr_sequence, prepare, schedule_frame
+from .read import read_curves, read_tensorboard, read_trainer_run, read_wandb
+from .schedule import KINDS, MOMENTUM, Schedule, areas, parse_schedule
+from .synthetic import synthetic_curves
+from .table import validate_curves
+
+__all__ = [
+    "KINDS",
+    "MOMENTUM",
+    "Schedule",
+    "areas",
+    "curve_table",
+    "final_losses",
+    "fit_curves",
+    "forecast",
+    "lr_sequence",
+    "parse_schedule",
+    "prepare",
+    "read_curves",
+    "read_tensorboard",
+    "read_trainer_run",
+    "read_wandb",
+    "schedule_frame",
+    "synthetic_curves",
+    "truncate",
+    "validate_curves",
+]

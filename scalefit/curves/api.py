@@ -1,0 +1,206 @@
+"""Fit schedule-aware laws to curves and predict from them.
+
+:func:`fit_curves` turns prepared curves into a loss table and calls :func:`scalefit.fit`; its
+bootstrap resamples whole runs (``cluster="run"``), never single checkpoints: the checkpoints
+of one run share its noise, so resampling them as if independent gives intervals that are too
+narrow. :func:`forecast` predicts a run's loss along any schedule and length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ScaleFitError
+from ..laws import Law
+from .prepare import schedule_frame
+from .schedule import MOMENTUM, Schedule, parse_schedule
+
+
+def curve_table(prepared: pd.DataFrame) -> pd.DataFrame:
+    """The loss table a fit reads: one row per prepared checkpoint (validated by read_table)."""
+    from ..table import read_table
+
+    drop = [c for c in ("schedule",) if c in prepared.columns]
+    tab = read_table(prepared.drop(columns=drop).reset_index(drop=True))
+    meta = prepared.attrs.get("scalefit_curves", {})
+    tab.attrs["scalefit"] = {**tab.attrs["scalefit"], "source": meta.get("source", "<curves>")}
+    tab.attrs["scalefit_curves"] = dict(meta)
+    return tab
+
+
+def fit_curves(
+    prepared: pd.DataFrame,
+    law: str | Law | None = "lr_annealing",
+    *,
+    formula: str | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+    starts: int = 64,
+    **options: Any,
+):
+    """Fit a schedule-aware law (or a formula over S1, S2, lr, step, tokens, params) to curves.
+
+    Parameters
+    ----------
+    prepared : DataFrame
+        Output of :func:`scalefit.curves.prepare`.
+    law : str or Law, default "lr_annealing"
+        A registered law (``lr_annealing``, ``lr_annealing_params``, ...) or a Law.
+    formula : str, optional
+        Instead of ``law``: a formula, e.g. ``"L0 + A*S1**(-alpha) - C*S2"``.
+    bootstrap : int, default 0
+        Bootstrap resamples of whole runs (needs two runs or more).
+    seed, starts : int
+        As in :func:`scalefit.fit`.
+    **options
+        Passed to :func:`scalefit.fit` (``loss``, ``residuals``, ``ci_prob``, ...); ``cluster``
+        is set here.
+
+    Returns
+    -------
+    FitResult
+        ``conventions["curves"]`` records the checkpoint rules and that runs were resampled.
+    """
+    from ..fit import fit
+
+    if "cluster" in options:
+        raise ScaleFitError("fit_curves resamples whole runs; it takes no 'cluster' option.")
+    tab = curve_table(prepared)
+    n_runs = int(tab["run"].nunique())
+    if bootstrap and n_runs < 2:
+        raise ScaleFitError(
+            f"bootstrap intervals resample whole runs and need at least 2 runs; the curves have "
+            f"{n_runs}. Checkpoints of one run are not independent, so they are not resampled."
+        )
+    res = fit(
+        tab,
+        None if formula is not None else law,
+        formula=formula,
+        bootstrap=bootstrap,
+        cluster="run" if bootstrap else None,
+        seed=seed,
+        starts=starts,
+        **options,
+    )
+    meta = dict(prepared.attrs.get("scalefit_curves", {}))
+    meta.update(runs=n_runs, checkpoints=len(tab), resample="runs" if bootstrap else "none")
+    return res.replace(conventions={**res.conventions, "curves": meta})
+
+
+def forecast(
+    result,
+    schedule: str | Schedule,
+    *,
+    steps=None,
+    momentum: float | None = None,
+    bands: bool = True,
+    **columns: Any,
+) -> pd.DataFrame:
+    """Predicted loss along ``schedule`` (another schedule or length than the fitted runs').
+
+    Parameters
+    ----------
+    result : FitResult
+        A fit of a schedule-aware law or formula.
+    schedule : str or Schedule
+        The schedule, e.g. ``"wsd:lr=3e-3,steps=20000,warmup=200,decay=0.2"``.
+    steps : array-like, optional
+        Steps to predict (default: 50 evenly spaced, ending at the last step).
+    momentum : float, optional
+        Decay factor of the annealing area (default: the one the fit used).
+    bands : bool, default True
+        Add ``lo``/``hi`` from the bootstrap draws when the result has them.
+    **columns
+        Other inputs of the law, e.g. ``params=1.2e8``.
+
+    Returns
+    -------
+    DataFrame
+        ``step, lr, S1, S2`` (+ ``columns``), ``loss`` and, with draws, ``lo`` and ``hi``.
+    """
+    sched = parse_schedule(schedule) if isinstance(schedule, str) else schedule
+    if momentum is None:
+        momentum = float(result.conventions.get("curves", {}).get("momentum", MOMENTUM))
+    if steps is None:
+        steps = np.unique(np.round(np.linspace(1, sched.steps, 50)).astype(int))
+    frame = schedule_frame(sched, steps=steps, momentum=momentum, **columns)
+    missing = [i for i in result.law.inputs if i not in frame.columns]
+    if missing:
+        raise ScaleFitError(
+            f"forecast: law {result.law.name!r} needs {', '.join(missing)}; pass them as "
+            "keyword arguments (e.g. params=1.2e8)."
+        )
+    if bands and result.draws is not None:
+        pred = result.predict(frame, bands=True)
+        return pd.concat([frame, pred], axis=1)
+    return frame.assign(loss=result.predict(frame))
+
+
+def final_losses(
+    result, curves: pd.DataFrame, *, schedule: str | Schedule | None = None
+) -> pd.DataFrame:
+    """Each run's predicted loss at the end of its declared schedule, beside the last logged loss.
+
+    Use it for "the final loss of a run from its first part": fit on the first part of the
+    curves (:func:`truncate`), then ask for each run's end.
+
+    Parameters
+    ----------
+    result : FitResult
+        A curve fit.
+    curves : DataFrame
+        The (full or truncated) long curves; each run needs a declared schedule.
+    schedule : str or Schedule, optional
+        Schedule for runs without one.
+
+    Returns
+    -------
+    DataFrame
+        ``run, final_step, predicted`` (+ ``lo``, ``hi`` with draws) and ``observed_last_step``,
+        ``observed_last_loss``.
+    """
+    from .prepare import run_schedule
+
+    rows = []
+    for run, part in curves.groupby("run", sort=False):
+        sched = run_schedule(curves, run, schedule)
+        if sched is None:
+            raise ScaleFitError(f"run {run!r}: final_losses needs the run's declared schedule.")
+        extra = {
+            c: float(part[c].iloc[0])
+            for c in result.law.inputs
+            if c in ("params", "width", "depth")
+        }
+        pred = forecast(result, sched, steps=[sched.steps], **extra).iloc[-1]
+        row = {"run": run, "final_step": sched.steps, "predicted": float(pred["loss"])}
+        if "lo" in pred:
+            row.update(lo=float(pred["lo"]), hi=float(pred["hi"]))
+        key = "step" if "step" in part.columns else "tokens"
+        row.update(
+            observed_last_step=float(part[key].iloc[-1]),
+            observed_last_loss=float(part["loss"].iloc[-1]),
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def truncate(curves: pd.DataFrame, fraction: float) -> pd.DataFrame:
+    """Keep each run's checkpoints up to ``fraction`` of its last step (its first part)."""
+    if not 0 < fraction <= 1:
+        raise ScaleFitError(
+            f"The 'fraction' parameter of truncate must be in (0, 1]. Got {fraction!r}."
+        )
+    key = "step" if "step" in curves.columns else "tokens"
+    last = curves.groupby("run")[key].transform("max")
+    out = curves[curves[key] <= fraction * last].reset_index(drop=True)
+    out.attrs = dict(curves.attrs)
+    return out
+
+
+def schedule_columns(mapping: Mapping[str, str]) -> dict[str, Schedule]:
+    """Parse ``{run: schedule text}`` into schedules."""
+    return {run: parse_schedule(text, where=f"run {run!r}") for run, text in mapping.items()}

@@ -1,0 +1,215 @@
+"""Learning-rate schedules and the schedule quantities of Tissue et al. (2024).
+
+A :class:`Schedule` gives the learning rate of every optimiser update ``s = 1 .. steps``. From the
+sequence ``eta_1 .. eta_T`` :func:`areas` computes, per step ``s``,
+
+* the forward area ``S1(s) = sum_{k<=s} eta_k``;
+* the annealing area ``S2(s) = sum_{k<=s} m_k`` with the momentum form
+  ``m_k = lam * m_{k-1} + (eta_{k-1} - eta_k)`` (``m_0 = 0``, ``eta_0 = eta_1``), ``lam`` the
+  decay factor (0.999 by default, the value Tissue et al. use).
+
+Source: H. Tissue, V. Wang, L. Wang, *Scaling Law with Learning Rate Annealing*, arXiv:2408.11029
+(2024), ``L(s) = L0 + A S1^-alpha - C S2``.
+
+One convention is ours: the lr increases of a warm-up are not annealing, so the momentum is fed
+only from the step after warm-up (``warmup`` steps, declared or read as the steps before the
+first step at peak lr). For a schedule without warm-up the definition is the paper's, unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..errors import ScaleFitError
+
+KINDS = ("constant", "cosine", "linear", "wsd")
+#: Default decay factor of the annealing momentum (Tissue et al. 2024).
+MOMENTUM = 0.999
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A declared learning-rate schedule.
+
+    Parameters
+    ----------
+    kind : {"constant", "cosine", "linear", "wsd"}
+        Shape after warm-up: constant; cosine or linear decay from ``lr`` to ``final_lr`` over the
+        remaining steps; warm-up–stable–decay (constant, then a linear decay to ``final_lr`` over
+        the last ``decay`` fraction of the steps).
+    lr : float
+        Peak learning rate (> 0).
+    steps : int
+        Total optimiser steps of the schedule (> 0).
+    warmup : int, default 0
+        Linear warm-up steps from ``lr / warmup`` to ``lr``.
+    decay : float, default 0.2
+        WSD only: fraction of ``steps`` spent decaying, in (0, 1].
+    final_lr : float, default 0
+        Learning rate reached at the last step (cosine, linear, WSD), ``0 <= final_lr <= lr``.
+    """
+
+    kind: str
+    lr: float
+    steps: int
+    warmup: int = 0
+    decay: float = 0.2
+    final_lr: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ScaleFitError(
+                f"schedule kind must be one of {', '.join(KINDS)}. Got {self.kind!r} instead."
+            )
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ScaleFitError(f"schedule 'lr' must be a finite number > 0. Got {self.lr!r}.")
+        if int(self.steps) != self.steps or self.steps < 1:
+            raise ScaleFitError(f"schedule 'steps' must be an integer >= 1. Got {self.steps!r}.")
+        if int(self.warmup) != self.warmup or not 0 <= self.warmup < self.steps:
+            raise ScaleFitError(
+                f"schedule 'warmup' must be an integer in [0, steps). Got {self.warmup!r}."
+            )
+        if not 0 < self.decay <= 1:
+            raise ScaleFitError(f"schedule 'decay' must be in (0, 1]. Got {self.decay!r}.")
+        if not (math.isfinite(self.final_lr) and 0 <= self.final_lr <= self.lr):
+            raise ScaleFitError(
+                f"schedule 'final_lr' must be in [0, lr={self.lr:g}]. Got {self.final_lr!r}."
+            )
+
+    def lr_at(self, step) -> np.ndarray:
+        """Learning rate of update ``step`` (1-based; array-like)."""
+        s = np.asarray(step, dtype=float)
+        peak, fin, warm, total = self.lr, self.final_lr, self.warmup, self.steps
+        out = np.full(s.shape, peak)
+        if self.kind in ("cosine", "linear"):
+            u = np.clip((s - warm) / max(1, total - warm), 0.0, 1.0)
+            shape = 0.5 * (1 + np.cos(np.pi * u)) if self.kind == "cosine" else 1 - u
+            out = fin + (peak - fin) * shape
+        elif self.kind == "wsd":
+            n_decay = max(1, round(self.decay * total))
+            start = total - n_decay
+            u = np.clip((s - start) / n_decay, 0.0, 1.0)
+            out = peak - (peak - fin) * u
+        if warm:
+            out = np.where(s <= warm, peak * s / warm, out)
+        return out
+
+    def sequence(self, steps: int | None = None) -> np.ndarray:
+        """Learning rates of updates ``1 .. steps`` (default: the schedule's length)."""
+        n = self.steps if steps is None else int(steps)
+        return self.lr_at(np.arange(1, n + 1))
+
+    def to_dict(self) -> dict:
+        """JSON-safe settings."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        keys = ["lr", "steps"] + (["warmup"] if self.warmup else [])
+        if self.kind == "wsd":
+            keys.append("decay")
+        if self.kind != "constant":
+            keys.append("final_lr")
+
+        def text(k: str) -> str:
+            v = getattr(self, k)
+            return str(int(v)) if k in ("steps", "warmup") else repr(float(v))
+
+        return self.kind + ":" + ",".join(f"{k}={text(k)}" for k in keys)
+
+
+_NUM = {"lr": float, "steps": int, "warmup": int, "decay": float, "final_lr": float}
+
+
+def parse_schedule(text: str, *, steps: int | None = None, where: str = "schedule") -> Schedule:
+    """Parse ``"kind:key=value,..."`` (e.g. ``"wsd:lr=3e-3,warmup=100,decay=0.2"``).
+
+    Parameters
+    ----------
+    text : str
+        Schedule kind and settings (``lr``, ``steps``, ``warmup``, ``decay``, ``final_lr``).
+    steps : int, optional
+        Length used when ``text`` gives none (e.g. the run's last logged step).
+    where : str
+        What the text belongs to, for messages.
+
+    Returns
+    -------
+    Schedule
+    """
+    m = re.fullmatch(r"\s*([a-z]+)\s*(?::(.*))?", str(text))
+    if m is None or m.group(1) not in KINDS:
+        raise ScaleFitError(
+            f"{where}: expected a schedule such as 'cosine:lr=3e-3,warmup=100' with kind one of "
+            f"{', '.join(KINDS)}. Got {str(text)[:80]!r} instead."
+        )
+    settings: dict = {}
+    for part in filter(None, (p.strip() for p in (m.group(2) or "").split(","))):
+        key, _, value = part.partition("=")
+        key = key.strip()
+        if key not in _NUM or not value.strip():
+            raise ScaleFitError(
+                f"{where}: schedule settings are key=value with key one of "
+                f"{', '.join(_NUM)}. Got {part!r} instead."
+            )
+        try:
+            number = float(value)
+            settings[key] = int(number) if _NUM[key] is int and number.is_integer() else number
+        except ValueError:
+            raise ScaleFitError(
+                f"{where}: schedule {key} must be a number. Got {value!r}."
+            ) from None
+    if "lr" not in settings:
+        raise ScaleFitError(f"{where}: the schedule needs a peak learning rate, e.g. 'lr=3e-3'.")
+    if "steps" not in settings:
+        if steps is None:
+            raise ScaleFitError(f"{where}: the schedule needs its length, e.g. 'steps=1000'.")
+        settings["steps"] = int(steps)
+    return Schedule(m.group(1), **settings)
+
+
+def areas(
+    lr: np.ndarray, *, momentum: float = MOMENTUM, warmup: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Forward area ``S1`` and annealing area ``S2`` after each update.
+
+    Parameters
+    ----------
+    lr : array, shape (T,)
+        Learning rate of updates ``1 .. T`` (finite, >= 0).
+    momentum : float, default 0.999
+        Decay factor ``lam`` of the annealing momentum, in [0, 1).
+    warmup : int, optional
+        Warm-up steps whose lr increases do not feed the momentum. Default: the steps before the
+        first update at the peak lr, when the lr rises to that peak.
+
+    Returns
+    -------
+    (S1, S2) : tuple of arrays, shape (T,)
+        ``S1[s-1]`` and ``S2[s-1]`` are the areas after update ``s``.
+
+    Examples
+    --------
+    >>> s1, s2 = areas(np.array([1.0, 1.0, 0.5, 0.5]), momentum=0.5)
+    >>> s1.tolist(), s2.tolist()
+    ([1.0, 2.0, 2.5, 3.0], [0.0, 0.0, 0.5, 0.75])
+    """
+    from scipy.signal import lfilter
+
+    eta = np.asarray(lr, dtype=float)
+    if eta.ndim != 1 or eta.size == 0 or not np.all(np.isfinite(eta)) or np.any(eta < 0):
+        raise ScaleFitError("learning rates must be a non-empty sequence of finite numbers >= 0.")
+    if not 0 <= momentum < 1:
+        raise ScaleFitError(
+            f"The 'momentum' of the annealing area must be in [0, 1). Got {momentum!r}."
+        )
+    if warmup is None:
+        peak = int(np.argmax(eta))
+        warmup = peak if peak and np.all(np.diff(eta[: peak + 1]) >= 0) else 0
+    drops = np.concatenate([[0.0], eta[:-1] - eta[1:]])
+    drops[: int(warmup) + 1] = 0.0
+    m = lfilter([1.0], [1.0, -momentum], drops)
+    return np.cumsum(eta), np.cumsum(m)
