@@ -261,3 +261,25 @@ def test_forks_read_the_device_back_first_when_reads_are_batched(token_dir, tmp_
     for b in plan(_set(token_dir), tmp_path / "batched"):
         hist = pd.read_csv(b.folder / "history.csv")
         assert hist["step"].tolist() == list(range(b.cfg.steps))
+
+
+def test_the_curve_reader_reads_a_run_and_its_branches_once_each(token_dir, tmp_path):
+    from scalefit.curves import read_curves, read_trainer_runs
+
+    cfg = _set(token_dir)
+    train_cooldowns(cfg, tmp_path / "set")
+    curves = read_trainer_runs(tmp_path / "set")
+    names = sorted(curves["run"].unique())
+    assert names == ["set", f"set/tokens_{STEP * 10}", f"set/tokens_{STEP * 16}"]
+    for budget, fork in ((STEP * 10, 8), (STEP * 16, 13)):
+        branch = curves[curves["run"] == f"set/tokens_{budget}"]
+        assert branch["step"].min() == fork + 1  # the shared stable phase is the main run's
+        assert branch["step"].max() == budget // STEP - 1
+        meta = json.loads(
+            (tmp_path / "set" / "cooldowns" / f"tokens_{budget}" / "run.json").read_text()
+        )
+        assert set(branch["schedule"]) == {meta["schedule_text"]}
+        assert meta["schedule_text"].startswith("wsd:")
+    main = curves[curves["run"] == "set"]
+    assert len(main) == 23  # steps 1..23: the reader drops step 0 (no update done yet)
+    assert read_curves(tmp_path / "set").equals(curves)  # a folder given to read_curves

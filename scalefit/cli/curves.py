@@ -91,7 +91,7 @@ def _read(args: argparse.Namespace):
     from ..curves import (
         read_curves,
         read_tensorboard,
-        read_trainer_run,
+        read_trainer_runs,
         read_wandb,
         validate_curves,
     )
@@ -112,7 +112,7 @@ def _read(args: argparse.Namespace):
         elif kind == "wandb":
             parts.append(read_wandb(f, metric=args.tag or "loss"))
         elif kind == "trainer":
-            parts.append(read_trainer_run(f))
+            parts.append(read_trainer_runs(f))
         else:
             parts.append(read_curves(f, columns=columns))
     if len(parts) == 1:

@@ -7,7 +7,7 @@
 
 from .api import curve_table, final_losses, fit_curves, forecast, truncate
 from .prepare import lr_sequence, prepare, schedule_frame
-from .read import read_curves, read_tensorboard, read_trainer_run, read_wandb
+from .read import read_curves, read_tensorboard, read_trainer_run, read_trainer_runs, read_wandb
 from .schedule import KINDS, MOMENTUM, Schedule, areas, parse_schedule
 from .synthetic import synthetic_curves
 from .table import validate_curves
@@ -27,6 +27,7 @@ __all__ = [
     "read_curves",
     "read_tensorboard",
     "read_trainer_run",
+    "read_trainer_runs",
     "read_wandb",
     "schedule_frame",
     "synthetic_curves",

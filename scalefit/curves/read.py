@@ -57,7 +57,7 @@ def read_curves(
         return validate_curves(source, columns=columns, run=run)
     path = Path(source)
     if path.is_dir():
-        return read_trainer_run(path) if (path / "history.csv").exists() else _dir_error(path)
+        return read_trainer_runs(path) if (path / "history.csv").exists() else _dir_error(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
         frame = read_csv(path)
@@ -267,6 +267,49 @@ def _from_history(frame: pd.DataFrame, metric: str, run: str, where: str) -> pd.
 
 
 # ------------------------------------------------------------------------------ trainer
+def _run_info(folder: Path) -> dict:
+    """The trainer's ``run.json`` (schedule, branch, result) or ``{}`` when the folder has none."""
+    path = folder / "run.json"
+    if not path.exists():
+        return {}
+    info = read_json(path, what="trainer run metadata")
+    if not isinstance(info, dict):
+        raise ScaleFitError(f"{path}: expected a JSON object.")
+    return info
+
+
+def read_trainer_runs(run_dir: str | os.PathLike) -> pd.DataFrame:
+    """A trainer run folder and its cooldown branches (``cooldowns/*/``) as one long table.
+
+    The main run is named after its folder, each branch ``<main>/<branch folder>``. A branch's
+    history repeats the main run's stable phase up to its fork step; only the steps after the
+    fork are kept for the branch, so no checkpoint appears twice.
+
+    Parameters
+    ----------
+    run_dir : path-like
+        The main run's folder.
+
+    Returns
+    -------
+    DataFrame
+        The long table of :func:`read_trainer_run` for every run of the set.
+    """
+    folder = Path(run_dir)
+    parts = [read_trainer_run(folder)]
+    branches = folder / "cooldowns"
+    if branches.is_dir():
+        for sub in sorted(p for p in branches.iterdir() if (p / "history.csv").exists()):
+            frame = read_trainer_run(sub, run=f"{folder.name}/{sub.name}")
+            fork = (_run_info(sub).get("branch") or {}).get("fork_step")
+            if isinstance(fork, int) and not isinstance(fork, bool):
+                frame = frame[frame["step"] > fork]
+            parts.append(frame)
+    if len(parts) == 1:
+        return parts[0]
+    return validate_curves(pd.concat(parts, ignore_index=True), source=str(folder))
+
+
 def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> pd.DataFrame:
     """Read a run folder of :func:`scalefit.train.train` (``train_config.json``, ``history.csv``).
 
@@ -288,7 +331,8 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
     Returns
     -------
     DataFrame
-        The long table, ``schedule`` set to the trainer's warm-up + cosine schedule.
+        The long table; ``schedule`` is the one the trainer recorded in ``run.json``
+        (``schedule_text``), else its warm-up + cosine schedule from ``train_config.json``.
     """
     from ..accounting import param_count
 
@@ -312,12 +356,17 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
             ffn_hidden=cfg.get("ffn_hidden"),
         )
         steps = max(1, -(-int(cfg["tokens"]) // per_step))
-        warm = max(1, round(float(cfg["warmup_frac"]) * steps))
+        warm = cfg.get("warmup_steps")
+        warm = int(warm) if warm is not None else max(1, round(float(cfg["warmup_frac"]) * steps))
         lr, floor = float(cfg["lr"]), float(cfg["min_lr_ratio"]) * float(cfg["lr"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ScaleFitError(
             f"{folder / 'train_config.json'}: not a trainer configuration ({exc!r})."
         ) from None
+    schedule = f"cosine:lr={lr:g},steps={steps},warmup={warm},final_lr={floor:g}"
+    info = _run_info(folder)
+    if isinstance(info.get("schedule_text"), str):
+        schedule = info["schedule_text"]  # written by the trainer in this module's grammar
     step = hist["step"].to_numpy(dtype=float)
     frame = pd.DataFrame(
         {
@@ -330,7 +379,7 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
             "width": float(cfg["width"]),
             "depth": float(cfg["depth"]),
             "tokens_per_step": float(per_step),
-            "schedule": f"cosine:lr={lr:g},steps={steps},warmup={warm},final_lr={floor:g}",
+            "schedule": schedule,
         }
     )
     if np.any(hist["step"].to_numpy() != np.arange(len(hist))):
