@@ -74,8 +74,8 @@ def register(sub: Subcommands) -> None:
         type=_budget_text,
         default=None,
         metavar="FLOPS",
-        help="training budget in FLOPs, repeatable (default: 1e19 1e20 1e21 on Chinchilla, "
-        "1e13 1e14 1e15 on the bundled table)",
+        help="training budget in FLOPs; repeat the option for several budgets",
+        shown="1e19 1e20 1e21 on Chinchilla, 1e13 1e14 1e15 on the bundled table",
     )
     p.add_argument(
         "--bootstrap", type=int_at_least(2), default=100, metavar="B", help="bootstrap resamples"

@@ -12,7 +12,7 @@ import os
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import seed_arg
+from ._common import add_option
 
 
 def register(subparsers: Subcommands) -> None:
@@ -28,8 +28,8 @@ def register(subparsers: Subcommands) -> None:
     sub = probe.add_subparsers(dest="probe_command", metavar="{toy,hf}", required=True)
     toy = sub.add_parser("toy", help="probes of a saved toy run (the default form)")
     toy.add_argument("model", metavar="MODEL", help="a toy run folder or its model.pt")
-    toy.add_argument("--tokens", type=int, default=1024, help="probe inputs (default 1024)")
-    toy.add_argument("--seed", type=seed_arg, default=0)
+    toy.add_argument("--tokens", type=int, default=1024, help="probe inputs")
+    add_option(toy, "--seed", help="seed of the probe inputs")
     toy.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
     toy.add_argument("--plot", default=None, metavar="PNG", help="probe curves figure")
     toy.set_defaults(func=_probe_toy)
@@ -58,28 +58,28 @@ def _register_hf(sub) -> None:
         "(needs `pip install datasets`)",
     )
     hf.add_argument("--dataset-config", default=None, metavar="CONFIG", help="dataset config")
-    hf.add_argument("--split", default="train", help="dataset split (default train)")
-    hf.add_argument("--text-field", default="text", help="dataset text column (default text)")
-    hf.add_argument("--tokens", type=int, default=65_536, help="token budget (default 65536)")
+    hf.add_argument("--split", default="train", help="dataset split")
+    hf.add_argument("--text-field", default="text", help="dataset text column")
+    hf.add_argument("--tokens", type=int, default=65_536, help="token budget")
     hf.add_argument(
         "--out",
         required=True,
         metavar="DIR",
         help="output folder: CSVs, summary.json, figures, resumable checkpoint",
     )
-    hf.add_argument("--seq-len", type=int, default=256, help="tokens per window (default 256)")
-    hf.add_argument("--batch-size", type=int, default=8, help="windows per forward (default 8)")
+    hf.add_argument("--seq-len", type=int, default=256, help="tokens per window")
+    hf.add_argument("--batch-size", type=int, default=8, help="windows per forward")
     hf.add_argument(
         "--max-block",
         type=int,
         default=4,
-        help="largest n of the block distance d(l, l+n) (default 4)",
+        help="largest n of the block distance d(l, l+n)",
     )
     hf.add_argument(
         "--prune-tokens",
         type=int,
         default=8192,
-        help="tokens for the layer-pruning sweep; 0 skips it (default 8192)",
+        help="tokens for the layer-pruning sweep; 0 skips it",
     )
     hf.add_argument(
         "--prune-blocks",
@@ -98,22 +98,22 @@ def _register_hf(sub) -> None:
         "--bootstrap",
         type=int,
         default=200,
-        help="bootstrap resamples over windows (default 200; 0: none)",
+        help="bootstrap resamples over windows (0: none)",
     )
     hf.add_argument(
         "--reservoir",
         type=int,
         default=20_000,
-        help="tokens sampled for the early-exit split (default 20000)",
+        help="tokens sampled for the early-exit split",
     )
-    hf.add_argument("--seed", type=seed_arg, default=0, help="seed (reservoir, masks, bootstrap)")
+    add_option(hf, "--seed", help="seed of the reservoir, the masks and the bootstrap")
     hf.add_argument(
         "--dtype",
         choices=("float32", "bfloat16", "float16"),
         default="float32",
         help="weights' dtype (angles are computed in float64 regardless)",
     )
-    hf.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … (default cpu)")
+    hf.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, …")
     hf.add_argument(
         "--allow-download",
         action="store_true",

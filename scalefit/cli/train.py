@@ -11,6 +11,7 @@ from pathlib import Path
 from .._io import MAX_CONFIG_BYTES
 from .._validation import fmt_value
 from ..errors import ScaleFitError
+from ._common import seed_arg
 
 
 def register(sub) -> None:
@@ -20,7 +21,9 @@ def register(sub) -> None:
 
     run = tsub.add_parser("run", help="train one configuration (works under torchrun)")
     run.add_argument("config", metavar="CONFIG.toml", help="flat TOML of trainer settings")
-    run.add_argument("--out", default=None, metavar="DIR", help="run folder (default runs/NAME)")
+    run.add_argument(
+        "--out", default=None, metavar="DIR", help="run folder", shown="runs/NAME of the config"
+    )
     run.add_argument(
         "--set",
         action="append",
@@ -43,13 +46,22 @@ def register(sub) -> None:
         metavar="GRID.toml",
         help="sweep spec(s) with task = 'train'; several share one output folder",
     )
-    grid.add_argument("--workers", type=int, default=1, metavar="N")
-    grid.add_argument("--executor", choices=["local", "slurm"], default="local")
+    grid.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes")
     grid.add_argument(
-        "--threads", type=int, default=1, metavar="T", help="torch threads per worker (default 1)"
+        "--executor",
+        choices=["local", "slurm"],
+        default="local",
+        help="run the jobs here (local) or submit them to Slurm",
     )
     grid.add_argument(
-        "--out", default=None, metavar="DIR", help="sweep folder (default runs/<first spec name>)"
+        "--threads", type=int, default=1, metavar="T", help="torch threads per worker"
+    )
+    grid.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="sweep folder",
+        shown="runs/NAME of the first spec",
     )
     grid.add_argument(
         "--table",
@@ -70,9 +82,12 @@ def register(sub) -> None:
         "--out",
         default=None,
         metavar="CSV",
-        help="tidy CSV (default: diagnostics.csv beside the checkpoint)",
+        help="tidy CSV",
+        shown="diagnostics.csv beside the checkpoint",
     )
-    diag.add_argument("--eval-tokens", type=int, default=16_384, metavar="N")
+    diag.add_argument(
+        "--eval-tokens", type=int, default=16_384, metavar="N", help="tokens of the evaluation"
+    )
     diag.set_defaults(func=_cmd_diagnose)
     rep = tsub.add_parser("report", help="loss table, decomposed fit and figures of a grid")
     rep.add_argument("out_dir", metavar="DIR", help="a sweep folder written by `train grid`")
@@ -86,8 +101,10 @@ def register(sub) -> None:
         metavar="CSV",
         help="another grid's loss table whose rows join the fit (repeatable)",
     )
-    rep.add_argument("--bootstrap", type=int, default=0, metavar="B", help="fit resamples")
-    rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument(
+        "--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples of the fit"
+    )
+    rep.add_argument("--seed", type=seed_arg, default=0, help="seed of the bootstrap")
     rep.set_defaults(func=_cmd_report)
     p.set_defaults(func=lambda a: _usage(p))
 
@@ -109,16 +126,28 @@ def _register_data(sub) -> None:
         metavar="KIND",
         help="byte or bpe; with --shards: bpe (trained here) or a tokenizer.json path",
     )
-    prep.add_argument("--bpe-vocab", type=int, default=1024, metavar="V")
+    prep.add_argument(
+        "--bpe-vocab", type=int, default=1024, metavar="V", help="vocabulary size of a trained BPE"
+    )
     prep.add_argument(
         "--shards",
         action="store_true",
         help="write memory-mapped token shards + manifest.json for streaming (a real corpus)",
     )
     prep.add_argument("--out", default=None, metavar="DIR", help="shard folder (with --shards)")
-    prep.add_argument("--shard-tokens", type=int, default=1 << 24, metavar="N")
-    prep.add_argument("--val-fraction", type=float, default=0.05, metavar="F")
-    prep.add_argument("--text-field", default="text", metavar="FIELD")
+    prep.add_argument(
+        "--shard-tokens", type=int, default=1 << 24, metavar="N", help="tokens per shard"
+    )
+    prep.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.05,
+        metavar="F",
+        help="share of the documents held out for validation",
+    )
+    prep.add_argument(
+        "--text-field", default="text", metavar="FIELD", help="text field of .jsonl or parquet"
+    )
     prep.set_defaults(func=_cmd_prepare)
     d.set_defaults(func=lambda a: _usage(d))
 
