@@ -121,6 +121,14 @@ def test_design_old_plot_spelling(runs, tmp_path, capsys):
     assert f"wrote {tmp_path / 'd.png'}" in out
 
 
+def test_design_refuses_a_shape_quantity_for_a_law_without_shape(runs, capsys):
+    _, pilot = runs
+    argv = ["design", pilot, "--target", "1e24", "--compute", "1e21", "--quantity", "log_depth"]
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "--quantity log_depth: the law 'chinchilla' has no depth or width" in err
+
+
 # ---------------------------------------------------------------------------- allocate
 
 
@@ -198,3 +206,12 @@ def test_compare_exits_3_when_a_law_did_not_converge(tmp_path, capsys):
     frame = pd.read_csv(tmp_path / "c.csv")
     assert not frame["converged"].all()  # ten draws per chain: R-hat far from 1
     assert code == 3 and "did not converge" in out
+
+
+def test_train_report_takes_plots_and_still_reads_img():
+    from scalefit.cli import build_parser
+
+    args = build_parser().parse_args(["train", "report", "grid", "--plots", "figs"])
+    assert args.plots == "figs" and args.img is None
+    args = build_parser().parse_args(["train", "report", "grid", "--img", "old"])
+    assert args.img == "old" and args.plots is None

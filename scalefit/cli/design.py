@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import (
     add_deprecated,
@@ -94,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
         deprecated("--plot PNG", "--plots DIR")
     cand = read_csv(args.candidates) if args.candidates else None
     result = FitResult.load(args.result)
+    if args.quantity in ("log_depth", "log_width") and "depth" not in result.law.inputs:
+        raise ScaleFitError(
+            f"--quantity {args.quantity}: the law {result.law_name!r} has no depth or width; "
+            f"choose log_params, log_tokens or loss."
+        )
     d = next_runs(
         result,
         args.target,

@@ -12,7 +12,10 @@ import os
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import add_option
+from ._common import add_deprecated, add_option, deprecated, plots_dir
+
+#: The file name of the probe-curves figure in the --plots folder.
+FIGURE = "probes.png"
 
 
 def register(subparsers: Subcommands) -> None:
@@ -31,7 +34,8 @@ def register(subparsers: Subcommands) -> None:
     toy.add_argument("--tokens", type=int, default=1024, help="probe inputs")
     add_option(toy, "--seed", help="seed of the probe inputs")
     toy.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
-    toy.add_argument("--plot", default=None, metavar="PNG", help="probe curves figure")
+    add_option(toy, "--plots", help=f"write the probe curves into DIR as {FIGURE}")
+    add_deprecated(toy, "--plot", default=None, metavar="PNG")
     toy.set_defaults(func=_probe_toy)
     _register_hf(sub)
 
@@ -131,9 +135,13 @@ def _probe_toy(args: argparse.Namespace) -> int:
     from ..sim.probe import probe_saved_model
     from ._common import check_paths
 
-    check_paths(files={"--out": args.out}, figures={"--plot": args.plot})
+    check_paths(
+        files={"--out": args.out}, figures={"--plot": args.plot}, folders={"--plots": args.plots}
+    )
     if args.tokens < 4:
         raise ScaleFitError(f"--tokens must be ≥ 4, got {args.tokens}.")
+    if args.plot:
+        deprecated("--plot PNG", "--plots DIR")
     report = probe_saved_model(args.model, tokens=args.tokens, seed=args.seed)
     summary = report["summary"]
     with pd.option_context("display.width", 140):
@@ -143,11 +151,13 @@ def _probe_toy(args: argparse.Namespace) -> int:
     print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
-    if args.plot:
-        from ..plot import toy as toyplot
+    folder = plots_dir(args.plots)
+    for path in [args.plot] + ([folder / FIGURE] if folder is not None else []):
+        if path:
+            from ..plot import toy as toyplot
 
-        fig = toyplot.probe_curves(report["layers"])
-        print(f"wrote {atomic_savefig(fig, args.plot, dpi=120)}")
+            fig = toyplot.probe_curves(report["layers"])
+            print(f"wrote {atomic_savefig(fig, path, dpi=120)}")
     return 0
 
 

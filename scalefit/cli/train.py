@@ -11,7 +11,7 @@ from pathlib import Path
 from .._io import MAX_CONFIG_BYTES
 from .._validation import fmt_value
 from ..errors import ScaleFitError
-from ._common import seed_arg
+from ._common import add_deprecated, add_option, deprecated, seed_arg
 
 
 def register(sub) -> None:
@@ -92,7 +92,8 @@ def register(sub) -> None:
     rep = tsub.add_parser("report", help="loss table, decomposed fit and figures of a grid")
     rep.add_argument("out_dir", metavar="DIR", help="a sweep folder written by `train grid`")
     rep.add_argument("--table", default=None, metavar="CSV", help="write the loss table here")
-    rep.add_argument("--img", default=None, metavar="DIR", help="write PNG figures here")
+    add_option(rep, "--plots", help="write the PNG figures into DIR")
+    add_deprecated(rep, "--img", default=None, metavar="DIR")
     rep.add_argument(
         "--with",
         dest="extra",
@@ -229,6 +230,9 @@ def _cmd_run(args) -> int:
         f"tokens {row['tokens']:,}: {status}, {row['bpb']:.4f} bits/byte, "
         f"{row['tokens_per_s']:,.0f} tokens/s"
     )
+    if task["diagnose"] and not row["diverged"]:
+        print(f"wrote {out / 'diagnostics.csv'}")
+    print(f"wrote {out / 'result.json'}")
     return 0
 
 
@@ -281,6 +285,8 @@ def _cmd_grid(args) -> int:
         f"{out}/results.csv: {len(table)} finished runs of {len(runs)} "
         f"({done} with a loss, {diverged} diverged)"
     )
+    if args.table:
+        print(f"wrote {args.table}")
     return 0
 
 
@@ -313,12 +319,14 @@ def _cmd_report(args) -> int:
     check_paths(
         inputs=[("loss table (CSV)", p) for p in args.extra],
         files={"--table": args.table},
-        folders={"--img": args.img},
+        folders={"--img": args.img, "--plots": args.plots},
     )
+    if args.img:
+        deprecated("--img DIR", "--plots DIR")
     out = grid_report(
         args.out_dir,
         table_path=args.table,
-        img_dir=args.img,
+        img_dir=args.plots or args.img,
         extra_tables=args.extra,
         bootstrap=args.bootstrap,
         seed=args.seed,
@@ -330,8 +338,10 @@ def _cmd_report(args) -> int:
         print(out["variants"].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     if out["fit"] is not None:
         print(out["fit"].report())
+    if args.table:
+        print(f"wrote {args.table}")
     for path in out["figures"]:
-        print(f"written {path}")
+        print(f"wrote {path}")
     return 0
 
 
@@ -365,7 +375,7 @@ def _cmd_diagnose(args) -> int:
     atomic_write_csv(out, frame)
     wide = frame.pivot(index="layer", columns="metric", values="value")
     print(wide.to_string(float_format=lambda v: f"{v:.4g}"))
-    print(f"written {out}")
+    print(f"wrote {out}")
     return 0
 
 
