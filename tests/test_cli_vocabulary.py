@@ -215,3 +215,15 @@ def test_train_report_takes_plots_and_still_reads_img():
     assert args.plots == "figs" and args.img is None
     args = build_parser().parse_args(["train", "report", "grid", "--img", "old"])
     assert args.img == "old" and args.plots is None
+
+
+def test_demo_tables_write_budgets_and_widths_as_numbers_read(tmp_path, capsys):
+    out = tmp_path / "demo"
+    code = main(["demo", "--bundled", "--bootstrap", "4", "--out", str(out)])
+    assert code == 0
+    capsys.readouterr()
+    for name in ("recommendation.csv", "allocation.csv"):
+        lines = (out / name).read_text().splitlines()
+        row = dict(zip(lines[0].split(","), lines[1].split(","), strict=True))
+        assert row["budget"] == "1e13", name
+        assert re.fullmatch(r"\d*", row["width"]) and re.fullmatch(r"\d*", row["depth"]), row

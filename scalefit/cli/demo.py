@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import int_at_least, positive_flops, seed_arg
+from ._common import int_at_least, positive_flops, seed_arg, tidy_table
 
 CHINCHILLA = {
     "table": "chinchilla",
@@ -179,7 +179,7 @@ def run_demo(args: argparse.Namespace) -> int:
         return code
     from .._io import atomic_write_csv
 
-    atomic_write_csv(out / "recommendation.csv", table)
+    atomic_write_csv(out / "recommendation.csv", tidy_table(table))
     print()
     print(recommendation_text(table, alloc, spec, unknown))
     print(f"\nwrote {out / 'recommendation.csv'}")
