@@ -227,3 +227,10 @@ def test_demo_tables_write_budgets_and_widths_as_numbers_read(tmp_path, capsys):
         row = dict(zip(lines[0].split(","), lines[1].split(","), strict=True))
         assert row["budget"] == "1e13", name
         assert re.fullmatch(r"\d*", row["width"]) and re.fullmatch(r"\d*", row["depth"]), row
+
+
+def test_ambiguous_column_message_names_the_option(tmp_path, capsys):
+    path = tmp_path / "d.csv"
+    path.write_text("N,D,loss\n1e8,2e9,3.1\n2e8,4e9,2.9\n4e8,8e9,2.8\n")
+    code, _, err = _run(["fit", path, "--law", "chinchilla"], capsys)
+    assert code == 2 and "e.g. --columns D=tokens" in err and "columns={" not in err

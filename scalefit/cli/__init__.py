@@ -55,6 +55,8 @@ CLI_TERMS = {
     "(--data-dir DIR on the command line, data_dir=DIR in Python)": "(--data-dir DIR)",
     "(params=... or --params k=v,...)": "(--params k=v,...)",
     "fit with bootstrap=B or Bayes": "fit with --bootstrap B or `scalefit bayes`",
+    "map it explicitly, e.g. columns={'D': 'tokens'}": "map it explicitly, e.g. --columns D=tokens",
+    "(or map yours with columns={...: 'loss'})": "(or map yours with --columns NAME=loss)",
 }
 
 
@@ -69,14 +71,7 @@ def cli_terms(text: str) -> str:
     return text + column_hint(text)
 
 
-CLI_TERMS.update(
-    {
-        "map it explicitly, e.g. columns={'D': 'tokens'}": "map it explicitly, e.g. --columns "
-        "D=tokens",
-        "(or map yours with columns={...: 'loss'})": "(or map yours with --columns NAME=loss)",
-    }
-)
-
+_CANONICAL = ("params", "tokens", "flops", "width", "depth", "loss")
 _MISSING = re.compile(r"needs column\(s\) ([\w, ]+); the table has (.*?)\.?$")
 
 
@@ -102,9 +97,6 @@ def column_hint(message: str) -> str:
         if close:
             pairs.append(f"{close[0]}={name}")
     return f" Did you mean --columns {','.join(pairs)}?" if pairs else ""
-
-
-_CANONICAL = ("params", "tokens", "flops", "width", "depth", "loss")
 
 
 class Subcommands(Protocol):
@@ -314,7 +306,7 @@ def _suffix(action: argparse.Action, shown: str | None, fallback: Any) -> str:
         text = shown
     elif action.default is None:
         text = "not set"
-    elif action.default == []:  # a repeatable option given no time
+    elif action.default == []:  # a repeatable option (--set, --with) not given
         text = "none"
     else:
         text = _value(action.default)
