@@ -68,13 +68,20 @@ def test_toy_fit_prints_table_writes_csv_and_plots(sweep, capsys):
 def test_probe_command(sweep, tmp_path, capsys):
     _, out = sweep
     run_dir = next((out / "runs").iterdir())
-    csv, png = tmp_path / "layers.csv", tmp_path / "probe.png"
-    code = main(["probe", str(run_dir), "--tokens", "64", "--out", str(csv), "--plot", str(png)])
+    csv, figs = tmp_path / "layers.csv", tmp_path / "figs"
+    code = main(["probe", str(run_dir), "--tokens", "64", "--out", str(csv), "--plots", str(figs)])
     assert code == 0
-    text = capsys.readouterr().out
+    text, err = capsys.readouterr()
     assert "teacher: mechanism:" in text and "students: mechanism:" in text
+    assert f"wrote {csv}" in text and f"wrote {figs / 'probes.png'}" in text and err == ""
     layers = pd.read_csv(csv)
     assert set(layers["model"]) == {"teacher", "student_2", "student_3", "student_4", "student_6"}
+    assert (figs / "probes.png").stat().st_size > 1000
+    # the old spelling: the same figure where it was asked, and one deprecation line
+    png = tmp_path / "probe.png"
+    assert main(["probe", str(run_dir), "--tokens", "64", "--plot", str(png)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--plot PNG is deprecated; use --plots DIR" in err
     assert png.stat().st_size > 1000
 
 

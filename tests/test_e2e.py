@@ -54,7 +54,7 @@ def test_fit_allocate_plots(tmp_path):
         "--plots",
         "plots",
     )
-    assert "budget 1e+20" in out.stdout
+    assert "budget 1e20" in out.stdout
     table = pd.read_csv(tmp_path / "alloc.csv")
     assert {"budget", "depth", "width", "tokens", "params", "loss"} <= set(table.columns)
     assert len(table) == 2

@@ -23,6 +23,21 @@ def _iv(row: pd.Series, name: str, digits: int = 3) -> str:
     return text
 
 
+def _flops(value: float) -> str:
+    """A FLOP count as ``1e21`` or ``3.2e20`` (no ``+``, no padded exponent)."""
+    mant, _, exp = f"{value:.3g}".partition("e")
+    return f"{mant}e{int(exp)}" if exp else mant
+
+
+def _range(lo: float, hi: float) -> str:
+    """``4–8``, or ``4`` when both ends are the same."""
+    return f"{int(lo)}" if int(lo) == int(hi) else f"{int(lo)}–{int(hi)}"
+
+
+def _shapes_count(n: float) -> str:
+    return f"{int(n)} shape" if int(n) == 1 else f"{int(n)} shapes"
+
+
 DECISION_RULE = (
     "decision rule: recommend the practical shape with the lowest expected loss over the draws; "
     "regret = its loss above each draw's own optimum (nats), shown as mean and 95th percentile"
@@ -56,7 +71,7 @@ def header_text(alloc: Allocation) -> str:
 def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     """The recommendation for one budget."""
     s = alloc.summary.iloc[i]
-    lines = [f"== budget {budget:.3g} FLOP"]
+    lines = [f"== budget {_flops(budget)} FLOP"]
     if alloc.kind == "params" and not np.isfinite(s["params"]):
         lines.append("  no compute-optimal split under the point estimate (see the warning)")
         lines.append(
@@ -84,9 +99,9 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
             f"  optimum      params {_iv(s, 'params_star')}  tokens {_iv(s, 'tokens_star')}"
         )
         lines.append(
-            f"  practical    {int(s['n_within_eps'])} shapes within {alloc.eps:g} nats: "
-            f"depth {int(s['set_depth_lo'])}–{int(s['set_depth_hi'])}, width "
-            f"{int(s['set_width_lo'])}–{int(s['set_width_hi'])}"
+            f"  practical    {_shapes_count(s['n_within_eps'])} within {alloc.eps:g} nats: "
+            f"depth {_range(s['set_depth_lo'], s['set_depth_hi'])}, width "
+            f"{_range(s['set_width_lo'], s['set_width_hi'])}"
         )
         lines.append(_shapes(_spread(alloc.alternatives(budget, within="eps"), show)))
         return "\n".join(lines)
@@ -102,14 +117,14 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
         f"  loss {_iv(s, 'loss_star', 5)}"
     )
     lines.append(
-        f"  near-optimal {int(s['n_within_eps'])} shapes within {alloc.eps:g} nats: depth "
-        f"{int(s['set_depth_lo'])}–{int(s['set_depth_hi'])}, width "
-        f"{int(s['set_width_lo'])}–{int(s['set_width_hi'])}"
+        f"  near-optimal {_shapes_count(s['n_within_eps'])} within {alloc.eps:g} nats: depth "
+        f"{_range(s['set_depth_lo'], s['set_depth_hi'])}, width "
+        f"{_range(s['set_width_lo'], s['set_width_hi'])}"
     )
     alt = alloc.alternatives(budget).iloc[1:]
     what = "within the loss interval" if np.isfinite(s["loss_hi"]) else f"within {alloc.eps:g}"
     lines.append(
-        f"  runner-ups   {len(alt)} shapes {what}"
+        f"  runner-ups   {_shapes_count(len(alt))} {what}"
         + (f"; best {min(show, len(alt))}:" if len(alt) else "")
     )
     if len(alt) and show > 0:

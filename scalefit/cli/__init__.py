@@ -23,6 +23,14 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_NOT_CONVERGED = 3
 
+#: The exit-code rule of every command, shown by ``scalefit --help`` (and the README).
+EXIT_CODES = (
+    "exit codes: 0 done; 2 bad input or a usage mistake (one line on stderr, nothing written); "
+    "3 the results were printed and written but a fit behind them did not converge (fit: no "
+    "verified local minimum; bayes and compare: a law's chains have R-hat above 1.01 or "
+    "divergent transitions; toy fit: a group's fit did not converge); 130 interrupted."
+)
+
 #: True only while :func:`run` (the console script, ``python -m scalefit``) owns the process:
 #: settings that outlive a command, such as JAX's CPU device count, are changed only then.
 OWNS_PROCESS = False
@@ -32,6 +40,63 @@ OWNS_PROCESS = False
 # knows -5 and -0.5, so `--budget -1e21` used to fail with "expected one argument".
 _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|nan)$", re.IGNORECASE)
 _CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+#: Library messages that name a Python argument, in the command line's terms: what a command
+#: prints (reports, errors) goes through :func:`cli_terms`.
+CLI_TERMS = {
+    "pass budgets=[...] or a 'budget' column": "give --budget FLOPS (repeat it for several) or "
+    "add a 'budget' column",
+    "(bootstrap=B in Python, --bootstrap B on the command line)": "(--bootstrap B)",
+    "a bootstrap (bootstrap=B)": "a bootstrap (--bootstrap B)",
+    "give noise=... (the result has no rmse_log)": "give --noise SD (the result has no rmse_log)",
+    "; pass candidates=...": "; give --candidates CSV",
+    "or a 'step' column and tokens_per_step=...": "or a 'step' column and --tokens-per-step N",
+    "(--data-dir DIR on the command line, data_dir=DIR in Python)": "(--data-dir DIR)",
+    "(params=... or --params k=v,...)": "(--params k=v,...)",
+    "fit with bootstrap=B or Bayes": "fit with --bootstrap B or `scalefit bayes`",
+    "map it explicitly, e.g. columns={'D': 'tokens'}": "map it explicitly, e.g. --columns D=tokens",
+    "(or map yours with columns={...: 'loss'})": "(or map yours with --columns NAME=loss)",
+}
+
+
+def cli_terms(text: str) -> str:
+    """``text`` with the Python spellings of :data:`CLI_TERMS` replaced by command-line ones.
+
+    A message saying that a table lacks a column also gets a ``--columns`` hint naming the
+    table's closest column (:func:`column_hint`).
+    """
+    for python, cli in CLI_TERMS.items():
+        text = text.replace(python, cli)
+    return text + column_hint(text)
+
+
+_CANONICAL = ("params", "tokens", "flops", "width", "depth", "loss")
+_MISSING = re.compile(r"needs column\(s\) ([\w, ]+); the table has (.*?)\.?$")
+
+
+def column_hint(message: str) -> str:
+    """`` Did you mean --columns num_params=params?`` for a message naming a missing column.
+
+    The closest column of the table is the one that contains the missing name
+    (``num_params`` for ``params``), else the most similar name (``difflib``); no hint when
+    no column is close.
+    """
+    import difflib
+
+    match = _MISSING.search(message)
+    if not match:
+        return ""
+    missing = [m.strip() for m in match.group(1).split(",") if m.strip()]
+    have = [c.strip() for c in match.group(2).split(",") if c.strip()]
+    pairs = []
+    for name in missing:
+        spare = [c for c in have if c not in missing and c not in _CANONICAL]
+        inside = [c for c in spare if name in c.lower() or c.lower() in name]
+        close = inside or difflib.get_close_matches(name, spare, n=1, cutoff=0.6)
+        if close:
+            pairs.append(f"{close[0]}={name}")
+    return f" Did you mean --columns {','.join(pairs)}?" if pairs else ""
 
 
 class Subcommands(Protocol):
@@ -48,10 +113,24 @@ class _Group:
     def __init__(self, owner: Parser, group: Any) -> None:
         self._owner = owner
         self._group = group
+        self._members: list[tuple[argparse.Action, str | None]] = []
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        """``add_argument`` of the group, recorded in the owner's :attr:`Parser.options`."""
-        return self._owner._record(self._group.add_argument(*args, **kwargs))
+        """``add_argument`` of the group, recorded in the owner's :attr:`Parser.options`.
+
+        In a required mutually exclusive group each option's help says "(required: this or
+        --other)" instead of a default.
+        """
+        if not getattr(self._group, "required", False):
+            return self._owner._add(self._group.add_argument, args, kwargs)
+        kwargs["shown"] = _NO_SUFFIX
+        action = self._owner._add(self._group.add_argument, args, kwargs)
+        self._members.append((action, action.help))
+        for member, text in self._members:
+            others = [m.option_strings[0] for m, _ in self._members if m is not member]
+            if others:
+                member.help = _join(text, f"(required: this or {' or '.join(others)})")
+        return action
 
     def add_mutually_exclusive_group(self, **kwargs: Any) -> _Group:
         """A nested mutually exclusive group, recorded the same way."""
@@ -101,6 +180,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.options: list[argparse.Action] = []
+        self.fallbacks: dict[str, Any] = {}
         self.commands: dict[str, Parser] = {}
         self.default_command: str | None = None
         super().__init__(*args, **kwargs)
@@ -109,8 +189,26 @@ class Parser(argparse.ArgumentParser):
         self.options.append(action)
         return action
 
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:  # noqa: D102
-        return self._record(super().add_argument(*args, **kwargs))
+    def _add(self, add: Any, args: tuple, kwargs: dict) -> argparse.Action:
+        """Add one option with ``add`` and write its default into its help (see :func:`_suffix`)."""
+        shown = kwargs.pop("shown", None)
+        fallback = kwargs.pop("fallback", _UNSET)
+        action = add(*args, **kwargs)
+        if fallback is not _UNSET:
+            self.fallbacks[action.option_strings[0]] = fallback
+        if shown is not _NO_SUFFIX:
+            action.help = _join(action.help, _suffix(action, shown, fallback))
+        return self._record(action)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """``add_argument`` with two keywords of scalefit's own.
+
+        ``shown`` is the text of the default in the help (for a default that is described, not
+        a value: "runs/NAME"); ``fallback`` is the value a command applies when an option whose
+        argparse default is None is not given (``--vocab`` 32000), shown in the help and
+        recorded in :attr:`fallbacks` so a test can compare it with the behaviour.
+        """
+        return self._add(super().add_argument, args, kwargs)
 
     def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
         return _Group(self, super().add_argument_group(*args, **kwargs))
@@ -120,12 +218,6 @@ class Parser(argparse.ArgumentParser):
 
     def add_subparsers(self, **kwargs: Any) -> Any:  # noqa: D102
         return _Commands(self, super().add_subparsers(**kwargs))
-
-    def format_help(self) -> str:
-        """Argparse's help, with every option's default shown (``not set`` for None)."""
-        for action in self.options:
-            _show_default(action)
-        return super().format_help()
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse's own
         _ACTIVE.append(self)  # the deepest sub-command parser is the last one entered
@@ -183,19 +275,50 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def _show_default(action: argparse.Action) -> None:
-    """Append ``(default: ...)`` to an option's help unless it has one or is a flag."""
-    text = action.help or ""
-    if (
-        not action.option_strings
-        or action.default is argparse.SUPPRESS
-        or text is argparse.SUPPRESS
-        or "default" in text.lower()
-        or action.nargs == 0  # flags: --no-draws and the like
-    ):
-        return
-    shown = "not set" if action.default is None else "%(default)s"
-    action.help = f"{text} (default: {shown})".strip()
+_UNSET = object()
+_NO_SUFFIX = object()
+
+
+def _join(text: str | None, suffix: str) -> str | None:
+    if text is argparse.SUPPRESS or not suffix:
+        return text
+    return f"{text or ''} {suffix}".strip()
+
+
+def _suffix(action: argparse.Action, shown: str | None, fallback: Any) -> str:
+    """The ``(default: ...)`` or ``(required)`` an option's help ends with.
+
+    Required options say so; flags and positionals say nothing; an option whose default is
+    applied later by the command shows that value (``fallback``) or a description
+    (``shown``); other options show argparse's default, ``not set`` for None.
+    """
+    if action.help is argparse.SUPPRESS or action.default is argparse.SUPPRESS:
+        return ""
+    if not action.option_strings:
+        return f"(default: {shown})" if shown else ""
+    if action.required:
+        return "(required)"
+    if action.nargs == 0:
+        return ""
+    if fallback is not _UNSET:
+        text = f"{_value(fallback)}{', ' + shown if shown else ''}"
+    elif shown:
+        text = shown
+    elif action.default is None:
+        text = "not set"
+    elif action.default == []:  # a repeatable option (--set, --with) not given
+        text = "none"
+    else:
+        text = _value(action.default)
+    return f"(default: {text.replace('%', '%%')})"
+
+
+def _value(value: Any) -> str:
+    """A default as the help shows it: ``0.001``, ``1e+21`` as ``1e21``, ``4``, ``mse``."""
+    if isinstance(value, float):
+        mant, _, exp = f"{value:g}".partition("e")
+        return f"{mant}e{int(exp)}" if exp else mant
+    return str(value)
 
 
 _ACTIVE: list[Parser] = []
@@ -241,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="scalefit",
         description="Fit, understand and act on neural scaling laws (width, depth and data).",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"scalefit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -256,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Print warnings as one line (``scalefit: warning: ...``), not with source context."""
-    print(f"scalefit: warning: {message}", file=file or sys.stderr)
+    print(f"scalefit: warning: {cli_terms(str(message))}", file=file or sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -287,7 +411,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_BAD_INPUT
     except (ScaleFitError, MissingExtraError, FileNotFoundError, SweepError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"scalefit: error: {msg}", file=sys.stderr)
+        print(f"scalefit: error: {cli_terms(msg)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as exc:
         # A path given on the command line is of the wrong kind (a folder for a file, a file

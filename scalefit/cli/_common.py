@@ -13,6 +13,58 @@ import pandas as pd
 
 from ..errors import ScaleFitError
 
+#: The options several commands share, each defined once: the same flag means the same thing,
+#: with the same help, everywhere. A command adds one with :func:`add_option`, overriding only
+#: what differs (its help, its default). Every other option is declared beside its command;
+#: :class:`scalefit.cli.Parser` writes each option's default (or "required") into its help.
+OPTIONS: dict[str, dict] = {
+    "--seed": {"type": None, "default": 0, "help": "random seed"},
+    "--plots": {"default": None, "metavar": "DIR", "help": "write the figures into DIR"},
+    "--budget": {
+        "type": None,
+        "action": "append",
+        "default": None,
+        "metavar": "FLOPS",
+        "help": "training budget in FLOPs, e.g. 1e21; repeat the option for several budgets",
+    },
+    "--no-progress": {"action": "store_true", "help": "hide the progress bars"},
+    "--law": {"default": None, "help": "law name (see `scalefit laws`)"},
+    "--law-option": {
+        "default": None,
+        "metavar": "K=V,...",
+        "help": "law options, e.g. form=power,vocab=32000 for critical_depth",
+    },
+    "--holdout": {
+        "type": float,
+        "default": None,
+        "metavar": "FRACTION",
+        "help": "also fit on the lowest-compute rows and test on this share of the rest",
+        "shown": "no held-out check",
+    },
+}
+
+
+def add_option(p: argparse.ArgumentParser, flag: str, **changes) -> argparse.Action:
+    """Add the shared option ``flag`` (see :data:`OPTIONS`) to ``p``, with ``changes`` applied."""
+    kwargs = {**OPTIONS[flag], **changes}
+    if flag == "--seed" and kwargs["type"] is None:
+        kwargs["type"] = seed_arg
+    if flag == "--budget" and kwargs["type"] is None:
+        kwargs["type"] = positive_flops
+    return p.add_argument(flag, **kwargs)
+
+
+def add_deprecated(p: argparse.ArgumentParser, flag: str, **kwargs) -> argparse.Action:
+    """An old spelling still accepted but hidden from the help (see :func:`deprecated`)."""
+    return p.add_argument(flag, help=argparse.SUPPRESS, **kwargs)
+
+
+def deprecated(old: str, new: str) -> None:
+    """Say on stderr, in one line, that ``old`` is an old spelling of ``new``."""
+    import sys
+
+    print(f"scalefit: warning: {old} is deprecated; use {new}", file=sys.stderr)
+
 
 def add_table_args(p: argparse.ArgumentParser) -> None:
     """Add the TABLE positional and the options that shape how it is read."""
@@ -33,21 +85,24 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
         "--data-dir",
         default=None,
         metavar="DIR",
-        help="folder with the public reference CSVs (else SCALEFIT_DATA_DIR, cache, download)",
+        help="folder with the public reference CSVs",
+        shown="SCALEFIT_DATA_DIR, then the cache, then a checksummed download",
     )
     p.add_argument(
         "--columns",
         default=None,
         metavar="SRC=CANON,...",
         help="explicit column mapping, e.g. 'D=tokens,N=params'",
+        shown="canonical names and their known aliases",
     )
     p.add_argument(
         "--where",
         default=None,
         metavar="EXPR",
         help="keep only the rows matching a filter over column names (comparisons, and/or/not, "
-        "in [...]; no calls or attributes), e.g. \"variant == 'pre_ln' and depth >= 4\" "
-        "(applied before --drop-highest)",
+        "in [...]; no calls or attributes), e.g. \"variant == 'pre_ln' and depth >= 4\"; "
+        "applied before --drop-highest",
+        shown="every row",
     )
 
 
@@ -340,3 +395,44 @@ def int_at_least(low: int):
         return value
 
     return parse
+
+
+def flops_text(value: float) -> str:
+    """A FLOP count as the command line writes it: ``1e13``, ``3.2e20`` (not ``1e+13``)."""
+    mant, _, exp = f"{value:.4g}".partition("e")
+    return f"{mant}e{int(exp)}" if exp else mant
+
+
+#: Columns of a written table that hold FLOP counts, and columns that hold whole numbers.
+FLOP_COLUMNS = ("budget", "target")
+WHOLE_COLUMNS = (
+    "depth",
+    "width",
+    "params",
+    "n_within_eps",
+    "n_within_interval",
+    "n_draws",
+    "n_unbounded",
+)
+
+
+def tidy_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` for a CSV a person reads: budgets as ``1e13``, depths as ``96``.
+
+    Budgets (:data:`FLOP_COLUMNS`) become text in the command line's notation, which any CSV
+    reader still parses as a number; whole-number columns (:data:`WHOLE_COLUMNS` and the
+    ``set_depth``/``set_width`` bounds) lose their ``.0``, a missing value staying empty.
+    """
+    out = frame.copy()
+    for col in out.columns:
+        values = pd.to_numeric(out[col], errors="coerce")
+        if values.isna().all() or not pd.api.types.is_numeric_dtype(out[col]):
+            continue
+        finite = values[values.notna()]
+        if col in FLOP_COLUMNS:
+            out[col] = [flops_text(v) if pd.notna(v) else "" for v in values]
+        elif (col in WHOLE_COLUMNS or col.startswith(("set_depth", "set_width"))) and bool(
+            ((finite % 1) == 0).all()
+        ):
+            out[col] = values.astype("Int64")
+    return out

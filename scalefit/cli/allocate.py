@@ -6,7 +6,20 @@ import argparse
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import check_paths, law_options_arg, parse_mapping, plots_dir, positive_flops
+from ._common import (
+    add_option,
+    check_paths,
+    law_options_arg,
+    parse_mapping,
+    plots_dir,
+    tidy_table,
+)
+
+#: What --head-dim and --min-depth mean when not given (scalefit.allocate.allocate's defaults).
+HEAD_DIM = 64
+MIN_DEPTH = 1
+#: Options of the search over depth and width: refused for a law of params alone.
+SHAPE_OPTIONS = ("vocab", "embeddings", "head_dim", "min_depth", "max_depth", "aspect_max", "audit")
 
 SUMMARY_FIRST = ["budget", "depth", "width", "tokens", "params", "loss", "loss_lo", "loss_hi"]
 
@@ -22,32 +35,76 @@ def register(sub: Subcommands) -> None:
         "the continuous optimum with intervals from the result's draws, and the runner-up "
         "shapes whose loss lies within the recommended shape's interval.",
     )
-    p.add_argument("result", nargs="?", metavar="RESULT.json", help="a saved fit result")
-    p.add_argument("--law", default=None, help="law name (instead of RESULT.json)")
-    p.add_argument("--params", default=None, metavar="K=V,...", help="parameter values for --law")
-    p.add_argument("--law-option", default=None, metavar="K=V,...", help="options for --law")
     p.add_argument(
-        "--budget",
-        type=positive_flops,
-        action="append",
-        required=True,
-        metavar="FLOPS",
-        help="training budget in FLOPs (repeatable), e.g. 1e21",
+        "result", nargs="?", metavar="RESULT.json", help="a saved fit result (or --law NAME)"
     )
-    p.add_argument("--vocab", type=int, default=None, help="vocabulary size for the accounting")
-    p.add_argument("--embeddings", default=None, choices=["tied", "untied", "excluded"])
-    p.add_argument("--block", default="standard", choices=["standard", "swiglu"])
-    p.add_argument("--head-dim", type=int, default=64, help="width is a multiple of this")
-    p.add_argument("--min-depth", type=int, default=1)
-    p.add_argument("--max-depth", type=int, default=None)
-    p.add_argument("--aspect-max", type=float, default=None, help="upper bound on width/depth")
+    add_option(p, "--law", help="law name, with --params (instead of RESULT.json)")
+    p.add_argument("--params", default=None, metavar="K=V,...", help="parameter values for --law")
+    add_option(p, "--law-option", help="options for --law, e.g. form=power")
+    add_option(p, "--budget", required=True)
+    shape = p.add_argument_group(
+        "shape options", "for laws of depth and width only (refused for a law of params alone)"
+    )
+    shape.add_argument(
+        "--vocab",
+        type=int,
+        default=None,
+        help="vocabulary size for the parameter accounting",
+        fallback=32000,
+        shown="or the law's own vocab option",
+    )
+    shape.add_argument(
+        "--embeddings",
+        default=None,
+        choices=["tied", "untied", "excluded"],
+        help="how embedding parameters count in params",
+        fallback="tied",
+        shown="or the law's own embeddings option",
+    )
+    shape.add_argument(
+        "--block",
+        default="standard",
+        choices=["standard", "swiglu"],
+        help="transformer block of the parameter accounting",
+    )
+    shape.add_argument(
+        "--head-dim",
+        type=int,
+        default=None,
+        help="width is a multiple of this",
+        fallback=HEAD_DIM,
+    )
+    shape.add_argument(
+        "--min-depth", type=int, default=None, help="smallest depth searched", fallback=MIN_DEPTH
+    )
+    shape.add_argument(
+        "--max-depth",
+        type=int,
+        default=None,
+        help="largest depth searched",
+        shown="no bound beyond the search's own range",
+    )
+    shape.add_argument(
+        "--aspect-max",
+        type=float,
+        default=None,
+        help="upper bound on width/depth",
+        shown="no bound",
+    )
     p.add_argument(
         "--eps",
         type=float,
         default=1e-3,
-        help="loss tolerance (nats) of the near-optimal set (default 1e-3)",
+        help="loss tolerance (nats) of the near-optimal set",
     )
-    p.add_argument("--prob", type=float, default=None, help="interval probability")
+    p.add_argument(
+        "--prob",
+        type=float,
+        default=None,
+        help="interval probability",
+        fallback=0.95,
+        shown="or the fit's own interval probability",
+    )
     p.add_argument("--show", type=int, default=5, metavar="K", help="runner-ups to print")
     p.add_argument("--no-draws", action="store_true", help="ignore the result's draws")
     p.add_argument(
@@ -68,7 +125,7 @@ def register(sub: Subcommands) -> None:
         metavar="FILE.csv",
         help="every practical candidate shape with its loss interval",
     )
-    p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
+    add_option(p, "--plots")
     p.add_argument(
         "--quiet",
         action="store_true",
@@ -103,6 +160,29 @@ def _source(args: argparse.Namespace):
     return args.law, values, law_options_arg(args.law_option)
 
 
+def _refuse_shape_options(args: argparse.Namespace, source, law_options) -> None:
+    """Refuse the depth/width options for a law of params alone: they would change nothing."""
+    from ..allocate.space import Space
+    from ..laws import get_law
+
+    given = [o for o in SHAPE_OPTIONS if getattr(args, o) is not None]
+    given += ["block"] if args.block != "standard" else []
+    if not given:
+        return
+    law = source.law if hasattr(source, "law") else get_law(source, **(law_options or {}))
+    try:
+        kind = Space.of(law).kind
+    except ScaleFitError:
+        return  # allocate names what is wrong with the law itself
+    if kind == "params":
+        flags = ", ".join("--" + o.replace("_", "-") for o in given)
+        raise ScaleFitError(
+            f"{flags}: the law {law.name!r} has no depth or width (its inputs are params and "
+            f"tokens), so {'this option does' if len(given) == 1 else 'these options do'} not "
+            f"apply; leave {'it' if len(given) == 1 else 'them'} out."
+        )
+
+
 def _accounting(args, law_source, law_options):
     from ..allocate import Accounting, default_accounting
     from ..laws import get_law
@@ -134,13 +214,14 @@ def run_allocate(args: argparse.Namespace) -> int:
         folders={"--plots": args.plots},
     )
     source, values, law_options = _source(args)
+    _refuse_shape_options(args, source, law_options)
     acc = _accounting(args, source, law_options)
     kw = {"params": values, "law_options": law_options, "accounting": acc, "prob": args.prob}
     alloc = allocate(
         source,
         args.budget,
-        head_dim=args.head_dim,
-        min_depth=args.min_depth,
+        head_dim=HEAD_DIM if args.head_dim is None else args.head_dim,
+        min_depth=MIN_DEPTH if args.min_depth is None else args.min_depth,
         max_depth=args.max_depth,
         aspect_max=args.aspect_max,
         eps=args.eps,
@@ -164,13 +245,13 @@ def run_allocate(args: argparse.Namespace) -> int:
         cols = SUMMARY_FIRST + [c for c in alloc.summary.columns if c not in SUMMARY_FIRST]
         frame = alloc.summary[cols].copy()
         frame.insert(1, "law", alloc.law)
-        atomic_write_csv(args.out, frame)
+        atomic_write_csv(args.out, tidy_table(frame))
         print(f"wrote {args.out}" if args.quiet else f"\nwrote {args.out}")
     if args.shapes_out and alloc.shapes:
         import pandas as pd
 
         frame = pd.concat([f.assign(budget=b) for b, f in alloc.shapes.items()])
-        atomic_write_csv(args.shapes_out, frame[["budget"] + list(frame.columns[:-1])])
+        atomic_write_csv(args.shapes_out, tidy_table(frame[["budget"] + list(frame.columns[:-1])]))
         print(f"wrote {args.shapes_out}")
     folder = plots_dir(args.plots)
     if folder is not None:

@@ -8,23 +8,28 @@ import warnings
 from .._io import MAX_CONFIG_BYTES
 from . import Subcommands
 from ._common import (
+    add_option,
     add_table_args,
     check_paths,
     int_at_least,
     law_options_arg,
     load_table_arg,
     plots_dir,
-    seed_arg,
 )
 
 
 def _sampler_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--chains", type=int_at_least(1), default=4, help="number of chains (4)")
+    p.add_argument("--chains", type=int_at_least(1), default=4, help="number of chains")
     p.add_argument("--draws", type=int_at_least(1), default=1000, help="kept draws per chain")
     p.add_argument("--warmup", type=int_at_least(1), default=1000, help="warm-up steps per chain")
-    p.add_argument("--seed", type=seed_arg, default=0)
-    p.add_argument("--likelihood", default="student_t", choices=["student_t", "normal"])
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_option(p, "--seed", help="seed of the sampler")
+    p.add_argument(
+        "--likelihood",
+        default="student_t",
+        choices=["student_t", "normal"],
+        help="noise model of log loss: Student-t (robust to outliers) or normal",
+    )
+    add_option(p, "--no-progress")
 
 
 def _devices_for_chains(chains: int) -> None:
@@ -74,30 +79,28 @@ def register(sub: Subcommands) -> None:
         "medians, intervals, R-hat, ESS, divergences, BFMI and PSIS-LOO.",
     )
     add_table_args(p)
-    p.add_argument("--law", required=True, help="law name (see `scalefit laws`)")
-    p.add_argument("--law-option", default=None, metavar="K=V,...", help="law options")
+    add_option(p, "--law", required=True)
+    add_option(p, "--law-option")
     _sampler_args(p)
     p.add_argument(
         "--priors", default=None, metavar="PRIORS.toml", help="per-parameter prior overrides"
     )
-    p.add_argument(
+    add_option(
+        p,
         "--holdout",
-        type=float,
-        default=None,
-        metavar="FRACTION",
         help="also fit on the lowest-compute rows and report predictive coverage on the rest",
     )
     p.add_argument(
         "--predictive",
         choices=["calibrated", "law"],
         default="calibrated",
-        help="predictive that scores the --holdout rows: the calibrated one (default; random "
-        "effect + discrepancy beyond the data, Student-t tails; see docs/extrapolation.md; the "
-        "law's own scores are reported beside it) or the law's own posterior predictive",
+        help="predictive that scores the --holdout rows: the calibrated one (random effect + "
+        "discrepancy beyond the data, Student-t tails; see docs/extrapolation.md; the law's own "
+        "scores are reported beside it) or the law's own posterior predictive",
     )
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--netcdf", default=None, metavar="FILE.nc", help="write the posterior")
-    p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
+    add_option(p, "--plots")
     p.set_defaults(func=run_bayes)
 
     q = sub.add_parser(
@@ -219,12 +222,13 @@ def report_bayes(res, hdi_frame) -> str:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    """Run ``scalefit compare``; prints the ranking table."""
+    """Run ``scalefit compare``; exit code 3 when any law's chains did not converge."""
     import pandas as pd
 
     from .._io import atomic_write_csv
     from ..errors import ConvergenceWarning, ScaleFitError
     from ..fit.compare import compare_laws
+    from . import EXIT_NOT_CONVERGED
 
     check_paths(files={"--out": args.out})
     laws = [s.strip() for s in args.laws.split(",") if s.strip()]
@@ -274,4 +278,6 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.out:
         atomic_write_csv(args.out, frame.reset_index())
         print(f"\nwrote {args.out}")
-    return 0
+    # the same rule as `fit` and `bayes`: the output is written, and exit code 3 says that a
+    # fit behind it did not converge
+    return 0 if frame["converged"].astype(bool).all() else EXIT_NOT_CONVERGED

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import int_at_least, positive_flops, seed_arg
+from ._common import int_at_least, positive_flops, seed_arg, tidy_table
 
 CHINCHILLA = {
     "table": "chinchilla",
@@ -82,8 +82,8 @@ def register(sub: Subcommands) -> None:
         type=_budget_text,
         default=None,
         metavar="FLOPS",
-        help="training budget in FLOPs, repeatable (default: 1e19 1e20 1e21 on Chinchilla, "
-        "1e13 1e14 1e15 on the bundled table)",
+        help="training budget in FLOPs; repeat the option for several budgets",
+        shown="1e19 1e20 1e21 on Chinchilla, 1e13 1e14 1e15 on the bundled table",
     )
     p.add_argument(
         "--bootstrap", type=int_at_least(2), default=100, metavar="B", help="bootstrap resamples"
@@ -197,7 +197,7 @@ def run_demo(args: argparse.Namespace) -> int:
         return code
     from .._io import atomic_write_csv
 
-    atomic_write_csv(out / "recommendation.csv", table)
+    atomic_write_csv(out / "recommendation.csv", tidy_table(table))
     print()
     print(recommendation_text(table, alloc, spec, unknown, unpinned_reasons(result)))
     print(f"\nwrote {out / 'recommendation.csv'}")

@@ -4,8 +4,21 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import check_paths, int_at_least, positive_flops
+from ._common import (
+    add_deprecated,
+    add_option,
+    check_paths,
+    deprecated,
+    int_at_least,
+    plots_dir,
+    positive_flops,
+    tidy_table,
+)
+
+#: The file name of the figure in the --plots folder.
+FIGURE = "design.png"
 
 
 def register(sub: Subcommands) -> None:
@@ -29,18 +42,37 @@ def register(sub: Subcommands) -> None:
         metavar="FLOPS",
         help="total compute for the runs",
     )
-    p.add_argument("--k", type=int_at_least(1), default=12, help="most runs to choose (default 12)")
+    p.add_argument("--k", type=int_at_least(1), default=12, help="most runs to choose")
     p.add_argument(
         "--quantity",
         default="log_params",
         choices=["log_params", "log_tokens", "log_depth", "log_width", "loss"],
-        help="what to pin down at the target budget (default log_params = log N*)",
+        help="what to pin down at the target budget (log_params is log N*)",
     )
-    p.add_argument("--noise", type=float, default=None, help="noise sd of log loss per run")
-    p.add_argument("--candidates", default=None, metavar="CSV", help="candidate runs")
-    p.add_argument("--search", default="greedy", choices=["greedy", "exhaustive"])
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=None,
+        metavar="SD",
+        help="noise sd of log loss per run",
+        shown="the fit's RMSE of log loss",
+    )
+    p.add_argument(
+        "--candidates",
+        default=None,
+        metavar="CSV",
+        help="candidate runs",
+        shown="a grid around the fit's compute-optimal sizes",
+    )
+    p.add_argument(
+        "--search",
+        default="greedy",
+        choices=["greedy", "exhaustive"],
+        help="greedy choice, or every subset of the candidates (small cases only)",
+    )
     p.add_argument("--out", default=None, metavar="CSV", help="write the runs to train")
-    p.add_argument("--plot", default=None, metavar="PNG", help="write the design figure")
+    add_option(p, "--plots", help=f"write the design figure into DIR as {FIGURE}")
+    add_deprecated(p, "--plot", default=None, metavar="PNG")
     p.set_defaults(func=run)
 
 
@@ -48,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     import pandas as pd
 
-    from .._io import atomic_savefig
+    from .._io import atomic_savefig, atomic_write_csv
     from ..design import next_runs
     from ..fit import FitResult
     from ..table import read_csv
@@ -57,9 +89,17 @@ def run(args: argparse.Namespace) -> int:
         inputs={"fit result (JSON)": args.result, "candidates CSV file": args.candidates},
         files={"--out": args.out},
         figures={"--plot": args.plot},
+        folders={"--plots": args.plots},
     )
+    if args.plot:
+        deprecated("--plot PNG", "--plots DIR")
     cand = read_csv(args.candidates) if args.candidates else None
     result = FitResult.load(args.result)
+    if args.quantity in ("log_depth", "log_width") and "depth" not in result.law.inputs:
+        raise ScaleFitError(
+            f"--quantity {args.quantity}: the law {result.law_name!r} has no depth or width; "
+            f"choose log_params, log_tokens or loss."
+        )
     d = next_runs(
         result,
         args.target,
@@ -71,10 +111,18 @@ def run(args: argparse.Namespace) -> int:
         search=args.search,
     )
     print(d.report())
+    runs = d.runs
+    shape = [c for c in ("depth", "width") if c in runs.columns]
+    if shape and runs[shape].isna().all().all():
+        runs = runs.drop(columns=shape)
+        print(f"the law {d.law} has no depth or width: each run is given by params and tokens")
     with pd.option_context("display.width", 120):
-        print(d.runs.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(tidy_table(runs).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.out:
-        d.save_csv(args.out)
-    if args.plot:
-        atomic_savefig(d.plot(), args.plot, dpi=120)
+        # every column kept (one schema for every law); a law without shapes leaves depth empty
+        print(f"wrote {atomic_write_csv(args.out, tidy_table(d.runs))}")
+    folder = plots_dir(args.plots)
+    for path in [args.plot] + ([folder / FIGURE] if folder is not None else []):
+        if path:
+            print(f"wrote {atomic_savefig(d.plot(), path, dpi=120)}")
     return 0

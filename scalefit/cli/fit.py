@@ -8,13 +8,13 @@ import warnings
 from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import (
+    add_option,
     add_table_args,
     check_outputs,
     law_options_arg,
     load_table_arg,
     parse_mapping,
     plots_dir,
-    seed_arg,
 )
 
 
@@ -28,13 +28,14 @@ def register(sub: Subcommands) -> None:
     )
     add_table_args(p)
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--law", help="law name (see `scalefit laws`)")
+    add_option(which, "--law")
     which.add_argument(
         "--formula",
         metavar="EXPR",
         help='a law written as a formula, e.g. "E + A/params**alpha + B/tokens**beta"; '
         "any numeric column may be an input, every other name is a parameter",
     )
+    add_option(p, "--law-option")
     p.add_argument(
         "--start",
         default=None,
@@ -56,48 +57,60 @@ def register(sub: Subcommands) -> None:
         "(in log space) or exponent",
     )
     p.add_argument(
-        "--law-option",
-        default=None,
-        metavar="K=V,...",
-        help="law options, e.g. form=power,vocab=32000 for critical_depth",
+        "--loss",
+        default="mse",
+        choices=["mse", "huber", "lad"],
+        help="loss of the residuals: squared (mse), Huber, or absolute (lad)",
     )
-    p.add_argument("--loss", default="mse", choices=["mse", "huber", "lad"])
     p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold (residual units)")
     p.add_argument(
         "--residuals",
         default="log",
         choices=["log", "linear"],
-        help="fit log y - log f (default) or y - f",
+        help="residuals on log loss (log y - log f) or on loss (y - f)",
     )
-    p.add_argument("--weights", default=None, metavar="COLUMN", help="per-row weights column")
-    p.add_argument("--starts", type=int, default=256, help="random starts (default 256)")
-    p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples")
+    p.add_argument(
+        "--weights",
+        default=None,
+        metavar="COLUMN",
+        help="per-row weights column",
+        shown="every row weighs the same",
+    )
+    p.add_argument("--starts", type=int, default=256, help="random starts of the optimiser")
+    p.add_argument(
+        "--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples (0: none)"
+    )
     p.add_argument(
         "--cluster",
         default=None,
         metavar="COLUMN",
         help="resample whole groups sharing this column's value",
+        shown="rows resampled one by one",
     )
-    p.add_argument("--ci-method", default="percentile", choices=["percentile", "bca"])
     p.add_argument(
-        "--holdout",
-        type=float,
-        default=None,
-        metavar="FRACTION",
-        help="also fit on the lowest-compute rows and test on this share of the rest",
+        "--ci-method",
+        default="percentile",
+        choices=["percentile", "bca"],
+        help="bootstrap interval: percentile or bias-corrected and accelerated (bca)",
     )
+    add_option(p, "--holdout")
     p.add_argument(
         "--predictive",
         choices=["law", "calibrated"],
         default="law",
         help="predictive that scores the --holdout rows: bootstrap draws with the training "
-        "RMSE's noise (default) or the calibrated one (see docs/extrapolation.md)",
+        "RMSE's noise (law) or the calibrated one (see docs/extrapolation.md)",
     )
-    p.add_argument("--method", default="jax", choices=["jax", "lmfit"])
-    p.add_argument("--seed", type=seed_arg, default=0)
+    p.add_argument(
+        "--method",
+        default="jax",
+        choices=["jax", "lmfit"],
+        help="optimiser: scalefit's own (jax) or lmfit's least squares",
+    )
+    add_option(p, "--seed", help="seed of the random starts and the bootstrap")
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
-    p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_option(p, "--plots")
+    add_option(p, "--no-progress")
     p.set_defaults(func=run_fit)
 
     q = sub.add_parser("laws", help="list the registered laws with their formulas")
@@ -108,7 +121,7 @@ def run_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit fit``; exit code 3 when the fit did not converge."""
     from ..errors import ConvergenceWarning
     from ..fit import fit
-    from . import EXIT_NOT_CONVERGED
+    from . import EXIT_NOT_CONVERGED, cli_terms
 
     check_outputs(files={"--out": args.out}, folders={"--plots": args.plots})
     table = load_table_arg(args)
@@ -135,7 +148,7 @@ def run_fit(args: argparse.Namespace) -> int:
             law_options=law_options_arg(args.law_option),
             progress=False if args.no_progress else None,
         )
-    print(res.report())
+    print(cli_terms(res.report()))
     if args.out:
         res.save(args.out)
         print(f"\nwrote {args.out}")

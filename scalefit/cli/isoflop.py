@@ -6,10 +6,22 @@ import argparse
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import add_table_args, check_paths, load_table_arg, seed_arg
+from ._common import (
+    add_deprecated,
+    add_option,
+    add_table_args,
+    check_paths,
+    deprecated,
+    load_table_arg,
+    plots_dir,
+    positive_flops,
+    tidy_table,
+)
 
 #: Named datasets that hold the runs Hoffmann et al.'s published exponents were fitted on.
 PUBLISHED_FOR = frozenset({"chinchilla", "chinchilla_epoch"})
+#: The file name of the figure in the --plots folder.
+FIGURE = "isoflop.png"
 
 
 def register(sub: Subcommands) -> None:
@@ -26,15 +38,19 @@ def register(sub: Subcommands) -> None:
         "they were published for.",
     )
     add_table_args(p)
-    p.add_argument(
-        "--budgets",
-        default=None,
-        metavar="C1,C2,...",
-        help="nominal budgets in FLOPs (default: detected clusters of runs)",
+    add_option(
+        p,
+        "--budget",
+        help="nominal budget in FLOPs, e.g. 1e21; repeat the option for several budgets",
+        shown="clusters of runs detected in the table",
     )
+    add_deprecated(p, "--budgets", default=None, metavar="C1,C2,...")
     p.add_argument("--tol", type=float, default=0.06, help="budget half-width in dex")
     p.add_argument(
-        "--interval", default="analytic", choices=["analytic", "bootstrap"], help="exponent CI"
+        "--interval",
+        default="analytic",
+        choices=["analytic", "bootstrap"],
+        help="interval of the exponents",
     )
     p.add_argument("--prob", type=float, default=0.95, help="interval probability")
     p.add_argument("--curves", default=None, metavar="LONG.csv", help="Approach 1: long table")
@@ -50,21 +66,27 @@ def register(sub: Subcommands) -> None:
         help="tokens per step, when the long table has 'step' but no 'tokens'/'flops'",
     )
     p.add_argument("--result", default=None, metavar="RESULT.json", help="Approach 3: a law fit")
-    p.add_argument("--seed", type=seed_arg, default=0)
+    add_option(p, "--seed", help="seed of the bootstrap intervals")
     p.add_argument("--out", default=None, metavar="CSV", help="write the comparison table")
-    p.add_argument("--plot", default=None, metavar="PNG", help="write the IsoFLOP figure")
+    add_option(p, "--plots", help=f"write the IsoFLOP figure into DIR as {FIGURE}")
+    add_deprecated(p, "--plot", default=None, metavar="PNG")
     p.set_defaults(func=run)
 
 
-def _budgets(text: str | None):
-    if not text:
-        return None
-    try:
-        return [float(v) for v in text.split(",")]
-    except ValueError as exc:
-        raise ScaleFitError(
-            f"The '--budgets' option must be comma-separated FLOP counts. Got {text!r} instead."
-        ) from exc
+def _budgets(args: argparse.Namespace) -> list[float] | None:
+    """The repeated --budget values, with the old --budgets C1,C2 spelling still accepted."""
+    budgets = list(args.budget or [])
+    if args.budgets:
+        deprecated("--budgets C1,C2", "--budget C1 --budget C2")
+        for text in args.budgets.split(","):
+            try:
+                budgets.append(positive_flops(text))
+            except argparse.ArgumentTypeError:
+                raise ScaleFitError(
+                    f"The '--budgets' option must be comma-separated positive FLOP counts. Got "
+                    f"{args.budgets!r} instead."
+                ) from None
+    return budgets or None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
         inputs={"long table (CSV)": args.curves, "fit result (JSON)": args.result},
         files={"--out": args.out},
         figures={"--plot": args.plot},
+        folders={"--plots": args.plots},
     )
+    if args.plot:
+        deprecated("--plot PNG", "--plots DIR")
     result = None
     if args.result:  # checked before any work
         from ..fit import FitResult
@@ -89,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     long = read_csv(args.curves) if args.curves else None  # read before any work
     table = load_table_arg(args)
-    budgets = _budgets(args.budgets)
+    budgets = _budgets(args)
     kw = dict(budgets=budgets, tol=args.tol, prob=args.prob, interval=args.interval, seed=args.seed)
     isos = [approach2(table, method=m, **kw) for m in METHODS]
     envelope = None
@@ -103,15 +128,17 @@ def run(args: argparse.Namespace) -> int:
     published = args.table in PUBLISHED_FOR
     frame = compare_approaches(envelope=envelope, isoflops=isos, result=result, published=published)
     with pd.option_context("display.width", 140, "display.max_columns", 20):
-        print(isos[-1].budgets.drop(columns=["tokens_opt"]).to_string(index=False))
+        per_budget = tidy_table(isos[-1].budgets.drop(columns=["tokens_opt"]))
+        print(per_budget.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         print()
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for iso in isos:
         for w in iso.warnings:
             print(f"warning ({iso.method}): {w}")
     if args.out:
-        atomic_write_csv(args.out, frame)
-    if args.plot:
-        fig = isos[-1].plot(table)
-        atomic_savefig(fig, args.plot, dpi=120)
+        print(f"wrote {atomic_write_csv(args.out, frame)}")
+    folder = plots_dir(args.plots)
+    for path in [args.plot] + ([folder / FIGURE] if folder is not None else []):
+        if path:
+            print(f"wrote {atomic_savefig(isos[-1].plot(table), path, dpi=120)}")
     return 0

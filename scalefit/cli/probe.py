@@ -12,7 +12,10 @@ import os
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import seed_arg
+from ._common import add_deprecated, add_option, deprecated, plots_dir
+
+#: The file name of the probe-curves figure in the --plots folder.
+FIGURE = "probes.png"
 
 
 def register(subparsers: Subcommands) -> None:
@@ -28,10 +31,11 @@ def register(subparsers: Subcommands) -> None:
     sub = probe.add_subparsers(dest="probe_command", metavar="{toy,hf}", required=True)
     toy = sub.add_parser("toy", help="probes of a saved toy run (the default form)")
     toy.add_argument("model", metavar="MODEL", help="a toy run folder or its model.pt")
-    toy.add_argument("--tokens", type=int, default=1024, help="probe inputs (default 1024)")
-    toy.add_argument("--seed", type=seed_arg, default=0)
+    toy.add_argument("--tokens", type=int, default=1024, help="probe inputs")
+    add_option(toy, "--seed", help="seed of the probe inputs")
     toy.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
-    toy.add_argument("--plot", default=None, metavar="PNG", help="probe curves figure")
+    add_option(toy, "--plots", help=f"write the probe curves into DIR as {FIGURE}")
+    add_deprecated(toy, "--plot", default=None, metavar="PNG")
     toy.set_defaults(func=_probe_toy)
     _register_hf(sub)
 
@@ -58,28 +62,28 @@ def _register_hf(sub) -> None:
         "(needs `pip install datasets`)",
     )
     hf.add_argument("--dataset-config", default=None, metavar="CONFIG", help="dataset config")
-    hf.add_argument("--split", default="train", help="dataset split (default train)")
-    hf.add_argument("--text-field", default="text", help="dataset text column (default text)")
-    hf.add_argument("--tokens", type=int, default=65_536, help="token budget (default 65536)")
+    hf.add_argument("--split", default="train", help="dataset split")
+    hf.add_argument("--text-field", default="text", help="dataset text column")
+    hf.add_argument("--tokens", type=int, default=65_536, help="token budget")
     hf.add_argument(
         "--out",
         required=True,
         metavar="DIR",
         help="output folder: CSVs, summary.json, figures, resumable checkpoint",
     )
-    hf.add_argument("--seq-len", type=int, default=256, help="tokens per window (default 256)")
-    hf.add_argument("--batch-size", type=int, default=8, help="windows per forward (default 8)")
+    hf.add_argument("--seq-len", type=int, default=256, help="tokens per window")
+    hf.add_argument("--batch-size", type=int, default=8, help="windows per forward")
     hf.add_argument(
         "--max-block",
         type=int,
         default=4,
-        help="largest n of the block distance d(l, l+n) (default 4)",
+        help="largest n of the block distance d(l, l+n)",
     )
     hf.add_argument(
         "--prune-tokens",
         type=int,
         default=8192,
-        help="tokens for the layer-pruning sweep; 0 skips it (default 8192)",
+        help="tokens for the layer-pruning sweep; 0 skips it",
     )
     hf.add_argument(
         "--prune-blocks",
@@ -98,22 +102,22 @@ def _register_hf(sub) -> None:
         "--bootstrap",
         type=int,
         default=200,
-        help="bootstrap resamples over windows (default 200; 0: none)",
+        help="bootstrap resamples over windows (0: none)",
     )
     hf.add_argument(
         "--reservoir",
         type=int,
         default=20_000,
-        help="tokens sampled for the early-exit split (default 20000)",
+        help="tokens sampled for the early-exit split",
     )
-    hf.add_argument("--seed", type=seed_arg, default=0, help="seed (reservoir, masks, bootstrap)")
+    add_option(hf, "--seed", help="seed of the reservoir, the masks and the bootstrap")
     hf.add_argument(
         "--dtype",
         choices=("float32", "bfloat16", "float16"),
         default="float32",
         help="weights' dtype (angles are computed in float64 regardless)",
     )
-    hf.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … (default cpu)")
+    hf.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, …")
     hf.add_argument(
         "--allow-download",
         action="store_true",
@@ -131,9 +135,13 @@ def _probe_toy(args: argparse.Namespace) -> int:
     from ..sim.probe import probe_saved_model
     from ._common import check_paths
 
-    check_paths(files={"--out": args.out}, figures={"--plot": args.plot})
+    check_paths(
+        files={"--out": args.out}, figures={"--plot": args.plot}, folders={"--plots": args.plots}
+    )
     if args.tokens < 4:
         raise ScaleFitError(f"--tokens must be ≥ 4, got {args.tokens}.")
+    if args.plot:
+        deprecated("--plot PNG", "--plots DIR")
     report = probe_saved_model(args.model, tokens=args.tokens, seed=args.seed)
     summary = report["summary"]
     with pd.option_context("display.width", 140):
@@ -143,11 +151,13 @@ def _probe_toy(args: argparse.Namespace) -> int:
     print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
-    if args.plot:
-        from ..plot import toy as toyplot
+    folder = plots_dir(args.plots)
+    for path in [args.plot] + ([folder / FIGURE] if folder is not None else []):
+        if path:
+            from ..plot import toy as toyplot
 
-        fig = toyplot.probe_curves(report["layers"])
-        print(f"wrote {atomic_savefig(fig, args.plot, dpi=120)}")
+            fig = toyplot.probe_curves(report["layers"])
+            print(f"wrote {atomic_savefig(fig, path, dpi=120)}")
     return 0
 
 

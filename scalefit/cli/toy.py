@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .._io import MAX_CONFIG_BYTES
 from ..errors import ScaleFitError
-from ._common import seed_arg
+from ._common import add_option
 
 
 def register(subparsers) -> None:
@@ -17,10 +17,17 @@ def register(subparsers) -> None:
     sub = toy.add_subparsers(dest="toy_command", metavar="ACTION", required=True)
 
     run = sub.add_parser("run", help="run (or resume) a toy sweep spec")
-    run.add_argument("spec", metavar="SPEC.toml")
-    run.add_argument("--workers", type=int, default=1, help="local worker processes (default 1)")
-    run.add_argument("--executor", choices=("local", "slurm"), default="local")
-    run.add_argument("--out", default=None, metavar="DIR", help="output folder (default runs/NAME)")
+    run.add_argument("spec", metavar="SPEC.toml", help="the sweep spec (TOML)")
+    run.add_argument("--workers", type=int, default=1, help="local worker processes")
+    run.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="run the jobs here (local) or submit them to Slurm",
+    )
+    run.add_argument(
+        "--out", default=None, metavar="DIR", help="output folder", shown="runs/NAME of the spec"
+    )
     run.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     run.add_argument("--slurm-partition", default=None, help="Slurm partition (executor slurm)")
     run.add_argument("--timeout-min", type=int, default=None, help="per-job limit (slurm)")
@@ -40,11 +47,18 @@ def register(subparsers) -> None:
 
     fit = sub.add_parser("fit", help="fit α_ℓ per group of a toy sweep")
     fit.add_argument("dir", metavar="DIR", help="sweep output folder or results CSV")
-    fit.add_argument("--loss", choices=("test_loss", "train_loss"), default="test_loss")
+    fit.add_argument(
+        "--loss",
+        choices=("test_loss", "train_loss"),
+        default="test_loss",
+        help="which loss column to fit",
+    )
     fit.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples (0: none)")
-    fit.add_argument("--seed", type=seed_arg, default=0)
+    add_option(fit, "--seed", help="seed of the bootstrap")
     fit.add_argument("--final-only", action="store_true", help="only each run's last checkpoint")
-    fit.add_argument("--out", default=None, metavar="CSV", help="default DIR/alpha.csv")
+    fit.add_argument(
+        "--out", default=None, metavar="CSV", help="the exponents table", shown="DIR/alpha.csv"
+    )
     fit.add_argument("--no-plots", action="store_true", help="skip the figures")
     fit.set_defaults(func=_fit)
 

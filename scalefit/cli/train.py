@@ -11,6 +11,7 @@ from pathlib import Path
 from .._io import MAX_CONFIG_BYTES
 from .._validation import fmt_value
 from ..errors import ScaleFitError
+from ._common import add_deprecated, add_option, deprecated, seed_arg
 
 
 def register(sub) -> None:
@@ -20,7 +21,9 @@ def register(sub) -> None:
 
     run = tsub.add_parser("run", help="train one configuration (works under torchrun)")
     run.add_argument("config", metavar="CONFIG.toml", help="flat TOML of trainer settings")
-    run.add_argument("--out", default=None, metavar="DIR", help="run folder (default runs/NAME)")
+    run.add_argument(
+        "--out", default=None, metavar="DIR", help="run folder", shown="runs/NAME of the config"
+    )
     run.add_argument(
         "--set",
         action="append",
@@ -43,13 +46,22 @@ def register(sub) -> None:
         metavar="GRID.toml",
         help="sweep spec(s) with task = 'train'; several share one output folder",
     )
-    grid.add_argument("--workers", type=int, default=1, metavar="N")
-    grid.add_argument("--executor", choices=["local", "slurm"], default="local")
+    grid.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes")
     grid.add_argument(
-        "--threads", type=int, default=1, metavar="T", help="torch threads per worker (default 1)"
+        "--executor",
+        choices=["local", "slurm"],
+        default="local",
+        help="run the jobs here (local) or submit them to Slurm",
     )
     grid.add_argument(
-        "--out", default=None, metavar="DIR", help="sweep folder (default runs/<first spec name>)"
+        "--threads", type=int, default=1, metavar="T", help="torch threads per worker"
+    )
+    grid.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="sweep folder",
+        shown="runs/NAME of the first spec",
     )
     grid.add_argument(
         "--table",
@@ -70,14 +82,18 @@ def register(sub) -> None:
         "--out",
         default=None,
         metavar="CSV",
-        help="tidy CSV (default: diagnostics.csv beside the checkpoint)",
+        help="tidy CSV",
+        shown="diagnostics.csv beside the checkpoint",
     )
-    diag.add_argument("--eval-tokens", type=int, default=16_384, metavar="N")
+    diag.add_argument(
+        "--eval-tokens", type=int, default=16_384, metavar="N", help="tokens of the evaluation"
+    )
     diag.set_defaults(func=_cmd_diagnose)
     rep = tsub.add_parser("report", help="loss table, decomposed fit and figures of a grid")
     rep.add_argument("out_dir", metavar="DIR", help="a sweep folder written by `train grid`")
     rep.add_argument("--table", default=None, metavar="CSV", help="write the loss table here")
-    rep.add_argument("--img", default=None, metavar="DIR", help="write PNG figures here")
+    add_option(rep, "--plots", help="write the PNG figures into DIR")
+    add_deprecated(rep, "--img", default=None, metavar="DIR")
     rep.add_argument(
         "--with",
         dest="extra",
@@ -86,8 +102,10 @@ def register(sub) -> None:
         metavar="CSV",
         help="another grid's loss table whose rows join the fit (repeatable)",
     )
-    rep.add_argument("--bootstrap", type=int, default=0, metavar="B", help="fit resamples")
-    rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument(
+        "--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples of the fit"
+    )
+    rep.add_argument("--seed", type=seed_arg, default=0, help="seed of the bootstrap")
     rep.set_defaults(func=_cmd_report)
     p.set_defaults(func=lambda a: _usage(p))
 
@@ -109,16 +127,28 @@ def _register_data(sub) -> None:
         metavar="KIND",
         help="byte or bpe; with --shards: bpe (trained here) or a tokenizer.json path",
     )
-    prep.add_argument("--bpe-vocab", type=int, default=1024, metavar="V")
+    prep.add_argument(
+        "--bpe-vocab", type=int, default=1024, metavar="V", help="vocabulary size of a trained BPE"
+    )
     prep.add_argument(
         "--shards",
         action="store_true",
         help="write memory-mapped token shards + manifest.json for streaming (a real corpus)",
     )
     prep.add_argument("--out", default=None, metavar="DIR", help="shard folder (with --shards)")
-    prep.add_argument("--shard-tokens", type=int, default=1 << 24, metavar="N")
-    prep.add_argument("--val-fraction", type=float, default=0.05, metavar="F")
-    prep.add_argument("--text-field", default="text", metavar="FIELD")
+    prep.add_argument(
+        "--shard-tokens", type=int, default=1 << 24, metavar="N", help="tokens per shard"
+    )
+    prep.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.05,
+        metavar="F",
+        help="share of the documents held out for validation",
+    )
+    prep.add_argument(
+        "--text-field", default="text", metavar="FIELD", help="text field of .jsonl or parquet"
+    )
     prep.set_defaults(func=_cmd_prepare)
     d.set_defaults(func=lambda a: _usage(d))
 
@@ -196,6 +226,9 @@ def _cmd_run(args) -> int:
         )
     atomic_write_json(out / "result.json", {"config": cfg.to_dict(), "result": res.row})
     _print_row(out, res.row)
+    if task["diagnose"] and not res.row["diverged"]:
+        print(f"wrote {out / 'diagnostics.csv'}")
+    print(f"wrote {out / 'result.json'}")
     return 0
 
 
@@ -227,6 +260,9 @@ def _run_cooldowns(cfg, out: Path, args, task: dict) -> int:
     for row in rows:
         where = out if row["branch"] == "main" else out / "cooldowns" / f"tokens_{row['budget']}"
         _print_row(where, row)
+    if task["diagnose"] and not res.main.row["diverged"]:
+        print(f"wrote {out / 'diagnostics.csv'}")
+    print(f"wrote {out / 'result.json'}")
     return 0
 
 
@@ -281,6 +317,8 @@ def _cmd_grid(args) -> int:
         f"{out}/results.csv: {finished} finished runs of {len(runs)} "
         f"({extra}{done} with a loss, {diverged} diverged)"
     )
+    if args.table:
+        print(f"wrote {args.table}")
     return 0
 
 
@@ -313,12 +351,14 @@ def _cmd_report(args) -> int:
     check_paths(
         inputs=[("loss table (CSV)", p) for p in args.extra],
         files={"--table": args.table},
-        folders={"--img": args.img},
+        folders={"--img": args.img, "--plots": args.plots},
     )
+    if args.img:
+        deprecated("--img DIR", "--plots DIR")
     out = grid_report(
         args.out_dir,
         table_path=args.table,
-        img_dir=args.img,
+        img_dir=args.plots or args.img,
         extra_tables=args.extra,
         bootstrap=args.bootstrap,
         seed=args.seed,
@@ -330,8 +370,10 @@ def _cmd_report(args) -> int:
         print(out["variants"].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     if out["fit"] is not None:
         print(out["fit"].report())
+    if args.table:
+        print(f"wrote {args.table}")
     for path in out["figures"]:
-        print(f"written {path}")
+        print(f"wrote {path}")
     return 0
 
 
@@ -365,7 +407,7 @@ def _cmd_diagnose(args) -> int:
     atomic_write_csv(out, frame)
     wide = frame.pivot(index="layer", columns="metric", values="value")
     print(wide.to_string(float_format=lambda v: f"{v:.4g}"))
-    print(f"written {out}")
+    print(f"wrote {out}")
     return 0
 
 
