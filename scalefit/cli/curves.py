@@ -35,7 +35,9 @@ def register(sub: Subcommands) -> None:
         "any other folder TensorBoard event files)",
     )
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--law", default=None, help="law name (default lr_annealing)")
+    which.add_argument(
+        "--law", default=None, help="law name (see `scalefit laws`)", shown="lr_annealing"
+    )
     which.add_argument(
         "--formula",
         metavar="EXPR",
@@ -49,7 +51,7 @@ def register(sub: Subcommands) -> None:
         "wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2",
     )
     p.add_argument("--columns", default=None, metavar="A=B,...", help="rename columns")
-    p.add_argument("--tag", default=None, help="TensorBoard loss tag / W&B metric (default loss)")
+    p.add_argument("--tag", default=None, help="TensorBoard loss tag or W&B metric", shown="loss")
     p.add_argument("--momentum", type=float, default=0.999, help="annealing-area decay factor")
     p.add_argument("--early", type=float, default=0.1, help="drop this first fraction of each run")
     p.add_argument("--max-points", type=int, default=100, help="checkpoints kept per run")

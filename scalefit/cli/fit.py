@@ -53,8 +53,8 @@ def register(sub: Subcommands) -> None:
         "--kind",
         default=None,
         metavar="NAME=KIND,...",
-        help="with --formula: how a parameter is fitted: free (as is, the default), positive "
-        "(in log space) or exponent",
+        help="with --formula: how a parameter is fitted: free (as is), positive (in log space) "
+        "or exponent; a parameter not named is free",
     )
     p.add_argument(
         "--loss",
