@@ -55,7 +55,7 @@ _CHIN_BUDGET = (
     "snap to none were dropped by the collection"
 )
 _MARIN = (
-    "Marin 'Scaling Ladders' sweep (marin-community W&B report, March 2026), Llama-2 style "
+    "Marin 'Scaling Ladders' sweep (the marin-community W&B report), Llama-2 style "
     "models trained on {data}"
 )
 _MARIN_LOSS = "Paloma macro-averaged evaluation loss (eval/paloma/macro_loss), nats per token"
