@@ -401,6 +401,7 @@ def run_experiment(
 
 def figure(frame, path):
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -420,6 +421,7 @@ def figure(frame, path):
             vals = sub[col].to_numpy(float) if col in sub else np.full(len(exps), np.nan)
             ax.scatter(vals, np.arange(len(exps)) + (j - len(meths) / 2) * 0.07, s=18, label=m)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_yticks(range(len(exps)), [e.replace("__", " ") for e in exps], fontsize=7)
@@ -443,7 +445,14 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--out", default="isoflop_extrapolation.csv")
     ap.add_argument("--figure", default="isoflop_extrapolation.png")
+    ap.add_argument("--replot", metavar="CSV", help="only redraw the figure from a written table")
     args = ap.parse_args(argv)
+    if args.replot:
+        import pandas as pd
+
+        figure(pd.read_csv(args.replot), args.figure)
+        print(f"wrote {args.figure}")
+        return 0
     threads = pin_threads(args.threads)
     header("IsoFLOP extrapolation: scalefit against the peers", threads)
 
