@@ -110,3 +110,21 @@ def test_bad_experiment_arguments_are_one_line_errors(name, kwargs, match):
 def test_isoflops_names_are_dataset_names():
     assert is_dataset_name("isoflops") and is_dataset_name("isoflops:llama_3__raw_loss")
     assert not is_dataset_name("isoflop")
+
+
+def test_cli_refuses_an_unknown_experiment_in_one_line(capsys):
+    from scalefit.cli import main
+
+    code = main(["fit", "isoflops:nope", "--law", "chinchilla"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Got 'nope'" in err and "llama_3__exp_loss" in err
+
+
+@needs_isoflops
+def test_cli_reads_an_experiment_by_name(capsys):
+    from scalefit.cli import main
+
+    code = main(["isoflop", "isoflops:marin_202603__dclm__llama_2"])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "7 budgets" in out
