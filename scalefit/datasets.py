@@ -234,7 +234,9 @@ def load(
         )
     path = resolve(name, data_dir, download=download)
     ds = DATASETS[name]
-    raw = _verified_bytes(path, name)
+    raw = _read(path)
+    if ds.sha256 and hashlib.sha256(raw).hexdigest() != ds.sha256:  # replaced since resolve()
+        raise ScaleFitError(f"{path}: sha256 checksum does not match the published {name!r} table.")
     try:
         frame = pd.read_csv(io.BytesIO(raw))
     except (pd.errors.ParserError, ValueError) as exc:
@@ -245,14 +247,6 @@ def load(
     table.attrs["scalefit"]["source"] = str(path)
     table.attrs["scalefit"]["dataset"] = name
     return table
-
-
-def _verified_bytes(path: Path, name: str) -> bytes:
-    raw = _read(path)
-    ds = DATASETS[name]
-    if ds.sha256 and hashlib.sha256(raw).hexdigest() != ds.sha256:  # replaced since resolve()
-        raise ScaleFitError(f"{path}: sha256 checksum does not match the published {name!r} table.")
-    return raw
 
 
 def is_dataset_name(value: str) -> bool:
@@ -274,12 +268,21 @@ def _load_isoflops(name, data_dir, experiment, drop_highest, download) -> pd.Dat
 
     chosen = split_name(name, experiment)
     path = resolve("isoflops", data_dir, download=download)
-    table = frame_of(_verified_bytes(path, "isoflops"), path, chosen)
+    raw = _read(path)
+    if hashlib.sha256(raw).hexdigest() != DATASETS["isoflops"].sha256:  # replaced since resolve()
+        raise ScaleFitError(
+            f"{path}: sha256 checksum does not match the published 'isoflops' table."
+        )
+    table = frame_of(raw, path, chosen)
     if drop_highest:
         from .table import drop_highest_losses
 
         table = drop_highest_losses(table, drop_highest).reset_index(drop=True)
-        table.attrs["scalefit"]["drop_highest"] = int(drop_highest)
+        table.attrs["scalefit"].update(
+            drop_highest=int(drop_highest),
+            outlier_rule=f"kept rows with loss strictly below the highest loss value of rank "
+            f"{drop_highest}",
+        )
     return table
 
 

@@ -128,3 +128,11 @@ def test_cli_reads_an_experiment_by_name(capsys):
     code = main(["isoflop", "isoflops:marin_202603__dclm__llama_2"])
     out, _ = capsys.readouterr()
     assert code == 0 and "7 budgets" in out
+
+
+@needs_isoflops
+def test_drop_highest_applies_to_one_experiment(offline):
+    full = load("isoflops:llama_3__raw_loss", offline, download=False)
+    kept = load("isoflops:llama_3__raw_loss", offline, drop_highest=3, download=False)
+    assert len(kept) == 130 and kept["loss"].max() < np.sort(full["loss"])[-3]
+    assert kept.attrs["scalefit"]["drop_highest"] == 3
