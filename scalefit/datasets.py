@@ -98,6 +98,20 @@ DATASETS: dict[str, Dataset] = {
         ),
         bundled=True,
     ),
+    # --- IsoFLOP collection (issue 27): one file, one table per experiment; see
+    # scalefit/isoflop/datasets.py and docs/datasets.md. load("isoflops", experiment=ID).
+    "isoflops": Dataset(
+        name="isoflops",
+        filename="isoflops_experiments.csv",
+        description=(
+            "947 rows of published IsoFLOP sweeps under 8 experiment ids (Open-Athena's "
+            "collection: Chinchilla twice, Llama 3 raw and exp loss, three Marin sweeps, "
+            "Misfitting); load one with experiment=ID, list them with isoflop_experiments()."
+        ),
+        sha256="cf343ffda3106862e0e73bfc10ed017f683a03e46f4540896a213276fd180651",
+        url="https://raw.githubusercontent.com/Open-Athena/scaling-law-analysis/main/data/"
+        "isoflops/extract/isoflops.csv",
+    ),
 }
 
 
@@ -308,6 +322,7 @@ def load(
     *,
     drop_highest: int = 0,
     download: bool = True,
+    experiment: str | None = None,
 ) -> pd.DataFrame:
     """Load a reference table by name as a validated canonical table.
 
@@ -321,6 +336,9 @@ def load(
         Outlier rule passed to :func:`scalefit.read_table` (40 reproduces Liu et al.'s 203 rows).
     download : bool, default True
         Allow downloading into the cache.
+    experiment : str, optional
+        For ``"isoflops"`` only (required there): one experiment id of
+        :func:`isoflop_experiments`; ``load("isoflops:ID")`` is the same.
 
     Returns
     -------
@@ -333,6 +351,13 @@ def load(
     >>> len(t), sorted(t.columns)[:3]
     (30, ['depth', 'flops', 'loss'])
     """
+    if _is_isoflops(name):
+        return _load_isoflops(name, data_dir, experiment, drop_highest, download)
+    if experiment is not None:
+        raise ScaleFitError(
+            f"The 'experiment' parameter of load applies to 'isoflops' only. Got {experiment!r} "
+            f"for {name!r}."
+        )
     path = resolve(name, data_dir, download=download)
     ds = DATASETS[name]
     raw = _read(path)
@@ -351,5 +376,51 @@ def load(
 
 
 def is_dataset_name(value: str) -> bool:
-    """True when ``value`` names a dataset rather than a file path."""
-    return value in DATASETS and not Path(value).exists()
+    """True when ``value`` names a dataset (``isoflops:ID`` included) rather than a file path."""
+    return (value in DATASETS or _is_isoflops(value)) and not Path(value).exists()
+
+
+# --- IsoFLOP collection (issue 27) ---------------------------------------------------------------
+# One file resolved like the Chinchilla tables; the per-experiment rules live in
+# scalefit/isoflop/datasets.py (imported here lazily: it pulls in nothing at start-up).
+
+
+def _is_isoflops(name: str) -> bool:
+    return isinstance(name, str) and (name == "isoflops" or name.startswith("isoflops:"))
+
+
+def _load_isoflops(name, data_dir, experiment, drop_highest, download) -> pd.DataFrame:
+    from .isoflop.datasets import frame_of, split_name
+
+    chosen = split_name(name, experiment)
+    path = resolve("isoflops", data_dir, download=download)
+    raw = _read(path)
+    if hashlib.sha256(raw).hexdigest() != DATASETS["isoflops"].sha256:  # replaced since resolve()
+        raise ScaleFitError(
+            f"{path}: sha256 checksum does not match the published 'isoflops' table."
+        )
+    table = frame_of(raw, path, chosen)
+    if drop_highest:
+        from .table import drop_highest_losses
+
+        table = drop_highest_losses(table, drop_highest).reset_index(drop=True)
+        table.attrs["scalefit"].update(
+            drop_highest=int(drop_highest),
+            outlier_rule=f"kept rows with loss strictly below the highest loss value of rank "
+            f"{drop_highest}",
+        )
+    return table
+
+
+def isoflop_experiments() -> pd.DataFrame:
+    """The experiment ids of ``load("isoflops", experiment=ID)`` and what their numbers are.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per experiment: ``experiment, n_rows, n_budgets, budget_min, budget_max, loss,
+        params, tokens, budget, provenance`` (documented in docs/datasets.md; no file is read).
+    """
+    from .isoflop.datasets import experiments
+
+    return experiments()
