@@ -242,8 +242,10 @@ def test_cli_train_run_with_cooldowns_and_a_refused_setting(token_dir, tmp_path,
         f"cooldowns = [{STEP * 5}]\ndiagnose = false\n"
     )
     assert main(["train", "run", str(conf), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    out = capsys.readouterr().out.strip().splitlines()
+    lines = [line for line in out if not line.startswith("wrote ")]
     assert len(lines) == 2 and "tokens 2,560" in lines[0] and "tokens_1280" in lines[1]
+    assert out[-1] == f"wrote {tmp_path / 'r' / 'result.json'}"
     result = json.loads((tmp_path / "r" / "result.json").read_text())
     assert [r["budget"] for r in result["result"]["rows"]] == [STEP * 10, STEP * 5]
     bad = ["train", "run", str(conf), "--set", "schedule='cosine'", "--out", str(tmp_path / "b")]
