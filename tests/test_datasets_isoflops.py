@@ -85,8 +85,12 @@ def test_a_one_byte_change_is_refused(offline):
 
 
 def test_missing_file_offline_is_a_clear_error(tmp_path, monkeypatch):
+    import scalefit.datasets
+
     monkeypatch.delenv("SCALEFIT_DATA_DIR", raising=False)
     monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    # a checkout with nothing beside it (this one and CI's clone have ../shared/data)
+    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
     with pytest.raises(ScaleFitError, match="not found"):
         load("isoflops", tmp_path, experiment=IDS[0], download=False)
 
