@@ -138,10 +138,10 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
     else:
         path = Path(args.table)
         if not _lexists(path):
-            raise ScaleFitError(
-                f"{path}: no such file, and not a dataset name (chinchilla, "
-                f"chinchilla_epoch, depth_delusion, lm_grid_shakespeare)."
-            )
+            from ..datasets import DATASETS
+
+            names = ", ".join(n if n != "isoflops" else "isoflops:ID" for n in sorted(DATASETS))
+            raise ScaleFitError(f"{path}: no such file, and not a dataset name ({names}).")
         table = read_table(
             path,
             parse_mapping(args.columns, "--columns"),
