@@ -153,3 +153,11 @@ def test_varpro_bootstrap_runs():
     assert res.diagnostics["varpro_linear"] == ["E", "A", "B"]
     lo, hi = res.ci["alpha"]
     assert lo <= res.params["alpha"] <= hi
+
+
+def test_varpro_result_round_trips(tmp_path):
+    tab = _synthetic(seed=6)
+    res = scalefit.fit(tab, "chinchilla", residuals="linear", method="varpro", starts=8)
+    back = type(res).load(res.save(tmp_path / "fit.json"))
+    assert back.method == "varpro"
+    assert back.params == pytest.approx(res.params)
