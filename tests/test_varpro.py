@@ -129,6 +129,7 @@ def test_law_without_linear_block_falls_back_to_full_solve():
     assert res.params["b"] == pytest.approx(0.4, rel=1e-6)
 
 
+@pytest.mark.slow
 @needs_reference_data
 def test_varpro_on_chinchilla_matches_full_solve(chinchilla203):
     """Decomposed law on the 203-row table: log residuals (varpro makes the starts) and Huber on

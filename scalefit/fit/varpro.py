@@ -101,18 +101,18 @@ def _detect(law: Law) -> LinearBlock:
     n_par = len(names)
     rng = np.random.default_rng(20260327)
     hess = np.zeros((n_par, n_par))
+
+    def f(t, x):
+        return law.expr(jnp, {n: t[i] for i, n in enumerate(names)}, x)
+
+    # one compiled program for the value and the Hessian (rows, P, P) at every check point
+    both = jax.jit(lambda t, x: (f(t, x), jax.jacfwd(jax.jacrev(f))(t, x)))
     with float64():
         for _ in range(CHECK_POINTS):
             raw = {k: np.exp(rng.uniform(np.log(2.0), np.log(1e4), 8)) for k in law.inputs}
             x = law.variables(jnp, raw)
             theta = _sample_public(law, rng)
-
-            def f(t, x=x):
-                return law.expr(jnp, {n: t[i] for i, n in enumerate(names)}, x)
-
-            t = jnp.asarray(theta)
-            val = np.asarray(f(t))
-            h = np.asarray(jax.jacfwd(jax.jacrev(f))(t))  # (rows, P, P)
+            val, h = (np.asarray(a) for a in both(jnp.asarray(theta), x))
             scale = np.maximum(np.abs(theta), 1.0)
             hn = np.abs(h) * scale[None, :, None] * scale[None, None, :]
             size = 1.0 + np.abs(val)[:, None, None]
