@@ -29,7 +29,7 @@ from .observation import RESIDUALS
 from .result import FitResult
 from .validate import holdout_check
 
-METHODS = ("jax", "lmfit")
+METHODS = ("jax", "lmfit", "varpro")
 #: Most random starts (and bootstrap resamples) one fit accepts: beyond this the start matrix
 #: alone would not fit in memory.
 MAX_STARTS = 100_000
@@ -122,9 +122,12 @@ def fit(
         Number of random starts.
     seed : int, default 0
         Seed for starts and resamples (recorded in the result).
-    method : {"jax", "lmfit"}, default "jax"
+    method : {"jax", "lmfit", "varpro"}, default "jax"
         Backend. ``lmfit`` runs lmfit's least squares from the first 16 starts and attaches
-        lmfit's ``Parameters`` and report to ``result.extras``.
+        lmfit's ``Parameters`` and report to ``result.extras``. ``varpro`` solves the law's
+        linear parameters exactly (variable projection, :mod:`scalefit.fit.varpro`) and searches
+        only the others, then polishes and certifies on all parameters like ``jax``; under log
+        residuals it generates the starts of the ``jax`` solve.
     bootstrap : int, default 0
         Number of bootstrap resamples (see :func:`scalefit.bootstrap`).
     boot_starts : int, default 7
@@ -215,6 +218,10 @@ def fit(
     if method == "lmfit":
         backend = LmfitBackend()
         settings = dataclasses.replace(settings, starts=min(int(starts), N_LMFIT_STARTS))
+    elif method == "varpro":
+        from .varpro import VarproBackend
+
+        backend = VarproBackend(progress=progress)
     else:
         backend = JaxBackend(progress=progress)
     res = least_squares(tab, law_obj, settings, backend=backend)

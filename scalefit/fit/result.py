@@ -35,7 +35,7 @@ class FitResult:
     params : dict
         Best-fit (least squares) or posterior-median (Bayes) values in raw units.
     method : str
-        ``"jax"`` (vectorised Levenberg–Marquardt), ``"lmfit"`` or ``"bayes"``.
+        ``"jax"`` (vectorised Levenberg–Marquardt), ``"varpro"``, ``"lmfit"`` or ``"bayes"``.
     objective : float
         Summed (weighted) robust loss on the residuals at the optimum.
     converged : bool

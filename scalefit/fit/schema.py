@@ -175,7 +175,7 @@ RESULT = Record(
         "law": Leaf((LABEL,)),
         "law_spec": None,  # checked first, by _law (it fixes the parameters)
         "params": MapOf(Param(), keys="params!"),
-        "method": Leaf((Options({"jax", "lmfit", "bayes"}),)),
+        "method": Leaf((Options({"jax", "lmfit", "varpro", "bayes"}),)),
         "objective": num(NONNEG),
         "converged": Leaf((BOOL,)),
         "n_rows": Leaf((POSITIVE_INT,)),

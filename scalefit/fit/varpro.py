@@ -1,0 +1,537 @@
+"""Variable projection: the linear block of a law solved exactly inside every evaluation.
+
+Many laws are linear in some of their parameters: ``E + A/N**alpha + B/D**beta`` is linear in
+``E``, ``A`` and ``B`` once the exponents are fixed. Under linear residuals the best linear
+coefficients for given nonlinear parameters are a (weighted, robust) linear least-squares
+problem, so the search only has to move the nonlinear parameters (Golub and Pereyra 1973): a
+five-parameter search becomes a two-parameter one, and the valley between a coefficient and its
+exponent disappears from the search.
+
+This module
+
+1. finds the linear block of any law from its expression (:func:`linear_block`): a set of
+   parameters is linear when the expression's second derivatives within the set vanish, checked
+   with JAX at random inputs and parameter values (no law is listed by hand);
+2. solves the linear block exactly for fixed nonlinear parameters: non-negative least squares
+   for coefficients that the law declares non-negative (by enumerating the active sets, exact for
+   the few coefficients a law has), Huber and LAD by iteratively reweighted least squares;
+3. runs a vectorised Levenberg–Marquardt search over the nonlinear parameters only, with the
+   envelope gradient and the Kaufman-projected Gauss–Newton matrix (:class:`VarproBackend`);
+4. hands the best point to the full-parameter solver of :mod:`scalefit.fit.engine`, which
+   polishes and certifies it on *all* parameters, exactly as for a plain fit.
+
+Under log residuals the problem is not separable; the same machinery, run on relative residuals
+``(y - f) / y`` (the first-order expansion of ``log y - log f``), generates starting points for the
+full solver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..laws.base import Law
+from .build import Optimum
+from .engine import LAD_DELTA, Problem, _jax, _law_key, damped_step, float64, robust_rho
+from .lsq import BEST_ATOL_FLOORS, BEST_RTOL, POLISH_TOL, JaxBackend, solve_many
+
+#: Most sign-constrained linear coefficients solved by enumerating active sets (2**k systems).
+MAX_ENUMERATED = 10
+#: Iterations of the reduced (nonlinear-parameter) Levenberg–Marquardt search per start.
+REDUCED_MAX_ITER = 100
+#: Most iteratively reweighted least-squares passes per evaluation of the linear block (robust
+#: losses), and the relative decrease of the objective below which the passes stop.
+IRLS_MAX_ITER = 30
+IRLS_RTOL = 1e-12
+#: Random points at which the second derivatives of the expression are checked.
+CHECK_POINTS = 3
+#: Relative size below which a second derivative counts as zero.
+ZERO_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class LinearBlock:
+    """The parameters of a law in which its expression is linear (jointly), and the rest.
+
+    Attributes
+    ----------
+    linear : tuple of str
+        Parameters that enter the expression linearly (all second derivatives within the set are
+        zero), in the law's order.
+    nonlinear : tuple of str
+        The other parameters, in the law's order.
+    nonneg : tuple of bool
+        For each linear parameter, whether the law declares it non-negative (kinds ``coef``,
+        ``positive``, ``floor``, or a lower bound >= 0); those are solved by non-negative least
+        squares.
+    """
+
+    linear: tuple[str, ...]
+    nonlinear: tuple[str, ...]
+    nonneg: tuple[bool, ...]
+
+    @property
+    def usable(self) -> bool:
+        """True when there is a linear block and at least one nonlinear parameter to search."""
+        return bool(self.linear) and bool(self.nonlinear)
+
+
+def _sample_public(law: Law, rng: np.random.Generator) -> np.ndarray:
+    """A random public parameter vector inside each parameter's start range."""
+    out = np.empty(len(law.params))
+    for i, p in enumerate(law.params):
+        if p.kind in ("coef", "floor"):
+            out[i] = rng.uniform(0.5, 2.0)
+        elif p.kind == "positive":
+            lo, hi = p.start
+            out[i] = np.exp(rng.uniform(np.log(lo), np.log(hi)))
+        else:
+            lo, hi = p.start
+            out[i] = rng.uniform(lo, hi)
+    return out
+
+
+_BLOCKS: dict[str, LinearBlock] = {}
+
+
+def _detect(law: Law) -> LinearBlock:
+    jax, jnp = _jax()
+    names = law.param_names
+    n_par = len(names)
+    rng = np.random.default_rng(20260327)
+    hess = np.zeros((n_par, n_par))
+
+    def f(t, x):
+        return law.expr(jnp, {n: t[i] for i, n in enumerate(names)}, x)
+
+    # one compiled program for the value and the Hessian (rows, P, P) at every check point
+    both = jax.jit(lambda t, x: (f(t, x), jax.jacfwd(jax.jacrev(f))(t, x)))
+    with float64():
+        for _ in range(CHECK_POINTS):
+            raw = {k: np.exp(rng.uniform(np.log(2.0), np.log(1e4), 8)) for k in law.inputs}
+            x = law.variables(jnp, raw)
+            theta = _sample_public(law, rng)
+            val, h = (np.asarray(a) for a in both(jnp.asarray(theta), x))
+            scale = np.maximum(np.abs(theta), 1.0)
+            hn = np.abs(h) * scale[None, :, None] * scale[None, None, :]
+            size = 1.0 + np.abs(val)[:, None, None]
+            bad = ~np.isfinite(hn) | ~np.isfinite(size)
+            rel = np.where(bad, np.inf, hn / np.where(bad, 1.0, size))
+            hess = np.maximum(hess, rel.max(axis=0))
+    zero = hess <= ZERO_TOL
+    chosen: list[int] = []
+    for j in range(n_par):
+        if zero[j, j] and all(zero[i, j] for i in chosen):
+            chosen.append(j)
+    linear = tuple(names[j] for j in chosen)
+    nonneg = tuple(
+        law.params[j].kind in ("coef", "positive", "floor") or law.params[j].bounds[0] >= 0
+        for j in chosen
+    )
+    nonlinear = tuple(n for n in names if n not in linear)
+    return LinearBlock(linear, nonlinear, nonneg)
+
+
+def linear_block(law: Law) -> LinearBlock:
+    """The linear block of ``law``, detected from its expression.
+
+    A set of parameters is linear when every second derivative of the expression within the set
+    is zero, checked with JAX (float64) at :data:`CHECK_POINTS` random points (inputs log-uniform
+    in [2, 1e4], parameters inside their start ranges). Parameters are added greedily in the law's
+    order, so the set is maximal (a product ``A * B`` keeps only ``A``). A non-finite derivative
+    counts as nonlinear.
+
+    Parameters
+    ----------
+    law : Law
+        Any law (catalogue, formula or user-written).
+
+    Returns
+    -------
+    LinearBlock
+
+    Examples
+    --------
+    >>> from scalefit.laws import get_law
+    >>> linear_block(get_law("chinchilla")).linear
+    ('E', 'A', 'B')
+    """
+    key = _law_key(law)
+    if key not in _BLOCKS:
+        _BLOCKS[key] = _detect(law)
+    return _BLOCKS[key]
+
+
+# ------------------------------------------------------------------------------ compiled program
+_CACHE: dict[tuple, object] = {}
+
+
+def _subsets(nonneg: tuple[bool, ...]) -> np.ndarray:
+    """Support masks to enumerate: every subset of the sign-constrained coefficients."""
+    k = len(nonneg)
+    idx = [i for i in range(k) if nonneg[i]]
+    masks = []
+    for code in range(2 ** len(idx)):
+        m = np.ones(k, dtype=bool)
+        for b, i in enumerate(idx):
+            m[i] = bool((code >> b) & 1)
+        masks.append(m)
+    return np.asarray(masks)
+
+
+def _build(law: Law, block: LinearBlock, loss: str, delta: float):
+    """The vmapped reduced solver for (law, loss, delta), compiled once per shapes."""
+    key = (_law_key(law), block, loss, float(delta))
+    if key in _CACHE:
+        return _CACHE[key]
+    jax, jnp = _jax()
+    names = law.param_names
+    lin_idx = [names.index(n) for n in block.linear]
+    nl_idx = [names.index(n) for n in block.nonlinear]
+    k, q = len(lin_idx), len(nl_idx)
+    masks_np = _subsets(block.nonneg).astype(np.float64)  # (S, k), made jnp when traced
+    nonneg_np = np.asarray(block.nonneg)
+    rho, d, scale = robust_rho(jnp, loss, delta)
+    if loss == "lad":
+        d = LAD_DELTA
+
+    def irls_weight(r):
+        if loss == "mse":
+            return 2.0 * jnp.ones_like(r)
+        return scale * jnp.where(jnp.abs(r) <= d, 1.0, d / jnp.maximum(jnp.abs(r), 1e-300))
+
+    def model(znl, c, x, refs):
+        z = jnp.zeros(len(names), dtype=znl.dtype).at[jnp.asarray(nl_idx)].set(znl)
+        pub = law.to_public(z, refs, xp=jnp)
+        p = {n: pub[n] for n in block.nonlinear}
+        p.update({n: c[i] for i, n in enumerate(block.linear)})
+        return law.expr(jnp, p, x)
+
+    def basis(znl, x, refs):
+        # affine in c: f = phi0 + Phi c (exact, the block is linear)
+        zero = jnp.zeros(k, dtype=znl.dtype)
+        phi0 = model(znl, zero, x, refs)
+        phi = jax.jacfwd(model, argnums=1)(znl, zero, x, refs)  # (rows, k)
+        return phi0, phi
+
+    def wnnls(phi, t, u):
+        """argmin_c sum u (t - phi c)^2 subject to c_i >= 0 where constrained (exact)."""
+        g = phi.T @ (u[:, None] * phi)
+        b = phi.T @ (u * t)
+        dg = jnp.sqrt(jnp.maximum(jnp.diag(g), 1e-300))
+        gs = g / (dg[:, None] * dg[None, :])
+        bs = b / dg
+        eye = jnp.eye(k)
+        nonneg = jnp.asarray(nonneg_np)
+
+        def one(m):
+            a = gs * (m[:, None] * m[None, :]) + eye * (1.0 - m)[None, :] + 1e-13 * eye
+            cs = jnp.linalg.solve(a, bs * m) * m
+            val = cs @ (gs @ cs) - 2.0 * (bs @ cs)
+            feasible = jnp.all((cs >= 0.0) | ~nonneg | (m == 0))
+            return cs / dg, jnp.where(feasible & jnp.isfinite(val), val, jnp.inf)
+
+        masks = jnp.asarray(masks_np)
+        cs, vals = jax.vmap(one)(masks)
+        best = jnp.argmin(vals)
+        return cs[best], masks[best]
+
+    def linear_solve(znl, c0, w, x, s, ys, refs):
+        """The linear block for fixed nonlinear parameters (IRLS from ``c0`` for robust losses)."""
+        phi0, phi = basis(znl, x, refs)
+        t = ys - s * phi0
+        phis = s[:, None] * phi
+        if loss == "mse":
+            c, m = wnnls(phis, t, w)
+            return c, m, phi0, phi
+        # IRLS from the coefficients of the last accepted point, to convergence (majorise-minimise:
+        # no pass raises the robust objective)
+
+        def body(state):
+            c, _, f_old, it, _ = state
+            c_new, m = wnnls(phis, t, w * irls_weight(t - phis @ c))
+            f_new = jnp.sum(w * rho(t - phis @ c_new))
+            return c_new, m, f_new, it + 1, f_old - f_new
+
+        def cond(state):
+            _, _, f, it, change = state
+            return (it < IRLS_MAX_ITER) & (change > IRLS_RTOL * f)
+
+        init = (c0, jnp.ones(k, dtype=c0.dtype), jnp.sum(w * rho(t - phis @ c0)), 0, jnp.inf)
+        c, m, _, _, _ = jax.lax.while_loop(cond, body, init)
+        return c, m, phi0, phi
+
+    def evaluate(znl, c0, w, x, s, ys, refs):
+        c, m, phi0, phi = linear_solve(znl, c0, w, x, s, ys, refs)
+        c = jax.lax.stop_gradient(c)
+        r = ys - s * (phi0 + phi @ c)
+        f = jnp.sum(w * rho(r))
+        # Jacobian of the residual in the nonlinear parameters at fixed c (envelope gradient)
+        jac = -s[:, None] * jax.jacfwd(model)(znl, c, x, refs)  # (rows, q)
+        u = w * irls_weight(r)
+        grad = jac.T @ (u * r)
+        # Kaufman: project the columns of the active linear basis out of the Jacobian
+        pm = s[:, None] * phi * m[None, :]
+        gpp = pm.T @ (u[:, None] * pm) + jnp.diag(1.0 - m) + 1e-13 * jnp.eye(k)
+        coef = jnp.linalg.solve(gpp, pm.T @ (u[:, None] * jac))
+        jr = jac - pm @ coef
+        h = jr.T @ (u[:, None] * jr)
+        return jnp.where(jnp.isfinite(f), f, jnp.inf), grad, h, c
+
+    def solve_one(z0, max_iter, w, x, s, ys, refs, tol, atol):
+        c_init = jnp.zeros(k, dtype=z0.dtype)
+        f0, g0, h0, c0 = evaluate(z0, c_init, w, x, s, ys, refs)
+
+        def step(state):
+            z, c, f, lam, nu, it, done, dec, g, h = state
+            diag = jnp.maximum(jnp.diag(h), 1e-30 * jnp.max(jnp.abs(jnp.diag(h))) + 1e-300)
+            stp, quad = damped_step(jnp, h, (lam + 1e-14) * diag, 1e-12 * diag, g)
+            z_new = z + stp
+            f_new, g_new, h_new, c_new = evaluate(z_new, c, w, x, s, ys, refs)
+            ok = (f_new <= f) & jnp.all(jnp.isfinite(z_new))
+            dec_now = quad / 2.0
+            small = dec_now <= tol * jnp.maximum(f, 1e-300) + atol
+            stuck = lam > 1e16
+            pred = -(g @ stp) - 0.5 * (stp @ (h @ stp))
+            gain = (f - f_new) / jnp.maximum(pred, 1e-300)
+            factor = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
+            move = ok & ~done
+            z = jnp.where(move, z_new, z)
+            c = jnp.where(move, c_new, c)
+            f = jnp.where(move, f_new, f)
+            g = jnp.where(move, g_new, g)
+            h = jnp.where(move, h_new, h)
+            lam = jnp.where(ok, jnp.maximum(lam * factor, 1e-15), lam * nu)
+            nu = jnp.where(ok, 2.0, nu * 2.0)
+            return z, c, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
+
+        def cond(state):
+            return (~state[6]) & (state[5] < max_iter)
+
+        init = (
+            z0,
+            c0,
+            f0,
+            jnp.asarray(1e-3),
+            jnp.asarray(2.0),
+            jnp.asarray(0),
+            ~jnp.isfinite(f0),
+            jnp.asarray(jnp.inf),
+            g0,
+            h0,
+        )
+        z, c, f, _, _, it, _, dec, _, _ = jax.lax.while_loop(cond, step, init)
+        return {"z": z, "c": c, "objective": f, "iterations": it, "decrement": dec}
+
+    del q
+    solver = jax.jit(
+        jax.vmap(solve_one, in_axes=(0, None, None, None, None, None, None, None, None))
+    )
+    _CACHE[key] = solver
+    return solver
+
+
+#: Starts per compiled call: a vectorised loop runs until its slowest start stops, so starts are
+#: solved in chunks (one compiled shape) rather than all in one batch.
+CHUNK = 32
+
+
+def reduced_solve(
+    problem: Problem,
+    z0: np.ndarray,
+    *,
+    block: LinearBlock | None = None,
+    relative: bool | None = None,
+    max_iter: int = REDUCED_MAX_ITER,
+    tol: float = 1e-10,
+) -> dict[str, np.ndarray]:
+    """Search the nonlinear parameters with the linear block solved exactly, from every start.
+
+    Parameters
+    ----------
+    problem : Problem
+        The engine problem (law, inputs, response, loss, row weights).
+    z0 : ndarray, shape (m, P)
+        Starts in internal coordinates; only their nonlinear entries are used.
+    block : LinearBlock, optional
+        Default :func:`linear_block` of the problem's law.
+    relative : bool, optional
+        Take residuals ``(y - f) / y`` (the linearised log residual). Default: true under log
+        residuals, false under linear ones.
+    max_iter, tol : int, float
+        Iteration budget and relative Newton-decrement tolerance of the reduced search.
+
+    Returns
+    -------
+    dict
+        ``z`` (m, P) full internal coordinates (linear coefficients mapped back; a coefficient
+        of a log-space kind that sits at zero is floored at a tiny positive value), ``values``
+        (m, P) public values, ``objective`` (m,) of the reduced problem, ``iterations`` (m,).
+    """
+    law = problem.law
+    block = block or linear_block(law)
+    if not block.usable:
+        raise ValueError(f"law {law.name!r} has no linear block with nonlinear parameters.")
+    if sum(block.nonneg) > MAX_ENUMERATED:
+        raise ValueError(
+            f"law {law.name!r} has {sum(block.nonneg)} sign-constrained linear coefficients; "
+            f"variable projection enumerates at most {MAX_ENUMERATED}."
+        )
+    if relative is None:
+        relative = problem.residuals == "log"
+    names = law.param_names
+    nl_idx = [names.index(n) for n in block.nonlinear]
+    z0 = np.atleast_2d(np.asarray(z0, dtype=float))
+    m = len(z0)
+    size = -(-m // CHUNK) * CHUNK
+    zn = np.zeros((size, len(nl_idx)))
+    zn[:m] = z0[:, nl_idx]
+    zn[m:] = z0[:1, nl_idx]
+    n, npad = problem.n, problem.n_padded
+    w = np.zeros(npad)
+    w[:n] = 1.0 if problem.weights is None else problem.weights
+    y = np.concatenate([problem._y, np.repeat(problem._y[-1:], npad - n)])
+    s = 1.0 / np.abs(y) if relative else np.ones(npad)
+    ys = s * y
+    loss, delta = problem.loss, problem.delta
+    eps = float(np.finfo(float).eps)
+    atol = max(n * (8.0 * eps * float(np.max(np.abs(ys[:n])))) ** 2, 1e-300)
+    solver = _build(law, block, loss, delta)
+    parts = []
+    with float64():
+        for i in range(0, size, CHUNK):
+            res = solver(
+                zn[i : i + CHUNK],
+                np.int64(max_iter),
+                w,
+                problem._x,
+                s,
+                ys,
+                problem._refs,
+                np.float64(tol),
+                np.float64(atol),
+            )
+            parts.append({k: np.asarray(v) for k, v in res.items()})
+    out = {k: np.concatenate([p[k] for p in parts])[:m] for k in parts[0]}
+    return _assemble(law, block, problem.refs, z0, out)
+
+
+def _assemble(law, block, refs, z0, out) -> dict[str, np.ndarray]:
+    names = law.param_names
+    nl_idx = [names.index(n) for n in block.nonlinear]
+    m = len(z0)
+    zfull = z0.copy()
+    values = np.empty_like(zfull)
+    for i in range(m):
+        zi = z0[i].copy()
+        zi[nl_idx] = out["z"][i]
+        pub = law.to_public(zi, refs)
+        vals = {n: float(pub[n]) for n in block.nonlinear}
+        cmax = float(np.max(np.abs(out["c"][i]))) if len(out["c"][i]) else 1.0
+        for j, nme in enumerate(block.linear):
+            c = float(out["c"][i][j])
+            if law.param(nme).kind in ("coef", "positive", "floor"):
+                c = max(c, 1e-12 * max(cmax, 1e-300))
+            vals[nme] = c
+        values[i] = [vals[n] for n in names]
+        with np.errstate(all="ignore"):
+            zfull[i] = law.to_internal(vals, refs)
+    return {
+        "z": zfull,
+        "values": values,
+        "objective": out["objective"],
+        "iterations": out["iterations"],
+    }
+
+
+@dataclass(frozen=True)
+class VarproBackend:
+    """Least squares by variable projection, certified by the full-parameter solver.
+
+    Under linear residuals, for a law with a linear block (:func:`linear_block`): every start's
+    nonlinear parameters are searched with the linear block solved exactly
+    (:func:`reduced_solve`); the best point is then polished on all parameters by the JAX
+    Levenberg–Marquardt engine to :data:`~scalefit.fit.lsq.POLISH_TOL`, whose convergence test
+    is the certificate reported, as for ``method="jax"``. Under log residuals, the reduced
+    solutions on relative residuals are the starts of a plain multi-start fit. A law without a
+    linear block (or with more than :data:`MAX_ENUMERATED` sign-constrained coefficients), and a
+    table large enough to be screened on a row subsample, are fitted as by
+    :class:`~scalefit.fit.lsq.JaxBackend`. ``diagnostics["varpro_stage"]`` says which path ran.
+    """
+
+    name: str = "varpro"
+    progress: bool | None = None
+
+    def minimize(self, problem: Problem, z0: np.ndarray) -> Optimum:
+        """Minimise the problem's objective from the starts ``z0`` (n_starts, n_params)."""
+        law = problem.law
+        block = linear_block(law)
+        full = JaxBackend(progress=self.progress)
+        if not block.usable or sum(block.nonneg) > MAX_ENUMERATED or problem.screening():
+            opt = full.minimize(problem, z0)
+            return _relabel(opt, block, "full solve (no linear block to project)")
+        red = reduced_solve(problem, z0, block=block)
+        finite = np.isfinite(red["objective"]) & np.all(np.isfinite(red["z"]), axis=1)
+        if problem.residuals == "log" or not finite.any():
+            starts = np.where(finite[:, None], red["z"], z0)
+            opt = full.minimize(problem, starts)
+            return _relabel(opt, block, "reduced solutions as starts of the full solve")
+        obj = np.where(finite, red["objective"], np.inf)
+        best = int(np.argmin(obj))
+        fbest = float(obj[best])
+        at_best = obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol
+        n_best = int(np.sum(at_best))
+        # the full-parameter certificate, as for method="jax": the batch test (1e-12) on all
+        # parameters, then the polish to POLISH_TOL
+        zc, fc, cc, ic = solve_many(problem, red["z"][best][None, :])
+        zp, fp, cp, ip = solve_many(problem, zc, tol=POLISH_TOL)
+        if not (np.isfinite(fp[0]) and fp[0] <= fc[0]):
+            zp, fp, cp, ip = zc, fc, np.zeros(1, dtype=bool), np.zeros(1, dtype=int)
+        cp = cp | cc
+        ip = ip + ic
+        if not np.isfinite(fp[0]):
+            opt = full.minimize(problem, z0)
+            return _relabel(opt, block, "full solve (the reduced optimum did not polish)")
+        warns = ()
+        if n_best < 2 and len(z0) > 1:
+            warns = (
+                f"only {n_best} of {len(z0)} starts reached the best objective: the optimum may "
+                "not be global; try more starts.",
+            )
+        z_all = red["z"].copy()
+        obj_all = obj.copy()
+        z_all[best], obj_all[best] = zp[0], fp[0]
+        return Optimum(
+            z=zp[0],
+            objective=float(fp[0]),
+            solver_converged=bool(cp[0]),
+            method="varpro",
+            diagnostics={
+                "n_starts": int(len(z0)),
+                "n_best": n_best,
+                "n_converged": int(np.sum(finite)),
+                "max_iterations": int(np.max(red["iterations"])),
+                "polish_iterations": int(ip[0]),
+                "screened_on_rows": None,
+                "varpro_linear": list(block.linear),
+                "varpro_stage": "reduced search, polished on all parameters",
+            },
+            warnings=warns,
+            extras={"z_all": z_all, "obj_all": obj_all},
+        )
+
+
+def _relabel(opt: Optimum, block: LinearBlock, stage: str) -> Optimum:
+    diag = dict(opt.diagnostics)
+    diag["varpro_linear"] = list(block.linear)
+    diag["varpro_stage"] = stage
+    return Optimum(
+        z=opt.z,
+        objective=opt.objective,
+        solver_converged=opt.solver_converged,
+        method="varpro",
+        diagnostics=diag,
+        warnings=opt.warnings,
+        extras=opt.extras,
+    )

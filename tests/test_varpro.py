@@ -1,0 +1,164 @@
+"""Variable projection: linear-block detection, exact linear solves, and the same optima as the
+full solve."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import needs_reference_data
+from scipy.optimize import nnls
+
+import scalefit
+from scalefit.fit.build import FitSettings
+from scalefit.fit.lsq import make_problem, starts_for
+from scalefit.fit.varpro import linear_block, reduced_solve
+from scalefit.laws import Law, get_law
+
+
+# ------------------------------------------------------------------------------ detection
+def test_catalogue_laws_linear_blocks():
+    chin = linear_block(get_law("chinchilla"))
+    assert chin.linear == ("E", "A", "B")
+    assert chin.nonlinear == ("alpha", "beta")
+    assert chin.nonneg == (True, True, True)
+    dec = linear_block(get_law("decomposed"))
+    assert dec.linear == ("c_width", "c_depth", "c_tokens", "L0")
+    assert dec.nonlinear == ("a_width", "a_depth", "a_tokens")
+
+
+def test_formula_laws_linear_blocks():
+    law = Law.from_formula("E + A/params**alpha + B/tokens**beta", kinds={"A": "positive"})
+    block = linear_block(law)
+    assert block.linear == ("A", "B", "E")  # formula parameters are sorted by name
+    # only the positive kind is sign-constrained; free parameters are solved unconstrained
+    assert block.nonneg == (True, False, False)
+    assert linear_block(Law.from_formula("(params/a)**(-b) + exp(c*tokens)")).linear == ()
+    assert not linear_block(Law.from_formula("(params/a)**(-b)")).usable
+    # a product of two parameters: one of them is linear, not both (the set is maximal)
+    prod = linear_block(Law.from_formula("A*B/params**alpha"))
+    assert prod.linear == ("A",) and prod.nonlinear == ("B", "alpha")
+
+
+# ------------------------------------------------------------------------------ exact linear solve
+def _synthetic(seed=0, n=60, e=1.7, a=400.0, b=300.0, alpha=0.34, beta=0.28, noise=0.01):
+    rng = np.random.default_rng(seed)
+    params = np.exp(rng.uniform(np.log(1e7), np.log(1e10), n))
+    tokens = np.exp(rng.uniform(np.log(1e9), np.log(1e12), n))
+    loss = e + a / params**alpha + b / tokens**beta
+    return pd.DataFrame(
+        {"params": params, "tokens": tokens, "loss": loss + noise * rng.standard_normal(n)}
+    )
+
+
+def test_linear_block_is_scipy_nnls_at_fixed_exponents():
+    """With no search (max_iter=0) the coefficients are scipy's NNLS at the start's exponents."""
+    tab = _synthetic(noise=0.05)
+    law = Law.from_formula(
+        "E + A/params**alpha + B/tokens**beta",
+        kinds={"E": "positive", "A": "positive", "B": "positive"},
+    )
+    settings = FitSettings(loss="mse", residuals="linear")
+    prob = make_problem(tab, law, settings)
+    z0 = starts_for(law, tab["loss"].to_numpy(), prob.refs, 8, seed=3)
+    out = reduced_solve(prob, z0, max_iter=0)
+    n, d, y = (tab[c].to_numpy() for c in ("params", "tokens", "loss"))
+    names = law.param_names
+    for zi, vals in zip(z0, out["values"], strict=True):
+        pub = law.to_public(zi, prob.refs)
+        x = np.column_stack([np.ones_like(n), n ** -pub["alpha"], d ** -pub["beta"]])
+        c, _ = nnls(x, y)
+        got = [vals[names.index(k)] for k in ("E", "A", "B")]
+        scale = np.abs(c).max()
+        np.testing.assert_allclose(got, c, rtol=1e-7, atol=1e-9 * scale)
+
+
+def test_nnls_sign_respected():
+    """A negative best intercept: NNLS puts a positive E at zero; a free E goes negative."""
+    rng = np.random.default_rng(1)
+    params = np.exp(rng.uniform(np.log(10.0), np.log(1e4), 80))
+    y = -0.5 + 10.0 / params**0.3 + 0.001 * rng.standard_normal(80)
+    tab = pd.DataFrame({"params": params, "loss": y})
+    settings = FitSettings(loss="mse", residuals="linear")
+    for kind, sign in (("positive", 1.0), ("free", -1.0)):
+        law = Law.from_formula("E + A/params**alpha", kinds={"E": kind, "A": "positive"})
+        prob = make_problem(tab, law, settings)
+        z0 = starts_for(law, np.abs(y), prob.refs, 16, seed=0)
+        out = reduced_solve(prob, z0)
+        best = int(np.argmin(out["objective"]))
+        e = out["values"][best][law.param_names.index("E")]
+        a = out["values"][best][law.param_names.index("A")]
+        assert a >= 0.0
+        if sign > 0:
+            assert 0.0 <= e <= 1e-10 * a
+        else:
+            assert e == pytest.approx(-0.5, abs=0.02)
+
+
+# ------------------------------------------------------------------------------ same optimum
+@pytest.mark.parametrize("loss", ["mse", "huber"])
+def test_varpro_matches_full_solve_synthetic(loss):
+    tab = _synthetic(seed=2)
+    kw = dict(loss=loss, delta=1e-2, residuals="linear", starts=32, seed=0)
+    full = scalefit.fit(tab, "chinchilla", method="jax", **kw)
+    vp = scalefit.fit(tab, "chinchilla", method="varpro", **kw)
+    assert vp.converged and full.converged
+    assert vp.diagnostics["varpro_linear"] == ["E", "A", "B"]
+    assert vp.objective <= full.objective * (1 + 1e-9)
+    assert vp.objective == pytest.approx(full.objective, rel=1e-9)
+    for k in ("alpha", "beta", "E"):
+        assert vp.params[k] == pytest.approx(full.params[k], rel=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+def test_varpro_recovers_noise_free_parameters():
+    """Noise-free data (the starts' objectives differ below any relative tolerance near zero,
+    hence the n_best warning): the truth to 6 digits."""
+    tab = _synthetic(seed=4, noise=0.0)
+    res = scalefit.fit(tab, "chinchilla", residuals="linear", method="varpro", starts=16)
+    truth = {"E": 1.7, "A": 400.0, "B": 300.0, "alpha": 0.34, "beta": 0.28}
+    for k, v in truth.items():
+        assert res.params[k] == pytest.approx(v, rel=1e-6)
+
+
+def test_law_without_linear_block_falls_back_to_full_solve():
+    rng = np.random.default_rng(0)
+    params = np.exp(rng.uniform(np.log(10.0), np.log(1e4), 40))
+    tab = pd.DataFrame({"params": params, "loss": (params / 3.0) ** -0.4})
+    law = Law.from_formula("(params/a)**(-b)", kinds={"a": "positive"}, starts={"a": 1.0, "b": 0.1})
+    res = scalefit.fit(tab, law, method="varpro", residuals="linear", starts=8)
+    assert res.diagnostics["varpro_linear"] == []
+    assert res.params["b"] == pytest.approx(0.4, rel=1e-6)
+
+
+@pytest.mark.slow
+@needs_reference_data
+def test_varpro_on_chinchilla_matches_full_solve(chinchilla203):
+    """Decomposed law on the 203-row table: log residuals (varpro makes the starts) and Huber on
+    linear residuals (varpro searches): the same optimum as the full solve."""
+    full = scalefit.fit(chinchilla203, "decomposed", starts=64, seed=0)
+    vp = scalefit.fit(chinchilla203, "decomposed", starts=64, seed=0, method="varpro")
+    assert vp.converged
+    assert vp.objective == pytest.approx(full.objective, rel=1e-9)
+    assert vp.params["a_tokens"] == pytest.approx(full.params["a_tokens"], rel=1e-5)
+    kw = dict(loss="huber", delta=1e-3, residuals="linear", starts=64, seed=0)
+    full = scalefit.fit(chinchilla203, "decomposed", **kw)
+    vp = scalefit.fit(chinchilla203, "decomposed", method="varpro", **kw)
+    assert vp.converged
+    assert vp.objective <= full.objective * (1 + 1e-9)
+
+
+def test_varpro_bootstrap_runs():
+    tab = _synthetic(seed=5)
+    res = scalefit.fit(
+        tab, "chinchilla", residuals="linear", method="varpro", starts=16, bootstrap=20
+    )
+    assert res.diagnostics["varpro_linear"] == ["E", "A", "B"]
+    lo, hi = res.ci["alpha"]
+    assert lo <= res.params["alpha"] <= hi
+
+
+def test_varpro_result_round_trips(tmp_path):
+    tab = _synthetic(seed=6)
+    res = scalefit.fit(tab, "chinchilla", residuals="linear", method="varpro", starts=8)
+    back = type(res).load(res.save(tmp_path / "fit.json"))
+    assert back.method == "varpro"
+    assert back.params == pytest.approx(res.params)
