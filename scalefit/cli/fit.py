@@ -104,8 +104,9 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--method",
         default="jax",
-        choices=["jax", "lmfit"],
-        help="optimiser: scalefit's own (jax) or lmfit's least squares",
+        choices=["jax", "varpro", "lmfit"],
+        help="optimiser: scalefit's own (jax), the same with variable projection of the "
+        "coefficients the law is linear in (varpro), or lmfit's least squares",
     )
     add_option(p, "--seed", help="seed of the random starts and the bootstrap")
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
