@@ -59,6 +59,10 @@ def _versions() -> str:
     )
 
 
+class SectionError(RuntimeError):
+    """A section's code raised; nothing is written."""
+
+
 def split_page(text: str) -> tuple[str, list[tuple[str, str]]]:
     """Split a page into its header and ``(name, block)`` pairs, in page order.
 
@@ -79,7 +83,10 @@ def split_page(text: str) -> tuple[str, list[tuple[str, str]]]:
 def _render(name: str, data_dir: str, stamp: str | None) -> str:
     t0 = time.perf_counter()
     module = importlib.import_module(f"repro.{name}")
-    body = module.section(data_dir).rstrip() + "\n"
+    try:
+        body = module.section(data_dir).rstrip() + "\n"
+    except Exception as exc:  # one line naming the section; the page is left as it was
+        raise SectionError(f"section {name} failed: {type(exc).__name__}: {exc}") from exc
     print(f"section {name}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     if stamp is not None:
         first, _, rest = body.partition("\n")  # keep the section's heading first
@@ -164,4 +171,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except SectionError as exc:
+        print(f"reproduce.py: {exc}; nothing written.", file=sys.stderr)
+        sys.exit(1)
