@@ -115,3 +115,11 @@ def test_default_target_is_three_decades_past_the_largest_budget():
     res = approach2(design("baseline", "chinchilla", "L"), method="parabola")
     assert res.bias["target"] == pytest.approx(1e24)
     assert res.to_dict()["bias"]["flagged"] is True
+
+
+@pytest.mark.parametrize("bad", [-1.0, 0, "x", float("nan")])
+def test_target_must_be_a_positive_budget(bad):
+    from scalefit.errors import ScaleFitError
+
+    with pytest.raises(ScaleFitError, match="'target' parameter of approach2"):
+        approach2(design("baseline", "symmetric", "S"), method="parabola", target=bad)
