@@ -94,6 +94,11 @@ def _render(name: str, data_dir: str, stamp: str | None) -> str:
     return MARKER.format(name) + "\n" + body + "\n"
 
 
+def _end(text: str) -> str:
+    """One newline at the end of the page (each block ends with a blank line)."""
+    return text.rstrip("\n") + "\n"
+
+
 def _only_stamp(name: str) -> str:
     return (
         f"*This section was regenerated on its own (`python docs/reproduce.py --only {name}`, "
@@ -144,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 return 2
             new = {n: _render(n, data_dir, _only_stamp(n)) for n in page}
-            atomic_write_text(out, head + "".join(new.get(n, b) for n, b in blocks))
+            atomic_write_text(out, _end(head + "".join(new.get(n, b) for n, b in blocks)))
             print(f"wrote {out} (sections {', '.join(page)}; the rest unchanged)", file=sys.stderr)
         if "figures" in names:
             from repro import figures
@@ -162,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         "heading.\n\n"
     )
     blocks = [_render(n, data_dir, None) for n in SECTIONS]
-    atomic_write_text(out, head + "".join(blocks))
+    atomic_write_text(out, _end(head + "".join(blocks)))
     from repro import figures
 
     atomic_write_text(HERE / "gallery.md", figures.gallery(figures.make(data_dir)))
