@@ -104,7 +104,8 @@ def section(data_dir: str) -> str:  # noqa: ARG001 - same signature as the other
         "",
         "A 6-block sentence encoder is not the papers' setting: Liu et al. probe decoders "
         "(Pythia) and Sun et al. decoders with 24–80 blocks and an LM head (LLaMA-2, Qwen3, "
-        "DeepSeek) beside one encoder, BERT-Large (24 Post-LN blocks). The table shows what the "
+        "DeepSeek) beside one encoder, BERT-Large (24 Post-LN blocks; seed 001 l. 33). The "
+        "table shows what the "
         "same probes give on the one real pre-trained model that installs offline here; the "
         "mechanism verdict refuses encoders, so it names no mechanism for it. CR depends on the "
         "batch size (docs/probes.md), so the paper's [0.3, 0.7] band does not transfer; the "

@@ -26,6 +26,12 @@ METHODS = ("parabola", "parabola_weighted", "profile")
 PARABOLAS = ("parabola", "parabola_weighted")
 #: An optimum further than this share of the sampled span from its centre is "off-centre".
 OFF_CENTRE = 0.25
+#: The parabola bias check flags a fit whose compute-optimal tokens differ from the law profile's
+#: by at least this share (1 %, the level the Open-Athena Approach-2 bias study highlights).
+BIAS_TOL = 0.01
+#: Default extrapolation distance of that check, in decades of compute past the largest budget:
+#: the study extrapolates from 1e17-1e21 FLOPs to 1e24.
+TARGET_DECADES = 3.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,12 @@ class IsoFLOPResult(PowerLawExponents):
         ``alpha, beta`` (and standard errors) of the profile fit; empty for parabolas.
     warnings : tuple of str
         Known-bias flags in words.
+    bias : dict
+        For the parabola methods, the bias check against the law's own IsoFLOP profile fitted
+        to the same runs: ``target`` (budget, FLOPs), ``tokens_rel_max_sampled`` and
+        ``tokens_rel_target`` (relative difference of the parabola's ``T*`` from the profile's,
+        largest over the sampled budgets and at ``target``), ``flagged`` and ``note``; empty for
+        ``"profile"``.
     """
 
     method: str
@@ -63,6 +75,7 @@ class IsoFLOPResult(PowerLawExponents):
     curves: tuple = ()
     seed: int | None = None
     tol: float = 0.06
+    bias: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dictionary."""
@@ -73,6 +86,7 @@ class IsoFLOPResult(PowerLawExponents):
             "seed": self.seed,
             "shape": self.shape,
             "warnings": list(self.warnings),
+            "bias": dict(self.bias),
             "exponents": self.exponents.reset_index().to_dict(orient="records"),
             "budgets": self.budgets.to_dict(orient="records"),
         }
@@ -140,6 +154,7 @@ def approach2(
     interval: str = "analytic",
     n_boot: int = 200,
     seed: int = 0,
+    target: float | None = None,
 ) -> IsoFLOPResult:
     """Chinchilla's Approach 2: fit an IsoFLOP curve per budget and a power law through the optima.
 
@@ -172,6 +187,14 @@ def approach2(
         Bootstrap resamples.
     seed : int, default 0
         Seed of the bootstrap.
+    target : float, optional
+        The budget (FLOPs) the fit will be extrapolated to, for the parabola bias check
+        (default: three decades past the largest budget). For the parabola methods the law's
+        asymmetric IsoFLOP profile is fitted to the same runs and both lines of optima are
+        compared; when their compute-optimal token counts differ by 1 % or more at a sampled
+        budget or at ``target``, a warning says by how much (``bias`` holds the numbers). This
+        catches the asymmetric-surface, off-centre and drifting-window biases of the
+        Open-Athena study; on noisy runs part of a difference can be noise.
 
     Returns
     -------
@@ -196,6 +219,12 @@ def approach2(
             "seed": [Interval(int, 0, None)],
         },
     )
+    if target is not None:
+        validate(
+            "approach2",
+            {"target": target},
+            {"target": [Interval(float, 0, None, closed="neither")]},
+        )
     if shape is not None:
         shape = _check_shape(shape)
     cs, groups, notes = _groups(table, budgets, tol)
@@ -214,6 +243,11 @@ def approach2(
         law.update(lo=lo, hi=hi, se=se)
     frame = _budget_frame(cs, groups, opt, prob)
     warns = tuple(notes) + _bias_flags(frame, method)
+    bias: dict = {}
+    if method in PARABOLAS:
+        bias = _profile_check(groups, logc, opt, shape, target)
+        if bias["flagged"] or bias["note"]:
+            warns += (bias["note"],)
     exps = pd.DataFrame(
         [
             {"quantity": "params", **{k: law[k] for k in ("exponent", "se", "lo", "hi")}},
@@ -242,7 +276,17 @@ def approach2(
         if opt.shape_se is not None:
             shp.update(alpha_se=float(opt.shape_se[0]), beta_se=float(opt.shape_se[1]))
     return IsoFLOPResult(
-        method, frame, exps, float(prob), interval, shp, warns, tuple(opt.curve), seed, float(tol)
+        method,
+        frame,
+        exps,
+        float(prob),
+        interval,
+        shp,
+        warns,
+        tuple(opt.curve),
+        seed,
+        float(tol),
+        bias,
     )
 
 
@@ -319,6 +363,49 @@ def _bias_flags(frame: pd.DataFrame, method: str) -> tuple[str, ...]:
                 "per decade of compute); a parabola's vertex bias then tilts the exponent"
             )
     return tuple(out)
+
+
+def _profile_check(groups, logc: np.ndarray, par: Optima, shape, target) -> dict:
+    """Compare the parabola's optima with the law profile's on the same runs (see ``target``)."""
+    top = float(np.exp(logc.max()))
+    tgt = float(target) if target is not None else top * 10.0**TARGET_DECADES
+    out = {
+        "target": tgt,
+        "tokens_rel_max_sampled": np.nan,
+        "tokens_rel_target": np.nan,
+        "flagged": False,
+        "note": "",
+    }
+    ref = fit_profile(groups, par, shape)
+    ok = par.ok & ref.ok & np.isfinite(par.x) & np.isfinite(ref.x)
+    at_bound = ref.shape is not None and any(
+        min(abs(np.log(v / b)) for b in SHAPE_BOUNDS) < 1e-3 for v in ref.shape
+    )
+    if ok.sum() < 3 or at_bound:
+        out["note"] = (
+            "the parabola's bias could not be checked: the law's IsoFLOP profile does not fit "
+            "these runs (" + ("its shape sits at a bound" if at_bound else "too few budgets") + ")"
+        )
+        return out
+    # OLS lines of ln N* on ln C through both sets of optima; T* = C/(6 N*), so the parabola's
+    # T* differs from the profile's by the factor exp(-(ln N*_parabola - ln N*_profile)).
+    lines = [np.polyfit(logc[ok], x[ok], 1) for x in (par.x, ref.x)]
+    grid = np.append(logc[ok], np.log(tgt))
+    gap = np.polyval(lines[0], grid) - np.polyval(lines[1], grid)
+    rel = np.expm1(-gap)
+    out["tokens_rel_max_sampled"] = float(rel[:-1][np.argmax(np.abs(rel[:-1]))])
+    out["tokens_rel_target"] = float(rel[-1])
+    worst = max(abs(out["tokens_rel_max_sampled"]), abs(out["tokens_rel_target"]))
+    if worst >= BIAS_TOL:
+        out["flagged"] = True
+        out["note"] = (
+            "the parabola's optima are biased here: its compute-optimal tokens differ from those "
+            "of the law's own IsoFLOP profile fitted to the same runs by "
+            f"{100 * out['tokens_rel_max_sampled']:+.1f}% within the sampled budgets and "
+            f"{100 * out['tokens_rel_target']:+.1f}% at {tgt:.3g} FLOPs (flagged from "
+            f"{100 * BIAS_TOL:g}%); use method='profile'"
+        )
+    return out
 
 
 def _bootstrap(groups, logc, method, shape, prob, n_boot, seed):
