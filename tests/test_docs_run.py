@@ -41,7 +41,7 @@ SHELL = {"bash", "sh", "shell", "console"}
 PYTHON = {"python", "py"}
 COMMANDS = ("scalefit", "python", "pip", "make", "torchrun", "git", "cd", "mkdocs")
 # The default run executes the two pages a new user starts from; every other page's blocks run
-# under `-m slow` (make test-slow): together they take minutes on 2 cores.
+# under `-m slow` (make test-slow, and make test-docs, which CI runs): together they take minutes.
 DEFAULT_PAGES = {"README.md", "quickstart.md"}
 # Commands that install, clone or rebuild must never run from a test: such a block has to carry a
 # skip comment (the runner fails, without running it, if one does not).
