@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= results/demo
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup test test-slow test-matrix lint docs demo bench clean
+.PHONY: setup test test-slow test-docs test-matrix lint docs demo bench clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,11 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# Every shell and Python block of README.md and docs/*.md, the slow pages included, with the
+# outputs the pages quote compared (tests/test_docs_run.py). CI runs it after `make test`.
+test-docs: $(STAMP)
+	$(PY) -m pytest -q -m "slow or not slow" tests/test_docs_run.py
 
 # The core tests on Python 3.12 and 3.13 (newest releases) and on the declared floors (3.11), each
 # in a fresh venv of its own, torch-free; LEGS="py3.12" runs one. See .ci/matrix.

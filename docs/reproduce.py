@@ -102,7 +102,7 @@ def _end(text: str) -> str:
 def _only_stamp(name: str) -> str:
     return (
         f"*This section was regenerated on its own (`python docs/reproduce.py --only {name}`, "
-        f"commit `{_commit()}`, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {_versions()}); "
+        f"commit `{_commit()}`, {dt.datetime.now(dt.UTC):%Y-%m-%d}; {_versions()}); "
         "the commit and date at the top of the page are those of the last full run.*\n"
     )
 
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     head = (
         "# Reproductions\n\n"
         "Every number of ours on this page was computed by `python docs/reproduce.py` "
-        f"(commit `{_commit()}`, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {_versions()}). "
+        f"(commit `{_commit()}`, {dt.datetime.now(dt.UTC):%Y-%m-%d}; {_versions()}). "
         "The paper's values are quoted from the papers. Each row names the command that "
         "reproduces ours. A section regenerated on its own (`--only`) says so under its "
         "heading.\n\n"

@@ -5,20 +5,29 @@ shell blocks (```` ```bash ````, ``sh``, ``shell``, and unlabelled blocks whose 
 known program) with ``bash -e``; Python blocks in one namespace per page, so later blocks see
 earlier ones. A block whose first line is ``# not run by the doc tests: REASON`` is skipped; the
 reason is visible on the page. README.md and the quickstart run by default; the other pages are
-marked ``slow``. Blocks of plain ``scalefit`` commands run through ``scalefit.cli.main`` in this
-process; anything else runs in ``bash``. A block that installs, clones or runs ``make`` must be
-marked skipped: the runner refuses to execute it.
+marked ``slow``, and ``make test-docs`` (run by ``.ci/run``) runs every page. Blocks of plain
+``scalefit`` commands run through ``scalefit.cli.main`` in this process; anything else runs in
+``bash``. A block that installs, clones or runs ``make`` must be marked skipped: the runner
+refuses to execute it.
+
+**Quoted output.** A ```` ```text ```` block that directly follows a run block (nothing but blank
+lines between them) is the output the page promises for it: every line of it must appear in what
+the block printed (stdout and stderr), in the same order, with runs of spaces compared as one. A
+line ``...`` stands for lines left out, and a line ending in `` ...`` matches a printed line that
+starts with the text before it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +41,7 @@ SHELL = {"bash", "sh", "shell", "console"}
 PYTHON = {"python", "py"}
 COMMANDS = ("scalefit", "python", "pip", "make", "torchrun", "git", "cd", "mkdocs")
 # The default run executes the two pages a new user starts from; every other page's blocks run
-# under `-m slow` (make test-slow): together they take minutes on 2 cores.
+# under `-m slow` (make test-slow, and make test-docs, which CI runs): together they take minutes.
 DEFAULT_PAGES = {"README.md", "quickstart.md"}
 # Commands that install, clone or rebuild must never run from a test: such a block has to carry a
 # skip comment (the runner fails, without running it, if one does not).
@@ -45,6 +54,7 @@ class Block:
     line: int
     kind: str  # "shell" or "python"
     code: str
+    expected: str | None = None  # the ```text block quoted right after it, if any
 
     @property
     def skip_reason(self) -> str | None:
@@ -54,22 +64,58 @@ class Block:
 
 
 def blocks(path: Path) -> list[Block]:
-    """The runnable fenced blocks of one Markdown page (top-level ``` fences only)."""
+    """The runnable fenced blocks of one Markdown page (top-level ``` fences only).
+
+    A ```` ```text ```` block right after a runnable one (blank lines between at most) becomes
+    that block's ``expected`` output.
+    """
     out, lang, start, buf = [], None, 0, []
+    closed = -1  # line number of the last runnable block's closing fence
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if lang is None:
             if line.startswith("```"):
                 lang, start, buf = line[3:].strip().lower(), number, []
+            elif line.strip():
+                closed = -1
             continue
         if line.startswith("```"):
             code = "\n".join(buf) + "\n"
             kind = _kind(lang, code)
             if kind:
                 out.append(Block(path.name, start, kind, code))
+                closed = number
+            elif lang == "text" and closed > 0 and out:
+                out[-1] = replace(out[-1], expected=code)
+                closed = -1
+            else:
+                closed = -1
             lang = None
             continue
         buf.append(line)
     return out
+
+
+def _squash(line: str) -> str:
+    return " ".join(line.split())
+
+
+def check_output(expected: str, printed: str, where: str) -> None:
+    """Fail unless every quoted line appears in ``printed``, in order (see the module docstring)."""
+    lines = [_squash(ln) for ln in printed.splitlines()]
+    at = 0
+    for quoted in (_squash(ln) for ln in expected.splitlines()):
+        if not quoted or quoted in ("...", "…"):
+            continue
+        prefix = quoted[:-3].rstrip() if quoted.endswith("...") else None
+        for index in range(at, len(lines)):
+            if lines[index] == quoted or (prefix and lines[index].startswith(prefix)):
+                at = index + 1
+                break
+        else:
+            raise AssertionError(
+                f"{where}: the page quotes {quoted!r}, which the block did not print "
+                f"(after the lines matched before it). It printed:\n{printed[-3000:]}"
+            )
 
 
 def _kind(lang: str, code: str) -> str | None:
@@ -129,26 +175,24 @@ def _commands(code: str) -> list[list[str]] | None:
     return out
 
 
-def _in_process(code: str, where: str) -> bool:
+def _in_process(code: str, where: str) -> str | None:
     """Run a block of plain ``scalefit`` commands through ``scalefit.cli.main`` in this process.
 
     It is the same entry point the console script calls, minus a fresh interpreter (and a fresh
-    JAX compilation) per command, which would cost the default test run minutes.
+    JAX compilation) per command, which would cost the default test run minutes. Returns what
+    the commands printed (stdout and stderr), or None if the block needs a real shell.
     """
-    import contextlib
-    import io
-    import warnings
-
     from scalefit.cli import main
 
     commands = _commands(code)
     if commands is None:
-        return False
+        return None
+    printed = io.StringIO()
     for argv in commands:
-        err = io.StringIO()
         shown = warnings.showwarning
+        start = printed.tell()
         try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
                 try:
                     code_ = main(argv)
                 except SystemExit as exc:
@@ -156,9 +200,9 @@ def _in_process(code: str, where: str) -> bool:
         finally:
             warnings.showwarning = shown
         assert code_ in (0, None), (
-            f"{where}: scalefit {' '.join(argv)} -> {code_}: {err.getvalue()}"
+            f"{where}: scalefit {' '.join(argv)} -> {code_}: {printed.getvalue()[start:]}"
         )
-    return True
+    return printed.getvalue()
 
 
 def _needs_chinchilla(code: str) -> bool:
@@ -197,24 +241,30 @@ def test_page_blocks_run(page: Path, tmp_path, monkeypatch):
         )
         if _needs_chinchilla(block.code) and not _has_chinchilla(env):
             continue  # the public tables are not redistributed; CI provides them
-        if block.kind == "shell" and _in_process(block.code, where):
-            pass
-        elif block.kind == "shell":
-            proc = subprocess.run(
-                ["bash", "-e", "-o", "pipefail", "-c", block.code],
-                cwd=work,
-                env=env,
-                capture_output=True,
-                text=True,
-            )
-            assert proc.returncode == 0, f"{where} exit {proc.returncode}:\n{proc.stderr[-3000:]}"
+        if block.kind == "shell":
+            printed = _in_process(block.code, where)
+            if printed is None:
+                proc = subprocess.run(
+                    ["bash", "-e", "-o", "pipefail", "-c", block.code],
+                    cwd=work,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+                printed = proc.stdout
+                assert proc.returncode == 0, f"{where} exit {proc.returncode}:\n{printed[-3000:]}"
         else:
             code = compile(block.code, where, "exec")
+            out = io.StringIO()
             # A reader sees scalefit's own warnings about the data (a ConvergenceWarning) as
             # warnings; everything else still fails the test (warnings are errors here).
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), contextlib.redirect_stdout(out):
                 warnings.filterwarnings("default", category=ConvergenceWarning)
                 exec(code, namespace)  # noqa: S102 - the project's own documentation
+            printed = out.getvalue()
+        if block.expected is not None:
+            check_output(block.expected, printed, where)
         ran += 1
     assert ran or all(b.skip_reason for b in blocks(page))
 
@@ -248,3 +298,19 @@ def test_no_block_installs_clones_or_runs_make_unmarked():
         if not block.skip_reason and UNSAFE.search(block.code)
     ]
     assert not bad, f"mark these blocks '# not run by the doc tests: REASON': {bad}"
+
+
+def test_quoted_output_is_attached_and_compared(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text(
+        "```bash\necho a\n```\n\n```text\na\n```\n"
+        "```bash\necho b\n```\nprose\n```text\nnot output\n```\n"
+    )
+    found = blocks(page)
+    assert [b.expected for b in found] == ["a\n", None]
+    printed = "converged  yes; 236/256 starts\nnoise\nwarning  draws correlate at -0.993\n"
+    check_output("converged yes; 236/256 starts\n...\nwarning draws correlate ...\n", printed, "p")
+    with pytest.raises(AssertionError, match="the page quotes 'converged no'"):
+        check_output("converged no\n", printed, "p")
+    with pytest.raises(AssertionError, match="did not print"):  # order matters
+        check_output("warning draws correlate ...\nconverged yes; 236/256 starts\n", printed, "p")
