@@ -194,16 +194,22 @@ def import_edges(root: str | Path) -> list[Edge]:
     return sorted(out, key=lambda e: (str(e.path), e.line, e.imported))
 
 
-def layer_of(module: str, layers=LAYERS) -> str | None:
-    """The layer a module belongs to (longest matching prefix), or ``None`` when unplaced."""
-    best, best_len = None, -1
+def placement(module: str, layers=LAYERS) -> tuple[str, str] | None:
+    """``(layer, prefix)``: the longest prefix of the map that holds ``module``, or ``None``."""
+    best = None
     for layer, prefixes in layers:
         for prefix in prefixes:
             root_only = "." not in prefix
             hit = module == prefix or (not root_only and module.startswith(prefix + "."))
-            if hit and len(prefix) > best_len:
-                best, best_len = layer, len(prefix)
+            if hit and (best is None or len(prefix) > len(best[1])):
+                best = (layer, prefix)
     return best
+
+
+def layer_of(module: str, layers=LAYERS) -> str | None:
+    """The layer a module belongs to (longest matching prefix), or ``None`` when unplaced."""
+    found = placement(module, layers)
+    return None if found is None else found[0]
 
 
 def _rename(layers, top: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from textwrap import dedent
 
@@ -9,7 +10,8 @@ import pytest
 
 from scalefit._layers import LAYERS, import_edges, layer_of, violations
 
-PACKAGE = Path(__file__).resolve().parents[1] / "scalefit"
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "scalefit"
 
 #: A three-layer map for the planted packages below.
 TOY_LAYERS = (
@@ -38,6 +40,18 @@ def _check(root: Path, **kw) -> list[str]:
 
 def test_scalefit_keeps_its_layers():
     assert violations(PACKAGE) == []
+
+
+def test_the_architecture_page_shows_the_current_graph():
+    spec = importlib.util.spec_from_file_location(
+        "architecture_graph", REPO / "docs" / "architecture_graph.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    diagram = module.mermaid()
+    assert diagram.startswith("```mermaid") and "-. exception .->" in diagram
+    # Stale after moving code: run `python docs/architecture_graph.py`.
+    assert diagram in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
 
 
 def test_every_scalefit_module_has_a_layer_and_the_map_names_real_modules():
