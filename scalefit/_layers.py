@@ -1,7 +1,8 @@
 """The package's layers, as data, and a checker that reads import edges from the source.
 
-A module may import modules of its own layer and of the layers below it, never of a layer above.
-The layers, bottom up:
+A module may import modules of its own layer and of the layers below it, never of a layer above,
+and never of a layer it stands apart from (:data:`APART`: the producers and the fitting layers do
+not import each other). The layers, bottom up:
 
 ``core``
     Errors, option validation, atomic file I/O, run manifests, the table reader and the filter
@@ -10,10 +11,9 @@ The layers, bottom up:
     packages that draw their own figures can use them without reaching up to ``plot``).
 ``producers``
     ``sim``, ``train``, ``probes`` and ``sweep``: code that makes loss tables and measurements.
-    They never import ``fit`` and need nothing above ``core``, so they sit directly on it and the
-    one rule (never import a higher layer) keeps them off the fitter. The issue's map lists them
-    after ``decide``; nothing in ``fit``, ``evaluate`` or ``decide`` imports them, so the order
-    here says the same and is enforceable.
+    They import ``core`` only, so they sit directly on it: being below ``fit`` keeps them off the
+    fitter. The issue's map lists them after ``decide``, meaning that ``fit``, ``evaluate`` and
+    ``decide`` do not import them either; :data:`APART` says so, so the two sides are siblings.
 ``fit``
     ``scalefit/fit``: the least-squares engine, checks, the result, bootstrap, priors, the
     Bayesian model and sampler, and the hold-out that :func:`scalefit.fit` runs itself
@@ -92,6 +92,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("scalefit.cli", "scalefit.__main__")),
 )
 
+#: Layers that stand side by side although one is listed lower: ``layer -> layers below it that
+#: it may not import``.
+APART: dict[str, tuple[str, ...]] = {
+    "fit": ("producers",),
+    "evaluate": ("producers",),
+    "decide": ("producers",),
+}
+
 #: Upward edges kept on purpose: ``(importer, imported) -> reason``.
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("scalefit.fit.result", "scalefit.plot.fit"): (
@@ -108,12 +116,6 @@ CYCLES: dict[frozenset[str], str] = {
     ),
     frozenset({"scalefit.plot._base", "scalefit.plot.style"}): (
         "the figure kit: axes() styles through style, style reaches pyplot through _base (lazily)."
-    ),
-    frozenset({"scalefit.probes", "scalefit.train"}): (
-        "packages: probes.hf reads the CR measure from train.cr, train.diagnostics runs the "
-        "probes. cr_measure shares its private spectra with the trainer's CR losses in "
-        "train/cr.py; moving the measure to probes/ splits that file and waits for the "
-        "trainer's own rework."
     ),
     frozenset({"scalefit.train.config", "scalefit.train.schedule"}): (
         "config validates the schedule; one schedule function takes a TrainConfig (lazily)."
@@ -226,21 +228,23 @@ def violations(
     layers=LAYERS,
     exceptions: dict[tuple[str, str], str] | None = None,
     cycles: dict[frozenset[str], str] | None = None,
+    apart: dict[str, tuple[str, ...]] | None = None,
 ) -> list[str]:
     """Every breach of the layer map in the package at ``root``, one line each.
 
-    Reports: a module no layer holds; an edge to a higher layer (naming file, line and both
-    layers) unless listed in ``exceptions``; an import cycle (between modules, or between
-    packages) not listed in ``cycles``; and an exception or cycle entry that no longer occurs.
-    Excepted edges take no part in cycles.
+    Reports: a module no layer holds; an edge to a higher layer or to one its layer stands apart
+    from (naming file, line and both layers) unless listed in ``exceptions``; an import cycle
+    (between modules, or between packages) not listed in ``cycles``; and an exception or cycle
+    entry that no longer occurs. Excepted edges take no part in cycles.
 
     Parameters
     ----------
     root : path-like
         The package folder, e.g. ``scalefit/``. Prefixes in ``layers`` starting with
         ``scalefit`` are read as the root's own name.
-    layers, exceptions, cycles
-        The map (default: this module's :data:`LAYERS`, :data:`EXCEPTIONS`, :data:`CYCLES`).
+    layers, exceptions, cycles, apart
+        The map (default: this module's :data:`LAYERS`, :data:`EXCEPTIONS`, :data:`CYCLES`,
+        :data:`APART`).
 
     Returns
     -------
@@ -250,6 +254,7 @@ def violations(
     root = Path(root)
     exceptions = EXCEPTIONS if exceptions is None else exceptions
     cycles = CYCLES if cycles is None else cycles
+    apart = APART if apart is None else apart
     layers = _rename(layers, root.name)
     rank = {name: i for i, (name, _) in enumerate(layers)}
     out = [
@@ -261,14 +266,16 @@ def violations(
     used = set()
     for e in edges:
         src, dst = layer_of(e.importer, layers), layer_of(e.imported, layers)
-        if src is None or dst is None or rank[dst] <= rank[src]:
+        if src is None or dst is None:
+            continue
+        if rank[dst] <= rank[src] and dst not in apart.get(src, ()):
             continue
         if (e.importer, e.imported) in exceptions:
             used.add((e.importer, e.imported))
             continue
         out.append(
             f"{e.path}:{e.line}: {e.importer} (layer {src}) imports {e.imported} "
-            f"(layer {dst}, above)"
+            f"(layer {dst}, {'above' if rank[dst] > rank[src] else 'apart'})"
         )
     out += [f"stale layer exception {a} -> {b}" for a, b in exceptions if (a, b) not in used]
     kept = [e for e in edges if (e.importer, e.imported) not in exceptions]

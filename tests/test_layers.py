@@ -35,7 +35,7 @@ def _package(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def _check(root: Path, **kw) -> list[str]:
     return violations(root, layers=TOY_LAYERS, exceptions=kw.get("exceptions", {}),
-                      cycles=kw.get("cycles", {}))  # fmt: skip
+                      cycles=kw.get("cycles", {}), apart=kw.get("apart", {}))  # fmt: skip
 
 
 def test_scalefit_keeps_its_layers():
@@ -107,6 +107,17 @@ def test_every_kind_of_import_in_a_package_init_counts(tmp_path, source):
     assert _check(root) == [
         f"{root / 'sim' / '__init__.py'}:{source.count(chr(10))}: pkg.sim (layer producers) "
         "imports pkg.plot (layer plot, above)"
+    ]
+
+
+def test_a_layer_set_apart_may_not_import_a_lower_one(tmp_path):
+    root = _package(
+        tmp_path,
+        {"core.py": "", "sim.py": "from . import core\n", "fit.py": "from .sim import *\n"},
+    )
+    assert _check(root) == []  # fit sits above sim: allowed by order alone
+    assert _check(root, apart={"fit": ("producers",)}) == [
+        f"{root / 'fit.py'}:1: pkg.fit (layer fit) imports pkg.sim (layer producers, apart)"
     ]
 
 
