@@ -8,6 +8,7 @@ Main entry points: :func:`read_table`, :func:`scalefit.datasets.load`, :func:`fi
 from __future__ import annotations
 
 from . import datasets
+from ._version import __version__ as __version__
 
 # Imported eagerly (18 ms): a lazy ``allocate`` would be shadowed by the ``scalefit.allocate``
 # subpackage as soon as anything imported it, making ``scalefit.allocate(...)`` a module call.
@@ -16,8 +17,6 @@ from .errors import ConvergenceWarning, ScaleFitError
 from .fit import FitResult, bootstrap, fit
 from .laws import Law, Param, get_law, list_laws, register_law
 from .table import read_table
-
-__version__ = "0.1.0"
 
 _LAZY = {
     "fit_bayes": ("scalefit.fit.bayes", "fit_bayes"),

@@ -116,7 +116,7 @@ def test_cli_grid_and_data_prepare(token_dir, tmp_path, capsys, monkeypatch):
 
 def test_report_writes_table_and_preln_vs_lns_figures(token_dir, tmp_path):
     pytest.importorskip("matplotlib")
-    from scalefit.train.report import fit_decomposed, grid_report
+    from scalefit.workflows.train_report import fit_decomposed, grid_report
 
     grid = {"variant": ["pre_ln", "lns"], "depth": [2], "width": [16, 32]}
     run_sweep(spec(token_dir, grid), tmp_path / "s", workers=0, progress=False)

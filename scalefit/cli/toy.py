@@ -191,7 +191,8 @@ def _fit(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .._io import atomic_write_csv
-    from ..sim.analysis import fit_depth_exponents, load_results
+    from ..sim.analysis import load_results
+    from ..workflows.toy import fit_depth_exponents
     from ._common import check_paths
 
     if args.bootstrap < 0:

@@ -345,7 +345,7 @@ def _check_grid_memory(spec, path: str, *, workers: int) -> None:
 
 
 def _cmd_report(args) -> int:
-    from ..train.report import grid_report
+    from ..workflows.train_report import grid_report
     from ._common import check_paths
 
     check_paths(

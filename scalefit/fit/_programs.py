@@ -194,7 +194,7 @@ def _versions() -> str:
 
     import jax
 
-    from .. import __version__
+    from .._version import __version__
 
     here = Path(__file__).resolve().parent
     sources = [

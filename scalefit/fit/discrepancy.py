@@ -254,10 +254,9 @@ def fit_discrepancy(
 def _fit_discrepancy(
     train, law, group, keys, inner, starts, seed, loss, tails, caught
 ) -> Discrepancy:
-    from . import fit
     from .split import split_by_compute
 
-    full = fit(train, law, starts=starts, seed=seed, loss=loss, progress=False)
+    full = _least_squares_fit(train, law, starts=starts, seed=seed, loss=loss, progress=False)
     resid = np.log(train["loss"].to_numpy(float)) - np.log(full.predict(train))
     lc_train = log_compute(train, law)
     ref = float(lc_train.mean())
@@ -268,7 +267,7 @@ def _fit_discrepancy(
     rs, ds, ss, per = [], [], [], []
     for h in inner:
         tr, te, _, _ = split_by_compute(train, law, float(h), who="fit_discrepancy")
-        res = fit(tr, law, starts=starts, seed=seed, loss=loss, progress=False)
+        res = _least_squares_fit(tr, law, starts=starts, seed=seed, loss=loss, progress=False)
         r = np.log(te["loss"].to_numpy(float)) - np.log(res.predict(te))
         r_tr = np.log(tr["loss"].to_numpy(float)) - np.log(res.predict(tr))
         shift, keep = _effects(r_tr, _keys(tr, group), _keys(te, group), tau, sigma_w)
@@ -302,6 +301,32 @@ def _fit_discrepancy(
         },
         nu,
     )
+
+
+def _least_squares_fit(table, law, *, starts: int, seed: int, loss: str, progress: bool):
+    """:func:`scalefit.fit` with its defaults but ``starts, seed, loss``, built from the engine.
+
+    The steps of ``fit`` for a law object and no weights, bootstrap or hold-out: read the table,
+    fit by least squares, warn each convergence note. ``fit`` itself runs the hold-out, which
+    calls this module, so calling ``fit`` from here would be an import cycle.
+    """
+    from ..errors import ConvergenceWarning
+    from .build import FitSettings
+    from .data import as_table
+    from .engine import LOSSES
+    from .lsq import JaxBackend, least_squares
+
+    if loss not in LOSSES:
+        raise ScaleFitError(
+            f"The 'loss' parameter of fit_discrepancy must be one of {', '.join(LOSSES)}. "
+            f"Got {loss!r} instead."
+        )
+    tab = as_table(table, keep=law.inputs)
+    settings = FitSettings(loss=loss, starts=int(starts), seed=int(seed))
+    res = least_squares(tab, law, settings, backend=JaxBackend(progress=progress))
+    for note in res.warnings:
+        warnings.warn(note, ConvergenceWarning, stacklevel=2)
+    return res
 
 
 def _keys(tab: pd.DataFrame, group) -> np.ndarray:

@@ -37,7 +37,7 @@ def loss_vs_depth(
         Keep only this temperature (default: all rows).
     loss_column : str
     alphas : DataFrame, optional
-        Fitted groups (from :func:`~scalefit.sim.analysis.fit_depth_exponents`); their α is
+        Fitted groups (from :func:`~scalefit.workflows.toy.fit_depth_exponents`); their α is
         added to the legend.
     ax : matplotlib Axes, optional
     """

@@ -127,7 +127,7 @@ def probe_hf(
         Compute seed 002's coherence-based redundancy per block, on its attention sub-layer
         (:data:`ATTENTION`; the paper's choice), per batch of ``batch_size`` windows, in float64:
         columns ``cr`` (the paper's measure, which depends on the batch size: see
-        :mod:`scalefit.train.cr`) and ``cr_debiased`` (batch-size independent; NaN when
+        :mod:`scalefit.probes.cr`) and ``cr_debiased`` (batch-size independent; NaN when
         ``batch_size`` is 1). Batches with fewer windows (the last one) are skipped unless the
         whole budget is one batch; ``summary["cr_batch"]`` records the B used.
     bootstrap : int
@@ -378,7 +378,7 @@ def _hidden_states(lm: LoadedModel, ids, *, attention: bool = False) -> tuple[li
 
 def _cr(attn_io) -> np.ndarray:
     """``(2, L)``: the raw CR and (batches of ≥ 2 windows) the debiased CR of every block."""
-    from ..train.cr import cr_measure
+    from .cr import cr_measure
 
     raw = [cr_measure(h_in, h_out) for h_in, h_out in attn_io]
     batch = attn_io[0][0].shape[0]

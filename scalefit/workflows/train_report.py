@@ -12,7 +12,7 @@ import pandas as pd
 
 from .._io import atomic_savefig, atomic_write_csv
 from ..errors import ScaleFitError
-from .grid import TABLE_COLUMNS, collect_diagnostics
+from ..train.grid import TABLE_COLUMNS, collect_diagnostics
 
 EXTRA_COLUMNS = [
     "train_loss",
@@ -46,13 +46,14 @@ def loss_table(out_dir: str | Path) -> pd.DataFrame:
 
 def fit_decomposed(table: pd.DataFrame, *, variant: str = "pre_ln", **kwargs):
     """Fit the ``decomposed`` law to one variant's finite-loss rows with :func:`scalefit.fit`."""
-    import scalefit
+    from ..fit import fit
+    from ..table import read_table
 
     rows = table[(table["variant"] == variant) & ~table["diverged"].astype(bool)]
     rows = rows.dropna(subset=["loss"])
     if len(rows) < 8:
         raise ScaleFitError(f"decomposed has 7 parameters; only {len(rows)} {variant} rows.")
-    return scalefit.fit(scalefit.read_table(rows.reset_index(drop=True)), "decomposed", **kwargs)
+    return fit(read_table(rows.reset_index(drop=True)), "decomposed", **kwargs)
 
 
 def comparison_figures(out_dir: str | Path, img_dir: str | Path, *, tokens: int, points) -> list:
