@@ -26,6 +26,9 @@ not import each other). The layers, bottom up:
 ``decide``
     ``allocate``, ``isoflop`` and ``design``: what to train next, from a fitted law. Their own
     figure modules (``design.plot``, ``isoflop.plot``) live with them and use the core figure kit.
+    ``curves`` (read training logs, fit schedule-aware laws, forecast) sits here too: it reads
+    files like core but fits through ``fit``, so it belongs above it. The published IsoFLOP tables
+    (``isoflop_data``) are data, in core, so ``datasets`` can load them.
 ``plot``
     The figures of fits, allocations, the toy and the trainer. It sits *below* ``workflows``
     (the issue's map lists it above): the workflows are the sweep → fit → figure glue and draw
@@ -78,6 +81,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "scalefit.expr",
             "scalefit.laws",
             "scalefit.datasets",
+            "scalefit.isoflop_data",
             "scalefit.plot._base",
             "scalefit.plot.style",
         ),
@@ -85,7 +89,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("producers", ("scalefit.sim", "scalefit.train", "scalefit.probes", "scalefit.sweep")),
     ("fit", ("scalefit.fit",)),
     ("evaluate", ("scalefit.validate", "scalefit.fit.compare")),
-    ("decide", ("scalefit.allocate", "scalefit.isoflop", "scalefit.design")),
+    ("decide", ("scalefit.allocate", "scalefit.isoflop", "scalefit.design", "scalefit.curves")),
     ("plot", ("scalefit.plot",)),
     ("workflows", ("scalefit.workflows",)),
     ("api", ("scalefit",)),

@@ -99,7 +99,7 @@ DATASETS: dict[str, Dataset] = {
         bundled=True,
     ),
     # --- IsoFLOP collection (issue 27): one file, one table per experiment; see
-    # scalefit/isoflop/datasets.py and docs/datasets.md. load("isoflops", experiment=ID).
+    # scalefit/isoflop_data.py and docs/datasets.md. load("isoflops", experiment=ID).
     "isoflops": Dataset(
         name="isoflops",
         filename="isoflops_experiments.csv",
@@ -382,7 +382,7 @@ def is_dataset_name(value: str) -> bool:
 
 # --- IsoFLOP collection (issue 27) ---------------------------------------------------------------
 # One file resolved like the Chinchilla tables; the per-experiment rules live in
-# scalefit/isoflop/datasets.py (imported here lazily: it pulls in nothing at start-up).
+# scalefit/isoflop_data.py (imported here lazily: it pulls in nothing at start-up).
 
 
 def _is_isoflops(name: str) -> bool:
@@ -390,7 +390,7 @@ def _is_isoflops(name: str) -> bool:
 
 
 def _load_isoflops(name, data_dir, experiment, drop_highest, download) -> pd.DataFrame:
-    from .isoflop.datasets import frame_of, split_name
+    from .isoflop_data import frame_of, split_name
 
     chosen = split_name(name, experiment)
     path = resolve("isoflops", data_dir, download=download)
@@ -421,6 +421,6 @@ def isoflop_experiments() -> pd.DataFrame:
         One row per experiment: ``experiment, n_rows, n_budgets, budget_min, budget_max, loss,
         params, tokens, budget, provenance`` (documented in docs/datasets.md; no file is read).
     """
-    from .isoflop.datasets import experiments
+    from .isoflop_data import experiments
 
     return experiments()

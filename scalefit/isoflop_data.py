@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import ScaleFitError
+from .errors import ScaleFitError
 
 #: Name of the collection in :data:`scalefit.datasets.DATASETS` (file, URL and sha256 there).
 NAME = "isoflops"
@@ -172,7 +172,7 @@ def split_name(name: str, experiment: str | None) -> str:
 
 def frame_of(raw: bytes, path: os.PathLike | str, experiment: str) -> pd.DataFrame:
     """One experiment's rows of the (checksummed) collection as a validated canonical table."""
-    from ..table import read_table
+    from .table import read_table
 
     if experiment not in EXPERIMENTS:
         raise _unknown(experiment)
