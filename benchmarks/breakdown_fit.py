@@ -6,13 +6,13 @@ SCALEFIT_DATA_DIR=../shared/data python benchmarks/breakdown_fit.py
 import time
 
 import scalefit
-from scalefit.fit.engine import Problem, _jax
+from scalefit.fit.engine import Problem, jax_modules
 from scalefit.fit.lsq import solve_many
 from scalefit.laws import get_law, sample_starts
 
 table = scalefit.datasets.load("chinchilla", drop_highest=40)
 t0 = time.perf_counter()
-_jax()
+jax_modules()
 import jax.numpy as jnp  # noqa: E402
 
 jnp.ones(3).block_until_ready()

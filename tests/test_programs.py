@@ -56,7 +56,7 @@ def test_padded_and_blocked_sums_match_numpy(n):
 
 def test_tables_in_one_bucket_share_one_program():
     law = get_law("chinchilla")
-    lk = engine._law_key(law)
+    lk = engine.law_key(law)
 
     def solve_programs():
         return {k for k in engine._CACHE if k[:3] == ("program", "solve", lk)}

@@ -123,7 +123,7 @@ def test_demo_runs_from_the_wheel_in_an_empty_folder(wheel_venv, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert proc.stdout.startswith("data     lm_grid_shakespeare: bundled table")
-    assert "the Chinchilla table is not available" in proc.stdout
+    assert "the Chinchilla table was not found" in proc.stdout
     assert "== what to train" in proc.stdout and "In plain words" in proc.stdout
     written = sorted(p.name for p in (tmp_path / "results" / "demo").iterdir())
     assert "allocation.csv" in written and "fit.json" in written

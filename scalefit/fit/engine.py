@@ -44,10 +44,11 @@ def load_jax():
     scalefit's own computations run in :func:`float64` (a scoped ``jax.enable_x64``), never
     with float64 turned on for the whole process.
     """
-    return _jax()
+    return jax_modules()
 
 
-def _jax():
+def jax_modules():
+    """``(jax, jax.numpy)``, imported on first use (``import scalefit`` does not load JAX)."""
     import jax
     import jax.numpy as jnp
 
@@ -77,7 +78,8 @@ class Solution:
     converged: np.ndarray
 
 
-def _law_key(law: Law) -> str:
+def law_key(law: Law) -> str:
+    """A string that identifies the law's function in this process (the in-memory program key)."""
     if law.spec is not None:  # a formula law: its text, inputs and parameters define the function
         fn = {k: law.spec[k] for k in ("formula", "inputs")}
         fn["params"] = [(p.name, p.kind) for p in law.params]
@@ -249,7 +251,7 @@ def _row_sum(fn, w, x, logy):
     Large tables are cut into blocks of ``_programs.BLOCK`` rows and the per-block sums
     accumulated in a scan, so memory is bounded by a block per start, not by the table.
     """
-    jax, jnp = _jax()
+    jax, jnp = jax_modules()
     n = logy.shape[0]
     nb = _programs.n_blocks(n)
     if nb == 1:
@@ -273,10 +275,10 @@ def _row_sum(fn, w, x, logy):
 
 def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
     """Compile (once per law, loss and residual scale) the batched solver."""
-    key = (_law_key(law), loss, float(delta), residuals)
+    key = (law_key(law), loss, float(delta), residuals)
     if key in _CACHE:
         return _CACHE[key]
-    jax, jnp = _jax()
+    jax, jnp = jax_modules()
     d = LAD_DELTA if loss == "lad" else float(delta)
     scale = 1.0 / d if loss == "lad" else 1.0
 
@@ -429,7 +431,7 @@ def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
 
     sig = _programs.shape_key(args)
     x64 = bool(jax.config.jax_enable_x64)
-    key = ("program", "solve", _law_key(law), loss, float(delta), residuals, sig, x64)
+    key = ("program", "solve", law_key(law), loss, float(delta), residuals, sig, x64)
     if key in _CACHE:
         return _CACHE[key]
     base = _build(law, loss, delta, residuals)
@@ -510,7 +512,7 @@ class Problem:
         self.atol = max(
             self.n * (ROUNDING * eps * float(np.max(np.abs(self.observed)))) ** 2, 1e-300
         )
-        jax, _ = _jax()
+        jax, _ = jax_modules()
         with float64():  # device arrays in float64 (the calls below run in the same scope)
             self._x = {
                 k: jax.device_put(_pad_rows(v, self.n, pad))
@@ -798,5 +800,5 @@ class Problem:
 @functools.lru_cache(maxsize=1)
 def jax_version() -> str:
     """Installed JAX version (recorded in results)."""
-    jax, _ = _jax()
+    jax, _ = jax_modules()
     return jax.__version__

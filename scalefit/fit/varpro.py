@@ -33,7 +33,7 @@ import numpy as np
 
 from ..laws.base import Law
 from .build import Optimum
-from .engine import LAD_DELTA, Problem, _jax, _law_key, damped_step, float64, robust_rho
+from .engine import LAD_DELTA, Problem, damped_step, float64, jax_modules, law_key, robust_rho
 from .lsq import BEST_ATOL_FLOORS, BEST_RTOL, POLISH_TOL, JaxBackend, solve_many
 
 #: Most sign-constrained linear coefficients solved by enumerating active sets (2**k systems).
@@ -96,7 +96,7 @@ _BLOCKS: dict[str, LinearBlock] = {}
 
 
 def _detect(law: Law) -> LinearBlock:
-    jax, jnp = _jax()
+    jax, jnp = jax_modules()
     names = law.param_names
     n_par = len(names)
     rng = np.random.default_rng(20260327)
@@ -157,7 +157,7 @@ def linear_block(law: Law) -> LinearBlock:
     >>> linear_block(get_law("chinchilla")).linear
     ('E', 'A', 'B')
     """
-    key = _law_key(law)
+    key = law_key(law)
     if key not in _BLOCKS:
         _BLOCKS[key] = _detect(law)
     return _BLOCKS[key]
@@ -182,10 +182,10 @@ def _subsets(nonneg: tuple[bool, ...]) -> np.ndarray:
 
 def _build(law: Law, block: LinearBlock, loss: str, delta: float):
     """The vmapped reduced solver for (law, loss, delta), compiled once per shapes."""
-    key = (_law_key(law), block, loss, float(delta))
+    key = (law_key(law), block, loss, float(delta))
     if key in _CACHE:
         return _CACHE[key]
-    jax, jnp = _jax()
+    jax, jnp = jax_modules()
     names = law.param_names
     lin_idx = [names.index(n) for n in block.linear]
     nl_idx = [names.index(n) for n in block.nonlinear]
