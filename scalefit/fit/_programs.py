@@ -310,7 +310,11 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
 
     # float64 is scoped (``jax.enable_x64``), so it is read at every call, not once per process
     x64 = f"x64={bool(jax.config.jax_enable_x64)}"
-    text = "\n".join([key, _versions(), x64, signature(args)])
+    from .device import forced_platform
+
+    platform = forced_platform()  # a block moved to the CPU on a GPU machine (fit.device)
+    where = f"platform={platform or 'default'}"
+    text = "\n".join([key, _versions(), x64, where, signature(args)])
     digest = hashlib.sha256(text.encode()).hexdigest()[:32]
     path = root / f"{digest}.jaxexport"
     exported, data = None, b""
@@ -322,7 +326,8 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
             exported = None
     if exported is None:
         try:
-            exported = jax.export.export(fn)(*args)
+            platforms = None if platform is None else (platform,)
+            exported = jax.export.export(fn, platforms=platforms)(*args)
             data = bytes(exported.serialize())
             root.mkdir(parents=True, exist_ok=True)
             _write_atomic(path, data)

@@ -22,6 +22,7 @@ from .bootstrap import CI_METHODS
 from .bootstrap import bootstrap as run_bootstrap
 from .build import FitSettings
 from .data import as_table, names_read, resolve_weights
+from .device import fit_device, on_device
 from .engine import LOSSES
 from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
 from .lsq import JaxBackend, least_squares
@@ -224,32 +225,33 @@ def fit(
         backend = VarproBackend(progress=progress)
     else:
         backend = JaxBackend(progress=progress)
-    res = least_squares(tab, law_obj, settings, backend=backend)
-    if bootstrap:
-        res = run_bootstrap(
-            res,
-            tab,
-            bootstrap,
-            boot_starts=boot_starts,
-            cluster=cluster,
-            seed=seed,
-            ci_prob=ci_prob,
-            ci_method=ci_method,
-            progress=progress,
-        )
-    if holdout is not None:
-        res = res.replace(
-            holdout=holdout_check(
+    with on_device(fit_device(len(tab), settings.starts)):  # small fits: the CPU (fit.device)
+        res = least_squares(tab, law_obj, settings, backend=backend)
+        if bootstrap:
+            res = run_bootstrap(
+                res,
                 tab,
-                law_obj,
-                holdout,
-                settings,
-                backend=backend,
-                bootstrap=min(bootstrap, 200) or 200,
+                bootstrap,
+                boot_starts=boot_starts,
+                cluster=cluster,
+                seed=seed,
+                ci_prob=ci_prob,
+                ci_method=ci_method,
                 progress=progress,
-                predictive=predictive,
             )
-        )
+        if holdout is not None:
+            res = res.replace(
+                holdout=holdout_check(
+                    tab,
+                    law_obj,
+                    holdout,
+                    settings,
+                    backend=backend,
+                    bootstrap=min(bootstrap, 200) or 200,
+                    progress=progress,
+                    predictive=predictive,
+                )
+            )
     for w in res.warnings:
         warnings.warn(w, ConvergenceWarning, stacklevel=2)
     return res

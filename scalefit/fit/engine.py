@@ -431,7 +431,10 @@ def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
 
     sig = _programs.shape_key(args)
     x64 = bool(jax.config.jax_enable_x64)
-    key = ("program", "solve", law_key(law), loss, float(delta), residuals, sig, x64)
+    from .device import forced_platform
+
+    where = forced_platform()  # a program for the CPU is not one for the default device
+    key = ("program", "solve", law_key(law), loss, float(delta), residuals, sig, x64, where)
     if key in _CACHE:
         return _CACHE[key]
     base = _build(law, loss, delta, residuals)
