@@ -26,12 +26,15 @@ import pandas as pd
 from .._validation import Interval, IsType, Options, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
+from ..laws.base import outside_range
 from .data import as_table
 from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_psi, robust_rho
 from .lsq import solve_many
 from .result import FitResult
 
 CI_METHODS = ("percentile", "bca")
+#: Intervals are reported only when at least this share of the resamples converged.
+MIN_CONVERGED_SHARE = 0.8
 
 
 def _problem(res: FitResult, tab: pd.DataFrame) -> Problem:
@@ -301,15 +304,26 @@ def bootstrap(
     ok = np.isfinite(best_obj)
     pub = law.to_public(zb, problem.refs)
     draws = np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])
+    # a resample that ends outside a declared range is not a valid fit of the law: failed
+    # (validity conditions; and hard constraints, which the resamples do not re-solve on a bound)
+    ranged = ok & (
+        outside_range(law, draws, "validity").any(axis=1)
+        | outside_range(law, draws, "constraint").any(axis=1)
+    )
+    ok &= ~ranged
     draws[~ok] = np.nan
     good = draws[ok]
     warns = list(res.warnings)
-    if len(good) < 2:
-        # Too few usable resamples (e.g. a 4-row table and a 3-parameter law): no interval.
+    share = float(ok.sum()) / n_boot
+    if share < MIN_CONVERGED_SHARE or len(good) < 2:
+        # Too few usable resamples (e.g. a 4-row table and a 3-parameter law): their spread
+        # says nothing about the parameters' uncertainty, so there is no interval.
         bounds = np.full((len(law.params), 2), np.nan)
         warns.append(
-            f"bootstrap gave no interval: only {len(good)} of {n_boot} resamples were usable "
-            f"({int(degenerate.sum())} had no more distinct design points than parameters)."
+            f"bootstrap interval n/a: only {int(ok.sum())} of {n_boot} resamples converged "
+            f"({share:.0%}, below the {MIN_CONVERGED_SHARE:.0%} needed; "
+            f"{int(degenerate.sum())} had no more distinct design points than parameters, "
+            f"{int(ranged.sum())} left a declared range)."
         )
     elif ci_method == "bca":
         one_step = large and _clusters(tab, cluster)[1] > JACK_REFITS
@@ -318,6 +332,19 @@ def bootstrap(
         bounds = _bca(good, theta, jack, ci_prob)
     else:
         bounds = np.quantile(good, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0).T
+    pinned = set(res.diagnostics.get("at_bound", ()))
+    for i, name in enumerate(law.param_names):
+        lo, hi = bounds[i]
+        width = hi - lo
+        if np.isfinite(width) and width <= 1e-12 * max(abs(lo), abs(hi)) and name not in pinned:
+            # every usable resample gave the same value, yet the fit does not pin the parameter
+            # (on a bound): the resamples did not vary the data that decide it
+            bounds[i] = np.nan
+            warns.append(
+                f"bootstrap interval of {name} n/a: all {int(ok.sum())} usable resamples gave "
+                f"the same value {lo:.6g} (a zero-width interval for a parameter that is not "
+                "pinned on a bound)."
+            )
     ci = {
         name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(law.param_names)
     }
@@ -330,6 +357,8 @@ def bootstrap(
         **res.diagnostics,
         "n_boot": int(n_boot),
         "boot_failed": int((~ok).sum()),
+        "boot_converged_share": share,
+        "boot_out_of_range": int(ranged.sum()),
         "boot_degenerate": int(degenerate.sum()),
         "resample": f"clusters of {cluster!r}" if cluster else "rows",
         "boot_starts": int(boot_starts),
@@ -348,20 +377,13 @@ def bootstrap(
         "cluster": cluster,
         "ci_method": ci_method,
     }
-    if (~ok).any():
+    if (~ok).any() and share >= MIN_CONVERGED_SHARE:
         warns.append(
             f"{int((~ok).sum())} of {n_boot} bootstrap resamples failed "
             f"({int(degenerate.sum())} with no more distinct design points than parameters, "
-            f"the rest not converged); intervals use the {int(ok.sum())} others."
+            f"{int(ranged.sum())} outside a declared range, the rest not converged); intervals "
+            f"use the {int(ok.sum())} others ({share:.0%})."
         )
-    for p in law.params:
-        lo, hi = ci[p.name]
-        if np.isfinite(lo) and (lo < p.bounds[0] or hi > p.bounds[1]):
-            warns.append(
-                f"the bootstrap interval of {p.name} [{lo:.3g}, {hi:.3g}] leaves its declared "
-                f"range [{p.bounds[0]:g}, {p.bounds[1]:g}]: some resamples fit a different "
-                f"regime; the data do not pin {p.name} down."
-            )
     for i, j in zip(*iu, strict=True):
         if abs(zc[i, j]) > 0.99:
             a, b = law.param_names[i], law.param_names[j]
