@@ -336,7 +336,7 @@ def bootstrap(
     for i, name in enumerate(law.param_names):
         lo, hi = bounds[i]
         width = hi - lo
-        if np.isfinite(width) and width <= 1e-12 * max(abs(lo), abs(hi)) and name not in pinned:
+        if np.isfinite(width) and width <= 1e-9 * max(abs(lo), abs(hi)) and name not in pinned:
             # every usable resample gave the same value, yet the fit does not pin the parameter
             # (on a bound): the resamples did not vary the data that decide it
             bounds[i] = np.nan
