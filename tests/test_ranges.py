@@ -136,3 +136,15 @@ def test_toy_law_exponent_outside_its_range_is_not_converged():
         pytest.fail(f"test design gave alpha {res.params['alpha']}")
     assert not res.converged
     assert "alpha = " in res.warnings[0] and "physical range [0, 5]" in res.warnings[0]
+
+
+def test_bootstrap_holds_constrained_resamples_on_the_bound():
+    tab = _power_table(1.5)
+    res = _quiet_fit(tab, _power_law("constraint"), starts=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        boot = scalefit.bootstrap(res, tab, 30, seed=0)
+    assert boot.diagnostics["boot_converged_share"] == 1.0
+    assert boot.ci["b"] == (1.0, 1.0)  # pinned on its bound in every resample: not n/a
+    lo, hi = boot.ci["a"]
+    assert lo < res.params["a"] < hi

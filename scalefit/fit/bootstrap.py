@@ -300,12 +300,15 @@ def bootstrap(
             for q in range(len(r)):
                 if j[q] == 0 or obj_ok[q] < best_obj[r[q]]:
                     best_obj[r[q]], best[r[q]], zb[r[q]] = obj_ok[q], j[q], z[q]
+            sl = slice(first, first + m)
+            _hold_resamples(problem, zb[sl], counts, best_obj[sl])
             bar.update(len(idx))
     ok = np.isfinite(best_obj)
     pub = law.to_public(zb, problem.refs)
     draws = np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])
     # a resample that ends outside a declared range is not a valid fit of the law: failed
-    # (validity conditions; and hard constraints, which the resamples do not re-solve on a bound)
+    # (validity conditions; a hard constraint was held on its bound by _hold_resamples, so
+    # only a held refit that left another constraint range counts here)
     ranged = ok & (
         outside_range(law, draws, "validity").any(axis=1)
         | outside_range(law, draws, "constraint").any(axis=1)
@@ -401,6 +404,58 @@ def bootstrap(
         conventions=conventions,
         extras=dict(res.extras),
     )
+
+
+def _hold_resamples(
+    problem: Problem, zb: np.ndarray, counts: np.ndarray, best_obj: np.ndarray
+) -> None:
+    """Hold resamples that left a hard-constraint range on the bound (in place).
+
+    The resample's parameters outside a ``range_kind="constraint"`` range are held at the
+    nearest bound and the others refitted from its solution, weighted by its counts (the same
+    active set as :func:`scalefit.fit.build.hold_constraints`, one step); a refit that does not
+    converge marks the resample failed.
+    """
+    from .build import _reduced_problem
+
+    law = problem.law
+    if not any(p.range_kind == "constraint" for p in law.params):
+        return
+    pub = law.to_public(zb, problem.refs)
+    theta = np.column_stack([np.asarray(pub[n], dtype=float) for n in law.param_names])
+    out = outside_range(law, theta, "constraint")
+    variants: dict[tuple, list[int]] = {}
+    for i in np.flatnonzero(out.any(axis=1) & np.isfinite(best_obj)):
+        held = tuple(
+            (p.name, float(np.clip(theta[i, c], *p.bounds)))
+            for c, p in enumerate(law.params)
+            if out[i, c]
+        )
+        variants.setdefault(held, []).append(int(i))
+    for held, rows in variants.items():
+        sub = _reduced_problem(problem, dict(held))
+        red = sub.law
+        cols = [law.param_names.index(n) for n in red.param_names]
+        z0 = np.array(
+            [
+                red.to_internal(
+                    {
+                        n: float(np.clip(theta[i, c], *law.params[c].bounds))
+                        for n, c in zip(red.param_names, cols, strict=True)
+                    },
+                    sub.refs,
+                )
+                for i in rows
+            ]
+        )
+        z, obj, conv, _ = solve_many(sub, z0, counts[rows], progress=False)
+        for q, i in enumerate(rows):
+            if conv[q] and np.isfinite(obj[q]):
+                values = {k: float(v) for k, v in red.to_public(z[q], sub.refs).items()}
+                zb[i] = law.to_internal({**dict(held), **values}, problem.refs)
+                best_obj[i] = obj[q]
+            else:
+                best_obj[i] = np.inf
 
 
 #: Large tables refit every jackknife value (BCa) when they have at most this many rows or

@@ -29,6 +29,8 @@ from ..errors import ScaleFitError
 Kind = Literal["coef", "positive", "floor", "exponent", "free"]
 #: What a declared range means (see :class:`Param`).
 RangeKind = Literal["constraint", "validity"]
+#: Relative slack of the range tests (a value held on a bound, mapped through log and exp).
+RANGE_RTOL = 1e-12
 #: Kinds fitted in log coordinates: their lower bound 0 is kept by the coordinates themselves.
 LOG_KINDS = ("coef", "positive", "floor")
 
@@ -434,9 +436,13 @@ def outside_range(law: Law, values: Any, kind: RangeKind) -> np.ndarray:
             continue
         lo, hi = p.bounds
         col = v[..., i]
+        # a value on the bound that went through log/exp may sit an ulp outside
+        tol_lo, tol_hi = (
+            RANGE_RTOL * max(1.0, abs(b)) if np.isfinite(b) else 0.0 for b in (lo, hi)
+        )
         with np.errstate(invalid="ignore"):
-            below = (col < lo) & (p.kind not in LOG_KINDS)
-            out[..., i] = below | (col > hi)
+            below = (col < lo - tol_lo) & (p.kind not in LOG_KINDS)
+            out[..., i] = below | (col > hi + tol_hi)
     return out
 
 
