@@ -72,8 +72,8 @@ def test_bundled_demo_marks_the_unpinned_exponent_not_identified_everywhere(bund
 
     out, text = bundled_demo
     res = FitResult.load(out / "fit.json")
-    lo, hi = res.ci["a_depth"]
-    assert lo < 0  # the interval leaves a_depth's declared range [0, 5]
+    # many resamples put a_depth outside its declared range [0, 5]
+    assert res.diagnostics["boot_out_of_range_share"]["a_depth"] > 0.025
     assert "a_depth" in res.not_identified and not res.identified
     assert not res.summary().loc["a_depth", "identified"]
     assert np.isnan(res.summary().loc["a_depth", "stderr"])

@@ -2,7 +2,7 @@
 
 Reads ``toy/cpu_results.csv`` (recorded by ``toy/record_cpu.py`` from ``scalefit toy run
 toy/cpu.toml``) and fits ``depth_power`` (L = c/ℓ^α + L0) per teacher and checkpoint with
-:func:`scalefit.sim.analysis.fit_depth_exponents`, the function behind ``scalefit toy fit``, with
+:func:`scalefit.workflows.toy.fit_depth_exponents`, the function behind ``scalefit toy fit``, with
 the command's settings (200 bootstrap resamples, seed 0). The recorded ``toy/cpu_alpha.csv`` is
 that command's output; the section says whether the two agree.
 """
@@ -24,7 +24,8 @@ CMD = (
 
 def alphas() -> pd.DataFrame:
     """α_ℓ per teacher and checkpoint, exactly as ``scalefit toy fit`` computes it."""
-    from scalefit.sim.analysis import fit_depth_exponents, load_results
+    from scalefit.sim.analysis import load_results
+    from scalefit.workflows.toy import fit_depth_exponents
 
     return fit_depth_exponents(load_results(str(TOY / "cpu_results.csv")), bootstrap=BOOT, seed=0)
 

@@ -45,7 +45,16 @@ def resolve(
             raise ScaleFitError("pass either a FitResult or params, not both.")
         law = source.law
         point = {k: float(v) for k, v in source.params.items()}
-        _check_allocatable(law, point)
+        try:
+            _check_allocatable(law, point)
+        except ScaleFitError as exc:
+            failed = source.diagnostics.get("checks_failed") or []
+            if source.converged or not failed:
+                raise
+            raise ScaleFitError(
+                f"the {law.name!r} fit did not converge ({'; '.join(failed)}), so it has no "
+                f"allocation: {exc}"
+            ) from None
         draws = None
         if source.draws is not None and len(source.draws):
             d = np.asarray(source.draws, dtype=float)

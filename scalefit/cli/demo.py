@@ -209,10 +209,16 @@ def unpinned_reasons(result) -> tuple[str, ...]:
     """Why each parameter in ``result.not_identified`` is not pinned down, one phrase each."""
     out = []
     bounds = {p.name: p.bounds for p in result.law.params}
+    outside = result.diagnostics.get("boot_out_of_range_share") or {}
     for name in result.not_identified:
         lo, hi = result.ci.get(name, (np.nan, np.nan))
         b = bounds.get(name)
-        if b and np.isfinite(lo) and (lo < b[0] or hi > b[1]):
+        if b and outside.get(name):
+            out.append(
+                f"{outside[name]:.0%} of the bootstrap resamples put {name} outside its declared "
+                f"range [{b[0]:g}, {b[1]:g}]"
+            )
+        elif b and np.isfinite(lo) and (lo < b[0] or hi > b[1]):
             out.append(
                 f"the bootstrap interval of {name}, [{lo:.3g}, {hi:.3g}], leaves its declared "
                 f"range [{b[0]:g}, {b[1]:g}]"

@@ -26,12 +26,15 @@ import pandas as pd
 from .._validation import Interval, IsType, Options, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
+from ..laws.base import outside_range
 from .data import as_table
 from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_psi, robust_rho
 from .lsq import solve_many
 from .result import FitResult
 
 CI_METHODS = ("percentile", "bca")
+#: Intervals are reported only when at least this share of the resamples converged.
+MIN_CONVERGED_SHARE = 0.8
 
 
 def _problem(res: FitResult, tab: pd.DataFrame) -> Problem:
@@ -297,19 +300,36 @@ def bootstrap(
             for q in range(len(r)):
                 if j[q] == 0 or obj_ok[q] < best_obj[r[q]]:
                     best_obj[r[q]], best[r[q]], zb[r[q]] = obj_ok[q], j[q], z[q]
+            sl = slice(first, first + m)
+            _hold_resamples(problem, zb[sl], counts, best_obj[sl])
             bar.update(len(idx))
     ok = np.isfinite(best_obj)
     pub = law.to_public(zb, problem.refs)
     draws = np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])
+    # a resample that ends outside a declared range is not a valid fit of the law: failed
+    # (validity conditions; a hard constraint was held on its bound by _hold_resamples, so
+    # only a held refit that left another constraint range counts here)
+    outside = outside_range(law, draws, "validity") | outside_range(law, draws, "constraint")
+    ranged = ok & outside.any(axis=1)
+    converged = ok.copy()
+    # per parameter: the share of converged resamples that put it outside its declared range
+    out_share = outside[converged].mean(axis=0) if converged.any() else np.zeros(len(law.params))
+    ok &= ~ranged
     draws[~ok] = np.nan
     good = draws[ok]
     warns = list(res.warnings)
-    if len(good) < 2:
-        # Too few usable resamples (e.g. a 4-row table and a 3-parameter law): no interval.
+    # resamples that converged outside a range are fits, not failures: they say the data do not
+    # pin that parameter (below); the interval uses the ones inside every range
+    share = float(converged.sum()) / n_boot
+    if share < MIN_CONVERGED_SHARE or len(good) < 2:
+        # Too few usable resamples (e.g. a 4-row table and a 3-parameter law): their spread
+        # says nothing about the parameters' uncertainty, so there is no interval.
         bounds = np.full((len(law.params), 2), np.nan)
         warns.append(
-            f"bootstrap gave no interval: only {len(good)} of {n_boot} resamples were usable "
-            f"({int(degenerate.sum())} had no more distinct design points than parameters)."
+            f"bootstrap interval n/a: only {int(ok.sum())} of {n_boot} resamples converged "
+            f"({share:.0%}, below the {MIN_CONVERGED_SHARE:.0%} needed; "
+            f"{int(degenerate.sum())} had no more distinct design points than parameters, "
+            f"{int(ranged.sum())} left a declared range)."
         )
     elif ci_method == "bca":
         one_step = large and _clusters(tab, cluster)[1] > JACK_REFITS
@@ -318,6 +338,19 @@ def bootstrap(
         bounds = _bca(good, theta, jack, ci_prob)
     else:
         bounds = np.quantile(good, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0).T
+    pinned = set(res.diagnostics.get("at_bound", ()))
+    for i, name in enumerate(law.param_names):
+        lo, hi = bounds[i]
+        width = hi - lo
+        if np.isfinite(width) and width <= 1e-9 * max(abs(lo), abs(hi)) and name not in pinned:
+            # every usable resample gave the same value, yet the fit does not pin the parameter
+            # (on a bound): the resamples did not vary the data that decide it
+            bounds[i] = np.nan
+            warns.append(
+                f"bootstrap interval of {name} n/a: all {int(ok.sum())} usable resamples gave "
+                f"the same value {lo:.6g} (a zero-width interval for a parameter that is not "
+                "pinned on a bound)."
+            )
     ci = {
         name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(law.param_names)
     }
@@ -330,6 +363,11 @@ def bootstrap(
         **res.diagnostics,
         "n_boot": int(n_boot),
         "boot_failed": int((~ok).sum()),
+        "boot_converged_share": share,
+        "boot_out_of_range": int(ranged.sum()),
+        "boot_out_of_range_share": {
+            name: float(out_share[i]) for i, name in enumerate(law.param_names) if out_share[i]
+        },
         "boot_degenerate": int(degenerate.sum()),
         "resample": f"clusters of {cluster!r}" if cluster else "rows",
         "boot_starts": int(boot_starts),
@@ -348,21 +386,21 @@ def bootstrap(
         "cluster": cluster,
         "ci_method": ci_method,
     }
-    if (~ok).any():
+    if (~ok).any() and share >= MIN_CONVERGED_SHARE:
         warns.append(
-            f"{int((~ok).sum())} of {n_boot} bootstrap resamples failed "
+            f"{int((~converged).sum())} of {n_boot} bootstrap resamples failed "
             f"({int(degenerate.sum())} with no more distinct design points than parameters, "
-            f"the rest not converged); intervals use the {int(ok.sum())} others."
+            f"the rest not converged) and {int(ranged.sum())} converged outside a declared "
+            f"range; intervals use the {int(ok.sum())} others ({ok.mean():.0%})."
         )
-    unpinned = []  # an interval outside the declared range: the parameter is not identified
-    for p in law.params:
-        lo, hi = ci[p.name]
-        if np.isfinite(lo) and (lo < p.bounds[0] or hi > p.bounds[1]):
+    unpinned = []  # resamples often outside the declared range: the parameter is not identified
+    for i, p in enumerate(law.params):
+        if out_share[i] > (1 - ci_prob) / 2:
             unpinned.append(p.name)
             warns.append(
-                f"the bootstrap interval of {p.name} [{lo:.3g}, {hi:.3g}] leaves its declared "
-                f"range [{p.bounds[0]:g}, {p.bounds[1]:g}]: some resamples fit a different "
-                f"regime; the data do not pin {p.name} down."
+                f"{out_share[i]:.0%} of the converged bootstrap resamples put {p.name} outside its "
+                f"declared range [{p.bounds[0]:g}, {p.bounds[1]:g}]: the data do not pin "
+                f"{p.name} down (its interval uses the resamples inside the range)."
             )
     for i, j in zip(*iu, strict=True):
         if abs(zc[i, j]) > 0.99:
@@ -382,6 +420,58 @@ def bootstrap(
         not_identified=tuple(dict.fromkeys((*res.not_identified, *unpinned))),
         extras=dict(res.extras),
     )
+
+
+def _hold_resamples(
+    problem: Problem, zb: np.ndarray, counts: np.ndarray, best_obj: np.ndarray
+) -> None:
+    """Hold resamples that left a hard-constraint range on the bound (in place).
+
+    The resample's parameters outside a ``range_kind="constraint"`` range are held at the
+    nearest bound and the others refitted from its solution, weighted by its counts (the same
+    active set as :func:`scalefit.fit.build.hold_constraints`, one step); a refit that does not
+    converge marks the resample failed.
+    """
+    from .build import _reduced_problem
+
+    law = problem.law
+    if not any(p.range_kind == "constraint" for p in law.params):
+        return
+    pub = law.to_public(zb, problem.refs)
+    theta = np.column_stack([np.asarray(pub[n], dtype=float) for n in law.param_names])
+    out = outside_range(law, theta, "constraint")
+    variants: dict[tuple, list[int]] = {}
+    for i in np.flatnonzero(out.any(axis=1) & np.isfinite(best_obj)):
+        held = tuple(
+            (p.name, float(np.clip(theta[i, c], *p.bounds)))
+            for c, p in enumerate(law.params)
+            if out[i, c]
+        )
+        variants.setdefault(held, []).append(int(i))
+    for held, rows in variants.items():
+        sub = _reduced_problem(problem, dict(held))
+        red = sub.law
+        cols = [law.param_names.index(n) for n in red.param_names]
+        z0 = np.array(
+            [
+                red.to_internal(
+                    {
+                        n: float(np.clip(theta[i, c], *law.params[c].bounds))
+                        for n, c in zip(red.param_names, cols, strict=True)
+                    },
+                    sub.refs,
+                )
+                for i in rows
+            ]
+        )
+        z, obj, conv, _ = solve_many(sub, z0, counts[rows], progress=False)
+        for q, i in enumerate(rows):
+            if conv[q] and np.isfinite(obj[q]):
+                values = {k: float(v) for k, v in red.to_public(z[q], sub.refs).items()}
+                zb[i] = law.to_internal({**dict(held), **values}, problem.refs)
+                best_obj[i] = obj[q]
+            else:
+                best_obj[i] = np.inf
 
 
 #: Large tables refit every jackknife value (BCa) when they have at most this many rows or

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..laws.base import outside_range, range_text, sample_starts, validity_reasons
 from .checks import check_point
 from .engine import Problem, jax_version
 from .observation import metrics
@@ -91,48 +92,163 @@ def conventions(tab: pd.DataFrame, law, settings: FitSettings, refs) -> dict[str
     }
 
 
+#: Random starts of each active-set re-solve (besides the clipped point).
+HELD_STARTS = 32
+
+
+def _reduced_problem(problem: Problem, held: Mapping[str, float]) -> Problem:
+    """``problem`` with the parameters in ``held`` kept at those values (not fitted)."""
+    return Problem(
+        problem.law.fixing(held),
+        problem.inputs,
+        problem._y,
+        loss=problem.loss,
+        delta=problem.delta,
+        refs=problem.refs,
+        residuals=problem.residuals,
+        weights=problem.weights,
+    )
+
+
+def hold_constraints(
+    problem: Problem, z: np.ndarray, *, seed: int = 0, starts: int = HELD_STARTS
+) -> tuple[Problem, np.ndarray, dict[str, float], Any] | None:
+    """The active set for hard-constraint ranges (``Param.range_kind == "constraint"``).
+
+    When the unconstrained optimum ``z`` leaves a constraint range, the parameters outside are
+    held at their nearest bound and the rest re-fitted (from the clipped point and ``starts``
+    random starts); a parameter the re-fit pushes outside is added, until none is.
+
+    Returns
+    -------
+    tuple or None
+        ``(reduced problem, its optimum z, held values, its Optimum)``, or None when ``z`` is
+        inside every constraint range.
+    """
+    law = problem.law
+    pub = {k: float(v) for k, v in law.to_public(z, problem.refs).items()}
+    held: dict[str, float] = {}
+    for _ in range(len(law.params)):
+        theta = np.array([pub[n] for n in law.param_names])
+        out = outside_range(law, theta, "constraint")
+        new = {
+            p.name: float(np.clip(pub[p.name], *p.bounds))
+            for i, p in enumerate(law.params)
+            if out[i] and p.name not in held
+        }
+        if not new:
+            break
+        held.update(new)
+        sub = _reduced_problem(problem, held)
+        red = sub.law
+        inside = {n: float(np.clip(pub[n], *law.param(n).bounds)) for n in red.param_names}
+        y = np.abs(problem._y) if np.all(problem._y > 0) else np.abs(problem._y) + 1.0
+        z0 = sample_starts(
+            red, starts + 1, y, seed=seed + 104729, include=[red.to_internal(inside, sub.refs)]
+        )
+        opt = _solve_held(sub, z0)
+        pub = {**held, **{k: float(v) for k, v in red.to_public(opt.z, sub.refs).items()}}
+    if not held:
+        return None
+    return sub, np.asarray(opt.z, dtype=float), held, opt
+
+
+def _solve_held(sub: Problem, z0: np.ndarray) -> Optimum:
+    """Every start of the reduced problem, then the best polished to a tight tolerance."""
+    sol = sub.solve(z0)
+    obj = np.where(np.isfinite(sol.objective), sol.objective, np.inf)
+    best = int(np.argmin(obj))
+    pol = sub.solve(sol.z[best][None, :], tol=1e-18)
+    if np.isfinite(pol.objective[0]) and pol.objective[0] <= obj[best]:
+        z, f, conv = (
+            pol.z[0],
+            float(pol.objective[0]),
+            bool(pol.converged[0] or sol.converged[best]),
+        )
+    else:
+        z, f, conv = sol.z[best], float(obj[best]), bool(sol.converged[best])
+    return Optimum(z=z, objective=f, solver_converged=conv, method="jax")
+
+
+def _expand(law, red, values: Mapping[str, float], fill: float) -> dict[str, float]:
+    return {n: float(values[n]) if n in red.param_names else fill for n in law.param_names}
+
+
+def _expand_corr(law, red, corr: np.ndarray) -> np.ndarray:
+    idx = [law.param_names.index(n) for n in red.param_names]
+    full = np.full((len(law.params),) * 2, np.nan)
+    full[np.ix_(idx, idx)] = corr
+    return full
+
+
 def build_result(
     problem: Problem, tab: pd.DataFrame, optimum: Optimum, settings: FitSettings
 ) -> FitResult:
     """Check the optimum, compute metrics and uncertainty, and assemble the result.
 
     ``converged`` is true only when the backend's own test passed *and* every local check of
-    :func:`scalefit.fit.checks.check_point` holds; otherwise the first warning says which
-    parameter failed and why.
+    :func:`scalefit.fit.checks.check_point` holds *and* no parameter lies outside a range its
+    law declares a validity condition; otherwise the first warning says which parameter failed
+    and why. A parameter whose range is a hard constraint is kept inside by
+    :func:`hold_constraints`; one held on its bound (or a log-coordinate parameter that ran to
+    0) is listed in ``diagnostics["at_bound"]``, with a NaN standard error.
     """
     law = problem.law
     y = tab["loss"].to_numpy(dtype=float)
     z = np.asarray(optimum.z, dtype=float)
-    pub = {k: float(v) for k, v in law.to_public(z, problem.refs).items()}
-    pred = np.asarray(law.evaluate(pub, tab), dtype=float)
     scale = float(np.log(np.min(np.abs(y[y != 0])))) if np.any(y != 0) else 0.0
-    check = check_point(problem, z, solver_converged=optimum.solver_converged, scale=scale)
+    active = hold_constraints(problem, z, seed=settings.seed)
+    held: dict[str, float] = {}
+    if active is None:
+        pub = {k: float(v) for k, v in law.to_public(z, problem.refs).items()}
+        check = check_point(problem, z, solver_converged=optimum.solver_converged, scale=scale)
+        stderr, corr = check.stderr, check.corr
+    else:
+        sub, zr, held, opt = active
+        red = sub.law
+        pub = {**held, **{k: float(v) for k, v in red.to_public(zr, sub.refs).items()}}
+        pub = {n: pub[n] for n in law.param_names}
+        z = law.to_internal(pub, problem.refs)
+        check = check_point(sub, zr, solver_converged=opt.solver_converged, scale=scale)
+        stderr = _expand(law, red, check.stderr, float("nan"))
+        corr = _expand_corr(law, red, check.corr)
+    pred = np.asarray(law.evaluate(pub, tab), dtype=float)
+    ranges = validity_reasons(law, pub)
+    at_bound = [n for n in law.param_names if n in held or n in check.at_zero]
+    reasons = list(check.reasons) + ranges
     warns: list[str] = []
-    if not check.ok:
-        warns.append("not converged: " + "; ".join(check.reasons) + ".")
+    if reasons:
+        warns.append("not converged: " + "; ".join(reasons) + ".")
+    for n, v in held.items():
+        warns.append(
+            f"{n} = {v:.4g} is at the bound of its range {range_text(law.param(n))}, a hard "
+            f"constraint of the law {law.name!r}: the unconstrained optimum lies outside "
+            "(at bound; no standard error)."
+        )
     warns.extend(check.warnings)
     warns.extend(optimum.warnings)
     diagnostics = {
         **optimum.diagnostics,
         "grad_max": check.grad_max,
         "hessian_cond": check.cond,
-        "checks_failed": list(check.reasons),
+        "checks_failed": reasons,
+        "at_bound": at_bound,
     }
     return FitResult(
         law=law,
         params=pub,
         method=optimum.method,
-        objective=float(optimum.objective),
-        converged=bool(check.ok),
+        objective=float(optimum.objective if active is None else active[3].objective),
+        converged=not reasons,
         n_rows=len(tab),
         metrics=metrics(y, pred),
-        stderr=check.stderr,
-        corr=np.round(check.corr, 6).tolist(),
+        stderr=stderr,
+        corr=np.round(corr, 6).tolist(),
         ci_prob=settings.ci_prob,
         warnings=tuple(warns),
-        internal=z.tolist(),
+        internal=np.asarray(z, dtype=float).tolist(),
         refs=dict(problem.refs),
-        not_identified=check.not_identified,
+        not_identified=tuple(n for n in check.not_identified if n not in held),
         diagnostics=diagnostics,
         conventions=conventions(tab, law, settings, problem.refs),
         extras={"problem": problem, **optimum.extras},

@@ -63,6 +63,8 @@ class LocalCheck:
     cond: float
     grad_max: float
     info: dict = field(default_factory=dict)
+    #: Log-coordinate parameters that ran to their lower bound 0 (at bound).
+    at_zero: tuple[str, ...] = ()
 
 
 def _unit_diag(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -350,12 +352,8 @@ def check_point(
             + " are not identified (their standard errors mean nothing; use a bootstrap or "
             "posterior interval, or a profile)."
         )
-    for i in range(len(names)):
-        lo, hi = law.params[i].bounds
-        if i not in at_zero and not (lo <= theta[i] <= hi):
-            warns.append(
-                f"{names[i]} = {theta[i]:.4g} is outside its declared range [{lo:g}, {hi:g}]."
-            )
+    # declared ranges (validity conditions, hard constraints) are judged by the caller
+    # (scalefit.fit.build.build_result), which knows which parameters it held on a bound
     return LocalCheck(
         ok=not reasons,
         reasons=tuple(reasons),
@@ -366,4 +364,5 @@ def check_point(
         cond=cond,
         grad_max=float(np.max(np.abs(loc["grad"]))),
         info={"sensitivity": dict(zip(names, sens.tolist(), strict=True))},
+        at_zero=tuple(names[i] for i in at_zero),
     )

@@ -50,8 +50,11 @@ def format_report(res: Any) -> str:
     header = f"\n{'param':<10}{'value':>14}{'stderr':>16}"
     header += f"{pct + ' lo':>14}{pct + ' hi':>14}" if res.ci else ""
     lines.append(header)
+    at_bound = set(res.diagnostics.get("at_bound", ()))
     for name, value in res.params.items():
-        if name in res.not_identified:
+        if name in at_bound and not np.isfinite(res.stderr.get(name, np.nan)):
+            se = f"{'at bound':>16}"
+        elif name in res.not_identified:
             se = f"{NOT_IDENTIFIED:>16}"
         elif conv.get("loss") == "lad" and not np.isfinite(res.stderr.get(name, np.nan)):
             se = f"{'n/a: bootstrap':>16}"
@@ -60,13 +63,18 @@ def format_report(res: Any) -> str:
         line = f"{name:<10}{value:>14.6g}{se}"
         if res.ci:
             lo, hi = res.ci.get(name, (np.nan, np.nan))
-            line += f"{lo:>14.6g}{hi:>14.6g}"
+            if np.isfinite(lo) and np.isfinite(hi):
+                line += f"{lo:>14.6g}{hi:>14.6g}"
+            else:
+                line += f"{'n/a':>14}{'n/a':>14}"
         lines.append(line)
     if conv.get("loss") == "lad" and not res.ci:
         lines.append(
             "\nstderr n/a: no asymptotic standard errors for LAD; use the bootstrap "
             "(bootstrap=B in Python, --bootstrap B on the command line) for intervals."
         )
+    if at_bound:
+        lines.append(f"at bound   {', '.join(n for n in res.params if n in at_bound)}")
     if res.not_identified:
         where = (
             "the interval above, which only says how far the draws wander"
@@ -82,7 +90,8 @@ def format_report(res: Any) -> str:
     if d.get("n_boot"):
         lines.append(
             f"\nbootstrap  {d['n_boot']} resamples ({d.get('resample', 'rows')}), "
-            f"{d.get('boot_failed', 0)} not converged, {pct} interval "
+            f"{d['n_boot'] - d.get('boot_failed', 0)} converged "
+            f"({(d['n_boot'] - d.get('boot_failed', 0)) / d['n_boot']:.0%}), {pct} interval "
             f"{conv.get('ci_method', 'percentile')}"
         )
     if res.holdout:

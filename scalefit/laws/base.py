@@ -27,6 +27,12 @@ import numpy as np
 from ..errors import ScaleFitError
 
 Kind = Literal["coef", "positive", "floor", "exponent", "free"]
+#: What a declared range means (see :class:`Param`).
+RangeKind = Literal["constraint", "validity"]
+#: Relative slack of the range tests (a value held on a bound, mapped through log and exp).
+RANGE_RTOL = 1e-12
+#: Kinds fitted in log coordinates: their lower bound 0 is kept by the coordinates themselves.
+LOG_KINDS = ("coef", "positive", "floor")
 
 #: Canonical columns a formula law may read without naming them in ``inputs=``.
 CANONICAL_INPUTS = ("params", "tokens", "flops", "width", "depth")
@@ -53,7 +59,16 @@ class Param:
         Range of random starting values in public units (``exponent``, ``free``, ``positive``;
         log-uniform for ``positive``). ``coef`` and ``floor`` starts are set from the data.
     bounds : tuple of float, optional
-        Public-unit bounds, used by the lmfit method and as prior support.
+        Public-unit range ``(lo, hi)``; also the lmfit method's bounds and the prior's support.
+    range_kind : {"validity", "constraint"}, default "validity"
+        What the range means. ``"validity"``: the law is physically meaningful only inside it,
+        so a fit that ends outside is ``converged=False`` with a reason naming the parameter,
+        its value and the range (and a bootstrap resample that ends outside counts as failed).
+        ``"constraint"``: the solver keeps the parameter inside, and a fit that ends on a bound
+        lists the parameter in ``diagnostics["at_bound"]`` (report line "at bound"). A
+        ``coef``/``positive``/``floor`` parameter is fitted in log coordinates, so its lower
+        bound 0 is always a constraint (it can run to 0, never below; flagged at bound); any
+        other end of its range follows ``range_kind``.
     prior : dict, optional
         Prior in internal coordinates for the Bayesian fitter, e.g.
         ``{"dist": "normal", "loc": 1.0, "scale": 1.0}``; ``None`` uses the kind's default.
@@ -68,6 +83,7 @@ class Param:
     bounds: tuple[float, float] = (-np.inf, np.inf)
     prior: Mapping[str, Any] | None = None
     description: str = ""
+    range_kind: RangeKind = "validity"
 
 
 Expr = Callable[[Any, Mapping[str, Any], Mapping[str, Any]], Any]
@@ -116,6 +132,8 @@ class Law:
     reference: str = ""
     start_points: tuple[dict[str, float], ...] = ()
     spec: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    #: Parameters held at a value (public units) by :meth:`fixing`; not fitted.
+    fixed: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if RESPONSE in self.inputs:
@@ -157,8 +175,9 @@ class Law:
             ``name -> "free" | "positive" | "exponent"``; default ``"free"`` (fitted as is).
             ``positive`` parameters are fitted in log space.
         bounds : mapping, optional
-            ``name -> (lo, hi)``: declared range (reported when the optimum leaves it, used by
-            lmfit and as prior support).
+            ``name -> (lo, hi)``: declared range, a validity condition (a fit that ends outside
+            is not converged, with the reason; see :class:`Param`); also lmfit's bounds and the
+            prior's support.
         starts : mapping, optional
             ``name -> value`` (a deterministic starting point, tried first) or ``(lo, hi)``
             (the range of random starts). Without either, random starts are drawn from the
@@ -301,7 +320,8 @@ class Law:
         for i, p in enumerate(self.params):
             if p.kind == "coef":
                 a_name, var = p.pivot
-                out[p.name] = xp.exp(z[..., i] + out[a_name] * refs[var])
+                a = out[a_name] if a_name in out else self.fixed[a_name]
+                out[p.name] = xp.exp(z[..., i] + a * refs[var])
         return {p.name: out[p.name] for p in self.params}
 
     def to_internal(self, values: Mapping[str, float], refs: Mapping[str, float]) -> np.ndarray:
@@ -315,8 +335,47 @@ class Law:
                 z[i] = np.log(v)
             else:
                 a_name, var = p.pivot
-                z[i] = np.log(v) - float(values[a_name]) * refs[var]
+                a = values[a_name] if a_name in values else self.fixed[a_name]
+                z[i] = np.log(v) - float(a) * refs[var]
         return z
+
+    def fixing(self, values: Mapping[str, float]) -> Law:
+        """The same law with some parameters held at ``values`` (public units) and not fitted.
+
+        Used to keep a parameter whose range is a hard constraint on its bound (the fitter's
+        active set). A coefficient pinned to a held exponent keeps its coordinates.
+
+        Parameters
+        ----------
+        values : mapping
+            ``name -> value`` for parameters of this law.
+
+        Returns
+        -------
+        Law
+            A law over the remaining parameters (``fixed`` holds ``values``).
+        """
+        held = {**dict(self.fixed), **{k: float(v) for k, v in values.items()}}
+        unknown = sorted(set(values) - set(self.param_names))
+        if unknown:
+            raise KeyError(f"law {self.name!r} has no parameters {unknown}")
+        base = self.expr
+        consts = dict(held)
+
+        def expr(xp, p, x):
+            return base(xp, {**consts, **p}, x)
+
+        return Law(
+            name=self.name,
+            inputs=self.inputs,
+            params=tuple(p for p in self.params if p.name not in values),
+            expr=expr,
+            formula=self.formula,
+            features=self.features,
+            options={**self.options, "_held": consts, "_base": id(base)},
+            reference=self.reference,
+            fixed=held,
+        )
 
     def describe(self) -> str:
         """Multi-line description: formula, inputs, parameters."""
@@ -345,6 +404,58 @@ def check_law(law: Law) -> None:
                 )
         if p.kind in ("exponent", "free", "positive") and p.start is None:
             raise ValueError(f"law {law.name!r}: parameter {p.name!r} needs a start range.")
+
+
+def range_text(p: Param) -> str:
+    """A parameter's declared range as text, e.g. ``[0, 5]``."""
+    return f"[{p.bounds[0]:g}, {p.bounds[1]:g}]"
+
+
+def outside_range(law: Law, values: Any, kind: RangeKind) -> np.ndarray:
+    """Which entries of ``values`` leave the declared range of parameters of ``kind``.
+
+    Parameters
+    ----------
+    law : Law
+        The law.
+    values : ndarray, shape (..., n_params)
+        Public parameter values in the law's order (NaN counts as inside).
+    kind : {"validity", "constraint"}
+        Which ranges to test.
+
+    Returns
+    -------
+    ndarray of bool, shape (..., n_params)
+        True where a parameter of that ``range_kind`` lies outside its range. The lower bound
+        of a log-coordinate parameter never counts (its coordinates keep it there).
+    """
+    v = np.asarray(values, dtype=float)
+    out = np.zeros(v.shape, dtype=bool)
+    for i, p in enumerate(law.params):
+        if p.range_kind != kind:
+            continue
+        lo, hi = p.bounds
+        col = v[..., i]
+        # a value on the bound that went through log/exp may sit an ulp outside
+        tol_lo, tol_hi = (
+            RANGE_RTOL * max(1.0, abs(b)) if np.isfinite(b) else 0.0 for b in (lo, hi)
+        )
+        with np.errstate(invalid="ignore"):
+            below = (col < lo - tol_lo) & (p.kind not in LOG_KINDS)
+            out[..., i] = below | (col > hi + tol_hi)
+    return out
+
+
+def validity_reasons(law: Law, values: Mapping[str, float]) -> list[str]:
+    """One reason per parameter outside a range that the law declares a validity condition."""
+    theta = np.array([float(values[n]) for n in law.param_names])
+    bad = outside_range(law, theta, "validity")
+    return [
+        f"{p.name} = {theta[i]:.4g} is outside its physical range {range_text(p)} "
+        f"(the law {law.name!r} is valid only there)"
+        for i, p in enumerate(law.params)
+        if bad[i]
+    ]
 
 
 def sample_starts(

@@ -24,12 +24,31 @@ def inv_power(xp, x, a):
 
 
 def _coef(name: str, exponent: str, x: str, desc: str) -> Param:
-    """A non-negative coefficient ``name`` of the term ``name / x**exponent``."""
-    return Param(name, "coef", pivot=(exponent, x), bounds=(0, float("inf")), description=desc)
+    """A non-negative coefficient ``name`` of the term ``name / x**exponent``.
+
+    Its range ``[0, inf)`` is a hard constraint, kept by its log coordinates: a coefficient that
+    runs to 0 is flagged at bound (the term is not supported by the data).
+    """
+    return Param(
+        name,
+        "coef",
+        pivot=(exponent, x),
+        bounds=(0, float("inf")),
+        description=desc,
+        range_kind="constraint",
+    )
 
 
 def _exponent(name: str, desc: str, start=(0.0, 1.5)) -> Param:
-    return Param(name, "exponent", start=start, bounds=(0.0, 5.0), description=desc)
+    """A decay exponent whose range ``[0, 5]`` is a validity condition.
+
+    A negative exponent means loss that grows with the resource; above 5 the term is a step at
+    the smallest input. Either way the law's reading (a power-law decay) does not hold, so a fit
+    there is not converged (the reason names the parameter) rather than held on a bound.
+    """
+    return Param(
+        name, "exponent", start=start, bounds=(0.0, 5.0), description=desc, range_kind="validity"
+    )
 
 
 # ------------------------------------------------------------------------------ chinchilla
@@ -42,7 +61,12 @@ def _chinchilla_expr(xp, p, x):
 
 
 def chinchilla() -> Law:
-    """Hoffmann et al. (2022): ``L = E + A / params**alpha + B / tokens**beta``."""
+    """Hoffmann et al. (2022): ``L = E + A / params**alpha + B / tokens**beta``.
+
+    Declared ranges: ``A``, ``B`` ≥ 0 and ``E`` ≥ 0 are hard constraints (log coordinates; at
+    bound when one runs to 0); ``alpha``, ``beta`` in [0, 5] and ``E`` ≤ 10 are validity
+    conditions (a fit outside is not converged).
+    """
     return Law(
         name="chinchilla",
         inputs=("params", "tokens"),
@@ -71,7 +95,12 @@ def _decomposed_expr(xp, p, x):
 
 
 def decomposed() -> Law:
-    """Liu et al. Eq. 3: ``L = c_W/W^a_W + c_l/l^a_l + c_T/T^a_T + L0``."""
+    """Liu et al. Eq. 3: ``L = c_W/W^a_W + c_l/l^a_l + c_T/T^a_T + L0``.
+
+    Declared ranges: coefficients and ``L0`` ≥ 0 are hard constraints (log coordinates; at
+    bound when one runs to 0); the exponents in [0, 5] and ``L0`` ≤ 10 are validity conditions
+    (a fit outside is not converged).
+    """
     return Law(
         name="decomposed",
         inputs=("width", "depth", "tokens"),
@@ -104,6 +133,12 @@ def critical_depth(
     (``form="power"``). ``N`` is ``12 depth width^2`` plus embeddings (``vocab * width`` once if
     tied, twice if untied, none if excluded) when ``params_from="accounting"``, or the table's
     ``params`` column when ``params_from="column"``.
+
+    Declared ranges: coefficients ≥ 0 and ``kappa``/``c_crit`` ≥ 0 are hard constraints (log
+    coordinates; at bound when one runs to 0). The exponents in [0, 5] — ``mu`` among them, the
+    ansatz requires a depth penalty that falls with width, μ > 0 — and ``kappa`` ≤ 50,
+    ``c_crit`` ≤ 100, ``a_crit`` in [-1, 2] are validity conditions: a fit outside (e.g.
+    μ < 0) is not converged, with the reason.
     """
     if form not in ("log", "power"):
         raise ValueError(f"form must be 'log' or 'power'; got {form!r}.")
@@ -203,7 +238,12 @@ def _depth_power_expr(xp, p, x):
 
 
 def depth_power() -> Law:
-    """Toy-sweep law ``L = c / depth**alpha + L0``."""
+    """Toy-sweep law ``L = c / depth**alpha + L0``.
+
+    Declared ranges: ``c`` ≥ 0 and ``L0`` ≥ 0 are hard constraints (log coordinates; at bound
+    when one runs to 0); ``alpha`` in [0, 5] is a validity condition (a fit outside, such as an
+    α of 49 where ``c`` runs off to 1e35, is not converged).
+    """
     return Law(
         name="depth_power",
         inputs=("depth",),

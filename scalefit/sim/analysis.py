@@ -21,6 +21,8 @@ GROUP_KEYS = ("teacher_mode", "rho", "temperature", "steps")
 #: Columns added to the group when they vary across the table.
 OPTIONAL_KEYS = ("loss_kind", "block", "width", "teacher_depth", "batch", "total_steps", "lr")
 LOSS_COLUMNS = ("test_loss", "train_loss")
+#: The law fitted to each group (its depth exponent's range [0, 5] is a validity condition).
+LAW = "depth_power"
 
 
 def load_results(path: str | os.PathLike) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import warnings
 import pandas as pd
 
 from ..errors import ScaleFitError
-from ..sim.analysis import LOSS_COLUMNS, group_keys
+from ..sim.analysis import LAW, LOSS_COLUMNS, group_keys
 
 
 def fit_depth_exponents(
@@ -41,26 +41,40 @@ def fit_depth_exponents(
     -------
     DataFrame
         Group columns, then ``alpha, alpha_lo, alpha_hi, alpha_se, c, L0, n_rows, n_depths,
-        converged, warnings`` (intervals are 95% bootstrap percentiles, NaN without bootstrap).
+        converged, warnings`` (intervals are 95% bootstrap percentiles; NaN without bootstrap,
+        or when fewer than 80 % of the resamples converged, with the reason in ``warnings``).
+
+    Raises
+    ------
+    ScaleFitError
+        When a group has fewer distinct depths than the law's parameters plus one.
     """
     from ..fit import fit
+    from ..laws import get_law
 
     if loss_column not in LOSS_COLUMNS:
         raise ScaleFitError(f"loss_column must be one of {LOSS_COLUMNS}, got {loss_column!r}.")
     if final_only and "final" in table.columns:
         table = table[table["final"].astype(str).str.lower() == "true"]
     keys = group_keys(table)
+    need = len(get_law(LAW).params) + 1
+    groups = list(table.groupby(keys, sort=True, dropna=False))
+    for values, group in groups:
+        n_depths = int(group["depth"].nunique())
+        if n_depths < need:
+            named = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+            raise ScaleFitError(
+                f"toy fit: group {named} has {n_depths} distinct depths; the {LAW} law has "
+                f"{need - 1} parameters and needs at least {need} depths."
+            )
     rows = []
-    for values, group in table.groupby(keys, sort=True, dropna=False):
+    for values, group in groups:
         data = pd.DataFrame({"depth": group["depth"], "loss": group[loss_column]})
         out = dict(zip(keys, values, strict=True))
         out.update(n_rows=len(data), n_depths=int(data["depth"].nunique()))
-        if out["n_depths"] < 4:
-            rows.append({**out, "converged": False, "warnings": "fewer than 4 depths"})
-            continue
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            res = fit(data, "depth_power", bootstrap=bootstrap, seed=seed, progress=False)
+            res = fit(data, LAW, bootstrap=bootstrap, seed=seed, progress=False)
         lo, hi = res.ci.get("alpha", (float("nan"), float("nan")))
         notes = list(res.warnings) + [str(w.message) for w in caught]
         rows.append(

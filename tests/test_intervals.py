@@ -1,0 +1,107 @@
+"""No interval pretends: enough converged resamples, no zero width, enough toy depths."""
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import scalefit
+from scalefit import ConvergenceWarning
+from scalefit.cli import main
+from scalefit.errors import ScaleFitError
+from scalefit.workflows.toy import fit_depth_exponents
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fn(*args, **kwargs)
+
+
+def _depth_table(depths, alpha=1.0, reps=1) -> pd.DataFrame:
+    d = np.repeat(np.asarray(depths, dtype=float), reps)
+    wiggle = 1.0 + 0.002 * np.sin(np.arange(len(d)))
+    return pd.DataFrame({"depth": d, "loss": (0.5 + 2.0 / d**alpha) * wiggle})
+
+
+def test_few_converged_resamples_give_no_interval():
+    # 4 rows, 3 parameters: a resample converges only when it draws all 4 rows (9 % of them)
+    res = _quiet(scalefit.fit, _depth_table([2, 3, 4, 6]), "depth_power", starts=16)
+    boot = _quiet(scalefit.bootstrap, res, _depth_table([2, 3, 4, 6]), 100, seed=0)
+    share = boot.diagnostics["boot_converged_share"]
+    assert share < 0.8
+    assert all(math.isnan(lo) and math.isnan(hi) for lo, hi in boot.ci.values())
+    k = round(100 * share)
+    assert any(
+        f"bootstrap interval n/a: only {k} of 100 resamples converged" in w for w in boot.warnings
+    )
+    report = boot.report()
+    assert f"{k} converged ({k}%)" in report
+    assert [ln for ln in report.splitlines() if ln.startswith("alpha ")][0].split()[-2:] == [
+        "n/a",
+        "n/a",
+    ]
+
+
+def test_enough_converged_resamples_give_an_interval_and_state_the_share():
+    tab = _depth_table([2, 3, 4, 6, 8, 12, 16, 24], reps=3)
+    res = _quiet(scalefit.fit, tab, "depth_power", starts=16)
+    boot = _quiet(scalefit.bootstrap, res, tab, 50, seed=0)
+    assert boot.diagnostics["boot_converged_share"] >= 0.8
+    lo, hi = boot.ci["alpha"]
+    assert lo < res.params["alpha"] < hi
+    n_ok = 50 - boot.diagnostics["boot_failed"]
+    assert f"{n_ok} converged ({n_ok / 50:.0%})" in boot.report()
+
+
+def test_identical_resamples_give_no_zero_width_interval():
+    # two identical copies of the data, resampled as clusters: every resample is the same
+    # data, so every resample returns the same fit; that says nothing about the uncertainty
+    one = _depth_table([2, 3, 4, 6, 8, 12])
+    tab = pd.concat([one.assign(copy="a"), one.assign(copy="b")], ignore_index=True)
+    res = _quiet(scalefit.fit, tab, "depth_power", starts=16)
+    boot = _quiet(scalefit.bootstrap, res, tab, 20, seed=0, cluster="copy", boot_starts=0)
+    assert boot.diagnostics["boot_converged_share"] == 1.0
+    for name in ("c", "alpha", "L0"):
+        lo, hi = boot.ci[name]
+        assert math.isnan(lo) and math.isnan(hi), (name, lo, hi)
+        assert any(f"bootstrap interval of {name} n/a: all 20 usable" in w for w in boot.warnings)
+
+
+def test_toy_fit_refuses_too_few_depths():
+    table = pd.DataFrame(
+        {
+            "teacher_mode": "independent",
+            "rho": 0.0,
+            "temperature": 1.0,
+            "steps": 100,
+            "depth": [2, 3, 4, 2, 3, 4],
+            "test_loss": [1.0, 0.8, 0.7, 1.01, 0.81, 0.71],
+            "train_loss": 1.0,
+        }
+    )
+    with pytest.raises(ScaleFitError, match=r"has 3 distinct depths; .* needs at least 4 depths"):
+        fit_depth_exponents(table, bootstrap=0)
+
+
+def test_toy_fit_cli_refusal_is_one_line(tmp_path, capsys):
+    path = tmp_path / "results.csv"
+    path.write_text(
+        "teacher_mode,rho,temperature,steps,depth,test_loss,train_loss\n"
+        "independent,0,1,10,2,1.0,1\nindependent,0,1,10,3,0.8,1\nindependent,0,1,10,4,0.7,1\n"
+    )
+    code = main(["toy", "fit", str(path), "--no-plots", "--bootstrap", "0"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "has 3 distinct depths" in err
+    assert not (tmp_path / "alpha.csv").exists()
+
+
+def test_toy_fit_on_one_row_per_depth_reports_no_interval():
+    table = _depth_table([2, 3, 4, 6]).rename(columns={"loss": "test_loss"})
+    table = table.assign(teacher_mode="tied", rho=1.0, temperature=1.0, steps=100, train_loss=1.0)
+    row = _quiet(fit_depth_exponents, table, bootstrap=100).iloc[0]
+    assert math.isnan(row["alpha_lo"]) and math.isnan(row["alpha_hi"])
+    assert "bootstrap interval n/a: only" in row["warnings"]
