@@ -41,8 +41,12 @@ def _power_law(range_kind: str) -> Law:
     )
 
 
+#: The catalogue as shipped, read when pytest collects this file (before any test registers a law).
+BUILT_IN = tuple(list_laws())
+
+
 def test_every_catalogue_parameter_declares_what_its_range_means():
-    for name in list_laws():
+    for name in BUILT_IN:
         for p in get_law(name).params:
             assert p.range_kind in ("constraint", "validity"), (name, p.name)
             if p.kind == "exponent":

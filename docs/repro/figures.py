@@ -130,10 +130,16 @@ def gallery(items: list[tuple[str, str]]) -> str:
     named = {n for n, _ in items}
     for name, caption in items:
         lines.append(f"## {caption[0].upper() + caption[1:]}\n\n![{caption}](img/{name})\n")
-    for path in sorted(IMG.glob("*.png")):
-        if path.name not in named:
-            title = path.stem.replace("_", " ")
-            lines.append(f"## {title}\n\n![{title}](img/{path.name})\n")
+    others = [p for p in sorted(IMG.glob("*.png")) if p.name not in named]
+    if others:
+        lines.append(
+            "## Figures written by other commands\n\nEach of these is written by the command "
+            "on the page that shows it (the IsoFLOP, design, curves, trainer, probes and peers "
+            "pages), not by `docs/repro/figures.py`.\n"
+        )
+    for path in others:
+        title = path.stem.replace("_", " ")
+        lines.append(f"### {title}\n\n![{title}](img/{path.name})\n")
     return "\n".join(lines)
 
 

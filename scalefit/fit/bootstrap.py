@@ -432,7 +432,7 @@ def _hold_resamples(
     active set as :func:`scalefit.fit.build.hold_constraints`, one step); a refit that does not
     converge marks the resample failed.
     """
-    from .build import _reduced_problem
+    from .build import reduced_problem
 
     law = problem.law
     if not any(p.range_kind == "constraint" for p in law.params):
@@ -449,7 +449,7 @@ def _hold_resamples(
         )
         variants.setdefault(held, []).append(int(i))
     for held, rows in variants.items():
-        sub = _reduced_problem(problem, dict(held))
+        sub = reduced_problem(problem, dict(held))
         red = sub.law
         cols = [law.param_names.index(n) for n in red.param_names]
         z0 = np.array(

@@ -96,7 +96,7 @@ def conventions(tab: pd.DataFrame, law, settings: FitSettings, refs) -> dict[str
 HELD_STARTS = 32
 
 
-def _reduced_problem(problem: Problem, held: Mapping[str, float]) -> Problem:
+def reduced_problem(problem: Problem, held: Mapping[str, float]) -> Problem:
     """``problem`` with the parameters in ``held`` kept at those values (not fitted)."""
     return Problem(
         problem.law.fixing(held),
@@ -139,7 +139,7 @@ def hold_constraints(
         if not new:
             break
         held.update(new)
-        sub = _reduced_problem(problem, held)
+        sub = reduced_problem(problem, held)
         red = sub.law
         inside = {n: float(np.clip(pub[n], *law.param(n).bounds)) for n in red.param_names}
         y = np.abs(problem._y) if np.all(problem._y > 0) else np.abs(problem._y) + 1.0
