@@ -153,3 +153,18 @@ def test_bayes_figures(bayes_result, table):
     _clean(plot_predictive(bayes_result, table))
     grid = pd.DataFrame({"params": np.logspace(8, 10, 20), "tokens": np.full(20, 2e10)})
     _clean(plot_bands(bayes_result, grid, "params"))
+
+
+def test_curves_figure():
+    from scalefit.curves import fit_curves, forecast, prepare, synthetic_curves
+    from scalefit.curves.plot import plot_curves
+
+    truth = {"L0": 2.0, "A": 1.5, "alpha": 0.5, "C": 0.8}
+    schedules = [f"cosine:lr=0.003,steps={n},warmup=50,final_lr=0.0003" for n in (800, 1200)]
+    schedules += ["wsd:lr=0.003,steps=1000,warmup=50,decay=0.2,final_lr=0.0"]
+    curves = prepare(synthetic_curves(truth, schedules, seed=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        res = fit_curves(curves, "lr_annealing", starts=16)
+    ahead = forecast(res, "wsd:lr=0.003,steps=2000,warmup=50,decay=0.2,final_lr=0.0")
+    _clean(plot_curves(res, curves, forecasts={"wsd, 2000 steps": ahead}))

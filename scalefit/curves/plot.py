@@ -24,28 +24,34 @@ def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-    else:
-        fig = ax.figure
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (run, part) in enumerate(prepared.groupby("run", sort=False)):
-        c = colours[i % len(colours)]
-        ax.plot(part["step"], part["loss"], ".", ms=3, color=c, alpha=0.6, label=f"{run} (data)")
+    from ..plot._base import axes
+    from ..plot.style import PALETTE, label, ordered_colours, suptitle, title
+
+    fig, ax = axes(ax, figsize=(7.0, 4.6))
+    runs = list(prepared.groupby("run", sort=False))
+    colours = ordered_colours(len(runs))
+    for c, (_, part) in zip(colours, runs, strict=True):
+        ax.plot(part["step"], part["loss"], ".", ms=3, color=c, alpha=0.6)
         ax.plot(part["step"], result.predict(part), "-", lw=1.2, color=c)
-    for j, (label, frame) in enumerate(dict(forecasts or {}).items()):
-        c = colours[(j + prepared["run"].nunique()) % len(colours)]
-        ax.plot(frame["step"], frame["loss"], "--", color=c, label=f"forecast: {label}")
+    handles = [
+        Line2D(
+            [], [], ls="none", marker=".", color="0.4", label=f"checkpoints of {len(runs)} runs"
+        ),
+        Line2D([], [], color="0.4", lw=1.2, label="fitted law along each run"),
+    ]
+    extra = [PALETTE[1], PALETTE[2], PALETTE[3], PALETTE[4]]
+    for j, (name, frame) in enumerate(dict(forecasts or {}).items()):
+        c = extra[j % len(extra)]
+        handles += ax.plot(frame["step"], frame["loss"], "--", color=c, label=f"forecast: {name}")
         if "lo" in frame:
-            ax.fill_between(frame["step"], frame["lo"], frame["hi"], color=c, alpha=0.2)
+            ax.fill_between(frame["step"], frame["lo"], frame["hi"], color=c, alpha=0.2, lw=0)
     ax.set_xlabel("optimiser step")
-    ax.set_ylabel("loss (nats/token)")
+    ax.set_ylabel(label("loss"))
     lo, hi = np.nanmin(prepared["loss"]), np.nanmax(prepared["loss"])
     pad = 0.05 * (hi - lo if hi > lo else 1.0)
     ax.set_ylim(lo - 3 * pad, hi + pad)
-    ax.set_title(f"{result.law_name} fitted to {prepared['run'].nunique()} curves (least squares)")
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    ax.legend(handles=handles, fontsize=7, frameon=False, loc="upper right")
+    suptitle(fig, title(result, f"{result.law_name} fitted to {len(runs)} loss curves"))
     return fig
