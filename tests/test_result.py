@@ -170,5 +170,7 @@ def test_not_identified_floor_is_reported_not_printed_as_a_number():
         res = scalefit.fit(table, "chinchilla", starts=12, progress=False)
     assert "E" in res.not_identified
     row = [ln for ln in res.report().splitlines() if ln.startswith("E ")][0]
-    assert "not identified" in row
+    # no number in the stderr column: "not identified", or "at bound" where the solver held E
+    # on its lower bound 0 (the leg with other numpy/JAX releases lands there)
+    assert "not identified" in row or "at bound" in row
     assert np.isnan(res.summary().loc["E", "stderr"]) and not res.summary().loc["E", "identified"]
