@@ -36,11 +36,13 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     -------
     matplotlib.figure.Figure
     """
+    from ..plot.style import SEQUENTIAL, flops_text, label, log_ticks, suptitle
+
     fig, (left, right) = axes(ax, ncols=2)
     lab = assign_budgets(table, iso.budgets["budget"].to_numpy(), tol=iso.tol).to_numpy()
     from matplotlib import colormaps
 
-    cmap = colormaps["viridis"]
+    cmap = colormaps[SEQUENTIAL]
     bud = iso.budgets
     lc = np.log10(bud["budget"].to_numpy())
     span = max(np.ptp(lc), 1e-9)
@@ -64,11 +66,12 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
                 color=color,
                 ms=5,
                 mec="k",
-                label=f"{row['budget']:.0e} FLOPs",
+                label=f"C = {flops_text(row['budget'])} FLOP",
             )
     left.set_xscale("log")
-    left.set_xlabel("parameters N")
-    left.set_ylabel("loss (nats/token)")
+    left.set_xlabel(label("params"))
+    left.set_ylabel(label("loss"))
+    log_ticks(left)
     left.legend(fontsize=6, ncol=2)
     ok = np.isfinite(bud["params_opt"].to_numpy())
     right.errorbar(
@@ -92,10 +95,11 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     )
     right.set_xscale("log")
     right.set_yscale("log")
-    right.set_xlabel("training compute C (FLOPs)")
+    right.set_xlabel(label("flops"))
     right.set_ylabel("compute-optimal parameters N*")
+    log_ticks(right)
     right.legend(fontsize=7)
-    fig.suptitle(title or f"IsoFLOP profiles, Approach 2 ({iso.method})")
+    suptitle(fig, title or f"IsoFLOP profiles, Approach 2 ({iso.method})")
     return fig
 
 
