@@ -6,7 +6,7 @@ import argparse
 import warnings
 
 from . import EXIT_NOT_CONVERGED, Subcommands
-from ._common import check_outputs, parse_mapping, plots_dir, seed_arg
+from ._common import add_option, check_outputs, parse_mapping, plots_dir, seed_arg
 
 FORMATS = ("auto", "csv", "jsonl", "tensorboard", "wandb", "trainer")
 
@@ -71,6 +71,7 @@ def register(sub: Subcommands) -> None:
         help="predict the loss along this schedule (repeatable)",
     )
     p.add_argument("--params", type=float, default=None, help="model size for --forecast")
+    _add_allocation_args(p)
     p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="resamples of whole runs")
     p.add_argument("--starts", type=int, default=64, help="random starts")
     p.add_argument("--seed", type=seed_arg, default=0)
@@ -78,6 +79,31 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
     p.set_defaults(func=run_curves_fit)
     group.set_defaults(func=lambda args: _no_command(group))
+
+
+def _add_allocation_args(p) -> None:
+    """The options of the compute-optimal allocation printed after the fit."""
+    add_option(
+        p,
+        "--budget",
+        help="also print the compute-optimal params, tokens and schedule for this FLOP budget "
+        "(C = 6 params tokens; needs a law with params); repeat for several budgets",
+    )
+    p.add_argument(
+        "--train-schedule",
+        default=None,
+        metavar="SPEC",
+        help="schedule family of the run to train for --budget, without steps, e.g. "
+        "wsd:lr=3e-3,warmup=100,decay=0.2",
+        shown="the schedule the fitted runs share",
+    )
+    p.add_argument(
+        "--tokens-per-step",
+        type=float,
+        default=None,
+        help="tokens per update for --budget",
+        shown="the curves' tokens_per_step column or tokens/step",
+    )
 
 
 def _no_command(group) -> int:
@@ -122,9 +148,33 @@ def _read(args: argparse.Namespace):
     return validate_curves(pd.concat(parts, ignore_index=True), source=", ".join(args.files))
 
 
+def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
+    """The allocation's options for --budget, checked before the fit (a bad one prints nothing)."""
+    from ..curves.optimum import check_law, defaults, family
+    from ..errors import ScaleFitError
+    from ..laws import get_law
+
+    given = {"--train-schedule": args.train_schedule, "--tokens-per-step": args.tokens_per_step}
+    if args.budget is None:
+        extra = [flag for flag, value in given.items() if value is not None]
+        if extra:
+            raise ScaleFitError(f"{extra[0]} goes with --budget; give a --budget.")
+        return None
+    if not args.formula:
+        check_law(get_law(args.law or "lr_annealing"))
+    per = args.tokens_per_step
+    if per is not None and not (per > 0 and per < float("inf")):
+        raise ScaleFitError(f"--tokens-per-step must be a number > 0. Got {per!r}.")
+    sched = args.train_schedule
+    if sched is not None:
+        sched = family(sched, where="--train-schedule")
+    sched, per = defaults(curves, sched, per)
+    return {"schedule": sched, "tokens_per_step": per, "curves": curves}
+
+
 def run_curves_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit curves fit``."""
-    from ..curves import final_losses, fit_curves, forecast, prepare, truncate
+    from ..curves import allocation, final_losses, fit_curves, forecast, prepare, truncate
     from ..curves.schedule import parse_schedule
     from ..errors import ConvergenceWarning, ScaleFitError
 
@@ -135,6 +185,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         raise ScaleFitError("--params is the model size of a --forecast; give a --forecast.")
     forecasts = [parse_schedule(s, where="--forecast") for s in args.forecast]
     curves = _read(args)
+    setup = _allocation_setup(args, curves)
     train = truncate(curves, args.fit_fraction) if args.fit_fraction else curves
     prepared = prepare(
         train,
@@ -156,6 +207,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
             starts=args.starts,
             progress=False,
         )
+    alloc = allocation(res, args.budget, **setup) if setup else None
     meta = res.conventions["curves"]
     print(res.report())
     print(
@@ -175,6 +227,8 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         end = frames[str(sched)].iloc[-1]
         band = f" [{end['lo']:.4f}, {end['hi']:.4f}]" if "lo" in end else ""
         print(f"forecast {sched}: loss at step {int(end['step'])} = {end['loss']:.4f}{band}")
+    if alloc is not None:
+        print("\n" + alloc.report())
     if args.out:
         res.save(args.out)
         print(f"wrote {args.out}")

@@ -1,0 +1,392 @@
+"""Compute-optimal allocation from a curve-fitted law.
+
+A curve fit gives the loss as a function of the schedule areas ``S1``, ``S2`` (and ``params``).
+A run trained for ``T`` steps of a declared schedule family (kind, peak lr, warm-up, decay
+fraction, final lr; the length is what the allocation chooses) ends at areas ``S1(T)``,
+``S2(T)``, so its final loss is a law of ``(params, tokens)`` with ``T = tokens /
+tokens_per_step``. :func:`final_loss_law` builds that law; :func:`allocation` hands it to
+:func:`scalefit.allocate.allocate` under ``C = 6 · params · tokens`` and solves every bootstrap
+draw of the fit the same way, so the intervals come from refits that resampled whole runs.
+
+:func:`final_areas` gives ``S1(T)`` and ``S2(T)`` in closed form: at whole steps (and, for WSD,
+a whole number of decay steps) they equal :func:`scalefit.curves.areas` at the last step of
+:meth:`Schedule.sequence`, with the same warm-up convention; between whole steps they are the
+same expressions, smooth in ``T``, which the solver needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ScaleFitError
+from ..laws import Law
+from .schedule import MOMENTUM, Schedule, parse_schedule
+
+#: Schedule quantities a curve law may read besides ``params`` and ``tokens``.
+SCHEDULE_INPUTS = ("S1", "S2", "lr", "step")
+
+
+def final_areas(schedule: Schedule, steps, *, momentum: float = MOMENTUM):
+    """Areas ``S1`` and ``S2`` after the last update of ``schedule`` run for ``steps`` updates.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        The schedule family (its own ``steps`` is ignored).
+    steps : array-like
+        Run lengths ``T`` (float; whole numbers give the discrete areas exactly).
+    momentum : float
+        Decay factor of the annealing momentum, in [0, 1).
+
+    Returns
+    -------
+    (S1, S2) : tuple of arrays
+        NaN where the schedule does not fit in ``T`` steps (no step after warm-up, or a WSD
+        decay that reaches into the warm-up).
+
+    Examples
+    --------
+    >>> s = parse_schedule("wsd:lr=1e-3,steps=100,warmup=10,decay=0.2")
+    >>> s1, s2 = final_areas(s, [100.0])
+    >>> round(float(s1[0]), 6)
+    0.085
+    """
+    t = np.asarray(steps, dtype=float)
+    lam, w = float(momentum), float(schedule.warmup)
+    peak, fin = schedule.lr, schedule.final_lr
+    n = t - w  # updates after warm-up
+    warm = peak * (w + 1) / 2 if w else 0.0
+    geo = lambda m: lam * (1 - lam**m) / (1 - lam)  # noqa: E731  sum_{j=1..m} lam**j
+    with np.errstate(all="ignore"):
+        if schedule.kind == "constant":
+            s1, s2 = warm + peak * n, np.zeros_like(n)
+            ok = n >= 1
+        elif schedule.kind == "linear":  # the drop into the first update after warm-up is not fed
+            s1 = warm + n * fin + (peak - fin) * (n - 1) / 2
+            s2 = (peak - fin) / n / (1 - lam) * ((n - 1) - geo(n - 1))
+            ok = n >= 1
+        elif schedule.kind == "cosine":
+            th = np.pi / np.where(n >= 1, n, 1.0)
+            q = lam * np.exp(1j * th)
+            tail = np.real((np.exp(-1j * th) - 1) * q * (1 - q ** (n - 1)) / (1 - q))
+            s1 = warm + n * fin + (peak - fin) * (n - 1) / 2
+            s2 = (peak - fin) / 2 * ((1 + np.cos(th)) - tail) / (1 - lam)
+            ok = n >= 1
+        else:  # wsd: linear decay over the last decay * T updates, none of them in warm-up
+            nd = schedule.decay * t
+            s1 = warm + peak * n - (peak - fin) * (nd + 1) / 2
+            s2 = (peak - fin) / nd / (1 - lam) * (nd - geo(nd))
+            ok = (nd >= 1) & (t - nd > w)
+    return np.where(ok, s1, np.nan), np.where(ok, s2, np.nan)
+
+
+def family(schedule: str | Schedule, *, where: str = "schedule") -> Schedule:
+    """A schedule family (no length): ``"wsd:lr=3e-3,warmup=100,decay=0.2,final_lr=0"``.
+
+    A :class:`Schedule` is taken as it is (its ``steps`` is ignored). Text must leave ``steps``
+    out: the allocation chooses the length.
+    """
+    if isinstance(schedule, Schedule):
+        return schedule
+    if re.search(r"(^|[:,])\s*steps\s*=", str(schedule)):
+        raise ScaleFitError(
+            f"{where}: the allocation chooses the run's length; leave 'steps' out of "
+            f"{str(schedule)[:80]!r}."
+        )
+    return parse_schedule(str(schedule), steps=2**62, where=where)
+
+
+def family_text(schedule: Schedule) -> str:
+    """The schedule as text, without its length."""
+    return re.sub(r"steps=\d+,?", "", str(schedule)).rstrip(",:")
+
+
+def check_law(law: Law) -> None:
+    """Refuse a law that cannot give a final-loss law of ``(params, tokens)``."""
+    inputs = set(law.inputs)
+    if "params" not in inputs:
+        raise ScaleFitError(
+            f"law {law.name!r} has no params term (inputs {', '.join(law.inputs)}): it cannot "
+            "trade model size against tokens, so it has no compute-optimal allocation; fit "
+            "lr_annealing_params or a formula with params."
+        )
+    if not inputs & set(SCHEDULE_INPUTS):
+        raise ScaleFitError(
+            f"law {law.name!r} reads no schedule quantity ({', '.join(SCHEDULE_INPUTS)}); "
+            "allocate it with `scalefit allocate` (scalefit.allocate.allocate)."
+        )
+    other = sorted(inputs - {"params", "tokens", *SCHEDULE_INPUTS})
+    if other:
+        raise ScaleFitError(
+            f"law {law.name!r} reads {', '.join(other)}; an allocation from curves supports "
+            f"laws of params, tokens and {', '.join(SCHEDULE_INPUTS)} only."
+        )
+
+
+def final_loss_law(
+    law: Law, schedule: str | Schedule, *, tokens_per_step: float, momentum: float = MOMENTUM
+) -> Law:
+    """The final loss of a run under ``schedule`` as a law of ``params`` and ``tokens``.
+
+    Parameters
+    ----------
+    law : Law
+        A curve law with a ``params`` input (e.g. ``lr_annealing_params``).
+    schedule : str or Schedule
+        The schedule family of the run to be trained (no length).
+    tokens_per_step : float
+        Tokens per optimiser update: ``steps = tokens / tokens_per_step``.
+    momentum : float
+        Decay factor of the annealing area the law was fitted with.
+
+    Returns
+    -------
+    Law
+        Same parameters and expression; inputs ``params, tokens``. Parameters of kind
+        ``positive`` are relabelled ``free``: one may sit at its bound 0 (e.g. ``C`` when the
+        curves show no annealing) without removing the trade-off, which lives in the power-law
+        terms that :func:`scalefit.allocate.allocate` checks.
+    """
+    check_law(law)
+    sched = family(schedule)
+    if not (np.isfinite(tokens_per_step) and tokens_per_step > 0):
+        raise ScaleFitError(f"tokens_per_step must be a number > 0. Got {tokens_per_step!r}.")
+    per, lam, inner = float(tokens_per_step), float(momentum), law.features
+    last_lr = sched.lr if sched.kind == "constant" else sched.final_lr
+
+    def features(xp, x):
+        steps = np.asarray(x["tokens"], dtype=float) / per
+        s1, s2 = final_areas(sched, steps, momentum=lam)
+        out = {**x, "S1": s1, "S2": s2, "step": steps, "lr": np.full_like(steps, last_lr)}
+        return {**out, **(inner(xp, out) if inner is not None else {})}
+
+    params = tuple(
+        dataclasses.replace(p, kind="free") if p.kind == "positive" else p for p in law.params
+    )
+    return dataclasses.replace(
+        law,
+        name=law.name,
+        inputs=("params", "tokens"),
+        params=params,
+        features=features,
+        formula=f"{law.formula}, at the last step of {family_text(sched)}",
+        spec=None,
+    )
+
+
+@dataclass
+class CurveAllocation:
+    """Result of :func:`allocation` (nothing is printed; :meth:`report` gives the text).
+
+    Attributes
+    ----------
+    summary : DataFrame
+        One row per budget: ``budget``, the point estimate's optimum ``params``, ``tokens``,
+        ``steps``, ``tokens_per_param`` and ``loss`` (its final loss), with ``*_lo``/``*_hi``
+        from the draws (``params``, ``tokens``, ``steps``: the spread of the optimum over the
+        refits; ``loss``: the recommended run's final loss under the refits), ``n_draws`` and
+        ``schedule`` (the run to train, its length rounded to whole steps).
+    schedule : Schedule
+        The schedule family.
+    tokens_per_step : float
+    resample : str
+        Where the intervals come from (the resampling unit is the run for a curve bootstrap).
+    warnings : list of str
+    allocation : Allocation
+        The underlying :func:`scalefit.allocate.allocate` result.
+    """
+
+    law: str
+    prob: float
+    summary: pd.DataFrame
+    schedule: Schedule
+    tokens_per_step: float
+    resample: str
+    warnings: list[str] = field(default_factory=list)
+    allocation: object = None
+
+    def report(self) -> str:
+        """Text a user can act on: per budget, the model size, tokens and schedule to train."""
+        pct = f"{self.prob:.0%}"
+        lines = [
+            f"compute-optimal allocation from curves: law {self.law}, final loss of a run "
+            f"under {family_text(self.schedule)} ({self.tokens_per_step:g} tokens per step), "
+            "C = 6 params tokens",
+            f"intervals ({pct}): {self.resample}",
+        ]
+        for _, r in self.summary.iterrows():
+            lines += [
+                "",
+                f"budget {r['budget']:.3g} FLOP: params {r['params']:.3g}{_band(r, 'params')}, "
+                f"tokens {r['tokens']:.3g}{_band(r, 'tokens')} = {r['steps']:.0f} steps"
+                f"{_band(r, 'steps', '{:.0f}')}, {r['tokens_per_param']:.3g} tokens per param",
+                f"  final loss {r['loss']:.4g}{_band(r, 'loss', '{:.4g}')} for that run",
+                f"  train: {r['params']:.3g} params with {r['schedule']}",
+            ]
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def _band(row, q: str, fmt: str = "{:.3g}") -> str:
+    lo, hi = row.get(q + "_lo", np.nan), row.get(q + "_hi", np.nan)
+    return f" [{fmt.format(lo)}, {fmt.format(hi)}]" if np.isfinite(lo) else ""
+
+
+def allocation(
+    result,
+    budgets,
+    *,
+    schedule: str | Schedule | None = None,
+    tokens_per_step: float | None = None,
+    curves: pd.DataFrame | None = None,
+    prob: float | None = None,
+) -> CurveAllocation:
+    """Model size and tokens that minimise a run's final loss for each FLOP budget.
+
+    Parameters
+    ----------
+    result : FitResult
+        A curve fit (:func:`scalefit.curves.fit_curves`) of a law with a ``params`` term; its
+        bootstrap draws (whole runs resampled) give the intervals.
+    budgets : float or array-like
+        Training budgets C in FLOPs (``C = 6 · params · tokens``).
+    schedule : str or Schedule, optional
+        Schedule family of the run to be trained, without ``steps``, e.g.
+        ``"wsd:lr=3e-3,warmup=100,decay=0.2"``. Default: the schedule the runs of ``curves``
+        share.
+    tokens_per_step : float, optional
+        Tokens per update. Default: the ``tokens_per_step`` of ``curves`` (or its
+        tokens/step ratio).
+    curves : DataFrame, optional
+        The fitted runs' long curves, for the two defaults above.
+    prob : float, optional
+        Interval probability (default: the fit's ``ci_prob``).
+
+    Returns
+    -------
+    CurveAllocation
+    """
+    from ..allocate import allocate
+
+    check_law(result.law)
+    sched, per = defaults(curves, schedule, tokens_per_step)
+    momentum = float(result.conventions.get("curves", {}).get("momentum", MOMENTUM))
+    law = final_loss_law(result.law, sched, tokens_per_step=per, momentum=momentum)
+    alloc = allocate(result.replace(law=law), budgets, prob=prob)
+    rows = []
+    for _, r in alloc.summary.iterrows():
+        row = {q: r[q] for q in ("budget", "params", "tokens", "loss")}
+        row.update(steps=r["tokens"] / per, tokens_per_param=r["tokens"] / r["params"])
+        for q in ("params", "tokens"):
+            row[f"{q}_lo"] = float(r.get(f"{q}_star_lo", np.nan))
+            row[f"{q}_hi"] = float(r.get(f"{q}_star_hi", np.nan))
+        row["steps_lo"], row["steps_hi"] = row["tokens_lo"] / per, row["tokens_hi"] / per
+        row.update(loss_lo=r["loss_lo"], loss_hi=r["loss_hi"], n_draws=r.get("n_draws", 0))
+        steps = int(round(row["steps"])) if np.isfinite(row["steps"]) else None
+        row["schedule"] = str(dataclasses.replace(sched, steps=steps)) if steps else ""
+        rows.append(row)
+    summary = pd.DataFrame(rows)
+    out = CurveAllocation(
+        alloc.law, alloc.prob, summary, sched, per, _resample(result), list(alloc.warnings), alloc
+    )
+    out.warnings += _extrapolation(result, summary, curves)
+    return out
+
+
+def defaults(
+    curves: pd.DataFrame | None,
+    schedule: str | Schedule | None,
+    tokens_per_step: float | None,
+) -> tuple[Schedule, float]:
+    """The schedule family and tokens per step: as given, else read from ``curves``."""
+    if schedule is not None:
+        sched = family(schedule)
+    elif curves is None:
+        raise ScaleFitError("give the schedule of the run to train (schedule=...) or the curves.")
+    else:
+        sched = _shared_schedule(curves)
+    if tokens_per_step is None:
+        if curves is None:
+            raise ScaleFitError("give tokens_per_step (tokens per optimiser update) or the curves.")
+        tokens_per_step = _tokens_per_step(curves)
+    return sched, float(tokens_per_step)
+
+
+def _shared_schedule(curves: pd.DataFrame) -> Schedule:
+    from .prepare import run_schedule
+
+    found = {}
+    for run in curves["run"].unique():
+        s = run_schedule(curves, run)
+        if s is not None:
+            found.setdefault(family_text(s), s)
+    if not found:
+        raise ScaleFitError(
+            "the curves declare no schedule: give the schedule of the run to train, e.g. "
+            "'wsd:lr=3e-3,warmup=100,decay=0.2'."
+        )
+    if len(found) > 1:
+        a, b = list(found)[:2]
+        raise ScaleFitError(
+            f"the runs use different schedules ({a!r}, {b!r}, ...): say which one the run to "
+            "train uses."
+        )
+    return next(iter(found.values()))
+
+
+def _tokens_per_step(curves: pd.DataFrame) -> float:
+    if "tokens_per_step" in curves.columns:
+        per = curves["tokens_per_step"].dropna().unique()
+    elif {"tokens", "step"} <= set(curves.columns):
+        ok = curves["step"] > 0
+        per = np.unique(np.round(curves.loc[ok, "tokens"] / curves.loc[ok, "step"], 6))
+    else:
+        per = []
+    if len(per) != 1 or not per[0] > 0:
+        raise ScaleFitError(
+            "the curves do not give one number of tokens per step (a 'tokens_per_step' column, "
+            f"or 'tokens' and 'step'); found {len(per)}: give tokens_per_step."
+        )
+    return float(per[0])
+
+
+def _resample(result) -> str:
+    if result.draws is None or not len(result.draws):
+        return "none: the fit has no bootstrap draws (fit with bootstrap=B for intervals)"
+    n = len(result.draws)
+    if result.conventions.get("cluster") == "run":
+        return (
+            f"percentiles of the optimum over {n} bootstrap refits; the resampling unit is the "
+            "run (whole curves drawn with replacement)"
+        )
+    return f"percentiles of the optimum over {n} draws of the fit (not a run bootstrap)"
+
+
+def _extrapolation(result, summary: pd.DataFrame, curves: pd.DataFrame | None) -> list[str]:
+    """One sentence per budget whose optimum leaves the fitted checkpoints' range."""
+    rng = dict(result.conventions.get("data_range", {}))
+    if curves is not None and "step" in curves.columns:
+        rng["steps"] = [float(curves["step"].min()), float(curves["step"].max())]
+    out = []
+    for _, r in summary.iterrows():
+        far = []
+        for q, what in (
+            ("flops", "budget"),
+            ("params", "params"),
+            ("tokens", "tokens"),
+            ("steps", "steps"),
+        ):
+            value = r["budget"] if q == "flops" else r[q]
+            if q in rng and np.isfinite(value) and not rng[q][0] <= value <= rng[q][1]:
+                far.append(f"{what} {value:.3g} outside [{rng[q][0]:.3g}, {rng[q][1]:.3g}]")
+        if far:
+            out.append(
+                f"at {r['budget']:.3g} FLOP the allocation extrapolates beyond the fitted "
+                f"checkpoints ({'; '.join(far)}): the law is used where no run measured it."
+            )
+    return out
