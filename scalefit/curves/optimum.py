@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,9 @@ import pandas as pd
 from ..errors import ScaleFitError
 from ..laws import Law
 from .schedule import MOMENTUM, Schedule, parse_schedule
+
+if TYPE_CHECKING:
+    from ..allocate import Allocation
 
 #: Schedule quantities a curve law may read besides ``params`` and ``tokens``.
 SCHEDULE_INPUTS = ("S1", "S2", "lr", "step")
@@ -208,7 +212,7 @@ class CurveAllocation:
     tokens_per_step: float
     resample: str
     warnings: list[str] = field(default_factory=list)
-    allocation: object = None
+    allocation: Allocation | None = None
 
     def report(self) -> str:
         """Text a user can act on: per budget, the model size, tokens and schedule to train."""
