@@ -196,7 +196,7 @@ class CurveAllocation:
         refits; ``loss``: the recommended run's final loss under the refits), ``n_draws`` and
         ``schedule`` (the run to train, its length rounded to whole steps).
     schedule : Schedule
-        The schedule family.
+        The schedule family (its ``steps`` is a placeholder; :func:`family_text` prints it).
     tokens_per_step : float
     resample : str
         Where the intervals come from (the resampling unit is the run for a curve bootstrap).
