@@ -1,6 +1,7 @@
 """The public least-squares entry point :func:`fit`: validate, fit, then refine.
 
-``fit`` validates its arguments from declared constraints, picks a backend, runs
+``fit`` collects its keyword arguments once into a frozen :class:`FitOptions` (validated from
+declared constraints on construction) and passes that object down: it picks a backend, runs
 :func:`scalefit.fit.lsq.least_squares`, and applies the requested refinements — each a function
 that returns a new result: :func:`scalefit.fit.bootstrap.bootstrap` and the hold-out check of
 :mod:`scalefit.fit.validate`.
@@ -269,7 +270,7 @@ def fit(
     >>> res.params["alpha"], res.not_identified  # doctest: +SKIP
     >>> res = scalefit.fit(table, formula="c/steps**a + L0", residuals="linear")  # doctest: +SKIP
     """
-    opts = FitOptions(**{k: v for k, v in locals().items() if k != "table"})
+    opts = FitOptions(**{k: v for k, v in locals().items() if k != "table"})  # every keyword
     tab, law_obj, settings = _prepare(table, opts)
     backend = opts.backend()
     with on_device(fit_device(len(tab), settings.starts)):  # small fits: the CPU (fit.device)

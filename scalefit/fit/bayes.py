@@ -28,7 +28,7 @@ from .._validation import MAX_SEED, Interval, Options, validate
 from ..errors import ConvergenceWarning, ScaleFitError, require
 from ..laws import Law, get_law
 from ..table import require_columns
-from .build import FitSettings, provenance, weights_fields
+from .build import FitSettings, provenance
 from .observation import RESIDUALS, add_noise, residual, response
 from .result import FitResult
 
@@ -36,6 +36,8 @@ LIKELIHOODS = ("student_t", "normal")
 CHAIN_METHODS = ("vectorized", "parallel", "sequential")
 #: Predictive distributions that can score a hold-out (the first is the default).
 PREDICTIVES = ("calibrated", "law")
+#: Packages whose versions a Bayesian result records.
+_PACKAGES = ("jax", "numpyro", "arviz")
 
 _UNIT = [Interval(float, 0, 1, closed="neither")]
 _CONSTRAINTS = {
@@ -228,6 +230,7 @@ def fit_bayes(
     >>> res = fit_bayes("chinchilla", "decomposed", drop_highest=40)  # doctest: +SKIP
     >>> res.ci["a_depth"]  # doctest: +SKIP
     """
+    # every keyword argument, collected once by name and validated
     settings = BayesSettings(**{k: v for k, v in locals().items() if k not in ("table", "law")})
     require("numpyro", "bayes")
     if importlib.util.find_spec("arviz") is None:
@@ -264,9 +267,7 @@ def _fit_bayes(table, law, s: BayesSettings) -> FitResult:
         **post,
         warnings=tuple(warns),
         diagnostics={**diag, "total_seconds": time.perf_counter() - t_start},
-        conventions=provenance(
-            d.tab, d.law, d.refs, _conventions(d, s), ("jax", "numpyro", "arviz")
-        ),
+        conventions=provenance(d.tab, d.law, d.refs, d.lsq, _conventions(d, s), _PACKAGES),
         holdout=hold,
         extras={"inference_data": idata, "table": d.tab},
     )
@@ -373,7 +374,6 @@ def _conventions(d: _Prepared, s: BayesSettings) -> dict[str, Any]:
     """What a Bayesian fit records of its settings (see :func:`scalefit.fit.build.provenance`)."""
     return {
         "loss": "bayes",
-        **weights_fields(d.lsq),
         "objective": "sum over rows of (weighted) squared residuals at the posterior median",
         "likelihood": s.likelihood,
         "priors": d.specs,

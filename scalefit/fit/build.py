@@ -66,14 +66,19 @@ def data_range(tab: pd.DataFrame) -> dict[str, list[float]]:
 
 
 def provenance(
-    tab: pd.DataFrame, law, refs, fit: Mapping[str, Any], packages: tuple[str, ...] = ("jax",)
+    tab: pd.DataFrame,
+    law,
+    refs,
+    settings: FitSettings,
+    fit: Mapping[str, Any],
+    packages: tuple[str, ...] = ("jax",),
 ) -> dict[str, Any]:
     """The ``conventions`` every result records: what is needed to reproduce it.
 
-    The law and its options, then the fit's own settings ``fit`` (loss, scale, weights, starts,
-    seed, sampler ...), then the data's provenance (source, rows read, outlier rule, derived
-    columns, reference points, fitted range) and the versions of ``packages``. Least squares and
-    Bayes results are both built here.
+    The law and its options, the residual scale and weights of ``settings``, the fitter's own
+    record ``fit`` (loss, starts, seed, sampler ...), the data's provenance (source, rows read,
+    outlier rule, derived columns, reference points, fitted range) and the versions of
+    ``packages``. Least-squares and Bayesian results are both built here.
     """
     from importlib.metadata import version
 
@@ -81,6 +86,9 @@ def provenance(
     return {
         "law": law.name,
         "law_options": dict(law.options),
+        "residuals": settings.residuals,
+        "weights": settings.weights_label or None,
+        "weight_column": settings.weight_column,
         **fit,
         "source": meta.get("source"),
         "n_read": meta.get("n_read", len(tab)),
@@ -93,22 +101,12 @@ def provenance(
     }
 
 
-def weights_fields(settings: FitSettings) -> dict[str, Any]:
-    """The residual scale and weights as recorded in ``conventions`` (shared by every fitter)."""
-    return {
-        "residuals": settings.residuals,
-        "weights": settings.weights_label or None,
-        "weight_column": settings.weight_column,
-    }
-
-
 def lsq_fields(settings: FitSettings) -> dict[str, Any]:
     """What a least-squares fit records of its settings (see :func:`provenance`)."""
     scale = "log y - log f" if settings.residuals == "log" else "y - f"
     return {
         "loss": settings.loss,
         "delta": float(settings.delta),
-        **weights_fields(settings),
         "objective": f"sum over rows of {'w * ' if settings.weights_label else ''}rho({scale})",
         "starts": int(settings.starts),
         "seed": int(settings.seed),
@@ -274,6 +272,6 @@ def build_result(
         refs=dict(problem.refs),
         not_identified=tuple(n for n in check.not_identified if n not in held),
         diagnostics=diagnostics,
-        conventions=provenance(tab, law, problem.refs, lsq_fields(settings)),
+        conventions=provenance(tab, law, problem.refs, settings, lsq_fields(settings)),
         extras={"problem": problem, **optimum.extras},
     )
