@@ -144,17 +144,8 @@ def _prepare(table, opts: FitOptions) -> tuple[Any, Law, FitSettings]:
 def _refine(res: FitResult, tab, law: Law, settings: FitSettings, backend, opts: FitOptions):
     """The requested refinements of the optimum, each returning a new result."""
     if opts.bootstrap:
-        res = run_bootstrap(
-            res,
-            tab,
-            opts.bootstrap,
-            boot_starts=opts.boot_starts,
-            cluster=opts.cluster,
-            seed=opts.seed,
-            ci_prob=opts.ci_prob,
-            ci_method=opts.ci_method,
-            progress=opts.progress,
-        )
+        keys = ("boot_starts", "cluster", "seed", "ci_prob", "ci_method", "progress")
+        res = run_bootstrap(res, tab, opts.bootstrap, **{k: getattr(opts, k) for k in keys})
     if opts.holdout is not None:
         res = res.replace(
             holdout=holdout_check(
