@@ -279,6 +279,20 @@ def test_json_round_trip(depth_fit, tmp_path):
     assert np.isfinite(noisy).all()
 
 
+def test_bayes_result_is_frozen_and_records_the_shared_provenance(depth_fit):
+    import dataclasses
+
+    from scalefit.fit.build import FitSettings, provenance
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        depth_fit.converged = True  # type: ignore[misc]
+    table = depth_fit.extras["table"]
+    lsq = FitSettings()  # log residuals, no weights, as fitted
+    shared = provenance(table, depth_fit.law, depth_fit.refs, lsq, {}, ("jax", "numpyro", "arviz"))
+    assert {k: depth_fit.conventions[k] for k in shared} == shared
+    assert depth_fit.conventions["sampler"] == "NUTS" and "total_seconds" in depth_fit.diagnostics
+
+
 def test_prior_overrides_validated():
     law = get_law("decomposed")
     y = np.array([2.0, 2.5, 3.0])

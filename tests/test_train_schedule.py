@@ -1,5 +1,6 @@
 """Trainer schedules (cosine, constant, linear, WSD) and WSD cooldown branches."""
 
+import dataclasses
 import json
 import math
 
@@ -142,6 +143,10 @@ def test_a_cooldown_branch_is_the_standalone_run_of_its_budget(token_dir, tmp_pa
     assert [(b.budget // STEP, b.fork_step) for b in plan(cfg, tmp_path)] == [(10, 8), (16, 13)]
     out = train_cooldowns(cfg, tmp_path / "set")
     assert out.finished and sorted(out.branches) == [STEP * 10, STEP * 16]
+    with pytest.raises(dataclasses.FrozenInstanceError):  # results are built once
+        out.finished = False  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.main.steps_run = 0  # type: ignore[misc]
     for budget in (STEP * 10, STEP * 16):
         alone = train(branch_config(cfg, budget), tmp_path / f"alone{budget}")
         folder = tmp_path / "set" / "cooldowns" / f"tokens_{budget}"

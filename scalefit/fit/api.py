@@ -1,6 +1,7 @@
 """The public least-squares entry point :func:`fit`: validate, fit, then refine.
 
-``fit`` validates its arguments from declared constraints, picks a backend, runs
+``fit`` collects its keyword arguments once into a frozen :class:`FitOptions` (validated from
+declared constraints on construction) and passes that object down: it picks a backend, runs
 :func:`scalefit.fit.lsq.least_squares`, and applies the requested refinements — each a function
 that returns a new result: :func:`scalefit.fit.bootstrap.bootstrap` and the hold-out check of
 :mod:`scalefit.fit.validate`.
@@ -8,9 +9,9 @@ that returns a new result: :func:`scalefit.fit.bootstrap.bootstrap` and the hold
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -58,14 +59,107 @@ _CONSTRAINTS = {
 }
 
 
-def _law(law, formula, law_options, tab) -> Law:
-    if formula is not None:
-        if law is not None:
+@dataclass(frozen=True)
+class FitOptions:
+    """The keyword arguments of :func:`fit`, validated once and passed down whole."""
+
+    law: str | Law | None
+    formula: str | None
+    loss: str
+    delta: float
+    residuals: str
+    weights: Any
+    starts: int
+    seed: int
+    method: str
+    bootstrap: int
+    boot_starts: int
+    cluster: str | None
+    ci_prob: float
+    ci_method: str
+    holdout: float | None
+    predictive: str
+    drop_highest: int
+    law_options: Mapping[str, Any] | None
+    x0: Mapping[str, float] | None
+    progress: bool | None
+
+    def __post_init__(self) -> None:
+        validate("fit", {**vars(self), "law": "" if self.law is None else self.law}, _CONSTRAINTS)
+
+    def solver(self, weight_column: str | None, weights_label: str) -> FitSettings:
+        """The solver's settings, with the weights resolved on the table."""
+        starts = int(self.starts)
+        return FitSettings(
+            loss=self.loss,
+            delta=float(self.delta),
+            residuals=self.residuals,
+            weight_column=weight_column,
+            weights_label=weights_label,
+            starts=min(starts, N_LMFIT_STARTS) if self.method == "lmfit" else starts,
+            seed=int(self.seed),
+            ci_prob=float(self.ci_prob),
+            ci_method=self.ci_method,
+            x0=self.x0,
+        )
+
+    def backend(self):
+        """The backend that finds the optimum (see :data:`METHODS`)."""
+        if self.method == "lmfit":
+            return LmfitBackend()
+        if self.method == "varpro":
+            from .varpro import VarproBackend
+
+            return VarproBackend(progress=self.progress)
+        return JaxBackend(progress=self.progress)
+
+
+def _law(opts: FitOptions, tab) -> Law:
+    if opts.formula is not None:
+        if opts.law is not None:
             raise ScaleFitError("pass either a law or a formula to fit, not both.")
-        return Law.from_formula(formula, columns=[str(c) for c in tab.columns])
-    if law is None:
+        return Law.from_formula(opts.formula, columns=[str(c) for c in tab.columns])
+    if opts.law is None:
         raise ScaleFitError("fit needs a law (a name or a Law) or a formula.")
-    return get_law(law, **dict(law_options or {}))
+    return get_law(opts.law, **dict(opts.law_options or {}))
+
+
+def _prepare(table, opts: FitOptions) -> tuple[Any, Law, FitSettings]:
+    """The checked table (weights resolved), the law and the solver's settings."""
+    keep = names_read(opts.law, opts.formula)
+    positive = opts.residuals == "log"
+    tab = as_table(table, opts.drop_highest, positive_loss=positive, keep=keep)
+    law = _law(opts, tab)
+    tab, weight_column, weights_label = resolve_weights(tab, opts.weights)
+    if opts.holdout is not None:
+        n_train = len(tab) - max(1, int(np.ceil(opts.holdout * len(tab))))
+        if n_train <= len(law.params):
+            raise ScaleFitError(
+                f"The 'holdout' parameter of fit must leave more training rows than the law's "
+                f"{len(law.params)} parameters; {opts.holdout} leaves {n_train}."
+            )
+    return tab, law, opts.solver(weight_column, weights_label)
+
+
+def _refine(res: FitResult, tab, law: Law, settings: FitSettings, backend, opts: FitOptions):
+    """The requested refinements of the optimum, each returning a new result."""
+    if opts.bootstrap:
+        keys = ("boot_starts", "cluster", "seed", "ci_prob", "ci_method", "progress")
+        res = run_bootstrap(res, tab, opts.bootstrap, **{k: getattr(opts, k) for k in keys})
+    if opts.holdout is not None:
+        res = res.replace(
+            holdout=holdout_check(
+                tab,
+                law,
+                opts.holdout,
+                settings,
+                backend=backend,
+                bootstrap=min(opts.bootstrap, 200) or 200,
+                progress=opts.progress,
+                predictive=opts.predictive,
+            )
+        )
+    return res
 
 
 def fit(
@@ -167,91 +261,12 @@ def fit(
     >>> res.params["alpha"], res.not_identified  # doctest: +SKIP
     >>> res = scalefit.fit(table, formula="c/steps**a + L0", residuals="linear")  # doctest: +SKIP
     """
-    validate(
-        "fit",
-        {
-            "law": law if law is not None else "",
-            "loss": loss,
-            "delta": delta,
-            "residuals": residuals,
-            "starts": starts,
-            "seed": seed,
-            "method": method,
-            "bootstrap": bootstrap,
-            "boot_starts": boot_starts,
-            "cluster": cluster,
-            "ci_prob": ci_prob,
-            "ci_method": ci_method,
-            "holdout": holdout,
-            "predictive": predictive,
-            "drop_highest": drop_highest,
-            "law_options": law_options,
-            "formula": formula,
-            "x0": x0,
-            "progress": progress,
-        },
-        _CONSTRAINTS,
-    )
-    tab = as_table(
-        table, drop_highest, positive_loss=residuals == "log", keep=names_read(law, formula)
-    )
-    law_obj = _law(law, formula, law_options, tab)
-    tab, weight_column, weights_label = resolve_weights(tab, weights)
-    if holdout is not None:
-        n_train = len(tab) - max(1, int(np.ceil(holdout * len(tab))))
-        if n_train <= len(law_obj.params):
-            raise ScaleFitError(
-                f"The 'holdout' parameter of fit must leave more training rows than the law's "
-                f"{len(law_obj.params)} parameters; {holdout} leaves {n_train}."
-            )
-    settings = FitSettings(
-        loss=loss,
-        delta=float(delta),
-        residuals=residuals,
-        weight_column=weight_column,
-        weights_label=weights_label,
-        starts=int(starts),
-        seed=int(seed),
-        ci_prob=float(ci_prob),
-        ci_method=ci_method,
-        x0=x0,
-    )
-    if method == "lmfit":
-        backend = LmfitBackend()
-        settings = dataclasses.replace(settings, starts=min(int(starts), N_LMFIT_STARTS))
-    elif method == "varpro":
-        from .varpro import VarproBackend
-
-        backend = VarproBackend(progress=progress)
-    else:
-        backend = JaxBackend(progress=progress)
+    opts = FitOptions(**{k: v for k, v in locals().items() if k != "table"})  # every keyword
+    tab, law_obj, settings = _prepare(table, opts)
+    backend = opts.backend()
     with on_device(fit_device(len(tab), settings.starts)):  # small fits: the CPU (fit.device)
         res = least_squares(tab, law_obj, settings, backend=backend)
-        if bootstrap:
-            res = run_bootstrap(
-                res,
-                tab,
-                bootstrap,
-                boot_starts=boot_starts,
-                cluster=cluster,
-                seed=seed,
-                ci_prob=ci_prob,
-                ci_method=ci_method,
-                progress=progress,
-            )
-        if holdout is not None:
-            res = res.replace(
-                holdout=holdout_check(
-                    tab,
-                    law_obj,
-                    holdout,
-                    settings,
-                    backend=backend,
-                    bootstrap=min(bootstrap, 200) or 200,
-                    progress=progress,
-                    predictive=predictive,
-                )
-            )
+        res = _refine(res, tab, law_obj, settings, backend, opts)
     for w in res.warnings:
         warnings.warn(w, ConvergenceWarning, stacklevel=2)
     return res

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..laws.base import outside_range, range_text, sample_starts, validity_reasons
 from .checks import check_point
-from .engine import Problem, jax_version
+from .engine import Problem
 from .observation import metrics
 from .result import FitResult
 
@@ -65,22 +65,31 @@ def data_range(tab: pd.DataFrame) -> dict[str, list[float]]:
     return out
 
 
-def conventions(tab: pd.DataFrame, law, settings: FitSettings, refs) -> dict[str, Any]:
-    """What is needed to reproduce a fit: loss, scale, weights, starts, seed, data provenance."""
+def provenance(
+    tab: pd.DataFrame,
+    law,
+    refs,
+    settings: FitSettings,
+    fit: Mapping[str, Any],
+    packages: tuple[str, ...] = ("jax",),
+) -> dict[str, Any]:
+    """The ``conventions`` every result records: what is needed to reproduce it.
+
+    The law and its options, the residual scale and weights of ``settings``, the fitter's own
+    record ``fit`` (loss, starts, seed, sampler ...), the data's provenance (source, rows read,
+    outlier rule, derived columns, reference points, fitted range) and the versions of
+    ``packages``. Least-squares and Bayesian results are both built here.
+    """
+    from importlib.metadata import version
+
     meta = tab.attrs.get("scalefit", {})
-    scale = "log y - log f" if settings.residuals == "log" else "y - f"
     return {
         "law": law.name,
         "law_options": dict(law.options),
-        "loss": settings.loss,
-        "delta": float(settings.delta),
         "residuals": settings.residuals,
         "weights": settings.weights_label or None,
         "weight_column": settings.weight_column,
-        "objective": f"sum over rows of {'w * ' if settings.weights_label else ''}rho({scale})",
-        "starts": int(settings.starts),
-        "seed": int(settings.seed),
-        "ci_method": settings.ci_method,
+        **fit,
         "source": meta.get("source"),
         "n_read": meta.get("n_read", len(tab)),
         "outlier_rule": meta.get("outlier_rule", "none"),
@@ -88,7 +97,20 @@ def conventions(tab: pd.DataFrame, law, settings: FitSettings, refs) -> dict[str
         "derived": meta.get("derived", []),
         "reference_points": {k: float(np.exp(v)) for k, v in refs.items()},
         "data_range": data_range(tab),
-        "jax": jax_version(),
+        **{name: version(name) for name in packages},
+    }
+
+
+def lsq_fields(settings: FitSettings) -> dict[str, Any]:
+    """What a least-squares fit records of its settings (see :func:`provenance`)."""
+    scale = "log y - log f" if settings.residuals == "log" else "y - f"
+    return {
+        "loss": settings.loss,
+        "delta": float(settings.delta),
+        "objective": f"sum over rows of {'w * ' if settings.weights_label else ''}rho({scale})",
+        "starts": int(settings.starts),
+        "seed": int(settings.seed),
+        "ci_method": settings.ci_method,
     }
 
 
@@ -250,6 +272,6 @@ def build_result(
         refs=dict(problem.refs),
         not_identified=tuple(n for n in check.not_identified if n not in held),
         diagnostics=diagnostics,
-        conventions=conventions(tab, law, settings, problem.refs),
+        conventions=provenance(tab, law, problem.refs, settings, lsq_fields(settings)),
         extras={"problem": problem, **optimum.extras},
     )

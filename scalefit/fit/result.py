@@ -322,26 +322,10 @@ def _from_dict(cls, data: Any, where: str) -> FitResult:
     from .schema import check_result
 
     law, f = check_result(data, where=where)
-    n = len(law.param_names)
+    kept = {
+        k: f[k] for k in (x.name for x in dataclasses.fields(cls)) if k not in ("law", "extras")
+    }
     draws = f["draws"]
-    return cls(
-        law=law,
-        params=f["params"],
-        method=f["method"],
-        objective=f["objective"],
-        converged=f["converged"],
-        n_rows=f["n_rows"],
-        metrics=f["metrics"],
-        stderr=f["stderr"],
-        corr=f["corr"],
-        ci={k: (v[0], v[1]) for k, v in f["ci"].items()},
-        ci_prob=f["ci_prob"],
-        draws=None if draws is None else np.array(draws, dtype=float).reshape(len(draws), n),
-        warnings=tuple(f["warnings"]),
-        conventions=f["conventions"],
-        diagnostics=f["diagnostics"],
-        holdout=f["holdout"],
-        internal=f["internal"],
-        refs=f["refs"],
-        not_identified=tuple(f["not_identified"]),
-    )
+    if draws is not None:  # (n_draws, n_params), also when there are none
+        kept["draws"] = np.array(draws, dtype=float).reshape(len(draws), len(law.param_names))
+    return cls(law=law, **kept)

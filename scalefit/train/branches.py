@@ -51,7 +51,7 @@ class Branch:
     fork_step: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class CooldownResult:
     """The main run's :class:`~scalefit.train.loop.TrainResult` and the finished branches' rows.
 
@@ -145,11 +145,16 @@ def train_cooldowns(
     main = train(
         cfg, run_dir, progress=progress, overwrite=overwrite, max_steps=stop_after, forks=forks
     )
-    out = CooldownResult(main=main, main_budget=cfg.tokens, steps_run=main.steps_run)
+    rows: dict[int, dict] = {}
+    ran = main.steps_run
+
+    def out(finished: bool = False) -> CooldownResult:
+        return CooldownResult(main, cfg.tokens, rows, finished, ran)
+
     left = None if stop_after is None else stop_after - main.steps_run
     done = len(main.history)
     if done < cfg.steps and not main.row["diverged"]:
-        return out  # stopped early: the remaining forks are still ahead
+        return out()  # stopped early: the remaining forks are still ahead
     for b in branches:
         meta = {"main": "../..", "fork_step": b.fork_step, "budget": b.budget}
         extra = {"budget": b.budget, "branch": "cooldown", "fork_step": b.fork_step}
@@ -164,16 +169,15 @@ def train_cooldowns(
                     "run again with --overwrite (train_cooldowns(..., overwrite=True))."
                 )
             if left is not None and left <= 0:
-                return out
+                return out()
             res = train(b.cfg, b.folder, progress=progress, max_steps=left, branch=meta)
             left = None if left is None else left - res.steps_run
-            out.steps_run += res.steps_run
+            ran += res.steps_run
             if len(res.history) < b.cfg.steps and not res.row["diverged"]:
-                return out
+                return out()
             row = res.row
-        out.branches[b.budget] = {**row, **extra}
-    out.finished = True
-    return out
+        rows[b.budget] = {**row, **extra}
+    return out(finished=True)
 
 
 def _finished_row(b: Branch) -> dict | None:

@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainResult:
     """One finished run: the loss-table ``row``, the per-step ``history`` and the trained model."""
 
