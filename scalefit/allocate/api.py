@@ -250,13 +250,39 @@ def allocate(
         not_identified=src.not_identified,
     )
     frames = _practical(space, src, cont, draws, budgets, cons, eps, depth_range)
-    alloc.shapes.update({float(c): frame for c, frame in zip(budgets, frames, strict=False)})
-    alloc.summary = pd.DataFrame(
-        [
-            _summary_row(space, src, cont, draws, cons, budgets, i, frames)
-            for i in range(len(budgets))
-        ]
-    )
+    rows = []
+    for i, c in enumerate(budgets):
+        row = {"budget": c}
+        if space.kind == "shape":
+            frame = frames[i]
+            alloc.shapes[float(c)] = frame
+            row.update(_practical_row(frame, bool(cont["flat"].iloc[i])))
+            row.update(_boundary(cont, draws, i, len(budgets), row["depth"], cons, src.prob))
+        else:
+            row.update({q: cont[q].iloc[i] for q in ("tokens", "params", "loss")})
+            row.update(depth=np.nan, width=np.nan, loss_lo=np.nan, loss_hi=np.nan, flat=False)
+            row.update(boundary=False, boundary_share=np.nan)
+            if draws is not None and np.isfinite(row["params"]):
+                _loss_band(space, src, row, c)
+        row.update(_star(cont.iloc[i], draws, i, len(budgets), src.prob))
+        if row.get("flat"):  # the row describes the optimal set: N*, T*, L* (depth/width empty)
+            row.update({q: row[f"{q}_star"] for q in ("tokens", "params", "loss")})
+            row.update(
+                loss_lo=row.get("loss_star_lo", np.nan),
+                loss_hi=row.get("loss_star_hi", np.nan),
+                expected_loss=np.nan,
+                regret_mean=np.nan,
+                regret_p95=np.nan,
+            )
+        row["recommended"] = bool(
+            space.kind == "shape"
+            and not row.get("flat")
+            and not row["boundary"]
+            and not src.not_identified
+            and np.isfinite(row.get("depth", np.nan))
+        )
+        rows.append(row)
+    alloc.summary = pd.DataFrame(rows)
     _warn(alloc)
     return alloc
 
@@ -270,43 +296,9 @@ def _optima(space, src, budgets, depth_range, eps, use_draws, draw_sets) -> tupl
     hint = np.log(np.stack([_finite_or(cont, c) for c in _coords(space)], axis=1))
     if draw_sets is None:  # per-draw sets only feed the summary when the optimum is flat
         draw_sets = bool(cont["flat"].any()) if "flat" in cont else False
-    draws = solve(
+    return cont, solve(
         space, src.draws, budgets, depth_range=depth_range, eps=eps, sets=draw_sets, hint=hint
     )
-    return cont, draws
-
-
-def _summary_row(space, src, cont, draws, cons, budgets, i: int, frames) -> dict:
-    """Budget ``i``'s row of :attr:`Allocation.summary`."""
-    c = budgets[i]
-    row = {"budget": c}
-    if space.kind == "shape":
-        row.update(_practical_row(frames[i], bool(cont["flat"].iloc[i])))
-        row.update(_boundary(cont, draws, i, len(budgets), row["depth"], cons, src.prob))
-    else:
-        row.update({q: cont[q].iloc[i] for q in ("tokens", "params", "loss")})
-        row.update(depth=np.nan, width=np.nan, loss_lo=np.nan, loss_hi=np.nan, flat=False)
-        row.update(boundary=False, boundary_share=np.nan)
-        if draws is not None and np.isfinite(row["params"]):
-            _loss_band(space, src, row, c)
-    row.update(_star(cont.iloc[i], draws, i, len(budgets), src.prob))
-    if row.get("flat"):  # the row describes the optimal set: N*, T*, L* (depth/width empty)
-        row.update({q: row[f"{q}_star"] for q in ("tokens", "params", "loss")})
-        row.update(
-            loss_lo=row.get("loss_star_lo", np.nan),
-            loss_hi=row.get("loss_star_hi", np.nan),
-            expected_loss=np.nan,
-            regret_mean=np.nan,
-            regret_p95=np.nan,
-        )
-    row["recommended"] = bool(
-        space.kind == "shape"
-        and not row.get("flat")
-        and not row["boundary"]
-        and not src.not_identified
-        and np.isfinite(row.get("depth", np.nan))
-    )
-    return row
 
 
 def _coords(space: Space) -> tuple[str, ...]:

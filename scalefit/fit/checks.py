@@ -266,7 +266,15 @@ def check_point(
     if not solver_converged:
         reasons.append("the solver's gradient test did not pass (it stopped early)")
     at_zero = _boundary(law, z, scale)
-    theta, sens, plateau = _plateau(problem, z, curv, at_zero)
+    # plateau: relative sensitivity of the residuals to each public parameter
+    pub = law.to_public(z, problem.refs)
+    theta = np.array([float(pub[n]) for n in names])
+    col = np.sqrt(np.clip(np.diag(curv["gn_public"]), 0, None))  # |d r / d theta| (weighted)
+    sens = np.where(theta != 0, np.abs(theta), 1.0) * col
+    top = float(np.nanmax(sens)) if np.isfinite(sens).any() else 0.0
+    plateau = [
+        i for i in range(len(names)) if not (sens[i] > PLATEAU_RTOL * top) and i not in at_zero
+    ]
     for i in plateau:
         reasons.append(
             f"{names[i]} = {theta[i]:.4g} has no effect on the model there (zero curvature: "
@@ -281,7 +289,11 @@ def check_point(
         reasons.extend(_lad_certificate(problem, z, loc, jac, free))
     else:
         reasons.extend(_saddle_reasons(curv, free, names))
-    flat = _flat_directions(loc["gn"], free)
+    flat: set[int] = set()
+    if free:  # flat directions from the exact Gauss-Newton matrix (PSD, no difference noise)
+        ev, vec = _eig(loc["gn"][np.ix_(free, free)])
+        for k in np.flatnonzero(np.isfinite(ev) & (np.abs(ev) < FLAT_TOL)):
+            flat |= {free[j] for j in np.flatnonzero(np.abs(vec[:, k]) > FLAT_WEIGHT)}
     cov = _covariance(problem, loc, loss, jac)
     corr = _corr(cov)
     # whether the data separate two parameters is a property of the design: for the robust
@@ -291,7 +303,10 @@ def check_point(
     se = np.sqrt(np.clip(np.diag(loc["tpub"] @ cov @ loc["tpub"].T), 0, None))
     nonfinite = set() if loss == "lad" else {i for i in range(len(names)) if not np.isfinite(se[i])}
     bad = sorted(set(at_zero) | set(plateau) | flat | nonfinite)
-    cond = _scaled_cond(loc["gn"])
+    gn = loc["gn"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scaled = gn / np.sqrt(np.outer(np.diag(gn), np.diag(gn)))
+    cond = float(np.linalg.cond(scaled)) if np.all(np.isfinite(scaled)) else float("inf")
     warns = _warnings(names, theta, at_zero, ident, cond, flat - set(plateau))
     # declared ranges (validity conditions, hard constraints) are judged by the caller
     # (scalefit.fit.build.build_result), which knows which parameters it held on a bound
@@ -309,20 +324,6 @@ def check_point(
     )
 
 
-def _plateau(problem: Problem, z: np.ndarray, curv: dict, at_zero: list[int]) -> tuple:
-    """Public values, relative sensitivities, and the parameters with none (a plateau)."""
-    names = problem.law.param_names
-    pub = problem.law.to_public(z, problem.refs)
-    theta = np.array([float(pub[n]) for n in names])
-    col = np.sqrt(np.clip(np.diag(curv["gn_public"]), 0, None))  # |d r / d theta| (weighted)
-    sens = np.where(theta != 0, np.abs(theta), 1.0) * col
-    top = float(np.nanmax(sens)) if np.isfinite(sens).any() else 0.0
-    plateau = [
-        i for i in range(len(names)) if not (sens[i] > PLATEAU_RTOL * top) and i not in at_zero
-    ]
-    return theta, sens, plateau
-
-
 def _saddle_reasons(curv: dict, free: list[int], names) -> list[str]:
     """Why the exact Hessians (internal, public) on ``free`` show no minimum (a saddle)."""
     reasons = []
@@ -338,23 +339,6 @@ def _saddle_reasons(curv: dict, free: list[int], names) -> list[str]:
                 "minimum"
             )
     return reasons
-
-
-def _flat_directions(gn: np.ndarray, free: list[int]) -> set[int]:
-    """Parameters on a flat direction of the exact Gauss-Newton matrix (PSD, no noise)."""
-    flat: set[int] = set()
-    if free:
-        ev, vec = _eig(gn[np.ix_(free, free)])
-        for k in np.flatnonzero(np.isfinite(ev) & (np.abs(ev) < FLAT_TOL)):
-            flat |= {free[j] for j in np.flatnonzero(np.abs(vec[:, k]) > FLAT_WEIGHT)}
-    return flat
-
-
-def _scaled_cond(gn: np.ndarray) -> float:
-    """Condition number of the Gauss-Newton matrix scaled to unit diagonal (inf if not finite)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        scaled = gn / np.sqrt(np.outer(np.diag(gn), np.diag(gn)))
-    return float(np.linalg.cond(scaled)) if np.all(np.isfinite(scaled)) else float("inf")
 
 
 def _warnings(names, theta, at_zero, ident, cond: float, flat: set[int]) -> list[str]:
