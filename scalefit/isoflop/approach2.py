@@ -248,20 +248,6 @@ def approach2(
         bias = _profile_check(groups, logc, opt, shape, target)
         if bias["flagged"] or bias["note"]:
             warns += (bias["note"],)
-    exps = pd.DataFrame(
-        [
-            {"quantity": "params", **{k: law[k] for k in ("exponent", "se", "lo", "hi")}},
-            {
-                "quantity": "tokens",
-                "exponent": 1 - law["exponent"],
-                "se": law["se"],
-                "lo": 1 - law["hi"],
-                "hi": 1 - law["lo"],
-            },
-        ]
-    ).set_index("quantity")
-    exps["intercept"] = [law["intercept"], -np.log(6.0) - law["intercept"]]
-    exps["chi2_dof"] = law["chi2_dof"] if law["weighted"] else np.nan  # no weights: no chi²
     shp = {}
     if opt.shape is not None and any(
         min(abs(np.log(v / bound)) for bound in SHAPE_BOUNDS) < 1e-3 for v in opt.shape
@@ -278,7 +264,7 @@ def approach2(
     return IsoFLOPResult(
         method,
         frame,
-        exps,
+        _exponents(law),
         float(prob),
         interval,
         shp,
@@ -288,6 +274,25 @@ def approach2(
         float(tol),
         bias,
     )
+
+
+def _exponents(law: dict) -> pd.DataFrame:
+    """The line through the optima as exponents of N* and T* (``T* = C / (6 N*)``)."""
+    exps = pd.DataFrame(
+        [
+            {"quantity": "params", **{k: law[k] for k in ("exponent", "se", "lo", "hi")}},
+            {
+                "quantity": "tokens",
+                "exponent": 1 - law["exponent"],
+                "se": law["se"],
+                "lo": 1 - law["hi"],
+                "hi": 1 - law["lo"],
+            },
+        ]
+    ).set_index("quantity")
+    exps["intercept"] = [law["intercept"], -np.log(6.0) - law["intercept"]]
+    exps["chi2_dof"] = law["chi2_dof"] if law["weighted"] else np.nan  # no weights: no chi²
+    return exps
 
 
 def _check_shape(shape) -> tuple[float, float]:
