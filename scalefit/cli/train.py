@@ -440,8 +440,7 @@ def _cmd_prepare_shards(args) -> int:
     print(
         f"shards: {out} (train {m['train_tokens']:,} tokens in {len(m['train'])} shard(s), "
         f"val {m['val_tokens']:,}; {m.get('train_docs', '?')} + {m.get('val_docs', '?')} "
-        f"documents; "
-        f"vocab {m['vocab']}, {m['dtype']})"
+        f"documents; vocab {m['vocab']}, {m['dtype']})"
     )
     return 0
 
