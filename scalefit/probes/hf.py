@@ -175,8 +175,6 @@ def probe_hf(
             "iterated more than once (a list, DatasetDocuments). Got a one-shot iterator instead."
         )
     lm = model if isinstance(model, LoadedModel) else load_model(model, dtype=dtype, device=device)
-    if lm.tokenizer is None:
-        raise ScaleFitError("the model has no tokenizer; pass one to wrap_model.")
     max_block, prune_blocks = _check_settings(lm, seq_len, max_block, prune_blocks)
     n_windows = max(1, tokens // seq_len)
     cr_batch = min(batch_size, n_windows)
@@ -217,6 +215,8 @@ def probe_hf(
 
 def _check_settings(lm: LoadedModel, seq_len: int, max_block: int, prune_blocks) -> tuple:
     """Validate the settings that depend on the model; return (max_block, prune_blocks)."""
+    if lm.tokenizer is None:
+        raise ScaleFitError("the model has no tokenizer; pass one to wrap_model.")
     depth = lm.depth
     max_block = min(max_block, depth)
     limit = getattr(lm.model.config, "max_position_embeddings", None)
