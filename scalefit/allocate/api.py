@@ -235,16 +235,7 @@ def allocate(
     if not eps > 0:
         raise ScaleFitError(f"The 'eps' parameter must be positive. Got {eps!r} instead.")
     depth_range = (float(cons.min_depth), float(cons.max_depth or 1e4))
-    one = {k: np.array([v]) for k, v in src.point.items()}
-    cont = solve(space, one, budgets, depth_range=depth_range, eps=eps, sets=True)
-    draws = None
-    if use_draws and src.draws is not None:
-        hint = np.log(np.stack([_finite_or(cont, c) for c in _coords(space)], axis=1))
-        if draw_sets is None:  # per-draw sets only feed the summary when the optimum is flat
-            draw_sets = bool(cont["flat"].any()) if "flat" in cont else False
-        draws = solve(
-            space, src.draws, budgets, depth_range=depth_range, eps=eps, sets=draw_sets, hint=hint
-        )
+    cont, draws = _optima(space, src, budgets, depth_range, eps, use_draws, draw_sets)
     alloc = Allocation(
         src.law.name,
         space.kind,
@@ -294,6 +285,20 @@ def allocate(
     alloc.summary = pd.DataFrame(rows)
     _warn(alloc)
     return alloc
+
+
+def _optima(space, src, budgets, depth_range, eps, use_draws, draw_sets) -> tuple:
+    """The continuous optimum of the point estimate and (with draws) of every draw."""
+    one = {k: np.array([v]) for k, v in src.point.items()}
+    cont = solve(space, one, budgets, depth_range=depth_range, eps=eps, sets=True)
+    if not use_draws or src.draws is None:
+        return cont, None
+    hint = np.log(np.stack([_finite_or(cont, c) for c in _coords(space)], axis=1))
+    if draw_sets is None:  # per-draw sets only feed the summary when the optimum is flat
+        draw_sets = bool(cont["flat"].any()) if "flat" in cont else False
+    return cont, solve(
+        space, src.draws, budgets, depth_range=depth_range, eps=eps, sets=draw_sets, hint=hint
+    )
 
 
 def _coords(space: Space) -> tuple[str, ...]:

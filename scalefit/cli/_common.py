@@ -28,6 +28,17 @@ OPTIONS: dict[str, dict] = {
         "help": "training budget in FLOPs, e.g. 1e21; repeat the option for several budgets",
     },
     "--no-progress": {"action": "store_true", "help": "hide the progress bars"},
+    "--bootstrap": {
+        "type": int,
+        "default": 0,
+        "metavar": "B",
+        "help": "bootstrap resamples (0: none)",
+    },
+    "--executor": {
+        "choices": ["local", "slurm"],
+        "default": "local",
+        "help": "run the jobs here (local) or submit them to Slurm",
+    },
     "--law": {"default": None, "help": "law name (see `scalefit laws`)"},
     "--law-option": {
         "default": None,
@@ -349,13 +360,6 @@ def _stat(path: Path, where: str) -> os.stat_result | None:
         return None
     except OSError as exc:
         raise ScaleFitError(f"{where}: cannot be used ({exc.strerror or exc}).") from None
-
-
-def check_outputs(
-    *, files: dict[str, str | None] | None = None, folders: dict[str, str | None] | None = None
-) -> None:
-    """Refuse unusable output paths before any work starts (see :func:`check_paths`)."""
-    check_paths(files=files, folders=folders)
 
 
 def positive_flops(text: str) -> float:

@@ -6,14 +6,7 @@ import argparse
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import (
-    add_option,
-    check_paths,
-    law_options_arg,
-    parse_mapping,
-    plots_dir,
-    tidy_table,
-)
+from ._common import add_option, check_paths, law_options_arg, parse_mapping, plots_dir, tidy_table
 
 #: What --head-dim and --min-depth mean when not given (scalefit.allocate.allocate's defaults).
 HEAD_DIM = 64
@@ -42,60 +35,9 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--params", default=None, metavar="K=V,...", help="parameter values for --law")
     add_option(p, "--law-option", help="options for --law, e.g. form=power")
     add_option(p, "--budget", required=True)
-    shape = p.add_argument_group(
-        "shape options", "for laws of depth and width only (refused for a law of params alone)"
-    )
-    shape.add_argument(
-        "--vocab",
-        type=int,
-        default=None,
-        help="vocabulary size for the parameter accounting",
-        fallback=32000,
-        shown="or the law's own vocab option",
-    )
-    shape.add_argument(
-        "--embeddings",
-        default=None,
-        choices=["tied", "untied", "excluded"],
-        help="how embedding parameters count in params",
-        fallback="tied",
-        shown="or the law's own embeddings option",
-    )
-    shape.add_argument(
-        "--block",
-        default="standard",
-        choices=["standard", "swiglu"],
-        help="transformer block of the parameter accounting",
-    )
-    shape.add_argument(
-        "--head-dim",
-        type=int,
-        default=None,
-        help="width is a multiple of this",
-        fallback=HEAD_DIM,
-    )
-    shape.add_argument(
-        "--min-depth", type=int, default=None, help="smallest depth searched", fallback=MIN_DEPTH
-    )
-    shape.add_argument(
-        "--max-depth",
-        type=int,
-        default=None,
-        help="largest depth searched",
-        shown="no bound beyond the search's own range",
-    )
-    shape.add_argument(
-        "--aspect-max",
-        type=float,
-        default=None,
-        help="upper bound on width/depth",
-        shown="no bound",
-    )
+    _add_shape_options(p)
     p.add_argument(
-        "--eps",
-        type=float,
-        default=1e-3,
-        help="loss tolerance (nats) of the near-optimal set",
+        "--eps", type=float, default=1e-3, help="loss tolerance (nats) of the near-optimal set"
     )
     p.add_argument(
         "--prob",
@@ -127,11 +69,58 @@ def register(sub: Subcommands) -> None:
     )
     add_option(p, "--plots")
     p.add_argument(
-        "--quiet",
-        action="store_true",
-        help="print no report, only the names of the files written",
+        "--quiet", action="store_true", help="print no report, only the names of the files written"
     )
     p.set_defaults(func=run_allocate)
+
+
+def _add_shape_options(p) -> None:
+    """The options of the search over depth and width (:data:`SHAPE_OPTIONS`, ``--block``)."""
+    shape = p.add_argument_group(
+        "shape options", "for laws of depth and width only (refused for a law of params alone)"
+    )
+    shape.add_argument(
+        "--vocab",
+        type=int,
+        default=None,
+        help="vocabulary size for the parameter accounting",
+        fallback=32000,
+        shown="or the law's own vocab option",
+    )
+    shape.add_argument(
+        "--embeddings",
+        default=None,
+        choices=["tied", "untied", "excluded"],
+        help="how embedding parameters count in params",
+        fallback="tied",
+        shown="or the law's own embeddings option",
+    )
+    shape.add_argument(
+        "--block",
+        default="standard",
+        choices=["standard", "swiglu"],
+        help="transformer block of the parameter accounting",
+    )
+    shape.add_argument(
+        "--head-dim", type=int, default=None, help="width is a multiple of this", fallback=HEAD_DIM
+    )
+    shape.add_argument(
+        "--min-depth", type=int, default=None, help="smallest depth searched", fallback=MIN_DEPTH
+    )
+    shape.add_argument(
+        "--max-depth",
+        type=int,
+        default=None,
+        help="largest depth searched",
+        shown="no bound beyond the search's own range",
+    )
+    shape.add_argument(
+        "--aspect-max",
+        type=float,
+        default=None,
+        help="upper bound on width/depth",
+        shown="no bound",
+    )
 
 
 def _source(args: argparse.Namespace):
@@ -163,13 +152,12 @@ def _source(args: argparse.Namespace):
 def _refuse_shape_options(args: argparse.Namespace, source, law_options) -> None:
     """Refuse the depth/width options for a law of params alone: they would change nothing."""
     from ..allocate.space import Space
-    from ..laws import get_law
 
     given = [o for o in SHAPE_OPTIONS if getattr(args, o) is not None]
     given += ["block"] if args.block != "standard" else []
     if not given:
         return
-    law = source.law if hasattr(source, "law") else get_law(source, **(law_options or {}))
+    law = _law_of(source, law_options)
     try:
         kind = Space.of(law).kind
     except ScaleFitError:
@@ -183,18 +171,19 @@ def _refuse_shape_options(args: argparse.Namespace, source, law_options) -> None
         )
 
 
-def _accounting(args, law_source, law_options):
-    from ..allocate import Accounting, default_accounting
+def _law_of(source, law_options):
+    """The law of a FitResult, or the named law with its options."""
     from ..laws import get_law
+
+    return source.law if hasattr(source, "law") else get_law(source, **(law_options or {}))
+
+
+def _accounting(args, source, law_options):
+    from ..allocate import Accounting, default_accounting
 
     if args.vocab is None and args.embeddings is None and args.block == "standard":
         return None
-    law = (
-        law_source.law
-        if hasattr(law_source, "get_law")
-        else get_law(law_source, **(law_options or {}))
-    )
-    base = default_accounting(law)
+    base = default_accounting(_law_of(source, law_options))
     return Accounting(
         vocab=args.vocab if args.vocab is not None else base.vocab,
         embeddings=args.embeddings or base.embeddings,

@@ -6,7 +6,7 @@ import argparse
 import warnings
 
 from . import EXIT_NOT_CONVERGED, Subcommands
-from ._common import add_option, check_outputs, parse_mapping, plots_dir, seed_arg
+from ._common import add_option, check_paths, parse_mapping, plots_dir, seed_arg
 
 FORMATS = ("auto", "csv", "jsonl", "tensorboard", "wandb", "trainer")
 
@@ -178,7 +178,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     from ..curves.schedule import parse_schedule
     from ..errors import ConvergenceWarning, ScaleFitError
 
-    check_outputs(files={"--out": args.out}, folders={"--plots": args.plots})
+    check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
     if args.fit_fraction is not None and not 0 < args.fit_fraction < 1:
         raise ScaleFitError(f"--fit-fraction must be in (0, 1). Got {args.fit_fraction!r}.")
     if args.params is not None and not args.forecast:

@@ -10,7 +10,7 @@ from . import Subcommands
 from ._common import (
     add_option,
     add_table_args,
-    check_outputs,
+    check_paths,
     law_options_arg,
     load_table_arg,
     parse_mapping,
@@ -27,35 +27,7 @@ def register(sub: Subcommands) -> None:
         "optional bootstrap and held-out check).",
     )
     add_table_args(p)
-    which = p.add_mutually_exclusive_group(required=True)
-    add_option(which, "--law")
-    which.add_argument(
-        "--formula",
-        metavar="EXPR",
-        help='a law written as a formula, e.g. "E + A/params**alpha + B/tokens**beta"; '
-        "any numeric column may be an input, every other name is a parameter",
-    )
-    add_option(p, "--law-option")
-    p.add_argument(
-        "--start",
-        default=None,
-        metavar="NAME=VALUE,...",
-        help="starting values: NAME=VALUE is tried first (with --law: an extra start in the "
-        "law's units); with --formula, NAME=LO:HI sets the range random starts are drawn from",
-    )
-    p.add_argument(
-        "--bound",
-        default=None,
-        metavar="NAME=LO:HI,...",
-        help="with --formula: a parameter's declared range (LO or HI may be -inf/inf)",
-    )
-    p.add_argument(
-        "--kind",
-        default=None,
-        metavar="NAME=KIND,...",
-        help="with --formula: how a parameter is fitted: free (as is), positive (in log space) "
-        "or exponent; a parameter not named is free",
-    )
+    _add_law_options(p)
     p.add_argument(
         "--loss",
         default="mse",
@@ -77,9 +49,7 @@ def register(sub: Subcommands) -> None:
         shown="every row weighs the same",
     )
     p.add_argument("--starts", type=int, default=256, help="random starts of the optimiser")
-    p.add_argument(
-        "--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples (0: none)"
-    )
+    add_option(p, "--bootstrap")
     p.add_argument(
         "--cluster",
         default=None,
@@ -118,13 +88,46 @@ def register(sub: Subcommands) -> None:
     q.set_defaults(func=run_laws)
 
 
+def _add_law_options(p) -> None:
+    """The law (a name or a formula), its options, starting values, ranges and kinds."""
+    which = p.add_mutually_exclusive_group(required=True)
+    add_option(which, "--law")
+    which.add_argument(
+        "--formula",
+        metavar="EXPR",
+        help='a law written as a formula, e.g. "E + A/params**alpha + B/tokens**beta"; '
+        "any numeric column may be an input, every other name is a parameter",
+    )
+    add_option(p, "--law-option")
+    p.add_argument(
+        "--start",
+        default=None,
+        metavar="NAME=VALUE,...",
+        help="starting values: NAME=VALUE is tried first (with --law: an extra start in the "
+        "law's units); with --formula, NAME=LO:HI sets the range random starts are drawn from",
+    )
+    p.add_argument(
+        "--bound",
+        default=None,
+        metavar="NAME=LO:HI,...",
+        help="with --formula: a parameter's declared range (LO or HI may be -inf/inf)",
+    )
+    p.add_argument(
+        "--kind",
+        default=None,
+        metavar="NAME=KIND,...",
+        help="with --formula: how a parameter is fitted: free (as is), positive (in log space) "
+        "or exponent; a parameter not named is free",
+    )
+
+
 def run_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit fit``; exit code 3 when the fit did not converge."""
     from ..errors import ConvergenceWarning
     from ..fit import fit
     from . import EXIT_NOT_CONVERGED, cli_terms
 
-    check_outputs(files={"--out": args.out}, folders={"--plots": args.plots})
+    check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
     table = load_table_arg(args)
     law, formula, x0 = formula_law_args(args, table)
     with warnings.catch_warnings():

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..errors import ScaleFitError
+from ..errors import ScaleFitError, require
 from . import Subcommands
-from ._common import add_deprecated, add_option, deprecated, plots_dir
+from ._common import add_deprecated, add_option, check_paths, deprecated, plots_dir
 
 #: The file name of the probe-curves figure in the --plots folder.
 FIGURE = "probes.png"
@@ -49,21 +49,7 @@ def _register_hf(sub) -> None:
         "pruning drop and the mechanism verdict. Never downloads unless --allow-download.",
     )
     hf.add_argument("model", metavar="MODEL", help="local model folder, or a cached hub name")
-    source = hf.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--text",
-        metavar="FILE",
-        help=".txt (documents separated by blank lines) or .jsonl (field 'text')",
-    )
-    source.add_argument(
-        "--dataset",
-        metavar="NAME",
-        help="a `datasets` dataset instead: a local folder, or a hub name with --allow-download "
-        "(needs `pip install datasets`)",
-    )
-    hf.add_argument("--dataset-config", default=None, metavar="CONFIG", help="dataset config")
-    hf.add_argument("--split", default="train", help="dataset split")
-    hf.add_argument("--text-field", default="text", help="dataset text column")
+    _add_corpus_options(hf)
     hf.add_argument("--tokens", type=int, default=65_536, help="token budget")
     hf.add_argument(
         "--out",
@@ -74,10 +60,7 @@ def _register_hf(sub) -> None:
     hf.add_argument("--seq-len", type=int, default=256, help="tokens per window")
     hf.add_argument("--batch-size", type=int, default=8, help="windows per forward")
     hf.add_argument(
-        "--max-block",
-        type=int,
-        default=4,
-        help="largest n of the block distance d(l, l+n)",
+        "--max-block", type=int, default=4, help="largest n of the block distance d(l, l+n)"
     )
     hf.add_argument(
         "--prune-tokens",
@@ -99,16 +82,10 @@ def _register_hf(sub) -> None:
         "model; the mechanism verdict then abstains)",
     )
     hf.add_argument(
-        "--bootstrap",
-        type=int,
-        default=200,
-        help="bootstrap resamples over windows (0: none)",
+        "--bootstrap", type=int, default=200, help="bootstrap resamples over windows (0: none)"
     )
     hf.add_argument(
-        "--reservoir",
-        type=int,
-        default=20_000,
-        help="tokens sampled for the early-exit split",
+        "--reservoir", type=int, default=20_000, help="tokens sampled for the early-exit split"
     )
     add_option(hf, "--seed", help="seed of the reservoir, the masks and the bootstrap")
     hf.add_argument(
@@ -128,12 +105,30 @@ def _register_hf(sub) -> None:
     hf.set_defaults(func=_probe_hf)
 
 
+def _add_corpus_options(hf) -> None:
+    """The text the probes read: a local file, or a ``datasets`` dataset with its settings."""
+    source = hf.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--text",
+        metavar="FILE",
+        help=".txt (documents separated by blank lines) or .jsonl (field 'text')",
+    )
+    source.add_argument(
+        "--dataset",
+        metavar="NAME",
+        help="a `datasets` dataset instead: a local folder, or a hub name with --allow-download "
+        "(needs `pip install datasets`)",
+    )
+    hf.add_argument("--dataset-config", default=None, metavar="CONFIG", help="dataset config")
+    hf.add_argument("--split", default="train", help="dataset split")
+    hf.add_argument("--text-field", default="text", help="dataset text column")
+
+
 def _probe_toy(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from .._io import atomic_savefig, atomic_write_csv
     from ..sim.probe import probe_saved_model
-    from ._common import check_paths
 
     check_paths(
         files={"--out": args.out}, figures={"--plot": args.plot}, folders={"--plots": args.plots}
@@ -176,7 +171,6 @@ def _probe_hf(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from ..probes.hf import load_model, probe_hf
-    from ._common import check_paths
 
     if args.text and not os.path.lexists(args.text):
         raise ScaleFitError(f"{args.text}: no such text file.")
@@ -195,8 +189,6 @@ def _probe_hf(args: argparse.Namespace) -> int:
         text = args.text
     blocks = _prune_blocks(args.prune_blocks)
     if args.quiet:
-        from ..errors import require
-
         require("transformers", "hf").utils.logging.disable_progress_bar()
     lm = load_model(
         args.model, dtype=args.dtype, device=args.device, allow_download=args.allow_download

@@ -19,12 +19,7 @@ def register(subparsers) -> None:
     run = sub.add_parser("run", help="run (or resume) a toy sweep spec")
     run.add_argument("spec", metavar="SPEC.toml", help="the sweep spec (TOML)")
     run.add_argument("--workers", type=int, default=1, help="local worker processes")
-    run.add_argument(
-        "--executor",
-        choices=("local", "slurm"),
-        default="local",
-        help="run the jobs here (local) or submit them to Slurm",
-    )
+    add_option(run, "--executor")
     run.add_argument(
         "--out", default=None, metavar="DIR", help="output folder", shown="runs/NAME of the spec"
     )

@@ -8,17 +8,25 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES
+from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json
 from .._validation import fmt_value
 from ..errors import ScaleFitError
-from ._common import add_deprecated, add_option, deprecated, seed_arg
+from ._common import add_deprecated, add_option, check_paths, deprecated
 
 
 def register(sub) -> None:
     """Add the ``train`` and ``data`` commands."""
     p = sub.add_parser("train", help="train reference transformers (one run, a grid, diagnostics)")
     tsub = p.add_subparsers(dest="train_command", metavar="SUBCOMMAND")
+    _register_run(tsub)
+    _register_grid(tsub)
+    _register_diagnose(tsub)
+    _register_report(tsub)
+    p.set_defaults(func=lambda a: _usage(p))
+    _register_data(sub)
 
+
+def _register_run(tsub) -> None:
     run = tsub.add_parser("run", help="train one configuration (works under torchrun)")
     run.add_argument("config", metavar="CONFIG.toml", help="flat TOML of trainer settings")
     run.add_argument(
@@ -31,7 +39,7 @@ def register(sub) -> None:
         metavar="KEY=VALUE",
         help="override a setting (TOML value syntax), repeatable",
     )
-    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_option(run, "--no-progress", help="hide the progress bar")
     run.add_argument(
         "--overwrite",
         action="store_true",
@@ -39,6 +47,8 @@ def register(sub) -> None:
     )
     run.set_defaults(func=_cmd_run)
 
+
+def _register_grid(tsub) -> None:
     grid = tsub.add_parser("grid", help="run a depth x width x tokens x variant x seed grid")
     grid.add_argument(
         "specs",
@@ -47,12 +57,7 @@ def register(sub) -> None:
         help="sweep spec(s) with task = 'train'; several share one output folder",
     )
     grid.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes")
-    grid.add_argument(
-        "--executor",
-        choices=["local", "slurm"],
-        default="local",
-        help="run the jobs here (local) or submit them to Slurm",
-    )
+    add_option(grid, "--executor")
     grid.add_argument(
         "--threads", type=int, default=1, metavar="T", help="torch threads per worker"
     )
@@ -76,6 +81,8 @@ def register(sub) -> None:
     )
     grid.set_defaults(func=_cmd_grid)
 
+
+def _register_diagnose(tsub) -> None:
     diag = tsub.add_parser("diagnose", help="per-layer diagnostics of a checkpoint")
     diag.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint.pt of a run")
     diag.add_argument(
@@ -89,6 +96,9 @@ def register(sub) -> None:
         "--eval-tokens", type=int, default=16_384, metavar="N", help="tokens of the evaluation"
     )
     diag.set_defaults(func=_cmd_diagnose)
+
+
+def _register_report(tsub) -> None:
     rep = tsub.add_parser("report", help="loss table, decomposed fit and figures of a grid")
     rep.add_argument("out_dir", metavar="DIR", help="a sweep folder written by `train grid`")
     rep.add_argument("--table", default=None, metavar="CSV", help="write the loss table here")
@@ -102,14 +112,9 @@ def register(sub) -> None:
         metavar="CSV",
         help="another grid's loss table whose rows join the fit (repeatable)",
     )
-    rep.add_argument(
-        "--bootstrap", type=int, default=0, metavar="B", help="bootstrap resamples of the fit"
-    )
-    rep.add_argument("--seed", type=seed_arg, default=0, help="seed of the bootstrap")
+    add_option(rep, "--bootstrap", help="bootstrap resamples of the fit")
+    add_option(rep, "--seed", help="seed of the bootstrap")
     rep.set_defaults(func=_cmd_report)
-    p.set_defaults(func=lambda a: _usage(p))
-
-    _register_data(sub)
 
 
 def _register_data(sub) -> None:
@@ -193,11 +198,8 @@ def _overrides(items: list[str]) -> dict:
 
 
 def _cmd_run(args) -> int:
-    from .._io import atomic_write_csv, atomic_write_json
-    from ..train.diagnostics import diagnose
     from ..train.grid import TASK_KEYS, validate_task_keys
     from ..train.loop import config_from_dict, train
-    from ._common import check_paths
 
     check_paths(
         inputs={"trainer configuration (TOML file)": args.config},
@@ -210,23 +212,29 @@ def _cmd_run(args) -> int:
     cfg = config_from_dict(raw, source=args.config)
     out = Path(args.out or Path("runs") / str(raw.get("name", Path(args.config).stem)))
     check_paths(folders={"output folder": out})  # the default runs/NAME too
-    rank = int(os.environ.get("RANK", "0"))
     try:
         if cfg.cooldowns:
             return _run_cooldowns(cfg, out, args, task)
         res = train(cfg, out, progress=not args.no_progress, overwrite=args.overwrite)
     finally:
         _close_process_group()
-    if rank != 0:
+    return _write_run(out, cfg, task, res, res.row, [(out, res.row)])
+
+
+def _write_run(out: Path, cfg, task: dict, main, result, printed: list) -> int:
+    """Write a finished run's diagnostics (if asked) and result.json (rank 0 only); say so."""
+    from ..train.diagnostics import diagnose
+
+    if int(os.environ.get("RANK", "0")) != 0:
         return 0
-    if task["diagnose"] and not res.row["diverged"]:
-        atomic_write_csv(
-            out / "diagnostics.csv",
-            diagnose(res.model, res.data, eval_tokens=int(task["diag_tokens"])),
-        )
-    atomic_write_json(out / "result.json", {"config": cfg.to_dict(), "result": res.row})
-    _print_row(out, res.row)
-    if task["diagnose"] and not res.row["diverged"]:
+    diagnosed = task["diagnose"] and not main.row["diverged"]
+    if diagnosed:
+        frame = diagnose(main.model, main.data, eval_tokens=int(task["diag_tokens"]))
+        atomic_write_csv(out / "diagnostics.csv", frame)
+    atomic_write_json(out / "result.json", {"config": cfg.to_dict(), "result": result})
+    for where, row in printed:
+        _print_row(where, row)
+    if diagnosed:
         print(f"wrote {out / 'diagnostics.csv'}")
     print(f"wrote {out / 'result.json'}")
     return 0
@@ -243,27 +251,13 @@ def _print_row(out, row: dict) -> None:
 
 def _run_cooldowns(cfg, out: Path, args, task: dict) -> int:
     """``train run`` of a WSD run with cooldown branches: one result row per budget."""
-    from .._io import atomic_write_csv, atomic_write_json
     from ..train.branches import train_cooldowns
-    from ..train.diagnostics import diagnose
 
     res = train_cooldowns(cfg, out, progress=not args.no_progress, overwrite=args.overwrite)
-    if int(os.environ.get("RANK", "0")) != 0:
-        return 0
-    if task["diagnose"] and not res.main.row["diverged"]:
-        atomic_write_csv(
-            out / "diagnostics.csv",
-            diagnose(res.main.model, res.main.data, eval_tokens=int(task["diag_tokens"])),
-        )
     rows = res.rows()
-    atomic_write_json(out / "result.json", {"config": cfg.to_dict(), "result": {"rows": rows}})
-    for row in rows:
-        where = out if row["branch"] == "main" else out / "cooldowns" / f"tokens_{row['budget']}"
-        _print_row(where, row)
-    if task["diagnose"] and not res.main.row["diverged"]:
-        print(f"wrote {out / 'diagnostics.csv'}")
-    print(f"wrote {out / 'result.json'}")
-    return 0
+    branch = out / "cooldowns"
+    where = [out if r["branch"] == "main" else branch / f"tokens_{r['budget']}" for r in rows]
+    return _write_run(out, cfg, task, res.main, {"rows": rows}, list(zip(where, rows, strict=True)))
 
 
 def _close_process_group() -> None:
@@ -276,7 +270,6 @@ def _close_process_group() -> None:
 def _cmd_grid(args) -> int:
     from ..sweep import collect_results, load_spec, run_sweep
     from ..train.grid import TABLE_COLUMNS
-    from ._common import check_paths
 
     check_paths(
         inputs=[("sweep spec (TOML file)", s) for s in args.specs],
@@ -305,8 +298,6 @@ def _cmd_grid(args) -> int:
     runs = [r for spec in specs for r in spec.runs()]
     table = collect_results(out, runs)
     if args.table:
-        from .._io import atomic_write_csv
-
         first = [c for c in TABLE_COLUMNS if c in table.columns]
         atomic_write_csv(args.table, table[first + [c for c in table.columns if c not in first]])
     done = int(table["loss"].notna().sum()) if "loss" in table else 0
@@ -346,7 +337,6 @@ def _check_grid_memory(spec, path: str, *, workers: int) -> None:
 
 def _cmd_report(args) -> int:
     from ..workflows.train_report import grid_report
-    from ._common import check_paths
 
     check_paths(
         inputs=[("loss table (CSV)", p) for p in args.extra],
@@ -378,11 +368,9 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_diagnose(args) -> int:
-    from .._io import atomic_write_csv
     from ..train.diagnostics import diagnose
     from ..train.loop import config_from_dict, load_checkpoint, prepare_data
     from ..train.model import Transformer
-    from ._common import check_paths
 
     path = Path(args.checkpoint)
     out = Path(args.out) if args.out else path.parent / "diagnostics.csv"
@@ -432,7 +420,6 @@ def _check_weights_match(path: Path, cfg, weights) -> None:
 
 def _cmd_prepare_shards(args) -> int:
     from ..train.shards import prepare_shards
-    from ._common import check_paths
 
     if args.out is None:
         raise ScaleFitError("data prepare --shards needs --out DIR (the shard folder).")
@@ -453,8 +440,7 @@ def _cmd_prepare_shards(args) -> int:
     print(
         f"shards: {out} (train {m['train_tokens']:,} tokens in {len(m['train'])} shard(s), "
         f"val {m['val_tokens']:,}; {m.get('train_docs', '?')} + {m.get('val_docs', '?')} "
-        f"documents; "
-        f"vocab {m['vocab']}, {m['dtype']})"
+        f"documents; vocab {m['vocab']}, {m['dtype']})"
     )
     return 0
 

@@ -215,7 +215,6 @@ def next_runs(
     """
     from ..allocate.api import resolve
     from ..allocate.space import Space
-    from .candidates import default_candidates
 
     validate(
         "next_runs",
@@ -248,18 +247,7 @@ def next_runs(
             f"next_runs: only {int(ok.sum())} draws have a finite optimum at {target_budget:g}."
         )
     draws = {kk: v[ok] for kk, v in src.draws.items()}
-    if candidates is None:
-        cand = default_candidates(src, space, float(budget_for_runs))
-    else:
-        cand = _check_candidates(pd.DataFrame(candidates), space)
-    cand = cand[cand["flops"] <= budget_for_runs * (1 + 1e-12)].reset_index(drop=True)
-    if cand.empty:
-        raise ScaleFitError(
-            f"next_runs: no candidate fits within budget_for_runs={budget_for_runs:g} FLOPs."
-        )
-    h = _log_pred(src.law, draws, cand)
-    good = np.all(np.isfinite(h), axis=0)
-    cand, h = cand[good].reset_index(drop=True), h[:, good]
+    cand, h = _usable_candidates(src, space, draws, candidates, budget_for_runs)
     sd = _noise(result, noise)
     ens = _update.Ensemble.from_draws(q[ok], h, sd)
     cost = cand["flops"].to_numpy(float)
@@ -289,6 +277,24 @@ def next_runs(
         search,
         src.law.name,
     )
+
+
+def _usable_candidates(src, space, draws, candidates, budget_for_runs) -> tuple:
+    """Candidates within the budget with finite log-loss predictions (draws x candidates)."""
+    from .candidates import default_candidates
+
+    if candidates is None:
+        cand = default_candidates(src, space, float(budget_for_runs))
+    else:
+        cand = _check_candidates(pd.DataFrame(candidates), space)
+    cand = cand[cand["flops"] <= budget_for_runs * (1 + 1e-12)].reset_index(drop=True)
+    if cand.empty:
+        raise ScaleFitError(
+            f"next_runs: no candidate fits within budget_for_runs={budget_for_runs:g} FLOPs."
+        )
+    h = _log_pred(src.law, draws, cand)
+    good = np.all(np.isfinite(h), axis=0)
+    return cand[good].reset_index(drop=True), h[:, good]
 
 
 def _noise(result: Any, noise: float | None) -> float:

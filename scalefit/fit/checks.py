@@ -280,33 +280,16 @@ def check_point(
             f"{names[i]} = {theta[i]:.4g} has no effect on the model there (zero curvature: "
             "a plateau, not a minimum)"
         )
-    # exact Hessians: saddle / not positive definite, internal and public coordinates
-    free = [i for i in range(len(names)) if i not in at_zero and i not in plateau]
-    flat: set[int] = set()
+    free = free_of(names, at_zero, plateau)
     jac = _jacobian(problem, np.asarray(z, dtype=float)) if loss != "mse" else None
     if loss == "lad":
         # the Hessian test means nothing at the kink of |r|: certify by the subgradient
         # condition and the second-order condition along the directions that keep the kink
         # residuals at zero
-        reasons.extend(_lad_certificate(problem, z, loc, jac, free_of(names, at_zero, plateau)))
-    hessians = (
-        () if loss == "lad" else (("internal", curv["h_internal"]), ("public", curv["h_public"]))
-    )
-    for label, h in hessians:
-        sub = h[np.ix_(free, free)] if free else np.zeros((0, 0))
-        if not len(sub):
-            continue
-        ev, vec = _eig(sub)
-        if not np.all(np.isfinite(ev)):
-            reasons.append(f"the Hessian in {label} coordinates is not finite")
-            continue
-        if ev[0] < -NEG_TOL:
-            lead = free[int(np.argmax(np.abs(vec[:, 0])))]
-            reasons.append(
-                f"the Hessian in {label} coordinates has a negative eigenvalue ({ev[0]:.3g} "
-                f"after unit-diagonal scaling), mostly along {names[lead]}: a saddle, not a "
-                "minimum"
-            )
+        reasons.extend(_lad_certificate(problem, z, loc, jac, free))
+    else:
+        reasons.extend(_saddle_reasons(curv, free, names))
+    flat: set[int] = set()
     if free:  # flat directions from the exact Gauss-Newton matrix (PSD, no difference noise)
         ev, vec = _eig(loc["gn"][np.ix_(free, free)])
         for k in np.flatnonzero(np.isfinite(ev) & (np.abs(ev) < FLAT_TOL)):
@@ -317,41 +300,14 @@ def check_point(
     # losses it is judged on J' W J (every row counted, as least squares would), not on the
     # sandwich, whose bread counts only the rows inside delta (Huber) or does not exist (LAD)
     ident = corr if jac is None else _corr(_design_inverse(jac, _row_weights(problem)))
-    jt = loc["tpub"]
-    cov_pub = jt @ cov @ jt.T
-    se = np.sqrt(np.clip(np.diag(cov_pub), 0, None))
-    stderr = dict(zip(names, se.tolist(), strict=True))
+    se = np.sqrt(np.clip(np.diag(loc["tpub"] @ cov @ loc["tpub"].T), 0, None))
     nonfinite = set() if loss == "lad" else {i for i in range(len(names)) if not np.isfinite(se[i])}
     bad = sorted(set(at_zero) | set(plateau) | flat | nonfinite)
-    warns: list[str] = []
-    for i in at_zero:
-        warns.append(
-            f"{names[i]} = {theta[i]:.3g} ran to its lower bound 0: the data do not support this "
-            "term (a boundary optimum; not identified)."
-        )
-    for i in range(len(names)):
-        for j in range(i + 1, len(names)):
-            if np.isfinite(ident[i, j]) and abs(ident[i, j]) > CORR_WARN:
-                warns.append(
-                    f"{names[i]} and {names[j]} are correlated at {ident[i, j]:+.4f} even in "
-                    "reference-pinned coordinates: the data barely separate them."
-                )
     gn = loc["gn"]
     with np.errstate(invalid="ignore", divide="ignore"):
         scaled = gn / np.sqrt(np.outer(np.diag(gn), np.diag(gn)))
     cond = float(np.linalg.cond(scaled)) if np.all(np.isfinite(scaled)) else float("inf")
-    if cond > COND_WARN:
-        warns.append(
-            f"ill-conditioned Hessian (scaled condition number {cond:.2e}): some combination of "
-            "parameters is not identified by the data."
-        )
-    if flat - set(plateau):
-        warns.append(
-            "flat direction of the Hessian: "
-            + ", ".join(names[i] for i in sorted(flat - set(plateau)))
-            + " are not identified (their standard errors mean nothing; use a bootstrap or "
-            "posterior interval, or a profile)."
-        )
+    warns = _warnings(names, theta, at_zero, ident, cond, flat - set(plateau))
     # declared ranges (validity conditions, hard constraints) are judged by the caller
     # (scalefit.fit.build.build_result), which knows which parameters it held on a bound
     return LocalCheck(
@@ -359,10 +315,56 @@ def check_point(
         reasons=tuple(reasons),
         not_identified=tuple(names[i] for i in bad),
         warnings=tuple(warns),
-        stderr=stderr,
+        stderr=dict(zip(names, se.tolist(), strict=True)),
         corr=corr,
         cond=cond,
         grad_max=float(np.max(np.abs(loc["grad"]))),
         info={"sensitivity": dict(zip(names, sens.tolist(), strict=True))},
         at_zero=tuple(names[i] for i in at_zero),
     )
+
+
+def _saddle_reasons(curv: dict, free: list[int], names) -> list[str]:
+    """Why the exact Hessians (internal, public) on ``free`` show no minimum (a saddle)."""
+    reasons = []
+    for label in ("internal", "public") if free else ():
+        ev, vec = _eig(curv[f"h_{label}"][np.ix_(free, free)])
+        if not np.all(np.isfinite(ev)):
+            reasons.append(f"the Hessian in {label} coordinates is not finite")
+        elif ev[0] < -NEG_TOL:
+            lead = free[int(np.argmax(np.abs(vec[:, 0])))]
+            reasons.append(
+                f"the Hessian in {label} coordinates has a negative eigenvalue ({ev[0]:.3g} "
+                f"after unit-diagonal scaling), mostly along {names[lead]}: a saddle, not a "
+                "minimum"
+            )
+    return reasons
+
+
+def _warnings(names, theta, at_zero, ident, cond: float, flat: set[int]) -> list[str]:
+    """Warnings: boundary optima, correlated pairs, ill-conditioning, flat directions."""
+    warns = [
+        f"{names[i]} = {theta[i]:.3g} ran to its lower bound 0: the data do not support this "
+        "term (a boundary optimum; not identified)."
+        for i in at_zero
+    ]
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            if np.isfinite(ident[i, j]) and abs(ident[i, j]) > CORR_WARN:
+                warns.append(
+                    f"{names[i]} and {names[j]} are correlated at {ident[i, j]:+.4f} even in "
+                    "reference-pinned coordinates: the data barely separate them."
+                )
+    if cond > COND_WARN:
+        warns.append(
+            f"ill-conditioned Hessian (scaled condition number {cond:.2e}): some combination of "
+            "parameters is not identified by the data."
+        )
+    if flat:
+        warns.append(
+            "flat direction of the Hessian: "
+            + ", ".join(names[i] for i in sorted(flat))
+            + " are not identified (their standard errors mean nothing; use a bootstrap or "
+            "posterior interval, or a profile)."
+        )
+    return warns

@@ -11,14 +11,7 @@ import pandas as pd
 from .._validation import Interval, Options, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
-from ._curves import (
-    SHAPE_BOUNDS,
-    Optima,
-    PowerLawExponents,
-    fit_parabolas,
-    fit_profile,
-    power_law,
-)
+from ._curves import SHAPE_BOUNDS, Optima, PowerLawExponents, fit_parabolas, fit_profile, power_law
 from .budgets import assign_budgets
 
 METHODS = ("parabola", "parabola_weighted", "profile")
@@ -248,6 +241,24 @@ def approach2(
         bias = _profile_check(groups, logc, opt, shape, target)
         if bias["flagged"] or bias["note"]:
             warns += (bias["note"],)
+    shp, shape_note = _shape_of(opt)
+    return IsoFLOPResult(
+        method,
+        frame,
+        _exponents(law),
+        float(prob),
+        interval,
+        shp,
+        warns + shape_note,
+        tuple(opt.curve),
+        seed,
+        float(tol),
+        bias,
+    )
+
+
+def _exponents(law: dict) -> pd.DataFrame:
+    """The line through the optima as exponents of N* and T* (``T* = C / (6 N*)``)."""
     exps = pd.DataFrame(
         [
             {"quantity": "params", **{k: law[k] for k in ("exponent", "se", "lo", "hi")}},
@@ -262,31 +273,22 @@ def approach2(
     ).set_index("quantity")
     exps["intercept"] = [law["intercept"], -np.log(6.0) - law["intercept"]]
     exps["chi2_dof"] = law["chi2_dof"] if law["weighted"] else np.nan  # no weights: no chi²
-    shp = {}
-    if opt.shape is not None and any(
-        min(abs(np.log(v / bound)) for bound in SHAPE_BOUNDS) < 1e-3 for v in opt.shape
-    ):
-        warns += (
-            f"the profile's shape (alpha {opt.shape[0]:.3g}, beta {opt.shape[1]:.3g}) sits at a "
-            f"bound {SHAPE_BOUNDS}: the data do not identify the curve's asymmetry; pass "
-            "shape=(alpha, beta) from a law fit",
-        )
-    if opt.shape is not None:
-        shp = {"alpha": opt.shape[0], "beta": opt.shape[1]}
-        if opt.shape_se is not None:
-            shp.update(alpha_se=float(opt.shape_se[0]), beta_se=float(opt.shape_se[1]))
-    return IsoFLOPResult(
-        method,
-        frame,
-        exps,
-        float(prob),
-        interval,
-        shp,
-        warns,
-        tuple(opt.curve),
-        seed,
-        float(tol),
-        bias,
+    return exps
+
+
+def _shape_of(opt: Optima) -> tuple[dict, tuple[str, ...]]:
+    """The profile's shared shape (with standard errors), and a warning if it sits at a bound."""
+    if opt.shape is None:
+        return {}, ()
+    shp = {"alpha": opt.shape[0], "beta": opt.shape[1]}
+    if opt.shape_se is not None:
+        shp.update(alpha_se=float(opt.shape_se[0]), beta_se=float(opt.shape_se[1]))
+    if not any(min(abs(np.log(v / bound)) for bound in SHAPE_BOUNDS) < 1e-3 for v in opt.shape):
+        return shp, ()
+    return shp, (
+        f"the profile's shape (alpha {opt.shape[0]:.3g}, beta {opt.shape[1]:.3g}) sits at a "
+        f"bound {SHAPE_BOUNDS}: the data do not identify the curve's asymmetry; pass "
+        "shape=(alpha, beta) from a law fit",
     )
 
 

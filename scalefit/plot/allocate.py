@@ -54,8 +54,6 @@ def plot_isoflop(
     -------
     matplotlib Figure
     """
-    from matplotlib.lines import Line2D
-
     from .style import label, ordered_colours, title
 
     fig, ax = axes(ax, figsize=(6.4, 4.6))
@@ -71,63 +69,7 @@ def plot_isoflop(
         s = None if summary is None else summary.loc[np.isclose(summary["budget"], budget)]
         if s is None or s.empty:
             continue
-        s = s.iloc[0]
-        flat = bool(s.get("flat", False))
-        lo, hi = (
-            (s["depth_min_opt"], s["depth_max_opt"])
-            if flat
-            else (s.get("set_depth_lo", np.nan), s.get("set_depth_hi", np.nan))
-        )
-        if np.isfinite(lo) and np.isfinite(hi):
-            bar = "flat optimum: every depth as good" if flat else "near-optimal depths"
-            if not flat and eps:
-                bar += f" (within {eps:g} nats)"
-            ax.plot(
-                [lo, max(hi, lo * 1.02)],
-                [s["loss_star"]] * 2,
-                color=colour,
-                lw=6,
-                alpha=0.45,
-                solid_capstyle="butt",
-            )
-            # the legend's swatch is neutral: each budget's bar has that curve's colour
-            marks["bar"] = Line2D([], [], color="0.55", lw=6, alpha=0.45, label=bar)
-        if not flat and np.isfinite(s.get("depth_star", np.nan)):
-            marks["opt"] = ax.plot(
-                s["depth_star"],
-                s["loss_star"],
-                "o",
-                mfc="white",
-                mec=colour,
-                mew=1.8,
-                ms=7,
-                label="continuous optimum",
-                zorder=5,
-            )[0]
-        if np.isfinite(s.get("depth", np.nan)):
-            recommended = bool(s.get("recommended", True))
-            key = "rec" if recommended else "best"
-            marks[key] = ax.plot(
-                s["depth"],
-                s["loss"],
-                "x" if recommended else "+",
-                color="black",
-                ms=7,
-                mew=1.6,
-                label="recommended practical shape"
-                if recommended
-                else "best practical shape in the grid, not recommended (see the report)",
-                zorder=6,
-            )[0]
-        if bool(s.get("boundary", False)) and np.isfinite(s.get("depth", np.nan)):
-            ax.annotate(
-                "optimum on the depth bound",
-                (s["depth"], s["loss"]),
-                xytext=(6, -12),
-                textcoords="offset points",
-                fontsize=7,
-                color=colour,
-            )
+        _mark_budget(ax, s.iloc[0], colour, eps, marks)
     ax.set_xscale("log")
     ax.set_xlabel(f"{label('depth')}; width and tokens optimal at each depth")
     ax.set_ylabel(f"predicted {label('loss')}")
@@ -139,6 +81,68 @@ def plot_isoflop(
     what = "Iso-FLOP curves: best predicted loss against depth at fixed compute"
     suptitle(fig, title(source, what))
     return fig
+
+
+def _mark_budget(ax, s: pd.Series, colour, eps: float | None, marks: dict) -> None:
+    """Mark one budget's summary row: near-optimal depths, optimum, practical shape, boundary."""
+    from matplotlib.lines import Line2D
+
+    flat = bool(s.get("flat", False))
+    lo, hi = (
+        (s["depth_min_opt"], s["depth_max_opt"])
+        if flat
+        else (s.get("set_depth_lo", np.nan), s.get("set_depth_hi", np.nan))
+    )
+    if np.isfinite(lo) and np.isfinite(hi):
+        bar = "flat optimum: every depth as good" if flat else "near-optimal depths"
+        if not flat and eps:
+            bar += f" (within {eps:g} nats)"
+        ax.plot(
+            [lo, max(hi, lo * 1.02)],
+            [s["loss_star"]] * 2,
+            color=colour,
+            lw=6,
+            alpha=0.45,
+            solid_capstyle="butt",
+        )
+        # the legend's swatch is neutral: each budget's bar has that curve's colour
+        marks["bar"] = Line2D([], [], color="0.55", lw=6, alpha=0.45, label=bar)
+    if not flat and np.isfinite(s.get("depth_star", np.nan)):
+        marks["opt"] = ax.plot(
+            s["depth_star"],
+            s["loss_star"],
+            "o",
+            mfc="white",
+            mec=colour,
+            mew=1.8,
+            ms=7,
+            label="continuous optimum",
+            zorder=5,
+        )[0]
+    if np.isfinite(s.get("depth", np.nan)):
+        recommended = bool(s.get("recommended", True))
+        key = "rec" if recommended else "best"
+        marks[key] = ax.plot(
+            s["depth"],
+            s["loss"],
+            "x" if recommended else "+",
+            color="black",
+            ms=7,
+            mew=1.6,
+            label="recommended practical shape"
+            if recommended
+            else "best practical shape in the grid, not recommended (see the report)",
+            zorder=6,
+        )[0]
+    if bool(s.get("boundary", False)) and np.isfinite(s.get("depth", np.nan)):
+        ax.annotate(
+            "optimum on the depth bound",
+            (s["depth"], s["loss"]),
+            xytext=(6, -12),
+            textcoords="offset points",
+            fontsize=7,
+            color=colour,
+        )
 
 
 def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):

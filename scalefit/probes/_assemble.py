@@ -116,6 +116,7 @@ def assemble(
     init: dict | None = None,
     cr_batch: int | None = None,
 ) -> HFProbeResult:
+    """The probe result of a finished reduction: tables, early-exit split, verdict, summary."""
     depth = lm.depth
     est = {
         q: acc.estimate(q, bootstrap=bootstrap, seed=seed)
@@ -137,35 +138,22 @@ def assemble(
         values = np.broadcast_to(crs[part], (2, depth))  # rows: raw, debiased
         layers["cr" + ("" if part == "mean" else f"_{part}")] = values[0]
         layers["cr_debiased" + ("" if part == "mean" else f"_{part}")] = values[1]
-    rows = []
-    for n in range(1, acc.max_block + 1):
-        for start in range(1, depth - n + 2):
-            rows.append(
-                {
-                    "layer": start,
-                    "n": n,
-                    **{
-                        f"distance{'' if p == 'mean' else '_' + p}": est["block"][p][
-                            n - 1, start - 1
-                        ]
-                        for p in ("mean", "lo", "hi")
-                    },
-                }
-            )
-    distances = pd.DataFrame(rows)
+    distances = pd.DataFrame(
+        [
+            {
+                "layer": start,
+                "n": n,
+                **{
+                    f"distance{'' if p == 'mean' else '_' + p}": est["block"][p][n - 1, start - 1]
+                    for p in ("mean", "lo", "hi")
+                },
+            }
+            for n in range(1, acc.max_block + 1)
+            for start in range(1, depth - n + 2)
+        ]
+    )
     summary = summarize_table(_state_table(est, depth))
-    split = split_token_angles(acc.res_theta)
-    early = split["labels"].astype(bool)
-    split["tokens"] = int(early.size)
-    split["doc_start_share_of_early"] = (
-        float(acc.res_doc_start[early].mean()) if early.any() else math.nan
-    )
-    split["early_share_of_doc_starts"] = (
-        float(early[acc.res_doc_start].mean()) if acc.res_doc_start.any() else math.nan
-    )
-    split["window_start_share_of_early"] = (
-        float((acc.res_position[early] == 0).mean()) if early.any() else math.nan
-    )
+    split = _early_exit_split(acc)
     verdict = verdict_from_evidence(
         {depth: summary},
         split,
@@ -190,6 +178,23 @@ def assemble(
         "theta_layer_slope": _layer_slope(layers["theta"].to_numpy()),
     }
     return HFProbeResult(layers, distances, pd.DataFrame(), split, verdict, info)
+
+
+def _early_exit_split(acc: Accumulator) -> dict:
+    """The early-exit split of the reservoir's tokens, with where its early tokens sit."""
+    split = split_token_angles(acc.res_theta)
+    early = split["labels"].astype(bool)
+    split["tokens"] = int(early.size)
+    split["doc_start_share_of_early"] = (
+        float(acc.res_doc_start[early].mean()) if early.any() else math.nan
+    )
+    split["early_share_of_doc_starts"] = (
+        float(early[acc.res_doc_start].mean()) if acc.res_doc_start.any() else math.nan
+    )
+    split["window_start_share_of_early"] = (
+        float((acc.res_position[early] == 0).mean()) if early.any() else math.nan
+    )
+    return split
 
 
 def _layer_slope(theta: np.ndarray) -> float:

@@ -175,37 +175,22 @@ def probe_hf(
             "iterated more than once (a list, DatasetDocuments). Got a one-shot iterator instead."
         )
     lm = model if isinstance(model, LoadedModel) else load_model(model, dtype=dtype, device=device)
-    if lm.tokenizer is None:
-        raise ScaleFitError("the model has no tokenizer; pass one to wrap_model.")
-    depth = lm.depth
     max_block, prune_blocks = _check_settings(lm, seq_len, max_block, prune_blocks)
-    folder = Path(out) if out is not None else None
     n_windows = max(1, tokens // seq_len)
     cr_batch = min(batch_size, n_windows)
-    meta = _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr)
-    acc = None
-    if folder is not None:
-        acc = Accumulator.load(
-            folder, meta, depth=depth, max_block=max_block, reservoir=reservoir, seed=seed
-        )
-    acc = acc or Accumulator(depth, max_block=max_block, reservoir=reservoir, seed=seed)
-    _reduce_corpus(
+    acc = _reduce_corpus(
         lm,
         text,
-        acc,
         n_windows=n_windows,
         seq_len=seq_len,
         batch_size=batch_size,
         max_block=max_block,
+        reservoir=reservoir,
+        seed=seed,
         cr_batch=cr_batch if cr else 0,
-        folder=folder,
-        meta=meta,
+        folder=Path(out) if out is not None else None,
         progress=progress,
     )
-    if acc.tokens_seen == 0:
-        raise ScaleFitError(f"the text holds fewer than seq_len = {seq_len} tokens.")
-    if folder is not None:
-        acc.save(folder, meta)
     init = None
     if init_reference and not lm.encoder:
         init = _init_reference(lm, text, seq_len=seq_len, batch_size=batch_size, seed=seed)
@@ -230,6 +215,8 @@ def probe_hf(
 
 def _check_settings(lm: LoadedModel, seq_len: int, max_block: int, prune_blocks) -> tuple:
     """Validate the settings that depend on the model; return (max_block, prune_blocks)."""
+    if lm.tokenizer is None:
+        raise ScaleFitError("the model has no tokenizer; pass one to wrap_model.")
     depth = lm.depth
     max_block = min(max_block, depth)
     limit = getattr(lm.model.config, "max_position_embeddings", None)
@@ -249,12 +236,16 @@ def _check_settings(lm: LoadedModel, seq_len: int, max_block: int, prune_blocks)
 
 
 def _reduce_corpus(
-    lm, text, acc, *, n_windows, seq_len, batch_size, max_block, cr_batch, folder, meta, progress
-) -> None:
-    """Stream the windows not yet in ``acc`` through the model, reducing batch by batch."""
+    lm, text, n_windows, seq_len, batch_size, max_block, reservoir, seed, cr_batch, folder, progress
+) -> Accumulator:
+    """Stream the windows through the model, reducing batch by batch (resumed from ``folder``)."""
     import torch
     from tqdm.auto import tqdm
 
+    meta = _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr_batch > 0)
+    kw = {"max_block": max_block, "reservoir": reservoir, "seed": seed}
+    acc = Accumulator.load(folder, meta, depth=lm.depth, **kw) if folder is not None else None
+    acc = acc or Accumulator(lm.depth, **kw)
     done = acc.tokens_seen // seq_len
     windows = _windows(lm, text, seq_len)
     device_ = next(lm.model.parameters()).device
@@ -280,6 +271,11 @@ def _reduce_corpus(
             acc.save(folder, meta)
             last_save = time.monotonic()
     bar.close()
+    if acc.tokens_seen == 0:
+        raise ScaleFitError(f"the text holds fewer than seq_len = {seq_len} tokens.")
+    if folder is not None:
+        acc.save(folder, meta)
+    return acc
 
 
 def _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr) -> dict:
