@@ -13,8 +13,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from .._validation import MAX_SEED, Interval, IsType, Options, validate
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
@@ -28,6 +26,7 @@ from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
 from .lsq import JaxBackend, least_squares
 from .observation import RESIDUALS
 from .result import FitResult
+from .split import n_holdout
 from .validate import holdout_check
 
 METHODS = ("jax", "lmfit", "varpro")
@@ -144,8 +143,8 @@ def fit(
     predictive : {"law", "calibrated"}, default "law"
         Which predictive scores the ``holdout`` rows: the bootstrap draws with normal noise of
         the training RMSE, or the calibrated predictive (per-model random effect, discrepancy
-        growing beyond the data, Student-t tails; :mod:`scalefit.fit.discrepancy`), reported
-        with the law's own coverage beside it. Off by default: it did not win on every
+        growing beyond the data, Student-t tails; :mod:`scalefit.experimental.discrepancy`),
+        reported with the law's own coverage beside it. Off by default: it did not win on every
         held-out case (``docs/extrapolation.md``).
     drop_highest : int, default 0
         Outlier rule applied when ``table`` is a path or dataset name.
@@ -197,13 +196,8 @@ def fit(
     )
     law_obj = _law(law, formula, law_options, tab)
     tab, weight_column, weights_label = resolve_weights(tab, weights)
-    if holdout is not None:
-        n_train = len(tab) - max(1, int(np.ceil(holdout * len(tab))))
-        if n_train <= len(law_obj.params):
-            raise ScaleFitError(
-                f"The 'holdout' parameter of fit must leave more training rows than the law's "
-                f"{len(law_obj.params)} parameters; {holdout} leaves {n_train}."
-            )
+    if holdout is not None:  # before the full fit: the one message of the split
+        n_holdout(len(tab), law_obj, holdout, who="fit")
     settings = FitSettings(
         loss=loss,
         delta=float(delta),
