@@ -168,7 +168,7 @@ def scalefit_lsq(train, test, residuals, loss, n_boot, seed):
     import numpy as np
 
     from scalefit import fit
-    from scalefit.fit.discrepancy import score_holdout
+    from scalefit.fit.observation import score_holdout
 
     kw = dict(residuals=residuals, loss=loss, delta=DELTA, seed=seed, progress=False)
     fit(train, "chinchilla", **kw)  # untimed: compile or load the programs for these rows
@@ -199,7 +199,8 @@ def scalefit_lsq(train, test, residuals, loss, n_boot, seed):
 
 
 def _calibrated(res, train, test, seed):
-    from scalefit.fit.discrepancy import fit_discrepancy, predictive_sims, score_holdout
+    from scalefit.experimental.discrepancy import fit_discrepancy, predictive_sims
+    from scalefit.fit.observation import score_holdout
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

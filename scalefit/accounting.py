@@ -27,6 +27,8 @@ BLOCKS = ("standard", "swiglu")
 EMBEDDINGS = ("tied", "untied", "excluded")
 #: How many ``V·W`` matrices each embeddings convention counts (the one table of this rule).
 EMBEDDING_COPIES = {"tied": 1, "untied": 2, "excluded": 0}
+#: Vocabulary counted when a law's options do not name one (Chinchilla's tokenizer).
+DEFAULT_VOCAB = 32_000
 
 
 def embedding_copies(embeddings: str) -> int:
@@ -264,7 +266,7 @@ def flops_per_token(
     """
     if not params > 0:
         raise ScaleFitError(f"The 'params' argument must be positive. Got {params!r} instead.")
-    flops = 6.0 * float(params)
+    flops = float(training_flops(params, 1.0))
     if seq_len is not None:
         if depth is None or width is None:
             raise ScaleFitError(
@@ -287,6 +289,36 @@ def training_flops(params, tokens):
     return 6.0 * np.asarray(params, dtype=float) * np.asarray(tokens, dtype=float)
 
 
+def training_compute(columns, options=None) -> tuple[str, object] | None:
+    """Each row's training compute, named: ``("flops", column)``, else ``("flops_6NT", 6·N·T)``.
+
+    ``N`` is the ``params`` column, else the count of the ``depth``/``width`` shape as the
+    allocation solvers count it (standard blocks, no norms; a law's ``options`` give ``vocab``
+    and ``embeddings``, default 32,000 tied). ``None`` when the columns do not fix compute.
+
+    Examples
+    --------
+    >>> training_compute({"depth": [2], "width": [64], "tokens": [1e6]}, {"vocab": 256})
+    ('flops_6NT', array([6.88128e+11]))
+    """
+    import numpy as np
+
+    if "flops" in columns:
+        return "flops", np.asarray(columns["flops"], dtype=float)
+    if "tokens" not in columns:
+        return None
+    if "params" in columns:
+        n = columns["params"]
+    elif "depth" in columns and "width" in columns:
+        opts = options or {}
+        d, w = (np.asarray(columns[k], dtype=float) for k in ("depth", "width"))
+        vocab, emb = int(opts.get("vocab", DEFAULT_VOCAB)), str(opts.get("embeddings", "tied"))
+        n = param_count_array(d, w, vocab=vocab, embeddings=emb, norms=False, continuous=True)
+    else:
+        return None
+    return "flops_6NT", training_flops(n, columns["tokens"])
+
+
 def tokens_for_budget(budget, params):
     """Tokens ``T = C / (6·N)`` that spend a budget ``C`` on a model of ``N`` parameters.
 
@@ -297,7 +329,7 @@ def tokens_for_budget(budget, params):
     """
     import numpy as np
 
-    return np.asarray(budget, dtype=float) / (6.0 * np.asarray(params, dtype=float))
+    return np.asarray(budget, dtype=float) / training_flops(params, 1.0)
 
 
 def _positive_int(value, name: str) -> int:

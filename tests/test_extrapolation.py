@@ -1,4 +1,4 @@
-"""Calibrated extrapolation (scalefit.fit.discrepancy) and the validation protocol."""
+"""Calibrated extrapolation (scalefit.experimental) and the validation protocol."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from scalefit.errors import ScaleFitError
-from scalefit.fit.discrepancy import Discrepancy, _kappa, _scatter
-from scalefit.validate import extrapolation_check
+from scalefit.experimental.discrepancy import Discrepancy, _kappa, _scatter
+from scalefit.experimental.extrapolation import extrapolation_check
 
 
 def test_scatter_and_kappa_recover_known_values():
@@ -82,7 +82,7 @@ def test_bad_protocol_arguments(kw, match):
 
 
 def test_kappa_and_nu_recover_known_tails():
-    from scalefit.fit.discrepancy import _kappa_nu
+    from scalefit.experimental.discrepancy import _kappa_nu
 
     rng = np.random.default_rng(1)
     d = rng.uniform(0, 3, 5000)
@@ -126,7 +126,7 @@ def test_calibrated_holdout_covers_better_and_cli_reports_both(tmp_path, capsys)
 def test_predictive_flag_and_option_errors(tmp_path, capsys):
     from scalefit.cli import main
     from scalefit.fit.bayes import fit_bayes, holdout_bayes
-    from scalefit.fit.discrepancy import fit_discrepancy
+    from scalefit.experimental.discrepancy import fit_discrepancy
     from scalefit.laws import get_law
 
     with pytest.raises(SystemExit) as exc:
@@ -185,7 +185,7 @@ def test_fit_and_cli_take_the_calibrated_predictive_for_the_holdout(tmp_path, ca
 def test_mixture_quantiles_and_coverage_are_exact(nu):
     from scipy import stats
 
-    from scalefit.fit.discrepancy import Mixture, score_holdout
+    from scalefit.fit.observation import Mixture, score_holdout
 
     rng = np.random.default_rng(3)
     m = rng.normal(0.0, 0.02, (400, 6)) + np.linspace(-1, 1, 6)

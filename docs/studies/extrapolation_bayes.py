@@ -3,7 +3,7 @@
 The split is the one ``scalefit bayes chinchilla --law decomposed --drop-highest 40 --holdout 0.2``
 uses (:func:`scalefit.fit.validate.split_by_compute`); the posterior is the same (defaults, seed 0).
 Today's predictive is the posterior predictive (Student-t noise); the calibrated one combines the
-same posterior draws with :mod:`scalefit.fit.discrepancy`.
+same posterior draws with :mod:`scalefit.experimental.discrepancy`.
 
 Run (about 4 minutes per cut on a loaded 2-core machine)::
 
@@ -19,7 +19,7 @@ import time
 import pandas as pd
 
 from scalefit._io import atomic_write_csv
-from scalefit.validate import extrapolation_check
+from scalefit.experimental.extrapolation import extrapolation_check
 
 
 def main() -> None:

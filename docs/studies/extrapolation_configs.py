@@ -6,7 +6,7 @@ below the cut; forward-validation residuals inside those training rows (point fi
 ``1 - h`` of them, ``h`` in 0.1-0.5) are computed once; then each configuration below builds its
 calibrated predictive from the training rows only and the held-out rows are scored (coverage at
 50/80/95 %, mean 95 % width on log loss, mean log predictive density; the intervals and
-coverages are exact for the mixture over draws, :func:`scalefit.fit.discrepancy.score_holdout`).
+coverages are exact for the mixture over draws, :func:`scalefit.fit.observation.score_holdout`).
 ``today`` is the uncalibrated predictive, the one ``scalefit fit/bayes --holdout --predictive
 law`` scores: bootstrap draws x normal noise with the training RMSE, or the posterior draws x
 Student-t noise with each draw's own sigma and nu.
@@ -47,10 +47,11 @@ from scipy import optimize, stats
 
 from scalefit import fit
 from scalefit._io import atomic_write_csv
-from scalefit.fit.discrepancy import _groups, _moments, _scatter, log_compute, score_holdout
+from scalefit.experimental.discrepancy import _groups, _moments, _scatter, log_compute
+from scalefit.experimental.extrapolation import _baseline
+from scalefit.fit.observation import score_holdout
 from scalefit.fit.validate import split_by_compute
 from scalefit.laws import get_law
-from scalefit.validate import _baseline
 
 sys.path.insert(0, str(Path(__file__).parent))
 from extrapolation_study import cases  # noqa: E402

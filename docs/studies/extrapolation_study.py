@@ -2,8 +2,8 @@
 
 For each table and each cut (share of rows held out by compute: 0.1, 0.2, 0.3), the law is fitted
 on the rows below the cut (least squares, 100 bootstrap resamples, seed 0) and the held-out rows
-are scored with :func:`scalefit.validate.extrapolation_check` (coverage at 50/80/95 %, mean
-interval width on log loss, mean log predictive density, MAE):
+are scored with :func:`scalefit.experimental.extrapolation.extrapolation_check` (coverage at
+50/80/95 %, mean interval width on log loss, mean log predictive density, MAE):
 
 * ``chinchilla`` (Liu's 203 rows, ``drop_highest=40``), law ``decomposed``;
 * ``chinchilla_epoch`` (Epoch's 240 rows, ``drop_highest=5``), law ``chinchilla``, Huber δ = 1e-3;
@@ -28,8 +28,8 @@ import pandas as pd
 
 from scalefit import datasets
 from scalefit._io import atomic_write_csv
+from scalefit.experimental.extrapolation import extrapolation_check
 from scalefit.isoflop import synthetic_isoflops
-from scalefit.validate import extrapolation_check
 
 
 def misspecified(seed: int = 0) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..accounting import training_flops
+from ..accounting import tokens_for_budget, training_flops
 
 
 def chinchilla_optimum(E, A, B, alpha, beta, budget) -> tuple[np.ndarray, np.ndarray]:
@@ -30,9 +30,9 @@ def chinchilla_optimum(E, A, B, alpha, beta, budget) -> tuple[np.ndarray, np.nda
     g = (alpha * np.asarray(A, dtype=float) / (beta * np.asarray(B, dtype=float))) ** (
         1.0 / (alpha + beta)
     )
-    c6 = np.asarray(budget, dtype=float) / 6.0
-    n = g * c6 ** (beta / (alpha + beta))
-    return n, c6 / n
+    nt = tokens_for_budget(budget, 1.0)  # N·T = C / 6
+    n = g * nt ** (beta / (alpha + beta))
+    return n, nt / n
 
 
 def decomposed_optimum(

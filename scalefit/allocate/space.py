@@ -23,8 +23,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..accounting import (
-    BLOCKS,
-    EMBEDDINGS,
+    DEFAULT_VOCAB,
+    embedding_copies,
+    mlp_hidden,
     param_count_array,
     tokens_for_budget,
     width_for_params,
@@ -53,22 +54,15 @@ class Accounting:
         Count RMSNorm gains (``(2·depth + 1)·W``).
     """
 
-    vocab: int = 32_000
+    vocab: int = DEFAULT_VOCAB
     embeddings: str = "tied"
     block: str = "standard"
     mlp_ratio: float = 4.0
     norms: bool = False
 
     def __post_init__(self):
-        if self.embeddings not in EMBEDDINGS:
-            raise ScaleFitError(
-                f"The 'embeddings' option must be one of {EMBEDDINGS}. "
-                f"Got {self.embeddings!r} instead."
-            )
-        if self.block not in BLOCKS:
-            raise ScaleFitError(
-                f"The 'block' option must be one of {BLOCKS}. Got {self.block!r} instead."
-            )
+        embedding_copies(self.embeddings)  # the accounting's own checks and messages
+        mlp_hidden(1, block=self.block)
         if not (isinstance(self.vocab, int | np.integer) and self.vocab > 0):
             raise ScaleFitError(
                 f"The 'vocab' option must be a positive integer. Got {self.vocab!r} instead."
@@ -113,7 +107,7 @@ def default_accounting(law: Law) -> Accounting:
     """
     opts = law.options or {}
     return Accounting(
-        vocab=int(opts.get("vocab", 32_000)),
+        vocab=int(opts.get("vocab", DEFAULT_VOCAB)),
         embeddings=str(opts.get("embeddings", "tied")),
         norms=False,
     )
@@ -167,9 +161,9 @@ class Space:
         ratio_range: tuple[float, float] = RATIO_RANGE,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper corners ``(P, n)`` of the box for budgets ``(P,)``."""
-        c6 = np.log(np.asarray(budget, dtype=float) / 6.0)
-        y_lo = 0.5 * (c6 - np.log(ratio_range[1]))
-        y_hi = 0.5 * (c6 - np.log(ratio_range[0]))
+        log_nt = np.log(tokens_for_budget(budget, 1.0))  # log N·T = log C / 6
+        y_lo = 0.5 * (log_nt - np.log(ratio_range[1]))
+        y_hi = 0.5 * (log_nt - np.log(ratio_range[0]))
         if self.kind == "params":
             return y_lo[:, None], y_hi[:, None]
         x_lo = np.full_like(y_lo, np.log(depth_range[0]))

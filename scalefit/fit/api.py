@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from .._validation import MAX_SEED, Interval, IsType, Options, validate
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
@@ -29,6 +27,7 @@ from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
 from .lsq import JaxBackend, least_squares
 from .observation import RESIDUALS
 from .result import FitResult
+from .split import n_holdout
 from .validate import holdout_check
 
 METHODS = ("jax", "lmfit", "varpro")
@@ -131,13 +130,8 @@ def _prepare(table, opts: FitOptions) -> tuple[Any, Law, FitSettings]:
     tab = as_table(table, opts.drop_highest, positive_loss=positive, keep=keep)
     law = _law(opts, tab)
     tab, weight_column, weights_label = resolve_weights(tab, opts.weights)
-    if opts.holdout is not None:
-        n_train = len(tab) - max(1, int(np.ceil(opts.holdout * len(tab))))
-        if n_train <= len(law.params):
-            raise ScaleFitError(
-                f"The 'holdout' parameter of fit must leave more training rows than the law's "
-                f"{len(law.params)} parameters; {opts.holdout} leaves {n_train}."
-            )
+    if opts.holdout is not None:  # before the full fit: the one message of the split
+        n_holdout(len(tab), law, opts.holdout, who="fit")
     return tab, law, opts.solver(weight_column, weights_label)
 
 
@@ -238,8 +232,8 @@ def fit(
     predictive : {"law", "calibrated"}, default "law"
         Which predictive scores the ``holdout`` rows: the bootstrap draws with normal noise of
         the training RMSE, or the calibrated predictive (per-model random effect, discrepancy
-        growing beyond the data, Student-t tails; :mod:`scalefit.fit.discrepancy`), reported
-        with the law's own coverage beside it. Off by default: it did not win on every
+        growing beyond the data, Student-t tails; :mod:`scalefit.experimental.discrepancy`),
+        reported with the law's own coverage beside it. Off by default: it did not win on every
         held-out case (``docs/extrapolation.md``).
     drop_highest : int, default 0
         Outlier rule applied when ``table`` is a path or dataset name.

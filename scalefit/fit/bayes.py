@@ -574,78 +574,49 @@ def holdout_bayes(
 
     Parameters
     ----------
-    tab : DataFrame
-        The full table.
-    law : Law
-        The law.
-    fraction : float
-        Share of rows held out, in (0, 1).
+    tab, law, fraction
+        The full table, the law and the share of rows held out, in (0, 1).
     ci_prob : float, default 0.95
         Probability of the predictive interval whose coverage is reported.
     seed : int, default 0
         Seed of the fit and the predictive draws.
     predictive : {"calibrated", "law"}, default "calibrated"
-        Which predictive distribution scores the held-out rows: the calibrated one of
-        :mod:`scalefit.fit.discrepancy` (per-model random effect, a discrepancy growing beyond
-        the data in log-compute and Student-t tails, learned from the training rows; the same
-        posterior draws), or the law's own posterior predictive (the fitted likelihood around
-        the law). The calibrated predictive is the default because it scored better on held-out
-        rows in every table and cut measured (``docs/extrapolation.md``). Coverages and widths
-        are exact for the mixture over the posterior draws, and ``pit`` holds each held-out
-        row's predictive CDF at its loss.
+        Which predictive scores the held-out rows: the calibrated one of
+        :mod:`scalefit.experimental.discrepancy` around the same posterior draws (the default: it
+        scored better in every table and cut measured, ``docs/extrapolation.md``), or the law's
+        own posterior predictive. Coverages and widths are exact for the mixture over the draws.
     **kwargs
         Passed to :func:`~scalefit.fit.bayes.fit_bayes`.
 
     Returns
     -------
     dict
-        ``n_train, n_test, split_by, threshold, mae_log, max_rel_err, coverage, band_prob,
-        coverage_50, width_log`` (mean width of the ``ci_prob`` interval on log loss), ``lpd``
-        (mean log predictive density of the held-out log losses), ``predictive`` (the
-        observation model that produced them, one line) and the training fit's parameters and
-        convergence. With ``predictive="calibrated"``, ``uncalibrated`` holds the law's own
-        ``predictive, coverage, coverage_50, width_log, lpd`` beside them and ``calibration``
-        the calibration's ``sigma, gamma, tau, kappa, nu``.
+        See :func:`scalefit.fit.validate.holdout`; the scores are ``predictive`` (one line),
+        ``coverage, coverage_50, width_log`` (mean width of the ``ci_prob`` interval on log
+        loss), ``lpd`` (mean log predictive density of the held-out log losses) and ``pit``.
     """
-    from .discrepancy import calibrated_holdout
-    from .validate import split_by_compute
+    from .validate import holdout
 
     if predictive not in PREDICTIVES:
         raise ScaleFitError(
             "The 'predictive' parameter of holdout_bayes must be one of "
             f"{', '.join(PREDICTIVES)}. Got {predictive!r} instead."
         )
-    train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit_bayes")
-    with warnings.catch_warnings():
-        # the training fit's convergence is reported as ``train_converged``
-        warnings.filterwarnings("ignore", category=ConvergenceWarning)
-        res = fit_bayes(train, law, seed=seed, ci_prob=ci_prob, **kwargs)
-    y = test["loss"].to_numpy(float)
-    sims = predictive_draws(res, test, noise=True, seed=seed)
-    out: dict[str, Any] = {
-        "fraction": float(fraction),
-        "split_by": key,
-        "threshold": threshold,
-        "n_train": int(len(train)),
-        "n_test": int(len(test)),
-    }
-    means = predictive_draws(res, test, noise=False)
-    pred = np.median(means, axis=0)
-    out["mae_log"] = float(np.mean(np.abs(np.log(y) - np.log(pred))))
-    out["max_rel_err"] = float(np.max(np.abs(pred - y) / y))
-    law_part = _law_holdout_scores(res, y, sims, means, ci_prob)
-    if predictive == "calibrated":
-        cal = calibrated_holdout(res, train, test, law, ci_prob=ci_prob, seed=seed)
-        keys = ("predictive", "coverage", "coverage_50", "width_log", "lpd", "pit")
-        out.update({k: cal[k] for k in keys})
-        out["uncalibrated"] = law_part
-        out["calibration"] = {k: cal[k] for k in ("sigma", "gamma", "tau", "kappa", "nu")}
-    else:
-        out.update(law_part)
-    out["band_prob"] = float(ci_prob)
-    out["train_params"] = res.params
-    out["train_converged"] = res.converged
-    return out
+
+    def fit_train(train):
+        with warnings.catch_warnings():
+            # the training fit's convergence is reported as ``train_converged``
+            warnings.filterwarnings("ignore", category=ConvergenceWarning)
+            return fit_bayes(train, law, seed=seed, ci_prob=ci_prob, **kwargs)
+
+    def law_scores(res, test):
+        means = predictive_draws(res, test, noise=False)
+        sims = predictive_draws(res, test, noise=True, seed=seed)
+        y = test["loss"].to_numpy(float)
+        return np.median(means, axis=0), _law_holdout_scores(res, y, sims, means, ci_prob)
+
+    kw = {"ci_prob": ci_prob, "seed": seed, "predictive": predictive}
+    return holdout(tab, law, fraction, fit_train, law_scores, who="fit_bayes", **kw)
 
 
 def _law_holdout_scores(res: FitResult, y, sims, means, ci_prob) -> dict[str, Any]:
@@ -653,14 +624,13 @@ def _law_holdout_scores(res: FitResult, y, sims, means, ci_prob) -> dict[str, An
 
     With log residuals and the posterior's ``sigma``/``nu`` at hand the predictive is a mixture
     of Student-t (or normal) terms on log loss and is scored exactly
-    (:func:`~scalefit.fit.discrepancy.score_holdout`); otherwise the intervals are quantiles of
+    (:func:`~scalefit.fit.observation.score_holdout`); otherwise the intervals are quantiles of
     the simulated draws ``sims`` and ``lpd`` is ``None``.
     """
-    from .discrepancy import sample_scores, score_holdout
+    from .observation import holdout_scores, sample_scores, score_holdout
 
     likelihood = res.conventions.get("likelihood", "student_t")
     residuals = res.conventions.get("residuals", "log")
-    tag = f"{100 * ci_prob:g}"
     idata = res.extras.get("inference_data")
     if residuals == "log" and idata is not None:
         idx = np.linspace(0, len(res.draws) - 1, len(means)).astype(int)
@@ -668,11 +638,5 @@ def _law_holdout_scores(res: FitResult, y, sims, means, ci_prob) -> dict[str, An
         sc = score_holdout(y, np.log(means), sigma, nu, probs=(0.5, ci_prob))
     else:
         sc = {**sample_scores(y, sims, probs=(0.5, ci_prob)), "lpd": None, "pit": None}
-    return {
-        "predictive": f"law: posterior predictive ({likelihood} likelihood on {residuals} loss)",
-        "coverage": sc[f"coverage_{tag}"],
-        "coverage_50": sc["coverage_50"],
-        "width_log": sc[f"width_log_{tag}"],
-        "lpd": sc["lpd"],
-        "pit": sc["pit"],
-    }
+    what = f"law: posterior predictive ({likelihood} likelihood on {residuals} loss)"
+    return holdout_scores(what, sc, ci_prob)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law
-from .observation import on_scale
+from .observation import noise_logpdf, numpyro_noise, on_scale, standard_noise
 from .priors import numpyro_distribution, scipy_distribution
 
 OBS = "log_loss"
@@ -70,7 +70,6 @@ def build_model(
     """
     import jax.numpy as jnp
     import numpyro
-    import numpyro.distributions as dist
 
     refs_j = {k: float(v) for k, v in refs.items()}
     w = None if weights is None else jnp.asarray(weights, dtype=float)
@@ -94,11 +93,7 @@ def build_model(
                 numpyro.deterministic(p.name, pub[p.name])
         mu = on_scale(jnp, law.expr(jnp, pub, x), residuals)
         sigma = draw("sigma", None)
-        if likelihood == "student_t":
-            nu = draw("nu", None)
-            noise = dist.StudentT(nu, mu, sigma)
-        else:
-            noise = dist.Normal(mu, sigma)
+        noise = numpyro_noise(mu, sigma, draw("nu", None) if likelihood == "student_t" else None)
         if w is not None and logy is not None:
             # weighted likelihood: each row's log density times its weight (zero allowed)
             numpyro.factor(OBS, jnp.sum(w * noise.log_prob(logy)))
@@ -613,20 +608,14 @@ def pointwise(
 
     Computed in numpy from the public draws (no extra JAX compilation).
     """
-    from scipy import stats
-
     pub = {p.name: np.asarray(samples[p.name])[..., None] for p in law.params}
     mu = on_scale(np, np.asarray(law.evaluate(pub, raw), dtype=float), residuals)
     sigma = np.asarray(samples["sigma"])[..., None]
-    rng = np.random.default_rng(seed + 1)
+    nu = None
     if likelihood == "student_t":
         nu = np.asarray(samples["nu"])[..., None] * np.ones_like(mu)
-        ll = stats.t.logpdf(logy, df=nu, loc=mu, scale=sigma)
-        eps = rng.standard_t(nu)
-    else:
-        ll = stats.norm.logpdf(logy, loc=mu, scale=sigma)
-        eps = rng.standard_normal(mu.shape)
-    return ll, mu + sigma * eps
+    ll = noise_logpdf((logy - mu) / sigma, nu) - np.log(sigma)
+    return ll, mu + sigma * standard_noise(np.random.default_rng(seed + 1), nu, mu.shape)
 
 
 def prior_draws(
@@ -670,11 +659,8 @@ def prior_draws(
                 )
         pred = np.asarray(law.evaluate({k: out[k][:, None] for k in pub}, raw), float)
         mu = on_scale(np, pred, residuals)
-        if likelihood == "student_t":
-            eps = rng.standard_t(out["nu"][:, None] * np.ones_like(mu))
-        else:
-            eps = rng.standard_normal(mu.shape)
-        return out, mu + out["sigma"][:, None] * eps
+        nu = out["nu"][:, None] * np.ones_like(mu) if likelihood == "student_t" else None
+        return out, mu + out["sigma"][:, None] * standard_noise(rng, nu, mu.shape)
 
 
 def inference_data(
