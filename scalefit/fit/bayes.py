@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._progress import wanted
 from ..errors import ConvergenceWarning, ScaleFitError, require
 from ..laws import Law, get_law
 from ..table import require_columns
@@ -166,7 +167,7 @@ def fit_bayes(
         NUTS target acceptance probability (0.99 removes the divergences that 0.8-0.95 leave in
         the skewed tail of ``a_depth`` on the Chinchilla table; see ``docs/bayes.md``).
     progress : bool, optional
-        Show numpyro's progress bar.
+        Show numpyro's progress bar (default: when stderr is a terminal).
     residuals : {"log", "linear"}, default "log"
         Observation scale (see :mod:`scalefit.fit.observation`): the likelihood scores
         ``log y`` around ``log f`` or ``y`` around ``f``.
@@ -304,7 +305,7 @@ def _fit_bayes(
     import numpyro.infer.util  # noqa: F401
 
     prepared = None
-    if chain_method == "vectorized" and not progress:
+    if chain_method == "vectorized" and not wanted(progress):
         prepared = bm.PreparedNuts(
             model,
             x,
@@ -330,7 +331,7 @@ def _fit_bayes(
         warmup=warmup,
         seed=seed,
         chain_method=chain_method,
-        progress=bool(progress),
+        progress=wanted(progress),
         target_accept=target_accept,
         key=key,
         prepared=prepared,
@@ -366,7 +367,7 @@ def _fit_bayes(
             "mcmc_cpu_seconds": cpu,
             # CPU devices the compiled sampler split the chains over (1: all vectorised on one)
             "chain_devices": bm.chain_devices(chains)
-            if chain_method == "vectorized" and not progress
+            if chain_method == "vectorized" and not wanted(progress)
             else 1,
             "ess_bulk_per_s_min": diag["ess_bulk_min"] / seconds,
         }

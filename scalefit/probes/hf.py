@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._progress import progress_bar
 from .._validation import Interval, IsType, validate
 from ..errors import ScaleFitError, require
 from ._assemble import HFProbeResult, assemble, with_pruning
@@ -253,17 +254,16 @@ def _reduce_corpus(
 ) -> None:
     """Stream the windows not yet in ``acc`` through the model, reducing batch by batch."""
     import torch
-    from tqdm.auto import tqdm
 
     done = acc.tokens_seen // seq_len
     windows = _windows(lm, text, seq_len)
     device_ = next(lm.model.parameters()).device
-    bar = tqdm(
+    bar = progress_bar(
+        progress,
         total=n_windows * seq_len,
         initial=min(done, n_windows) * seq_len,
-        disable=not progress,
-        unit="tok",
         desc="probe",
+        unit="tok",
     )
     last_save = time.monotonic()
     for batch in _batched(itertools.islice(windows, done, n_windows), batch_size):
@@ -435,7 +435,6 @@ def _pruning(
     if prune_tokens <= 0:
         return {}
     import torch
-    from tqdm.auto import tqdm
 
     n_windows = max(1, prune_tokens // seq_len)
     dist = {n: g["distance"].to_numpy() for n, g in result.distances.groupby("n")}
@@ -445,7 +444,7 @@ def _pruning(
         torch.from_numpy(np.stack([w[0] for w in b])).to(device)
         for b in _batched(itertools.islice(_windows(lm, text, seq_len), n_windows), batch_size)
     ]
-    bar = tqdm(total=len(batches), disable=not progress, unit="batch", desc="prune")
+    bar = progress_bar(progress, total=len(batches), desc="prune", unit="batch")
     totals = run_pruning(lm, batches, variants, seed=seed, progress=bar)
     bar.close()
     return {"totals": totals, "variants": variants}
