@@ -33,14 +33,10 @@ class _NoBar:
     def __exit__(self, *exc) -> None:
         return None
 
-    def update(self, n: int = 1) -> None:
-        """Ignore progress."""
+    def update(self, *args, **kwargs) -> None:
+        """Ignore progress (also its ``set_postfix`` and ``close``)."""
 
-    def set_postfix(self, **values) -> None:
-        """Ignore the values."""
-
-    def close(self) -> None:
-        """Nothing to close."""
+    set_postfix = close = update
 
 
 def progress_bar(

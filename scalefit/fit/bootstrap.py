@@ -18,8 +18,6 @@ the subsample (:func:`_screened`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -221,14 +219,12 @@ def bootstrap(
     _clusters(tab, cluster)  # validate the column before any work
     fits = _Resamples(problem, res, tab, n_boot, boot_starts, seed, screen)
     fits.solve(tab, cluster, np.random.default_rng([seed, 1]), progress)
-    kept = _Kept.of(res.law, problem, fits)
     warns = list(res.warnings)
-    bounds, one_step = _bounds(res, problem, tab, fits, kept, cluster, ci_prob, ci_method, warns)
-    zc, raw = _correlations(fits.zb, kept)
+    bounds, one_step = _bounds(res, problem, tab, fits, cluster, ci_prob, ci_method, warns)
     jackknife = None if ci_method != "bca" else ("one-step" if one_step else "refit")
     diagnostics = {
         **res.diagnostics,
-        **_boot_diagnostics(res.law, fits, kept, cluster, boot_starts, jackknife, zc, raw),
+        **_boot_diagnostics(res.law, fits, cluster, boot_starts, jackknife),
     }
     conventions = {
         **res.conventions,
@@ -238,10 +234,10 @@ def bootstrap(
         "cluster": cluster,
         "ci_method": ci_method,
     }
-    unpinned = _spread_warnings(res.law, fits, kept, zc, ci_prob, warns)
+    unpinned = _spread_warnings(res.law, fits, ci_prob, warns)
     names = res.law.param_names
     return res.replace(
-        draws=kept.draws,
+        draws=fits.draws,
         ci={name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(names)},
         ci_prob=float(ci_prob),
         warnings=tuple(warns),
@@ -266,10 +262,15 @@ _CONSTRAINTS = {
 
 
 class _Resamples:
-    """Each resample's best converged solution, solved group by group (:meth:`solve`)."""
+    """Each resample's best converged solution, solved group by group (:meth:`solve`).
+
+    After solving: ``draws`` (public, NaN unless ``ok``: converged inside every declared range),
+    ``good`` (the usable draws), ``converged``, ``ranged``, ``out_share``, ``share`` and the
+    correlations ``zc`` (internal coordinates) and ``raw`` of the usable draws.
+    """
 
     def __init__(self, problem: Problem, res: FitResult, tab, n_boot, boot_starts, seed, screen):
-        law = res.law
+        self.law = law = res.law
         self.problem, self.k = problem, 1 + int(boot_starts)
         y = tab["loss"].to_numpy(float)
         scale = np.abs(y) if np.all(y > 0) else np.abs(y) + 1.0
@@ -297,6 +298,7 @@ class _Resamples:
             for first, counts in resample_groups(tab, n_boot, cluster=cluster, rng=rng):
                 self._group(first, counts)
                 bar.update(len(counts) * k)
+        self._sort()
 
     def _group(self, first: int, counts: np.ndarray) -> None:
         """Solve one group of resamples (``k`` starts each) and keep each one's best."""
@@ -326,62 +328,47 @@ class _Resamples:
         sl = slice(first, first + m)
         _hold_resamples(problem, self.zb[sl], counts, self.best_obj[sl])
 
-
-@dataclass
-class _Kept:
-    """The resamples' draws in public coordinates, and which of them an interval uses."""
-
-    draws: np.ndarray  # (n_boot, P), NaN where not ``ok``
-    ok: np.ndarray  # converged inside every declared range: used by the interval
-    converged: np.ndarray  # converged (inside a range or not)
-    ranged: np.ndarray  # converged outside a declared range
-    out_share: np.ndarray  # (P,) share of the converged resamples outside each range
-    share: float  # share of all resamples that converged
-
-    @classmethod
-    def of(cls, law, problem: Problem, fits: _Resamples) -> _Kept:
-        """Sort the resamples: failed, converged outside a range, usable."""
-        ok = np.isfinite(fits.best_obj)
-        draws = _public(law, fits.zb, problem.refs)
+    def _sort(self) -> None:
+        """Sort the resamples (failed, converged outside a range, usable); correlate the usable."""
+        law = self.law
+        ok = np.isfinite(self.best_obj)
+        draws = _public(law, self.zb, self.problem.refs)
         # a resample that ends outside a declared range is not a valid fit of the law: failed
         # (validity conditions; a hard constraint was held on its bound by _hold_resamples, so
         # only a held refit that left another constraint range counts here)
         outside = outside_range(law, draws, "validity") | outside_range(law, draws, "constraint")
-        ranged = ok & outside.any(axis=1)
-        converged = ok.copy()
+        self.ranged = ok & outside.any(axis=1)  # converged outside a declared range
+        self.converged = ok.copy()
         # per parameter: the share of converged resamples that put it outside its declared range
-        out_share = (
-            outside[converged].mean(axis=0) if converged.any() else np.zeros(len(law.params))
-        )
-        ok &= ~ranged
-        draws[~ok] = np.nan
+        self.out_share = outside[ok].mean(axis=0) if ok.any() else np.zeros(self.n_par)
         # resamples that converged outside a range are fits, not failures: they say the data do
         # not pin that parameter (_spread_warnings); the interval uses the ones inside every range
-        share = float(converged.sum()) / len(ok)
-        return cls(draws, ok, converged, ranged, out_share, share)
+        self.share = float(ok.sum()) / len(ok)  # share of all resamples that converged
+        ok &= ~self.ranged
+        draws[~ok] = np.nan
+        self.ok, self.draws, self.good = ok, draws, draws[ok]
+        with np.errstate(all="ignore"):
+            zc = np.corrcoef(self.zb[ok].T) if ok.sum() >= 2 else np.zeros((self.n_par,) * 2)
+            raw = np.corrcoef(self.good.T) if ok.sum() >= 2 else zc
+        self.zc, self.raw = np.clip(np.nan_to_num(zc), -1, 1), np.clip(np.nan_to_num(raw), -1, 1)
 
-    @property
-    def good(self) -> np.ndarray:
-        """The usable draws (rows of ``draws`` where ``ok``)."""
-        return self.draws[self.ok]
 
-
-def _bounds(res, problem, tab, fits: _Resamples, kept: _Kept, cluster, ci_prob, ci_method, warns):
+def _bounds(res, problem, tab, fits: _Resamples, cluster, ci_prob, ci_method, warns):
     """``(bounds (P, 2), one_step)``: the interval of each parameter (NaN: none), warnings added.
 
     ``one_step`` says whether a BCa jackknife took one Newton step per left-out unit.
     """
-    law, good, n_boot = res.law, kept.good, len(kept.ok)
+    law, good, n_boot = res.law, fits.good, len(fits.ok)
     one_step = False
-    if kept.share < MIN_CONVERGED_SHARE or len(good) < 2:
+    if fits.share < MIN_CONVERGED_SHARE or len(good) < 2:
         # Too few usable resamples (e.g. a 4-row table and a 3-parameter law): their spread
         # says nothing about the parameters' uncertainty, so there is no interval.
         bounds = np.full((len(law.params), 2), np.nan)
         warns.append(
-            f"bootstrap interval n/a: only {int(kept.ok.sum())} of {n_boot} resamples converged "
-            f"({kept.share:.0%}, below the {MIN_CONVERGED_SHARE:.0%} needed; "
+            f"bootstrap interval n/a: only {int(fits.ok.sum())} of {n_boot} resamples converged "
+            f"({fits.share:.0%}, below the {MIN_CONVERGED_SHARE:.0%} needed; "
             f"{int(fits.degenerate.sum())} had no more distinct design points than parameters, "
-            f"{int(kept.ranged.sum())} left a declared range)."
+            f"{int(fits.ranged.sum())} left a declared range)."
         )
     elif ci_method == "bca":
         one_step = fits.large and _clusters(tab, cluster)[1] > JACK_REFITS
@@ -399,33 +386,24 @@ def _bounds(res, problem, tab, fits: _Resamples, kept: _Kept, cluster, ci_prob, 
             # (on a bound): the resamples did not vary the data that decide it
             bounds[i] = np.nan
             warns.append(
-                f"bootstrap interval of {name} n/a: all {int(kept.ok.sum())} usable resamples "
+                f"bootstrap interval of {name} n/a: all {int(fits.ok.sum())} usable resamples "
                 f"gave the same value {lo:.6g} (a zero-width interval for a parameter that is "
                 "not pinned on a bound)."
             )
     return bounds, one_step
 
 
-def _correlations(zb: np.ndarray, kept: _Kept) -> tuple[np.ndarray, np.ndarray]:
-    """Correlations of the usable draws in internal and in public coordinates (P x P each)."""
-    good, n_par = kept.good, zb.shape[1]
-    with np.errstate(all="ignore"):
-        zc = np.corrcoef(zb[kept.ok].T) if len(good) >= 2 else np.zeros((n_par, n_par))
-        raw = np.corrcoef(good.T) if len(good) >= 2 else zc
-    return np.clip(np.nan_to_num(zc), -1, 1), np.clip(np.nan_to_num(raw), -1, 1)
-
-
-def _boot_diagnostics(law, fits: _Resamples, kept: _Kept, cluster, boot_starts, jackknife, zc, raw):
+def _boot_diagnostics(law, fits: _Resamples, cluster, boot_starts, jackknife):
     """The bootstrap's diagnostics (``jackknife``: how BCa took its jackknife values)."""
     iu = np.triu_indices(len(law.params), 1)
     names = law.param_names
     return {
-        "n_boot": len(kept.ok),
-        "boot_failed": int((~kept.ok).sum()),
-        "boot_converged_share": kept.share,
-        "boot_out_of_range": int(kept.ranged.sum()),
+        "n_boot": len(fits.ok),
+        "boot_failed": int((~fits.ok).sum()),
+        "boot_converged_share": fits.share,
+        "boot_out_of_range": int(fits.ranged.sum()),
         "boot_out_of_range_share": {
-            name: float(kept.out_share[i]) for i, name in enumerate(names) if kept.out_share[i]
+            name: float(fits.out_share[i]) for i, name in enumerate(names) if fits.out_share[i]
         },
         "boot_degenerate": int(fits.degenerate.sum()),
         "resample": f"clusters of {cluster!r}" if cluster else "rows",
@@ -434,27 +412,27 @@ def _boot_diagnostics(law, fits: _Resamples, kept: _Kept, cluster, boot_starts, 
         "boot_screened_on_rows": None if fits.screening is None else int(fits.screening.n),
         "boot_polished": int(fits.polished.sum()),
         "bca_jackknife": jackknife,
-        "boot_corr_max_internal": float(np.max(np.abs(zc[iu]))) if len(iu[0]) else 0.0,
-        "boot_corr_max_raw": float(np.max(np.abs(raw[iu]))) if len(iu[0]) else 0.0,
+        "boot_corr_max_internal": float(np.max(np.abs(fits.zc[iu]))) if len(iu[0]) else 0.0,
+        "boot_corr_max_raw": float(np.max(np.abs(fits.raw[iu]))) if len(iu[0]) else 0.0,
     }
 
 
-def _spread_warnings(law, fits: _Resamples, kept: _Kept, zc, ci_prob, warns) -> list[str]:
+def _spread_warnings(law, fits: _Resamples, ci_prob, warns) -> list[str]:
     """Add the warnings on failed, out-of-range and correlated resamples; the unpinned names."""
-    ok, n_boot = kept.ok, len(kept.ok)
-    if (~ok).any() and kept.share >= MIN_CONVERGED_SHARE:
+    ok, n_boot, zc = fits.ok, len(fits.ok), fits.zc
+    if (~ok).any() and fits.share >= MIN_CONVERGED_SHARE:
         warns.append(
-            f"{int((~kept.converged).sum())} of {n_boot} bootstrap resamples failed "
+            f"{int((~fits.converged).sum())} of {n_boot} bootstrap resamples failed "
             f"({int(fits.degenerate.sum())} with no more distinct design points than parameters, "
-            f"the rest not converged) and {int(kept.ranged.sum())} converged outside a declared "
+            f"the rest not converged) and {int(fits.ranged.sum())} converged outside a declared "
             f"range; intervals use the {int(ok.sum())} others ({ok.mean():.0%})."
         )
     unpinned = []  # resamples often outside the declared range: the parameter is not identified
     for i, p in enumerate(law.params):
-        if kept.out_share[i] > (1 - ci_prob) / 2:
+        if fits.out_share[i] > (1 - ci_prob) / 2:
             unpinned.append(p.name)
             warns.append(
-                f"{kept.out_share[i]:.0%} of the converged bootstrap resamples put {p.name} "
+                f"{fits.out_share[i]:.0%} of the converged bootstrap resamples put {p.name} "
                 f"outside its declared range [{p.bounds[0]:g}, {p.bounds[1]:g}]: the data do not "
                 f"pin {p.name} down (its interval uses the resamples inside the range)."
             )
@@ -486,30 +464,18 @@ def _hold_resamples(
         return
     theta = _public(law, zb, problem.refs)
     out = outside_range(law, theta, "constraint")
+    lo, hi = np.array([p.bounds for p in law.params], dtype=float).T
+    clipped = np.clip(theta, lo, hi)  # every value moved to its nearest bound
     variants: dict[tuple, list[int]] = {}
     for i in np.flatnonzero(out.any(axis=1) & np.isfinite(best_obj)):
-        held = tuple(
-            (p.name, float(np.clip(theta[i, c], *p.bounds)))
-            for c, p in enumerate(law.params)
-            if out[i, c]
-        )
+        held = tuple((p.name, float(clipped[i, c])) for c, p in enumerate(law.params) if out[i, c])
         variants.setdefault(held, []).append(int(i))
     for held, rows in variants.items():
         sub = reduced_problem(problem, dict(held))
         red = sub.law
         cols = [law.param_names.index(n) for n in red.param_names]
-        z0 = np.array(
-            [
-                red.to_internal(
-                    {
-                        n: float(np.clip(theta[i, c], *law.params[c].bounds))
-                        for n, c in zip(red.param_names, cols, strict=True)
-                    },
-                    sub.refs,
-                )
-                for i in rows
-            ]
-        )
+        starts = [dict(zip(red.param_names, clipped[i, cols].tolist(), strict=True)) for i in rows]
+        z0 = np.array([red.to_internal(start, sub.refs) for start in starts])
         z, obj, conv, _ = solve_many(sub, z0, counts[rows], progress=False)
         for q, i in enumerate(rows):
             if conv[q] and np.isfinite(obj[q]):
@@ -566,12 +532,7 @@ def _screened(problem: Problem, screening: Problem, z0: np.ndarray, counts: np.n
     test = np.flatnonzero(polish & warm_ok & ok[:, 0])
     if len(test):
         pts = np.concatenate([zs[test, 0], zs[test, c[test]]])
-        resid = np.concatenate(
-            [
-                screening.solve_raw(pts[i : i + CHUNK], max_iter=0)["resid"]
-                for i in range(0, len(pts), CHUNK)
-            ]
-        )
+        resid = screening.solve_chunks(pts, keys=("resid",), max_iter=0)["resid"]
         rho, _, _ = robust_rho(np, screening.loss, screening.delta)
         w = sub[test] if screening.weights is None else sub[test] * screening.weights[None, :]
         d = w * (rho(resid[len(test) :]) - rho(resid[: len(test)]))
@@ -606,12 +567,7 @@ def _jackknife_linear(
     p = len(z)
     step = 1e-5 * (1.0 + np.abs(z))
     pts = np.concatenate([z[None], z + np.diag(step), z - np.diag(step)])
-    resid = np.concatenate(
-        [
-            problem.solve_raw(pts[i : i + CHUNK], max_iter=0, chunk=CHUNK)["resid"]
-            for i in range(0, len(pts), CHUNK)
-        ]
-    )
+    resid = problem.solve_chunks(pts, keys=("resid",), max_iter=0, chunk=CHUNK)["resid"]
     jac = ((resid[1 : p + 1] - resid[p + 1 :]) / (2.0 * step[:, None])).T  # (rows, P)
     psi = robust_psi(np, problem.loss, problem.delta)(resid[0])
     w = np.ones(problem.n) if problem.weights is None else problem.weights
@@ -633,18 +589,15 @@ def _jackknife(
     problem: Problem, res: FitResult, tab: pd.DataFrame, cluster: str | None
 ) -> np.ndarray:
     """Leave-one-out (or leave-one-cluster-out) refits from the optimum, in raw units."""
-    law, n = res.law, len(tab)
+    law = res.law
     codes, m = _clusters(tab, cluster)
+    codes = np.arange(m) if codes is None else codes  # each row its own unit
     warm = np.asarray(res.internal, dtype=float)
     z = np.empty((m, len(warm)))
     for c in range(0, m, CHUNK):
         leave = np.arange(c, min(c + CHUNK, m))
         # Leave-one-out weights for this chunk only (linear memory in the rows).
-        if cluster is None:
-            w = np.ones((len(leave), n))
-            w[np.arange(len(leave)), leave] = 0.0
-        else:
-            w = (codes[None, :] != leave[:, None]).astype(float)
+        w = (codes[None, :] != leave[:, None]).astype(float)
         z0 = np.repeat(warm[None], len(leave), axis=0)
         z[leave], _, _, _ = solve_many(problem, z0, w, progress=False)
     return _public(law, z, problem.refs)
