@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
         out,
         workers=args.workers,
         executor=args.executor,
-        progress=not args.quiet,
+        progress=False if args.quiet else None,
         threads_per_worker=args.threads,
         slurm=slurm,
         overwrite=args.overwrite,

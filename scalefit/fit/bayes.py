@@ -207,7 +207,8 @@ def fit_bayes(
         NUTS target acceptance probability (0.99 removes the divergences that 0.8-0.95 leave in
         the skewed tail of ``a_depth`` on the Chinchilla table; see ``docs/bayes.md``).
     progress : bool, optional
-        Show numpyro's progress bar.
+        Show numpyro's progress bar (``True`` only: it runs numpyro's own MCMC driver instead
+        of the compiled sampler; default no bar).
     residuals : {"log", "linear"}, default "log"
         Observation scale (see :mod:`scalefit.fit.observation`): the likelihood scores
         ``log y`` around ``log f`` or ``y`` around ``f``.

@@ -18,16 +18,15 @@ the subsample (:func:`_screened`).
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pandas as pd
 
+from .._progress import progress_bar
 from .._validation import Interval, IsType, Options, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
 from ..laws.base import outside_range
-from .data import as_table
+from .data import as_table, inputs_of
 from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_psi, robust_rho
 from .lsq import solve_many
 from .result import FitResult
@@ -49,8 +48,6 @@ def _problem(res: FitResult, tab: pd.DataFrame) -> Problem:
             "bootstrap the table the result was fitted on."
         )
     law = res.law
-    from .data import inputs_of
-
     return Problem(
         law,
         inputs_of(tab, law),
@@ -206,31 +203,7 @@ def bootstrap(
     >>> boot = scalefit.bootstrap(res, "depth_delusion", 200, seed=1)  # doctest: +SKIP
     >>> boot.ci["alpha"], res.draws is None  # doctest: +SKIP
     """
-    validate(
-        "bootstrap",
-        {
-            "res": res,
-            "n_boot": n_boot,
-            "boot_starts": boot_starts,
-            "cluster": cluster,
-            "seed": seed,
-            "ci_prob": ci_prob,
-            "ci_method": ci_method,
-            "progress": progress,
-            "screen": screen,
-        },
-        {
-            "res": [IsType(FitResult, "a FitResult")],
-            "n_boot": [Interval(int, 1, None)],
-            "boot_starts": [Interval(int, 0, None)],
-            "cluster": [None, IsType(str, "a column name")],
-            "seed": [Interval(int)],
-            "ci_prob": [Interval(float, 0, 1, closed="neither")],
-            "ci_method": [Options(set(CI_METHODS))],
-            "progress": [None, "boolean"],
-            "screen": ["boolean"],
-        },
-    )
+    validate("bootstrap", locals(), _CONSTRAINTS)  # the arguments, in their order
     if res.method == "bayes":
         raise ScaleFitError(
             "The 'res' parameter of bootstrap must be a least-squares result. Got a Bayesian "
@@ -242,97 +215,163 @@ def bootstrap(
             f"The 'table' parameter of bootstrap must be the table the result was fitted on "
             f"({res.n_rows} rows). Got {len(tab)} rows instead."
         )
-    law = res.law
     problem = _problem(res, tab)
     _clusters(tab, cluster)  # validate the column before any work
-    rng = np.random.default_rng([seed, 1])
-    k = 1 + int(boot_starts)
-    y = tab["loss"].to_numpy(float)
-    scale = np.abs(y) if np.all(y > 0) else np.abs(y) + 1.0
-    rand = sample_starts(law, n_boot * max(k - 1, 1), scale, seed=seed + 7919)
-    warm = np.asarray(res.internal, dtype=float)
-    n_par = len(law.params)
-    # A resample with no more distinct design points than parameters cannot identify the law:
-    # it counts as failed rather than contributing an arbitrary point of a flat valley.
-    design = pd.factorize(pd.MultiIndex.from_frame(tab[list(law.inputs)]))[0]
-    best_obj = np.full(n_boot, np.inf)
-    best = np.zeros(n_boot, dtype=int)
-    zb = np.full((n_boot, n_par), np.nan)
-    degenerate = np.zeros(n_boot, dtype=bool)
-    from tqdm.auto import tqdm
-
-    bar = tqdm(
-        total=n_boot * k,
-        desc="bootstrap",
-        unit="fit",
-        leave=False,
-        disable=not (progress if progress is not None else sys.stderr.isatty()),
-    )
-    # Large tables: random starts screened on a row subsample of each resample (see _screened).
-    large = bool(screen) and problem.n > SCREEN_ABOVE
-    one_step = False
-    screening = problem.screening(seed) if large and k > 1 else None
-    polished = np.zeros(n_boot, dtype=bool)
-    with bar:
-        for first, counts in resample_groups(tab, n_boot, cluster=cluster, rng=rng):
-            m = len(counts)
-            rw = counts if problem.weights is None else counts * problem.weights[None, :]
-            for i, row in enumerate(rw):
-                degenerate[first + i] = len(np.unique(design[row > 0])) <= n_par
-            # the group's problems: (resample, start) pairs sharing their resample's counts
-            idx = np.arange(m * k)
-            r_loc, j = idx // k, idx % k
-            r = first + r_loc
-            z0 = np.where(
-                (j == 0)[:, None],
-                warm[None, :],
-                rand[np.clip(r * (k - 1) + j - 1, 0, len(rand) - 1)],
-            )
-            if screening is not None:
-                r_loc, j, z, obj, conv, pol = _screened(problem, screening, z0, counts, k)
-                r = first + r_loc
-                polished[first : first + m] = pol
-            else:
-                z, obj, conv, _ = solve_many(
-                    problem, z0, counts, weight_index=r_loc, progress=False
-                )
-            obj_ok = np.where(conv & np.isfinite(obj) & ~degenerate[r], obj, np.inf)
-            for q in range(len(r)):
-                if j[q] == 0 or obj_ok[q] < best_obj[r[q]]:
-                    best_obj[r[q]], best[r[q]], zb[r[q]] = obj_ok[q], j[q], z[q]
-            sl = slice(first, first + m)
-            _hold_resamples(problem, zb[sl], counts, best_obj[sl])
-            bar.update(len(idx))
-    ok = np.isfinite(best_obj)
-    pub = law.to_public(zb, problem.refs)
-    draws = np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])
-    # a resample that ends outside a declared range is not a valid fit of the law: failed
-    # (validity conditions; a hard constraint was held on its bound by _hold_resamples, so
-    # only a held refit that left another constraint range counts here)
-    outside = outside_range(law, draws, "validity") | outside_range(law, draws, "constraint")
-    ranged = ok & outside.any(axis=1)
-    converged = ok.copy()
-    # per parameter: the share of converged resamples that put it outside its declared range
-    out_share = outside[converged].mean(axis=0) if converged.any() else np.zeros(len(law.params))
-    ok &= ~ranged
-    draws[~ok] = np.nan
-    good = draws[ok]
+    fits = _Resamples(problem, res, tab, n_boot, boot_starts, seed, screen)
+    fits.solve(tab, cluster, np.random.default_rng([seed, 1]), progress)
     warns = list(res.warnings)
-    # resamples that converged outside a range are fits, not failures: they say the data do not
-    # pin that parameter (below); the interval uses the ones inside every range
-    share = float(converged.sum()) / n_boot
-    if share < MIN_CONVERGED_SHARE or len(good) < 2:
+    bounds, one_step = _bounds(res, problem, tab, fits, cluster, ci_prob, ci_method, warns)
+    jackknife = None if ci_method != "bca" else ("one-step" if one_step else "refit")
+    diagnostics = {
+        **res.diagnostics,
+        **_boot_diagnostics(res.law, fits, cluster, boot_starts, jackknife),
+    }
+    conventions = {
+        **res.conventions,
+        "bootstrap": int(n_boot),
+        "boot_starts": int(boot_starts),
+        "boot_seed": int(seed),
+        "cluster": cluster,
+        "ci_method": ci_method,
+    }
+    unpinned = _spread_warnings(res.law, fits, ci_prob, warns)
+    names = res.law.param_names
+    return res.replace(
+        draws=fits.draws,
+        ci={name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(names)},
+        ci_prob=float(ci_prob),
+        warnings=tuple(warns),
+        diagnostics=diagnostics,
+        conventions=conventions,
+        not_identified=tuple(dict.fromkeys((*res.not_identified, *unpinned))),
+        extras=dict(res.extras),
+    )
+
+
+_CONSTRAINTS = {
+    "res": [IsType(FitResult, "a FitResult")],
+    "n_boot": [Interval(int, 1, None)],
+    "boot_starts": [Interval(int, 0, None)],
+    "cluster": [None, IsType(str, "a column name")],
+    "seed": [Interval(int)],
+    "ci_prob": [Interval(float, 0, 1, closed="neither")],
+    "ci_method": [Options(set(CI_METHODS))],
+    "progress": [None, "boolean"],
+    "screen": ["boolean"],
+}
+
+
+class _Resamples:
+    """Each resample's best converged solution, solved group by group (:meth:`solve`).
+
+    After solving: ``draws`` (public, NaN unless ``ok``: converged inside every declared range),
+    ``good`` (the usable draws), ``converged``, ``ranged``, ``out_share``, ``share`` and the
+    correlations ``zc`` (internal coordinates) and ``raw`` of the usable draws.
+    """
+
+    def __init__(self, problem: Problem, res: FitResult, tab, n_boot, boot_starts, seed, screen):
+        self.law = law = res.law
+        self.problem, self.k = problem, 1 + int(boot_starts)
+        y = tab["loss"].to_numpy(float)
+        scale = np.abs(y) if np.all(y > 0) else np.abs(y) + 1.0
+        self.rand = sample_starts(law, n_boot * max(self.k - 1, 1), scale, seed=seed + 7919)
+        self.warm = np.asarray(res.internal, dtype=float)
+        self.n_par = len(law.params)
+        # A resample with no more distinct design points than parameters cannot identify the law:
+        # it counts as failed rather than contributing an arbitrary point of a flat valley.
+        self.design = pd.factorize(pd.MultiIndex.from_frame(tab[list(law.inputs)]))[0]
+        self.degenerate = np.zeros(n_boot, dtype=bool)
+        self.zb = np.full((n_boot, self.n_par), np.nan)  # internal coordinates of the best start
+        self.best_obj = np.full(n_boot, np.inf)  # its objective; inf: the resample failed
+        self.best = np.zeros(n_boot, dtype=int)  # which start won (0: the warm start)
+        self.polished = np.zeros(n_boot, dtype=bool)  # a screened start polished on every row
+        # Large tables: random starts screened on a row subsample of each resample (_screened).
+        self.large = bool(screen) and problem.n > SCREEN_ABOVE
+        self.screening = problem.screening(seed) if self.large and self.k > 1 else None
+
+    def solve(self, tab: pd.DataFrame, cluster: str | None, rng, progress: bool | None) -> None:
+        """Solve every group of resamples drawn from ``rng`` (see :func:`resample_groups`)."""
+        n_boot, k = len(self.best), self.k
+        with progress_bar(
+            progress, total=n_boot * k, desc="bootstrap", unit="fit", leave=False
+        ) as bar:
+            for first, counts in resample_groups(tab, n_boot, cluster=cluster, rng=rng):
+                self._group(first, counts)
+                bar.update(len(counts) * k)
+        self._sort()
+
+    def _group(self, first: int, counts: np.ndarray) -> None:
+        """Solve one group of resamples (``k`` starts each) and keep each one's best."""
+        problem, k, m = self.problem, self.k, len(counts)
+        rw = counts if problem.weights is None else counts * problem.weights[None, :]
+        for i, row in enumerate(rw):
+            self.degenerate[first + i] = len(np.unique(self.design[row > 0])) <= self.n_par
+        # the group's problems: (resample, start) pairs sharing their resample's counts
+        idx = np.arange(m * k)
+        r_loc, j = idx // k, idx % k
+        r = first + r_loc
+        z0 = np.where(
+            (j == 0)[:, None],
+            self.warm[None, :],
+            self.rand[np.clip(r * (k - 1) + j - 1, 0, len(self.rand) - 1)],
+        )
+        if self.screening is not None:
+            r_loc, j, z, obj, conv, pol = _screened(problem, self.screening, z0, counts, k)
+            r = first + r_loc
+            self.polished[first : first + m] = pol
+        else:
+            z, obj, conv, _ = solve_many(problem, z0, counts, weight_index=r_loc, progress=False)
+        obj_ok = np.where(conv & np.isfinite(obj) & ~self.degenerate[r], obj, np.inf)
+        for q in range(len(r)):
+            if j[q] == 0 or obj_ok[q] < self.best_obj[r[q]]:
+                self.best_obj[r[q]], self.best[r[q]], self.zb[r[q]] = obj_ok[q], j[q], z[q]
+        sl = slice(first, first + m)
+        _hold_resamples(problem, self.zb[sl], counts, self.best_obj[sl])
+
+    def _sort(self) -> None:
+        """Sort the resamples (failed, converged outside a range, usable); correlate the usable."""
+        law = self.law
+        ok = np.isfinite(self.best_obj)
+        draws = _public(law, self.zb, self.problem.refs)
+        # a resample that ends outside a declared range is not a valid fit of the law: failed
+        # (validity conditions; a hard constraint was held on its bound by _hold_resamples, so
+        # only a held refit that left another constraint range counts here)
+        outside = outside_range(law, draws, "validity") | outside_range(law, draws, "constraint")
+        self.ranged = ok & outside.any(axis=1)  # converged outside a declared range
+        self.converged = ok.copy()
+        # per parameter: the share of converged resamples that put it outside its declared range
+        self.out_share = outside[ok].mean(axis=0) if ok.any() else np.zeros(self.n_par)
+        # resamples that converged outside a range are fits, not failures: they say the data do
+        # not pin that parameter (_spread_warnings); the interval uses the ones inside every range
+        self.share = float(ok.sum()) / len(ok)  # share of all resamples that converged
+        ok &= ~self.ranged
+        draws[~ok] = np.nan
+        self.ok, self.draws, self.good = ok, draws, draws[ok]
+        with np.errstate(all="ignore"):
+            zc = np.corrcoef(self.zb[ok].T) if ok.sum() >= 2 else np.zeros((self.n_par,) * 2)
+            raw = np.corrcoef(self.good.T) if ok.sum() >= 2 else zc
+        self.zc, self.raw = np.clip(np.nan_to_num(zc), -1, 1), np.clip(np.nan_to_num(raw), -1, 1)
+
+
+def _bounds(res, problem, tab, fits: _Resamples, cluster, ci_prob, ci_method, warns):
+    """``(bounds (P, 2), one_step)``: the interval of each parameter (NaN: none), warnings added.
+
+    ``one_step`` says whether a BCa jackknife took one Newton step per left-out unit.
+    """
+    law, good, n_boot = res.law, fits.good, len(fits.ok)
+    one_step = False
+    if fits.share < MIN_CONVERGED_SHARE or len(good) < 2:
         # Too few usable resamples (e.g. a 4-row table and a 3-parameter law): their spread
         # says nothing about the parameters' uncertainty, so there is no interval.
         bounds = np.full((len(law.params), 2), np.nan)
         warns.append(
-            f"bootstrap interval n/a: only {int(ok.sum())} of {n_boot} resamples converged "
-            f"({share:.0%}, below the {MIN_CONVERGED_SHARE:.0%} needed; "
-            f"{int(degenerate.sum())} had no more distinct design points than parameters, "
-            f"{int(ranged.sum())} left a declared range)."
+            f"bootstrap interval n/a: only {int(fits.ok.sum())} of {n_boot} resamples converged "
+            f"({fits.share:.0%}, below the {MIN_CONVERGED_SHARE:.0%} needed; "
+            f"{int(fits.degenerate.sum())} had no more distinct design points than parameters, "
+            f"{int(fits.ranged.sum())} left a declared range)."
         )
     elif ci_method == "bca":
-        one_step = large and _clusters(tab, cluster)[1] > JACK_REFITS
+        one_step = fits.large and _clusters(tab, cluster)[1] > JACK_REFITS
         jack = (_jackknife_linear if one_step else _jackknife)(problem, res, tab, cluster)
         theta = np.array([res.params[n] for n in law.param_names])
         bounds = _bca(good, theta, jack, ci_prob)
@@ -347,62 +386,57 @@ def bootstrap(
             # (on a bound): the resamples did not vary the data that decide it
             bounds[i] = np.nan
             warns.append(
-                f"bootstrap interval of {name} n/a: all {int(ok.sum())} usable resamples gave "
-                f"the same value {lo:.6g} (a zero-width interval for a parameter that is not "
-                "pinned on a bound)."
+                f"bootstrap interval of {name} n/a: all {int(fits.ok.sum())} usable resamples "
+                f"gave the same value {lo:.6g} (a zero-width interval for a parameter that is "
+                "not pinned on a bound)."
             )
-    ci = {
-        name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(law.param_names)
-    }
-    with np.errstate(all="ignore"):
-        zc = np.corrcoef(zb[ok].T) if len(good) >= 2 else np.zeros((len(law.params),) * 2)
-        raw = np.corrcoef(good.T) if len(good) >= 2 else zc
-    zc, raw = np.clip(np.nan_to_num(zc), -1, 1), np.clip(np.nan_to_num(raw), -1, 1)
+    return bounds, one_step
+
+
+def _boot_diagnostics(law, fits: _Resamples, cluster, boot_starts, jackknife):
+    """The bootstrap's diagnostics (``jackknife``: how BCa took its jackknife values)."""
     iu = np.triu_indices(len(law.params), 1)
-    diagnostics = {
-        **res.diagnostics,
-        "n_boot": int(n_boot),
-        "boot_failed": int((~ok).sum()),
-        "boot_converged_share": share,
-        "boot_out_of_range": int(ranged.sum()),
+    names = law.param_names
+    return {
+        "n_boot": len(fits.ok),
+        "boot_failed": int((~fits.ok).sum()),
+        "boot_converged_share": fits.share,
+        "boot_out_of_range": int(fits.ranged.sum()),
         "boot_out_of_range_share": {
-            name: float(out_share[i]) for i, name in enumerate(law.param_names) if out_share[i]
+            name: float(fits.out_share[i]) for i, name in enumerate(names) if fits.out_share[i]
         },
-        "boot_degenerate": int(degenerate.sum()),
+        "boot_degenerate": int(fits.degenerate.sum()),
         "resample": f"clusters of {cluster!r}" if cluster else "rows",
         "boot_starts": int(boot_starts),
-        "boot_warm_start_best": float(np.mean(best == 0)),
-        "boot_screened_on_rows": None if screening is None else int(screening.n),
-        "boot_polished": int(polished.sum()),
-        "bca_jackknife": None if ci_method != "bca" else ("one-step" if one_step else "refit"),
-        "boot_corr_max_internal": float(np.max(np.abs(zc[iu]))) if len(iu[0]) else 0.0,
-        "boot_corr_max_raw": float(np.max(np.abs(raw[iu]))) if len(iu[0]) else 0.0,
+        "boot_warm_start_best": float(np.mean(fits.best == 0)),
+        "boot_screened_on_rows": None if fits.screening is None else int(fits.screening.n),
+        "boot_polished": int(fits.polished.sum()),
+        "bca_jackknife": jackknife,
+        "boot_corr_max_internal": float(np.max(np.abs(fits.zc[iu]))) if len(iu[0]) else 0.0,
+        "boot_corr_max_raw": float(np.max(np.abs(fits.raw[iu]))) if len(iu[0]) else 0.0,
     }
-    conventions = {
-        **res.conventions,
-        "bootstrap": int(n_boot),
-        "boot_starts": int(boot_starts),
-        "boot_seed": int(seed),
-        "cluster": cluster,
-        "ci_method": ci_method,
-    }
-    if (~ok).any() and share >= MIN_CONVERGED_SHARE:
+
+
+def _spread_warnings(law, fits: _Resamples, ci_prob, warns) -> list[str]:
+    """Add the warnings on failed, out-of-range and correlated resamples; the unpinned names."""
+    ok, n_boot, zc = fits.ok, len(fits.ok), fits.zc
+    if (~ok).any() and fits.share >= MIN_CONVERGED_SHARE:
         warns.append(
-            f"{int((~converged).sum())} of {n_boot} bootstrap resamples failed "
-            f"({int(degenerate.sum())} with no more distinct design points than parameters, "
-            f"the rest not converged) and {int(ranged.sum())} converged outside a declared "
+            f"{int((~fits.converged).sum())} of {n_boot} bootstrap resamples failed "
+            f"({int(fits.degenerate.sum())} with no more distinct design points than parameters, "
+            f"the rest not converged) and {int(fits.ranged.sum())} converged outside a declared "
             f"range; intervals use the {int(ok.sum())} others ({ok.mean():.0%})."
         )
     unpinned = []  # resamples often outside the declared range: the parameter is not identified
     for i, p in enumerate(law.params):
-        if out_share[i] > (1 - ci_prob) / 2:
+        if fits.out_share[i] > (1 - ci_prob) / 2:
             unpinned.append(p.name)
             warns.append(
-                f"{out_share[i]:.0%} of the converged bootstrap resamples put {p.name} outside its "
-                f"declared range [{p.bounds[0]:g}, {p.bounds[1]:g}]: the data do not pin "
-                f"{p.name} down (its interval uses the resamples inside the range)."
+                f"{fits.out_share[i]:.0%} of the converged bootstrap resamples put {p.name} "
+                f"outside its declared range [{p.bounds[0]:g}, {p.bounds[1]:g}]: the data do not "
+                f"pin {p.name} down (its interval uses the resamples inside the range)."
             )
-    for i, j in zip(*iu, strict=True):
+    for i, j in zip(*np.triu_indices(len(law.params), 1), strict=True):
         if abs(zc[i, j]) > 0.99:
             a, b = law.param_names[i], law.param_names[j]
             warns.append(
@@ -410,16 +444,7 @@ def bootstrap(
                 f"(reference-pinned coordinates): the data pin down a combination of them "
                 f"better than either alone."
             )
-    return res.replace(
-        draws=draws,
-        ci=ci,
-        ci_prob=float(ci_prob),
-        warnings=tuple(warns),
-        diagnostics=diagnostics,
-        conventions=conventions,
-        not_identified=tuple(dict.fromkeys((*res.not_identified, *unpinned))),
-        extras=dict(res.extras),
-    )
+    return unpinned
 
 
 def _hold_resamples(
@@ -437,33 +462,20 @@ def _hold_resamples(
     law = problem.law
     if not any(p.range_kind == "constraint" for p in law.params):
         return
-    pub = law.to_public(zb, problem.refs)
-    theta = np.column_stack([np.asarray(pub[n], dtype=float) for n in law.param_names])
+    theta = _public(law, zb, problem.refs)
     out = outside_range(law, theta, "constraint")
+    lo, hi = np.array([p.bounds for p in law.params], dtype=float).T
+    clipped = np.clip(theta, lo, hi)  # every value moved to its nearest bound
     variants: dict[tuple, list[int]] = {}
     for i in np.flatnonzero(out.any(axis=1) & np.isfinite(best_obj)):
-        held = tuple(
-            (p.name, float(np.clip(theta[i, c], *p.bounds)))
-            for c, p in enumerate(law.params)
-            if out[i, c]
-        )
+        held = tuple((p.name, float(clipped[i, c])) for c, p in enumerate(law.params) if out[i, c])
         variants.setdefault(held, []).append(int(i))
     for held, rows in variants.items():
         sub = reduced_problem(problem, dict(held))
         red = sub.law
         cols = [law.param_names.index(n) for n in red.param_names]
-        z0 = np.array(
-            [
-                red.to_internal(
-                    {
-                        n: float(np.clip(theta[i, c], *law.params[c].bounds))
-                        for n, c in zip(red.param_names, cols, strict=True)
-                    },
-                    sub.refs,
-                )
-                for i in rows
-            ]
-        )
+        starts = [dict(zip(red.param_names, clipped[i, cols].tolist(), strict=True)) for i in rows]
+        z0 = np.array([red.to_internal(start, sub.refs) for start in starts])
         z, obj, conv, _ = solve_many(sub, z0, counts[rows], progress=False)
         for q, i in enumerate(rows):
             if conv[q] and np.isfinite(obj[q]):
@@ -520,12 +532,7 @@ def _screened(problem: Problem, screening: Problem, z0: np.ndarray, counts: np.n
     test = np.flatnonzero(polish & warm_ok & ok[:, 0])
     if len(test):
         pts = np.concatenate([zs[test, 0], zs[test, c[test]]])
-        resid = np.concatenate(
-            [
-                screening.solve_raw(pts[i : i + CHUNK], max_iter=0)["resid"]
-                for i in range(0, len(pts), CHUNK)
-            ]
-        )
+        resid = screening.solve_chunks(pts, keys=("resid",), max_iter=0)["resid"]
         rho, _, _ = robust_rho(np, screening.loss, screening.delta)
         w = sub[test] if screening.weights is None else sub[test] * screening.weights[None, :]
         d = w * (rho(resid[len(test) :]) - rho(resid[: len(test)]))
@@ -560,12 +567,7 @@ def _jackknife_linear(
     p = len(z)
     step = 1e-5 * (1.0 + np.abs(z))
     pts = np.concatenate([z[None], z + np.diag(step), z - np.diag(step)])
-    resid = np.concatenate(
-        [
-            problem.solve_raw(pts[i : i + CHUNK], max_iter=0, chunk=CHUNK)["resid"]
-            for i in range(0, len(pts), CHUNK)
-        ]
-    )
+    resid = problem.solve_chunks(pts, keys=("resid",), max_iter=0, chunk=CHUNK)["resid"]
     jac = ((resid[1 : p + 1] - resid[p + 1 :]) / (2.0 * step[:, None])).T  # (rows, P)
     psi = robust_psi(np, problem.loss, problem.delta)(resid[0])
     w = np.ones(problem.n) if problem.weights is None else problem.weights
@@ -580,8 +582,7 @@ def _jackknife_linear(
         dz = np.linalg.solve(h, g.T).T
     except np.linalg.LinAlgError:
         dz = g @ np.linalg.pinv(h).T
-    pub = law.to_public(z[None, :] + dz, problem.refs)
-    return np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])
+    return _public(law, z[None, :] + dz, problem.refs)
 
 
 def _jackknife(
@@ -589,22 +590,20 @@ def _jackknife(
 ) -> np.ndarray:
     """Leave-one-out (or leave-one-cluster-out) refits from the optimum, in raw units."""
     law = res.law
-    n = len(tab)
-    codes = None
-    if cluster is not None:
-        codes, uniques = pd.factorize(tab[cluster])
-    m = n if cluster is None else len(uniques)
+    codes, m = _clusters(tab, cluster)
+    codes = np.arange(m) if codes is None else codes  # each row its own unit
     warm = np.asarray(res.internal, dtype=float)
     z = np.empty((m, len(warm)))
     for c in range(0, m, CHUNK):
         leave = np.arange(c, min(c + CHUNK, m))
         # Leave-one-out weights for this chunk only (linear memory in the rows).
-        if cluster is None:
-            w = np.ones((len(leave), n))
-            w[np.arange(len(leave)), leave] = 0.0
-        else:
-            w = (codes[None, :] != leave[:, None]).astype(float)
+        w = (codes[None, :] != leave[:, None]).astype(float)
         z0 = np.repeat(warm[None], len(leave), axis=0)
         z[leave], _, _, _ = solve_many(problem, z0, w, progress=False)
-    pub = law.to_public(z, problem.refs)
+    return _public(law, z, problem.refs)
+
+
+def _public(law, z: np.ndarray, refs) -> np.ndarray:
+    """Public parameter values (B, P) of internal points ``z`` (B, P)."""
+    pub = law.to_public(z, refs)
     return np.column_stack([np.asarray(pub[name], dtype=float) for name in law.param_names])

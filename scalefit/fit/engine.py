@@ -38,21 +38,19 @@ ROUNDING = 8.0
 DIAG_FLOOR = 1e-30
 
 
-def load_jax():
-    """``(jax, jax.numpy)``, imported; JAX's settings are left as they are.
-
-    scalefit's own computations run in :func:`float64` (a scoped ``jax.enable_x64``), never
-    with float64 turned on for the whole process.
-    """
-    return jax_modules()
-
-
 def jax_modules():
-    """``(jax, jax.numpy)``, imported on first use (``import scalefit`` does not load JAX)."""
+    """``(jax, jax.numpy)``, imported on first use (``import scalefit`` does not load JAX).
+
+    JAX's settings are left as they are: scalefit's own computations run in :func:`float64` (a
+    scoped ``jax.enable_x64``), never with float64 turned on for the whole process.
+    """
     import jax
     import jax.numpy as jnp
 
     return jax, jnp
+
+
+load_jax = jax_modules  # the older name
 
 
 def float64():
@@ -273,124 +271,152 @@ def _row_sum(fn, w, x, logy):
     return acc
 
 
+def robust_weight(xp, loss: str, delta: float):
+    """The IRLS weight ``psi(r) / r`` of :func:`robust_rho`'s ``rho`` (one definition).
+
+    ``2`` for ``mse``; ``scale`` inside the Huber threshold ``d`` and ``scale * d / |r|`` outside
+    for ``huber`` and ``lad``.
+    """
+    _, d, scale = robust_rho(xp, loss, delta)
+
+    def weight(r):
+        if loss == "mse":
+            return 2.0 * xp.ones_like(r)
+        return scale * xp.where(xp.abs(r) <= d, 1.0, d / xp.maximum(xp.abs(r), 1e-300))
+
+    return weight
+
+
+def lm_solve(evaluate, z0, aux0, lam0, nu0, max_iter, tol, atol):
+    """Levenberg–Marquardt iterations for one problem; ``(z, aux, f, lam, nu, it, done, dec)``.
+
+    ``evaluate(z, aux) -> (f, g, h, aux)``: objective (``inf`` when not finite), gradient,
+    Gauss–Newton matrix, and state carried with an accepted point (varpro's linear coefficients;
+    ``()`` for the engine). A trial point's evaluation also gives the next iteration's gradient
+    and matrix, so an iteration evaluates the residuals once. Stops when the Newton decrement is
+    below ``tol * f + atol``, when the damping explodes, or after ``max_iter`` iterations.
+    """
+    jax, jnp = jax_modules()
+    f0, g0, h0, aux0 = evaluate(z0, aux0)
+
+    def step(state):
+        z, aux, f, lam, nu, it, done, dec, g, h = state
+        # Marquardt scaling by the diagonal, and regularisation relative to each diagonal entry,
+        # so the step is invariant to the units of every parameter (a parameter of scale 1e-7
+        # beside one of scale 1 is not frozen by an absolute ridge).
+        diag = jnp.maximum(jnp.diag(h), DIAG_FLOOR * jnp.max(jnp.abs(jnp.diag(h))) + 1e-300)
+        # step and Newton decrement (predicted remaining decrease at the current point)
+        s, quad = damped_step(jnp, h, (lam + 1e-14) * diag, 1e-12 * diag, g)
+        z_new = z + s
+        f_new, g_new, h_new, aux_new = evaluate(z_new, aux)
+        ok = (f_new <= f) & jnp.all(jnp.isfinite(z_new))
+        dec_now = quad / 2.0
+        small = dec_now <= tol * jnp.maximum(f, 1e-300) + atol
+        stuck = lam > 1e16
+        # Nielsen's damping update from the gain ratio of actual to predicted decrease.
+        pred = -(g @ s) - 0.5 * (s @ (h @ s))
+        gain = (f - f_new) / jnp.maximum(pred, 1e-300)
+        factor = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
+        move = ok & ~done
+        z, aux, f, g, h = jax.tree_util.tree_map(
+            lambda new, old: jnp.where(move, new, old),
+            (z_new, aux_new, f_new, g_new, h_new),
+            (z, aux, f, g, h),
+        )
+        lam = jnp.where(ok, jnp.maximum(lam * factor, 1e-15), lam * nu)
+        nu = jnp.where(ok, 2.0, nu * 2.0)
+        return z, aux, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
+
+    def cond(state):
+        return (~state[6]) & (state[5] < max_iter)
+
+    done0 = ~jnp.isfinite(f0)
+    init = (z0, aux0, f0, lam0, nu0, jnp.asarray(0), done0, jnp.asarray(jnp.inf), g0, h0)
+    return jax.lax.while_loop(cond, step, init)[:8]
+
+
+class _Objective:
+    """A law's robust objective on one table, for one start (traced under the solver's ``vmap``).
+
+    ``x`` holds the input columns and their logarithms (:func:`_with_logs`), ``w`` the row
+    weights, ``logy`` the response on the residual scale; sums over rows run block by block on
+    large tables (:func:`_row_sum`).
+    """
+
+    def __init__(self, law: Law, loss: str, delta: float, residuals: str):
+        self.jax, self.jnp = jax_modules()
+        self.law, self.loss, self.residuals = law, loss, residuals
+        self.rho, _, _ = robust_rho(self.jnp, loss, delta)
+        self.weight = robust_weight(self.jnp, loss, delta)
+        self.psi = robust_psi(self.jnp, loss, delta)
+
+    def resid(self, z, x, logy, refs):
+        """Residuals of every row at the internal point ``z``."""
+        jnp = self.jnp
+        p = self.law.to_public(z, refs, xp=jnp)
+        inputs = {k: v for k, v in x.items() if not k.startswith(_LOG)}
+        pairs = [(inputs[k[len(_LOG) :]], v) for k, v in x.items() if k.startswith(_LOG)]
+        xp = _InputLogs(jnp, pairs) if pairs else jnp
+        return residual(jnp, logy, self.law.expr(xp, p, inputs), self.residuals)
+
+    def _terms(self, z, w, x, logy, refs):
+        """Residuals, their Jacobian (rows, P), the gradient and the IRLS Gauss–Newton matrix."""
+        r = self.resid(z, x, logy, refs)
+        jac = self.jax.jacfwd(self.resid)(z, x, logy, refs)  # (rows, P)
+        u = w * self.weight(r)
+        return r, jac, jac.T @ (u * r), jac.T @ (u[:, None] * jac)
+
+    def value_and_newton(self, z, w, x, logy, refs):
+        """Objective (``inf`` when not finite), gradient and Gauss–Newton matrix at ``z``."""
+        jnp = self.jnp
+
+        def block(wb, xb, yb):  # all three from one evaluation of the residuals
+            r, _, g, h = self._terms(z, wb, xb, yb, refs)
+            return jnp.sum(wb * self.rho(r)), g, h
+
+        val, g, h = _row_sum(block, w, x, logy)
+        return jnp.where(jnp.isfinite(val), val, jnp.inf), g, h
+
+    def local(self, z, w, x, logy, refs):
+        """``(grad, gn, meat, tpub, resid)`` at ``z``: what standard errors need."""
+        jax, jnp = self.jax, self.jnp
+
+        def block(wb, xb, yb):
+            r, jac, g, h = self._terms(z, wb, xb, yb, refs)
+            # the sandwich's middle keeps the halved scale for mse (rho'/2 = r exactly), like the
+            # halved Gauss-Newton matrix that checks._covariance uses for mse
+            psi = 0.5 * self.psi(r) if self.loss == "mse" else self.psi(r)
+            return g, h, jac.T @ ((wb * psi**2)[:, None] * jac)
+
+        def public(zz):
+            return jnp.stack(list(self.law.to_public(zz, refs, xp=jnp).values()))
+
+        g, h, meat = _row_sum(block, w, x, logy)
+        return g, h, meat, jax.jacfwd(public)(z), self.resid(z, x, logy, refs)
+
+
 def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
     """Compile (once per law, loss and residual scale) the batched solver."""
     key = (law_key(law), loss, float(delta), residuals)
     if key in _CACHE:
         return _CACHE[key]
     jax, jnp = jax_modules()
-    d = LAD_DELTA if loss == "lad" else float(delta)
-    scale = 1.0 / d if loss == "lad" else 1.0
-
-    def resid(z, x, logy, refs):
-        p = law.to_public(z, refs, xp=jnp)
-        inputs = {k: v for k, v in x.items() if not k.startswith(_LOG)}
-        pairs = [(inputs[k[len(_LOG) :]], v) for k, v in x.items() if k.startswith(_LOG)]
-        xp = _InputLogs(jnp, pairs) if pairs else jnp
-        return residual(jnp, logy, law.expr(xp, p, inputs), residuals)
-
-    rho, _, _ = robust_rho(jnp, loss, delta)
-
-    def irls_weight(r):
-        if loss == "mse":
-            return 2.0 * jnp.ones_like(r)
-        return scale * jnp.where(jnp.abs(r) <= d, 1.0, d / jnp.maximum(jnp.abs(r), 1e-300))
-
-    psi = robust_psi(jnp, loss, delta)
-
-    def psi_of(r):
-        # the sandwich's middle keeps the halved scale for mse (rho'/2 = r exactly), like the
-        # halved Gauss-Newton matrix that checks._covariance uses for mse
-        return 0.5 * psi(r) if loss == "mse" else psi(r)
-
-    def newton_block(z, w, x, logy, refs, meat=False):
-        r = resid(z, x, logy, refs)
-        jac = jax.jacfwd(resid)(z, x, logy, refs)  # (rows, P)
-        u = w * irls_weight(r)
-        g = jac.T @ (u * r)
-        h = jac.T @ (u[:, None] * jac)
-        if not meat:
-            return g, h
-        m = jac.T @ ((w * psi_of(r) ** 2)[:, None] * jac)
-        return g, h, m
-
-    def newton(z, w, x, logy, refs, meat=False):
-        # summed over row blocks for large tables (memory bounded by a block per start)
-        return _row_sum(lambda wb, xb, yb: newton_block(z, wb, xb, yb, refs, meat), w, x, logy)
-
-    def value_block(z, w, x, logy, refs):
-        # objective, gradient and Gauss-Newton matrix from one evaluation of the residuals
-        r = resid(z, x, logy, refs)
-        jac = jax.jacfwd(resid)(z, x, logy, refs)  # (rows, P)
-        u = w * irls_weight(r)
-        return jnp.sum(w * rho(r)), jac.T @ (u * r), jac.T @ (u[:, None] * jac)
-
-    def value_and_newton(z, w, x, logy, refs):
-        val, g, h = _row_sum(lambda wb, xb, yb: value_block(z, wb, xb, yb, refs), w, x, logy)
-        return jnp.where(jnp.isfinite(val), val, jnp.inf), g, h
+    objective = _Objective(law, loss, delta, residuals)
 
     def solve_one(z0, lam0, nu0, max_iter, w, x, logy, refs, tol, atol, want_local):
         x = _with_logs(jnp, x)
 
-        # The gradient and Gauss-Newton matrix of the current point are carried in the state:
-        # each trial point's residuals give its objective and, if the step is accepted, the
-        # next iteration's gradient and matrix (one residual evaluation per iteration, not two).
-        def step(state):
-            z, f, lam, nu, it, done, dec, g, h = state
-            # Marquardt scaling by the diagonal, and regularisation relative to each diagonal entry,
-            # so the step is invariant to the units of every parameter (a parameter of scale 1e-7
-            # beside one of scale 1 is not frozen by an absolute ridge).
-            diag = jnp.maximum(jnp.diag(h), DIAG_FLOOR * jnp.max(jnp.abs(jnp.diag(h))) + 1e-300)
-            # step and Newton decrement (predicted remaining decrease at the current point)
-            s, quad = damped_step(jnp, h, (lam + 1e-14) * diag, 1e-12 * diag, g)
-            z_new = z + s
-            f_new, g_new, h_new = value_and_newton(z_new, w, x, logy, refs)
-            ok = (f_new <= f) & jnp.all(jnp.isfinite(z_new))
-            dec_now = quad / 2.0
-            small = dec_now <= tol * jnp.maximum(f, 1e-300) + atol
-            stuck = lam > 1e16
-            # Nielsen's damping update from the gain ratio of actual to predicted decrease.
-            pred = -(g @ s) - 0.5 * (s @ (h @ s))
-            gain = (f - f_new) / jnp.maximum(pred, 1e-300)
-            factor = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
-            move = ok & ~done
-            z = jnp.where(move, z_new, z)
-            f = jnp.where(move, f_new, f)
-            g = jnp.where(move, g_new, g)
-            h = jnp.where(move, h_new, h)
-            lam = jnp.where(ok, jnp.maximum(lam * factor, 1e-15), lam * nu)
-            nu = jnp.where(ok, 2.0, nu * 2.0)
-            return z, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
+        def evaluate(z, aux):
+            return (*objective.value_and_newton(z, w, x, logy, refs), aux)
 
-        def cond(state):
-            return (~state[5]) & (state[4] < max_iter)
-
-        f0, g0, h0 = value_and_newton(z0, w, x, logy, refs)
-        init = (
-            z0,
-            f0,
-            lam0,
-            nu0,
-            jnp.asarray(0),
-            ~jnp.isfinite(f0),
-            jnp.asarray(jnp.inf),
-            g0,
-            h0,
-        )
-        z, f, lam, nu, it, done, dec, _, _ = jax.lax.while_loop(cond, step, init)
+        z, _, f, lam, nu, it, done, dec = lm_solve(evaluate, z0, (), lam0, nu0, max_iter, tol, atol)
         conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + atol)
 
         # Local quantities at the solution (for standard errors), from the same compilation, only
         # when asked for (``want_local`` is one flag for the whole batch, so this stays a branch
         # under ``vmap``): a streamed solve calls the program many times and uses none of them.
-        def public(zz):
-            return jnp.stack(list(law.to_public(zz, refs, xp=jnp).values()))
-
         def local(z):
-            g, h, meat = newton(z, w, x, logy, refs, meat=True)
-            r = resid(z, x, logy, refs)
-            tpub = jax.jacfwd(public)(z)
-            return g, h, meat, tpub, r
+            return objective.local(z, w, x, logy, refs)
 
         def no_local(z):
             return jax.tree_util.tree_map(
@@ -608,19 +634,8 @@ class Problem:
             its = np.concatenate([its, np.zeros(chunk - k, dtype=np.int64)])
             lam = np.concatenate([lam, np.full(chunk - k, 1e-3)])
             nu = np.concatenate([nu, np.full(chunk - k, 2.0)])
-        args = (
-            z0,
-            lam,
-            nu,
-            its,
-            wp,
-            self._x,
-            self._logy,
-            self._refs,
-            np.float64(tol),
-            np.float64(self.atol),
-            np.bool_(local),
-        )
+        flags = (np.float64(tol), np.float64(self.atol), np.bool_(local))
+        args = (z0, lam, nu, its, wp, self._x, self._logy, self._refs, *flags)
         with float64():
             out = _compiled(self.law, self.loss, self.delta, self.residuals, args)(*args)
             res = {name: np.asarray(v)[:k] for name, v in out.items()}
@@ -680,7 +695,7 @@ class Problem:
         nxt = 0
         # one batch size for the whole stream (a draining tail would otherwise compile programs
         # for every smaller size on large tables)
-        size = self.chunk_for(min(m, CHUNK))
+        fixed = {"tol": tol, "chunk": self.chunk_for(min(m, CHUNK)), "local": False}
         while active or nxt < m:
             while len(active) < CHUNK and nxt < m:
                 active.append(nxt)
@@ -692,24 +707,12 @@ class Problem:
             budget = max_iter - out["iterations"][idx]
             if nxt < m:  # problems still wait for a slot: stop after a segment to refill
                 budget = np.minimum(segment, budget)
-            res = self.solve_raw(
-                cur[idx],
-                w,
-                max_iter=budget,
-                tol=tol,
-                lam0=lam[idx],
-                nu0=nu[idx],
-                chunk=size,
-                local=False,
-            )
+            res = self.solve_raw(cur[idx], w, max_iter=budget, lam0=lam[idx], nu0=nu[idx], **fixed)
             out["iterations"][idx] += res["iterations"]
             cur[idx], lam[idx], nu[idx] = res["z"], res["lam"], res["nu"]
             finished = res["done"] | (out["iterations"][idx] >= max_iter)
-            for q in np.flatnonzero(finished):
-                i = idx[q]
-                out["z"][i] = res["z"][q]
-                out["objective"][i] = res["objective"][q]
-                out["converged"][i] = res["converged"][q]
+            for key in ("z", "objective", "converged"):
+                out[key][idx[finished]] = res[key][finished]
             active = [int(i) for i in idx[~finished]]
             if on_done is not None and finished.any():
                 on_done(int(finished.sum()))
@@ -724,15 +727,24 @@ class Problem:
         tol: float = 1e-12,
     ) -> Solution:
         """Solve a batch: starts ``z0`` (B, P), row ``weights`` (B, n) or None (all ones)."""
-        z0 = np.atleast_2d(np.asarray(z0, dtype=float))
-        parts = []
-        for i in range(0, len(z0), CHUNK):
-            w = None if weights is None else weights[i : i + CHUNK]
-            parts.append(self.solve_raw(z0[i : i + CHUNK], w, max_iter=max_iter, tol=tol))
-        cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        cat = self.solve_chunks(z0, weights, max_iter=max_iter, tol=tol)
         return Solution(
             cat["z"], cat["objective"], cat["decrement"], cat["iterations"], cat["converged"]
         )
+
+    def solve_chunks(self, z0, weights=None, *, keys=None, **kw) -> dict[str, np.ndarray]:
+        """:meth:`solve_raw` on any number of problems, ``CHUNK`` at a time, joined.
+
+        ``keys`` limits the outputs kept (default: all); ``kw`` goes to :meth:`solve_raw`.
+        """
+        z0 = np.atleast_2d(np.asarray(z0, dtype=float))
+        parts = [
+            self.solve_raw(
+                z0[i : i + CHUNK], None if weights is None else weights[i : i + CHUNK], **kw
+            )
+            for i in range(0, len(z0), CHUNK)
+        ]
+        return {k: np.concatenate([p[k] for p in parts]) for k in keys or parts[0]}
 
     def local(self, z: np.ndarray) -> dict[str, np.ndarray]:
         """Local quantities at ``z`` with unit weights (no solver iterations).
@@ -777,10 +789,7 @@ class Problem:
         step = np.where(live, 1e-3 * np.sqrt(f / np.where(live, diag, 1.0)), 1e-6)
         step = np.where(np.isfinite(step) & (step > 0), step, 1e-6)
         shifts = np.concatenate([np.diag(step), -np.diag(step)])
-        grads = []
-        for i in range(0, 2 * p, CHUNK):
-            grads.append(self.solve_raw(z[None, :] + shifts[i : i + CHUNK], max_iter=0)["grad"])
-        g = np.concatenate(grads)
+        g = self.solve_chunks(z[None, :] + shifts, keys=("grad",), max_iter=0)["grad"]
         h = (g[:p] - g[p:]) / (2.0 * step[:, None])
         h_int = 0.5 * (h + h.T)
         try:

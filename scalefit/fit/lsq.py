@@ -9,7 +9,6 @@ Levenberg–Marquardt engine (:class:`JaxBackend`) is the default; lmfit lives i
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,6 +16,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
+from .._progress import progress_bar
 from ..errors import ScaleFitError
 from ..laws import Law, sample_starts
 from .build import FitSettings, Optimum, build_result
@@ -45,29 +45,6 @@ class Backend(Protocol):
         ...
 
 
-class _NoProgress:
-    """A progress bar that shows nothing (tqdm is not even imported when bars are off)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def update(self, n: int = 1) -> None:
-        """Ignore progress."""
-
-
-def _progress(total: int, desc: str, enabled: bool | None):
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        return _NoProgress()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False, unit="fit")
-
-
 def solve_many(
     problem: Problem,
     z0: np.ndarray,
@@ -92,7 +69,7 @@ def solve_many(
     """
     n = len(z0)
     z0 = np.asarray(z0, dtype=float)
-    with _progress(n, desc, progress) as bar:
+    with progress_bar(progress, total=n, desc=desc, unit="fit", leave=False) as bar:
         out = problem.solve_stream(
             z0, weights, weight_index=weight_index, max_iter=MAX_ITER, tol=tol, on_done=bar.update
         )
@@ -137,12 +114,6 @@ class JaxBackend:
         if polished:
             z[best], obj[best], conv[best] = zp[0], fp[0], conv[best] or cp[0]
             fbest = float(fp[0])
-        warns = ()
-        if n_best < 2 and len(z0) > 1:
-            warns = (
-                f"only {n_best} of {len(z0)} starts reached the best objective: the optimum may "
-                "not be global; try more starts.",
-            )
         return Optimum(
             z=z[best],
             objective=fbest,
@@ -156,9 +127,19 @@ class JaxBackend:
                 "polish_iterations": int(ip[0]),
                 "screened_on_rows": None if screen is None else int(screen.n),
             },
-            warnings=warns,
+            warnings=few_best_warning(n_best, len(z0)),
             extras={"z_all": z, "obj_all": obj},
         )
+
+
+def few_best_warning(n_best: int, n_starts: int) -> tuple[str, ...]:
+    """The warning when fewer than two of several starts reached the best objective."""
+    if n_best >= 2 or n_starts <= 1:
+        return ()
+    return (
+        f"only {n_best} of {n_starts} starts reached the best objective: the optimum may "
+        "not be global; try more starts.",
+    )
 
 
 def starts_for(

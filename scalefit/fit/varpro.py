@@ -27,14 +27,29 @@ full solver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..laws.base import Law
 from .build import Optimum
-from .engine import LAD_DELTA, Problem, damped_step, float64, jax_modules, law_key, robust_rho
-from .lsq import BEST_ATOL_FLOORS, BEST_RTOL, POLISH_TOL, JaxBackend, solve_many
+from .engine import (
+    Problem,
+    float64,
+    jax_modules,
+    law_key,
+    lm_solve,
+    robust_rho,
+    robust_weight,
+)
+from .lsq import (
+    BEST_ATOL_FLOORS,
+    BEST_RTOL,
+    POLISH_TOL,
+    JaxBackend,
+    few_best_warning,
+    solve_many,
+)
 
 #: Most sign-constrained linear coefficients solved by enumerating active sets (2**k systems).
 MAX_ENUMERATED = 10
@@ -180,50 +195,51 @@ def _subsets(nonneg: tuple[bool, ...]) -> np.ndarray:
     return np.asarray(masks)
 
 
-def _build(law: Law, block: LinearBlock, loss: str, delta: float):
-    """The vmapped reduced solver for (law, loss, delta), compiled once per shapes."""
-    key = (law_key(law), block, loss, float(delta))
-    if key in _CACHE:
-        return _CACHE[key]
-    jax, jnp = jax_modules()
-    names = law.param_names
-    lin_idx = [names.index(n) for n in block.linear]
-    nl_idx = [names.index(n) for n in block.nonlinear]
-    k, q = len(lin_idx), len(nl_idx)
-    masks_np = _subsets(block.nonneg).astype(np.float64)  # (S, k), made jnp when traced
-    nonneg_np = np.asarray(block.nonneg)
-    rho, d, scale = robust_rho(jnp, loss, delta)
-    if loss == "lad":
-        d = LAD_DELTA
+class _Reduced:
+    """The reduced problem of a law with a linear block, for one start (traced under ``vmap``).
 
-    def irls_weight(r):
-        if loss == "mse":
-            return 2.0 * jnp.ones_like(r)
-        return scale * jnp.where(jnp.abs(r) <= d, 1.0, d / jnp.maximum(jnp.abs(r), 1e-300))
+    For nonlinear parameters ``znl`` (internal coordinates) the expression is affine in the
+    linear coefficients ``c``: ``f = phi0 + Phi c``. Residuals are ``ys - s f`` (``s`` the row
+    scale: ones, or ``1 / y`` for relative residuals).
+    """
 
-    def model(znl, c, x, refs):
-        z = jnp.zeros(len(names), dtype=znl.dtype).at[jnp.asarray(nl_idx)].set(znl)
+    def __init__(self, law: Law, block: LinearBlock, loss: str, delta: float):
+        self.jax, self.jnp = jax_modules()
+        self.law, self.block, self.loss = law, block, loss
+        names = law.param_names
+        self.nl_idx = [names.index(n) for n in block.nonlinear]
+        self.k = len(block.linear)
+        self.masks = _subsets(block.nonneg).astype(np.float64)  # (S, k), made jnp when traced
+        self.nonneg = np.asarray(block.nonneg)
+        self.rho, _, _ = robust_rho(self.jnp, loss, delta)
+        self.weight = robust_weight(self.jnp, loss, delta)
+
+    def model(self, znl, c, x, refs):
+        """The law's expression at nonlinear parameters ``znl`` and linear coefficients ``c``."""
+        jnp, law = self.jnp, self.law
+        z = jnp.zeros(len(law.params), dtype=znl.dtype).at[jnp.asarray(self.nl_idx)].set(znl)
         pub = law.to_public(z, refs, xp=jnp)
-        p = {n: pub[n] for n in block.nonlinear}
-        p.update({n: c[i] for i, n in enumerate(block.linear)})
+        p = {n: pub[n] for n in self.block.nonlinear}
+        p.update({n: c[i] for i, n in enumerate(self.block.linear)})
         return law.expr(jnp, p, x)
 
-    def basis(znl, x, refs):
-        # affine in c: f = phi0 + Phi c (exact, the block is linear)
-        zero = jnp.zeros(k, dtype=znl.dtype)
-        phi0 = model(znl, zero, x, refs)
-        phi = jax.jacfwd(model, argnums=1)(znl, zero, x, refs)  # (rows, k)
+    def basis(self, znl, x, refs):
+        """``(phi0, Phi)``: the affine map in ``c`` (exact, the block is linear)."""
+        zero = self.jnp.zeros(self.k, dtype=znl.dtype)
+        phi0 = self.model(znl, zero, x, refs)
+        phi = self.jax.jacfwd(self.model, argnums=1)(znl, zero, x, refs)  # (rows, k)
         return phi0, phi
 
-    def wnnls(phi, t, u):
+    def wnnls(self, phi, t, u):
         """argmin_c sum u (t - phi c)^2 subject to c_i >= 0 where constrained (exact)."""
+        jnp = self.jnp
         g = phi.T @ (u[:, None] * phi)
         b = phi.T @ (u * t)
         dg = jnp.sqrt(jnp.maximum(jnp.diag(g), 1e-300))
         gs = g / (dg[:, None] * dg[None, :])
         bs = b / dg
-        eye = jnp.eye(k)
-        nonneg = jnp.asarray(nonneg_np)
+        eye = jnp.eye(self.k)
+        nonneg = jnp.asarray(self.nonneg)
 
         def one(m):
             a = gs * (m[:, None] * m[None, :]) + eye * (1.0 - m)[None, :] + 1e-13 * eye
@@ -232,44 +248,48 @@ def _build(law: Law, block: LinearBlock, loss: str, delta: float):
             feasible = jnp.all((cs >= 0.0) | ~nonneg | (m == 0))
             return cs / dg, jnp.where(feasible & jnp.isfinite(val), val, jnp.inf)
 
-        masks = jnp.asarray(masks_np)
-        cs, vals = jax.vmap(one)(masks)
+        masks = jnp.asarray(self.masks)
+        cs, vals = self.jax.vmap(one)(masks)
         best = jnp.argmin(vals)
         return cs[best], masks[best]
 
-    def linear_solve(znl, c0, w, x, s, ys, refs):
+    def linear_solve(self, znl, c0, w, x, s, ys, refs):
         """The linear block for fixed nonlinear parameters (IRLS from ``c0`` for robust losses)."""
-        phi0, phi = basis(znl, x, refs)
+        jnp = self.jnp
+        phi0, phi = self.basis(znl, x, refs)
         t = ys - s * phi0
         phis = s[:, None] * phi
-        if loss == "mse":
-            c, m = wnnls(phis, t, w)
+        if self.loss == "mse":
+            c, m = self.wnnls(phis, t, w)
             return c, m, phi0, phi
         # IRLS from the coefficients of the last accepted point, to convergence (majorise-minimise:
         # no pass raises the robust objective)
 
         def body(state):
             c, _, f_old, it, _ = state
-            c_new, m = wnnls(phis, t, w * irls_weight(t - phis @ c))
-            f_new = jnp.sum(w * rho(t - phis @ c_new))
+            c_new, m = self.wnnls(phis, t, w * self.weight(t - phis @ c))
+            f_new = jnp.sum(w * self.rho(t - phis @ c_new))
             return c_new, m, f_new, it + 1, f_old - f_new
 
         def cond(state):
             _, _, f, it, change = state
             return (it < IRLS_MAX_ITER) & (change > IRLS_RTOL * f)
 
-        init = (c0, jnp.ones(k, dtype=c0.dtype), jnp.sum(w * rho(t - phis @ c0)), 0, jnp.inf)
-        c, m, _, _, _ = jax.lax.while_loop(cond, body, init)
+        f0 = jnp.sum(w * self.rho(t - phis @ c0))
+        init = (c0, jnp.ones(self.k, dtype=c0.dtype), f0, 0, jnp.inf)
+        c, m, _, _, _ = self.jax.lax.while_loop(cond, body, init)
         return c, m, phi0, phi
 
-    def evaluate(znl, c0, w, x, s, ys, refs):
-        c, m, phi0, phi = linear_solve(znl, c0, w, x, s, ys, refs)
-        c = jax.lax.stop_gradient(c)
+    def evaluate(self, znl, c0, w, x, s, ys, refs):
+        """Objective, envelope gradient, Kaufman Gauss–Newton matrix and the coefficients."""
+        jnp, k = self.jnp, self.k
+        c, m, phi0, phi = self.linear_solve(znl, c0, w, x, s, ys, refs)
+        c = self.jax.lax.stop_gradient(c)
         r = ys - s * (phi0 + phi @ c)
-        f = jnp.sum(w * rho(r))
+        f = jnp.sum(w * self.rho(r))
         # Jacobian of the residual in the nonlinear parameters at fixed c (envelope gradient)
-        jac = -s[:, None] * jax.jacfwd(model)(znl, c, x, refs)  # (rows, q)
-        u = w * irls_weight(r)
+        jac = -s[:, None] * self.jax.jacfwd(self.model)(znl, c, x, refs)  # (rows, q)
+        u = w * self.weight(r)
         grad = jac.T @ (u * r)
         # Kaufman: project the columns of the active linear basis out of the Jacobian
         pm = s[:, None] * phi * m[None, :]
@@ -279,52 +299,28 @@ def _build(law: Law, block: LinearBlock, loss: str, delta: float):
         h = jr.T @ (u[:, None] * jr)
         return jnp.where(jnp.isfinite(f), f, jnp.inf), grad, h, c
 
+
+def _build(law: Law, block: LinearBlock, loss: str, delta: float):
+    """The vmapped reduced solver for (law, loss, delta), compiled once per shapes.
+
+    The damped Gauss–Newton loop is the engine's (:func:`~scalefit.fit.engine.lm_solve`), with
+    the linear coefficients carried along with each accepted point.
+    """
+    key = (law_key(law), block, loss, float(delta))
+    if key in _CACHE:
+        return _CACHE[key]
+    jax, jnp = jax_modules()
+    reduced = _Reduced(law, block, loss, delta)
+
     def solve_one(z0, max_iter, w, x, s, ys, refs, tol, atol):
-        c_init = jnp.zeros(k, dtype=z0.dtype)
-        f0, g0, h0, c0 = evaluate(z0, c_init, w, x, s, ys, refs)
+        def evaluate(z, c):
+            return reduced.evaluate(z, c, w, x, s, ys, refs)
 
-        def step(state):
-            z, c, f, lam, nu, it, done, dec, g, h = state
-            diag = jnp.maximum(jnp.diag(h), 1e-30 * jnp.max(jnp.abs(jnp.diag(h))) + 1e-300)
-            stp, quad = damped_step(jnp, h, (lam + 1e-14) * diag, 1e-12 * diag, g)
-            z_new = z + stp
-            f_new, g_new, h_new, c_new = evaluate(z_new, c, w, x, s, ys, refs)
-            ok = (f_new <= f) & jnp.all(jnp.isfinite(z_new))
-            dec_now = quad / 2.0
-            small = dec_now <= tol * jnp.maximum(f, 1e-300) + atol
-            stuck = lam > 1e16
-            pred = -(g @ stp) - 0.5 * (stp @ (h @ stp))
-            gain = (f - f_new) / jnp.maximum(pred, 1e-300)
-            factor = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
-            move = ok & ~done
-            z = jnp.where(move, z_new, z)
-            c = jnp.where(move, c_new, c)
-            f = jnp.where(move, f_new, f)
-            g = jnp.where(move, g_new, g)
-            h = jnp.where(move, h_new, h)
-            lam = jnp.where(ok, jnp.maximum(lam * factor, 1e-15), lam * nu)
-            nu = jnp.where(ok, 2.0, nu * 2.0)
-            return z, c, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
-
-        def cond(state):
-            return (~state[6]) & (state[5] < max_iter)
-
-        init = (
-            z0,
-            c0,
-            f0,
-            jnp.asarray(1e-3),
-            jnp.asarray(2.0),
-            jnp.asarray(0),
-            ~jnp.isfinite(f0),
-            jnp.asarray(jnp.inf),
-            g0,
-            h0,
-        )
-        z, c, f, _, _, it, _, dec, _, _ = jax.lax.while_loop(cond, step, init)
+        lam0, nu0 = jnp.asarray(1e-3), jnp.asarray(2.0)
+        c0 = jnp.zeros(reduced.k, dtype=z0.dtype)
+        z, c, f, _, _, it, _, dec = lm_solve(evaluate, z0, c0, lam0, nu0, max_iter, tol, atol)
         return {"z": z, "c": c, "objective": f, "iterations": it, "decrement": dec}
 
-    del q
     solver = jax.jit(
         jax.vmap(solve_one, in_axes=(0, None, None, None, None, None, None, None, None))
     )
@@ -394,25 +390,22 @@ def reduced_solve(
     y = np.concatenate([problem._y, np.repeat(problem._y[-1:], npad - n)])
     s = 1.0 / np.abs(y) if relative else np.ones(npad)
     ys = s * y
-    loss, delta = problem.loss, problem.delta
     eps = float(np.finfo(float).eps)
     atol = max(n * (8.0 * eps * float(np.max(np.abs(ys[:n])))) ** 2, 1e-300)
-    solver = _build(law, block, loss, delta)
-    parts = []
+    solver = _build(law, block, problem.loss, problem.delta)
+    args = (
+        np.int64(max_iter),
+        w,
+        problem._x,
+        s,
+        ys,
+        problem._refs,
+        np.float64(tol),
+        np.float64(atol),
+    )
     with float64():
-        for i in range(0, size, CHUNK):
-            res = solver(
-                zn[i : i + CHUNK],
-                np.int64(max_iter),
-                w,
-                problem._x,
-                s,
-                ys,
-                problem._refs,
-                np.float64(tol),
-                np.float64(atol),
-            )
-            parts.append({k: np.asarray(v) for k, v in res.items()})
+        parts = [solver(zn[i : i + CHUNK], *args) for i in range(0, size, CHUNK)]
+        parts = [{k: np.asarray(v) for k, v in part.items()} for part in parts]
     out = {k: np.concatenate([p[k] for p in parts])[:m] for k in parts[0]}
     return _assemble(law, block, problem.refs, z0, out)
 
@@ -493,12 +486,6 @@ class VarproBackend:
         if not np.isfinite(fp[0]):
             opt = full.minimize(problem, z0)
             return _relabel(opt, block, "full solve (the reduced optimum did not polish)")
-        warns = ()
-        if n_best < 2 and len(z0) > 1:
-            warns = (
-                f"only {n_best} of {len(z0)} starts reached the best objective: the optimum may "
-                "not be global; try more starts.",
-            )
         z_all = red["z"].copy()
         obj_all = obj.copy()
         z_all[best], obj_all[best] = zp[0], fp[0]
@@ -517,21 +504,11 @@ class VarproBackend:
                 "varpro_linear": list(block.linear),
                 "varpro_stage": "reduced search, polished on all parameters",
             },
-            warnings=warns,
+            warnings=few_best_warning(n_best, len(z0)),
             extras={"z_all": z_all, "obj_all": obj_all},
         )
 
 
 def _relabel(opt: Optimum, block: LinearBlock, stage: str) -> Optimum:
-    diag = dict(opt.diagnostics)
-    diag["varpro_linear"] = list(block.linear)
-    diag["varpro_stage"] = stage
-    return Optimum(
-        z=opt.z,
-        objective=opt.objective,
-        solver_converged=opt.solver_converged,
-        method="varpro",
-        diagnostics=diag,
-        warnings=opt.warnings,
-        extras=opt.extras,
-    )
+    diag = {**opt.diagnostics, "varpro_linear": list(block.linear), "varpro_stage": stage}
+    return replace(opt, method="varpro", diagnostics=diag)

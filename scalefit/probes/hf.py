@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._progress import progress_bar
 from .._validation import Interval, IsType, validate
 from ..errors import ScaleFitError, require
 from ._assemble import HFProbeResult, assemble, with_pruning
@@ -240,7 +241,6 @@ def _reduce_corpus(
 ) -> Accumulator:
     """Stream the windows through the model, reducing batch by batch (resumed from ``folder``)."""
     import torch
-    from tqdm.auto import tqdm
 
     meta = _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr_batch > 0)
     kw = {"max_block": max_block, "reservoir": reservoir, "seed": seed}
@@ -249,12 +249,12 @@ def _reduce_corpus(
     done = acc.tokens_seen // seq_len
     windows = _windows(lm, text, seq_len)
     device_ = next(lm.model.parameters()).device
-    bar = tqdm(
+    bar = progress_bar(
+        progress,
         total=n_windows * seq_len,
         initial=min(done, n_windows) * seq_len,
-        disable=not progress,
-        unit="tok",
         desc="probe",
+        unit="tok",
     )
     last_save = time.monotonic()
     for batch in _batched(itertools.islice(windows, done, n_windows), batch_size):
@@ -431,7 +431,6 @@ def _pruning(
     if prune_tokens <= 0:
         return {}
     import torch
-    from tqdm.auto import tqdm
 
     n_windows = max(1, prune_tokens // seq_len)
     dist = {n: g["distance"].to_numpy() for n, g in result.distances.groupby("n")}
@@ -441,7 +440,7 @@ def _pruning(
         torch.from_numpy(np.stack([w[0] for w in b])).to(device)
         for b in _batched(itertools.islice(_windows(lm, text, seq_len), n_windows), batch_size)
     ]
-    bar = tqdm(total=len(batches), disable=not progress, unit="batch", desc="prune")
+    bar = progress_bar(progress, total=len(batches), desc="prune", unit="batch")
     totals = run_pruning(lm, batches, variants, seed=seed, progress=bar)
     bar.close()
     return {"totals": totals, "variants": variants}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -24,6 +23,7 @@ from .._io import (
     read_json,
     remove_stale_temps,
 )
+from .._progress import progress_bar
 from .._validation import Interval, Options, validate
 from ..errors import ScaleFitError, SweepError
 from .registry import resolve_task, task_ref
@@ -80,7 +80,7 @@ def run_sweep(
     *,
     workers: int = 1,
     executor: str = "local",
-    progress: bool = True,
+    progress: bool | None = None,
     threads_per_worker: int = 1,
     slurm: dict | None = None,
     overwrite: bool = False,
@@ -109,8 +109,8 @@ def run_sweep(
     executor : {"local", "slurm"}
         ``"local"``: a process pool; ``"slurm"``: ``submitit.AutoExecutor``. ``slurm={"cluster":
         "local"}`` selects submitit's local executor (no cluster needed).
-    progress : bool, default True
-        Show a tqdm progress bar when stderr is a terminal.
+    progress : bool, optional
+        Show a tqdm progress bar (default: when stderr is a terminal).
     threads_per_worker : int, default 1
         ``torch.set_num_threads`` in each worker (if torch is importable).
     slurm : dict, optional
@@ -181,7 +181,7 @@ def run_sweep(
 def _execute(spec, out, todo, total, workers, executor, progress, threads, slurm) -> list:
     ref = task_ref(spec.task)
     jobs = [(ref, r.config, r.run_id, str(run_dir_of(out, r)), threads) for r in todo]
-    bar = _progress_bar(total, total - len(todo), spec.name, progress)
+    bar = progress_bar(progress, total=total, initial=total - len(todo), desc=spec.name, unit="run")
     failures: list[tuple[str, str]] = []
 
     def done(run_id: str, error: str | None) -> None:
@@ -465,19 +465,3 @@ def _run_submitit(jobs: list[tuple], out: Path, slurm: dict, done: Callable) -> 
             done(run_id, err)
         if pending and not finished:
             time.sleep(0.2)
-
-
-class _NoBar:
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(total: int, initial: int, name: str, progress: bool):
-    if not progress or not sys.stderr.isatty():
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc=name, unit="run")

@@ -34,6 +34,7 @@ import torch
 
 from .._io import atomic_write_csv, load_torch
 from .._manifest import record
+from .._progress import progress_bar
 from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
@@ -394,7 +395,9 @@ def _train(
     if max_steps is not None:
         end = min(end, start + max_steps)
     diverged = any(h.get("diverged") for h in history)
-    bar = _progress_bar(progress and rank == 0, start, cfg)
+    bar = progress_bar(
+        progress and rank == 0, total=cfg.steps, initial=start, desc="train", unit="step"
+    )
     t0, t_start, c_start = time.perf_counter(), time.perf_counter(), time.process_time()
     sync_every = runtime_choices(cfg, device.type)["sync_every"]
     pending: list[dict] = []  # steps whose loss and gradient norm are still on the device
@@ -410,12 +413,11 @@ def _train(
                 bool(history) and ce_val > cfg.diverge_ratio * history[0]["loss"]
             )
             history.append({**entry, "loss": ce_val, "grad_norm": gnorm, "diverged": bad})
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(
-                    loss=f"{ce_val:.3f}",
-                    tok_s=f"{_tok_s(entry['step'], start, per_rank * world, cfg, t0):.0f}",
-                )
+            bar.update(1)
+            bar.set_postfix(
+                loss=f"{ce_val:.3f}",
+                tok_s=f"{_tok_s(entry['step'], start, per_rank * world, cfg, t0):.0f}",
+            )
             if bad:
                 break  # the steps run after a diverged one are not recorded
         pending = []
@@ -437,8 +439,7 @@ def _train(
             _seed_fork(fork, model, opt, step + 1, history, run, data)
         if due and not diverged:
             _save_checkpoint(ckpt, model, opt, step + 1, history, cfg, run, data)
-    if bar is not None:
-        bar.close()
+    bar.close()
     wall = time.perf_counter() - t_start
     cpu = time.process_time() - c_start
     done = len(history)
@@ -504,14 +505,6 @@ def _due(step: int, every: int) -> bool:
 
 def _tok_s(step: int, start: int, batch: int, cfg: TrainConfig, t0: float) -> float:
     return (step + 1 - start) * batch * cfg.model.seq_len / max(time.perf_counter() - t0, 1e-9)
-
-
-def _progress_bar(enabled: bool, start: int, cfg: TrainConfig):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=cfg.steps, initial=start, unit="step", desc="train")
 
 
 HISTORY_COLUMNS = ["step", "tokens", "lr", "loss", "grad_norm", "diverged", "time_s"]
