@@ -33,9 +33,11 @@ Examples
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import numbers
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +53,7 @@ __all__ = [
     "Options",
     "check_field",
     "did_you_mean",
+    "renamed_keyword",
     "field_message",
     "fmt_value",
     "validate",
@@ -385,3 +388,46 @@ def validate_mapping(
                     f"Known keys: {', '.join(sorted(constraints))}."
                 )
     validate(where, data, constraints, noun="key")
+
+
+def renamed_keyword(old: str, new: str, *, until: str = "0.2") -> Callable[[Callable], Callable]:
+    """Keep a renamed keyword argument working for one minor version, with a warning.
+
+    Parameters
+    ----------
+    old, new : str
+        The deprecated and the current name of the keyword.
+    until : str, default "0.2"
+        The version that drops ``old``.
+
+    Returns
+    -------
+    callable
+        A decorator: a call that passes ``old=`` gets a :class:`DeprecationWarning` naming
+        ``new`` and runs as if it had passed ``new=``; passing both is a
+        :class:`~scalefit.errors.ScaleFitError`.
+    """
+
+    def wrap(func: Callable) -> Callable:
+        owner = func.__qualname__
+
+        @functools.wraps(func)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            if old in kwargs:
+                if new in kwargs:
+                    raise ScaleFitError(
+                        f"The {new!r} parameter of {owner} was given twice: as {new!r} and as "
+                        f"its deprecated name {old!r}. Got both instead of one."
+                    )
+                warnings.warn(
+                    f"The {old!r} parameter of {owner} is deprecated; use {new!r} "
+                    f"({old!r} goes in scalefit {until}).",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        return inner
+
+    return wrap

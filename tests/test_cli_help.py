@@ -132,7 +132,7 @@ BEHAVIOUR = {
         re.search(r"a multiple of (\d+)", h).group(1)
     ),
     ("scalefit allocate", "--min-depth"): lambda h: int(re.search(r"depth ≥ (\d+)", h).group(1)),
-    ("scalefit allocate", "--prob"): lambda h: _allocate_prob(),
+    ("scalefit allocate", "--ci-prob"): lambda h: _allocate_prob(),
 }
 
 

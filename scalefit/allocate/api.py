@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, renamed_keyword, validate
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
 from .practical import Constraints, best_widths, candidates, depth_grid, rank
@@ -32,7 +33,7 @@ def resolve(
     source: Any,
     params: dict | None = None,
     law_options: dict | None = None,
-    prob: float | None = None,
+    ci_prob: float | None = None,
 ) -> Source:
     """Turn a FitResult, a law name or a :class:`Law` (with ``params``) into a :class:`Source`.
 
@@ -65,7 +66,7 @@ def resolve(
                     "(all failed); re-run the bootstrap or pass use_draws=False."
                 )
             draws = {k: d[:, i] for i, k in enumerate(source.params)}
-        prob = source.ci_prob if prob is None else prob
+        ci_prob = source.ci_prob if ci_prob is None else ci_prob
         unknown = tuple(source.not_identified)
     else:
         law = get_law(source, **(law_options or {}))
@@ -85,11 +86,12 @@ def resolve(
         if bad:
             raise ScaleFitError(f"law {law.name!r}: parameter(s) {bad} must be finite numbers.")
         _check_allocatable(law, point)
-        draws, prob = None, 0.95 if prob is None else prob
+        draws, ci_prob = None, 0.95 if ci_prob is None else ci_prob
         unknown = ()
-    if not 0 < prob < 1:
-        raise ScaleFitError(f"The 'prob' parameter must be a float in (0, 1). Got {prob!r}.")
-    return Source(law, point, draws, float(prob), unknown)
+    validate(
+        "allocate", {"ci_prob": ci_prob}, {"ci_prob": [Interval(float, 0, 1, closed="neither")]}
+    )
+    return Source(law, point, draws, float(ci_prob), unknown)
 
 
 def _check_allocatable(law, point: dict[str, float]) -> None:
@@ -175,6 +177,7 @@ class Allocation:
         return frame[frame["within_interval" if within == "interval" else "within_eps"]]
 
 
+@renamed_keyword("prob", "ci_prob")
 def allocate(
     source: Any,
     budgets,
@@ -187,7 +190,7 @@ def allocate(
     max_depth: int | None = None,
     aspect_max: float | None = None,
     eps: float = 1e-3,
-    prob: float | None = None,
+    ci_prob: float | None = None,
     use_draws: bool = True,
     draw_sets: bool | None = None,
 ) -> Allocation:
@@ -209,7 +212,7 @@ def allocate(
         Constraints on practical shapes (depth bounds also bound the continuous search).
     eps : float
         Loss tolerance (nats) defining the near-optimal set and flat-optimum reporting.
-    prob : float, optional
+    ci_prob : float, optional
         Interval probability (default: the result's ``ci_prob``, else 0.95).
     use_draws : bool
         Use the result's draws for intervals.
@@ -228,7 +231,7 @@ def allocate(
     >>> round(float(a.summary["params"].iloc[0]) / 1e9, 1)
     40.3
     """
-    src = resolve(source, params, law_options, prob)
+    src = resolve(source, params, law_options, ci_prob)
     budgets = check_budgets(budgets)
     cons = Constraints(head_dim, min_depth, max_depth, aspect_max)
     space = Space.of(src.law, accounting)

@@ -10,7 +10,7 @@ import pandas as pd
 from scipy import stats
 
 from .._io import atomic_write_csv
-from .._validation import Interval, Options, validate
+from .._validation import Interval, Options, renamed_keyword, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
 from . import _update
@@ -160,6 +160,7 @@ def _check_candidates(cand: pd.DataFrame, space) -> pd.DataFrame:
     return cand.reset_index(drop=True)
 
 
+@renamed_keyword("prob", "ci_prob")
 def next_runs(
     result: Any,
     target_budget: float,
@@ -171,7 +172,7 @@ def next_runs(
     noise: float | None = None,
     search: str = "greedy",
     replace: bool = False,
-    prob: float | None = None,
+    ci_prob: float | None = None,
     accounting=None,
 ) -> DesignResult:
     """Choose up to ``k`` runs that minimise the expected variance of a recommendation.
@@ -199,7 +200,7 @@ def next_runs(
         candidates (small cases only).
     replace : bool, default False
         Allow the same candidate twice (a repeated seed).
-    prob : float, optional
+    ci_prob : float, optional
         Interval probability (default: the result's).
     accounting : Accounting, optional
         Parameter accounting for shape laws.
@@ -235,7 +236,7 @@ def next_runs(
             "replace": ["boolean"],
         },
     )
-    src = resolve(result, prob=prob)
+    src = resolve(result, ci_prob=ci_prob)
     if src.draws is None or len(next(iter(src.draws.values()))) < 20:
         raise ScaleFitError(
             "next_runs needs a result with at least 20 draws (fit with bootstrap=200 or Bayes)."

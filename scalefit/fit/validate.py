@@ -72,7 +72,7 @@ def holdout_check(
         res, train, bootstrap, seed=settings.seed, ci_prob=settings.ci_prob, progress=progress
     )
     y = test["loss"].to_numpy(float)
-    band = res.predict(test, bands=True, noise=True, prob=settings.ci_prob)
+    band = res.predict(test, bands=True, noise=True, ci_prob=settings.ci_prob)
     pred = band["loss"].to_numpy()
     inside = (y >= band["lo"].to_numpy()) & (y <= band["hi"].to_numpy())
     with np.errstate(all="ignore"):

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, Options, validate
+from .._validation import Interval, Options, renamed_keyword, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from ._curves import (
@@ -143,6 +143,7 @@ def _fit(groups, method: str, shape) -> Optima:
     return fit_profile(groups, par, shape)
 
 
+@renamed_keyword("prob", "ci_prob")
 def approach2(
     table: pd.DataFrame,
     *,
@@ -150,7 +151,7 @@ def approach2(
     tol: float = 0.06,
     method: str = "profile",
     shape: tuple[float, float] | None = None,
-    prob: float = 0.95,
+    ci_prob: float = 0.95,
     interval: str = "analytic",
     n_boot: int = 200,
     seed: int = 0,
@@ -177,7 +178,7 @@ def approach2(
         the line the same way (the correction; see :mod:`scalefit.isoflop._curves`).
     shape : (float, float), optional
         Hold the profile's ``(alpha, beta)`` fixed (e.g. from an Approach 3 fit).
-    prob : float, default 0.95
+    ci_prob : float, default 0.95
         Interval probability.
     interval : {"analytic", "bootstrap"}, default "analytic"
         The line's own standard error (OLS for ``"parabola"``; for the weighted methods, from the
@@ -210,10 +211,16 @@ def approach2(
     """
     validate(
         "approach2",
-        {"method": method, "prob": prob, "interval": interval, "n_boot": n_boot, "seed": seed},
+        {
+            "method": method,
+            "ci_prob": ci_prob,
+            "interval": interval,
+            "n_boot": n_boot,
+            "seed": seed,
+        },
         {
             "method": [Options(set(METHODS))],
-            "prob": [Interval(float, 0, 1, closed="neither")],
+            "ci_prob": [Interval(float, 0, 1, closed="neither")],
             "interval": [Options({"analytic", "bootstrap"})],
             "n_boot": [Interval(int, 10, None)],
             "seed": [Interval(int, 0, None)],
@@ -236,12 +243,12 @@ def approach2(
             f"approach2 ({method}): only {int(ok.sum())} budgets have a minimum; need 3."
         )
     law = power_law(
-        logc[ok], opt.x[ok], opt.cov[np.ix_(ok, ok)], prob, weighted=method != "parabola"
+        logc[ok], opt.x[ok], opt.cov[np.ix_(ok, ok)], ci_prob, weighted=method != "parabola"
     )
     if interval == "bootstrap":
-        lo, hi, se = _bootstrap(groups, logc, method, shape, prob, n_boot, seed)
+        lo, hi, se = _bootstrap(groups, logc, method, shape, ci_prob, n_boot, seed)
         law.update(lo=lo, hi=hi, se=se)
-    frame = _budget_frame(cs, groups, opt, prob)
+    frame = _budget_frame(cs, groups, opt, ci_prob)
     warns = tuple(notes) + _bias_flags(frame, method)
     bias: dict = {}
     if method in PARABOLAS:
@@ -279,7 +286,7 @@ def approach2(
         method,
         frame,
         exps,
-        float(prob),
+        float(ci_prob),
         interval,
         shp,
         warns,
