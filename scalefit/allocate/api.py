@@ -235,8 +235,7 @@ def allocate(
     budgets = check_budgets(budgets)
     cons = Constraints(head_dim, min_depth, max_depth, aspect_max)
     space = Space.of(src.law, accounting)
-    if not eps > 0:
-        raise ScaleFitError(f"The 'eps' parameter must be positive. Got {eps!r} instead.")
+    validate("allocate", {"eps": eps}, {"eps": [Interval(float, 0, None, closed="neither")]})
     depth_range = (float(cons.min_depth), float(cons.max_depth or 1e4))
     one = {k: np.array([v]) for k, v in src.point.items()}
     cont = solve(space, one, budgets, depth_range=depth_range, eps=eps, sets=True)

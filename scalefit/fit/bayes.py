@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import MAX_SEED, Interval, Options, validate
 from ..errors import ConvergenceWarning, ScaleFitError, require
 from ..laws import Law, get_law
 from ..table import require_columns
@@ -35,34 +36,23 @@ CHAIN_METHODS = ("vectorized", "parallel", "sequential")
 PREDICTIVES = ("calibrated", "law")
 
 
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-        raise ScaleFitError(
-            f"The '{name}' parameter of fit_bayes must be an integer >= {low}. "
-            f"Got {value!r} instead."
-        )
+#: The declared constraints of the options of :func:`fit_bayes` and :func:`holdout_bayes`.
+OPTIONS = {
+    "likelihood": [Options(set(LIKELIHOODS))],
+    "chain_method": [Options(set(CHAIN_METHODS))],
+    "chains": [Interval(int, 1, None)],
+    "draws": [Interval(int, 10, None)],
+    "warmup": [Interval(int, 10, None)],
+    "seed": [Interval(int, 0, MAX_SEED)],
+    "ci_prob": [Interval(float, 0, 1, closed="neither")],
+    "target_accept": [Interval(float, 0, 1, closed="neither")],
+    "residuals": [Options(set(RESIDUALS))],
+    "predictive": [Options(set(PREDICTIVES))],
+}
 
 
 def _check_options(likelihood, chains, draws, warmup, seed, chain_method, ci_prob) -> None:
-    if likelihood not in LIKELIHOODS:
-        raise ScaleFitError(
-            f"The 'likelihood' parameter of fit_bayes must be one of "
-            f"{', '.join(LIKELIHOODS)}. Got {likelihood!r} instead."
-        )
-    if chain_method not in CHAIN_METHODS:
-        raise ScaleFitError(
-            f"The 'chain_method' parameter of fit_bayes must be one of "
-            f"{', '.join(CHAIN_METHODS)}. Got {chain_method!r} instead."
-        )
-    _check_int("chains", chains, 1)
-    _check_int("draws", draws, 10)
-    _check_int("warmup", warmup, 10)
-    _check_int("seed", seed, 0)
-    if not (isinstance(ci_prob, float) and 0 < ci_prob < 1):
-        raise ScaleFitError(
-            f"The 'ci_prob' parameter of fit_bayes must be a float in (0, 1). "
-            f"Got {ci_prob!r} instead."
-        )
+    validate("fit_bayes", locals(), OPTIONS)
 
 
 class _BackgroundImport:
@@ -190,21 +180,11 @@ def fit_bayes(
     >>> res.ci["a_depth"]  # doctest: +SKIP
     """
     _check_options(likelihood, chains, draws, warmup, seed, chain_method, ci_prob)
-    if not (isinstance(target_accept, float) and 0 < target_accept < 1):
-        raise ScaleFitError(
-            "The 'target_accept' parameter of fit_bayes must be a float in (0, 1). "
-            f"Got {target_accept!r} instead."
-        )
-    if residuals not in RESIDUALS:
-        raise ScaleFitError(
-            f"The 'residuals' parameter of fit_bayes must be one of {', '.join(RESIDUALS)}. "
-            f"Got {residuals!r} instead."
-        )
-    if predictive not in PREDICTIVES:
-        raise ScaleFitError(
-            f"The 'predictive' parameter of fit_bayes must be one of {', '.join(PREDICTIVES)}. "
-            f"Got {predictive!r} instead."
-        )
+    validate(
+        "fit_bayes",
+        dict(target_accept=target_accept, residuals=residuals, predictive=predictive),
+        OPTIONS,
+    )
     require("numpyro", "bayes")
     if importlib.util.find_spec("arviz") is None:
         require("arviz", "bayes")  # the missing-extra error before any work
@@ -671,11 +651,7 @@ def holdout_bayes(
     from .discrepancy import calibrated_holdout
     from .validate import split_by_compute
 
-    if predictive not in PREDICTIVES:
-        raise ScaleFitError(
-            "The 'predictive' parameter of holdout_bayes must be one of "
-            f"{', '.join(PREDICTIVES)}. Got {predictive!r} instead."
-        )
+    validate("holdout_bayes", {"predictive": predictive}, OPTIONS)
     train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit_bayes")
     with warnings.catch_warnings():
         # the training fit's convergence is reported as ``train_converged``

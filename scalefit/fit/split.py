@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, validate
 from ..errors import ScaleFitError
 from ..laws import Law
 
@@ -30,10 +31,7 @@ def split_by_compute(tab: pd.DataFrame, law: Law, fraction: float, *, who: str =
         ``(train, test, split_by, threshold)``: two DataFrames (train keeps ``tab.attrs``), the
         ordering column and the compute value of the first test row.
     """
-    if not (isinstance(fraction, float) and 0.0 < fraction < 1.0):
-        raise ScaleFitError(
-            f"The 'holdout' parameter of {who} must be a float in (0, 1). Got {fraction!r} instead."
-        )
+    validate(who, {"holdout": fraction}, {"holdout": [Interval(float, 0, 1, closed="neither")]})
     key, values = compute_key(tab, law)
     n_test = max(1, math.ceil(fraction * len(tab)))
     order = np.argsort(values, kind="stable")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ScaleFitError
+from .._validation import Options, validate
 from ..laws import Law
 from .bootstrap import bootstrap as run_bootstrap
 from .build import FitSettings
@@ -61,11 +61,11 @@ def holdout_check(
         predictive, ``uncalibrated`` (the law's own ``predictive`` and ``coverage``) and
         ``calibration`` (``sigma, gamma, tau, kappa, nu``).
     """
-    if predictive not in ("law", "calibrated"):
-        raise ScaleFitError(
-            "The 'predictive' parameter of holdout_check must be one of law, calibrated. "
-            f"Got {predictive!r} instead."
-        )
+    validate(
+        "holdout_check",
+        {"predictive": predictive},
+        {"predictive": [Options({"law", "calibrated"})]},
+    )
     train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit")
     res = least_squares(train, law, settings, backend=backend)
     res = run_bootstrap(
