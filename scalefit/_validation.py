@@ -136,11 +136,13 @@ class Interval:
         if self.kind is int:
             if not isinstance(value, numbers.Integral):
                 return False
-        elif not isinstance(value, numbers.Real) or math.isnan(float(value)):
+        elif not isinstance(value, numbers.Real):
             return False
         try:
             v = float(value)
         except OverflowError:  # an int beyond float range
+            return False
+        if math.isnan(v):
             return False
         if self.finite and not math.isfinite(v):
             return False
@@ -391,34 +393,15 @@ def validate_mapping(
 
 
 def renamed_keyword(old: str, new: str, *, until: str = "0.2") -> Callable[[Callable], Callable]:
-    """Keep a renamed keyword argument working for one minor version, with a warning.
-
-    Parameters
-    ----------
-    old, new : str
-        The deprecated and the current name of the keyword.
-    until : str, default "0.2"
-        The version that drops ``old``.
-
-    Returns
-    -------
-    callable
-        A decorator: a call that passes ``old=`` gets a :class:`DeprecationWarning` naming
-        ``new`` and runs as if it had passed ``new=``; passing both is a
-        :class:`~scalefit.errors.ScaleFitError`.
-    """
+    """Decorator: keyword ``old`` works until ``until``, warning to use ``new`` (not both)."""
 
     def wrap(func: Callable) -> Callable:
-        owner = func.__qualname__
-
         @functools.wraps(func)
         def inner(*args: Any, **kwargs: Any) -> Any:
             if old in kwargs:
+                owner = func.__qualname__
                 if new in kwargs:
-                    raise ScaleFitError(
-                        f"The {new!r} parameter of {owner} was given twice: as {new!r} and as "
-                        f"its deprecated name {old!r}. Got both instead of one."
-                    )
+                    raise ScaleFitError(f"{owner} got {new!r} and its old name {old!r}; give one.")
                 warnings.warn(
                     f"The {old!r} parameter of {owner} is deprecated; use {new!r} "
                     f"({old!r} goes in scalefit {until}).",

@@ -25,7 +25,7 @@ def test_old_prob_keyword_warns_and_gives_the_same_answer():
 
 
 def test_both_names_at_once_are_refused():
-    with pytest.raises(ScaleFitError, match="'ci_prob' parameter of allocate was given twice"):
+    with pytest.raises(ScaleFitError, match="allocate got 'ci_prob' and its old name 'prob'"):
         allocate("decomposed", [1e20], params=DECOMPOSED, ci_prob=0.8, prob=0.9)
 
 

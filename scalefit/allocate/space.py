@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .._validation import Interval, validate
 from ..accounting import (
-    BLOCKS,
-    EMBEDDINGS,
+    CONSTRAINTS,
     param_count_array,
     tokens_for_budget,
     width_for_params,
@@ -60,19 +60,8 @@ class Accounting:
     norms: bool = False
 
     def __post_init__(self):
-        if self.embeddings not in EMBEDDINGS:
-            raise ScaleFitError(
-                f"The 'embeddings' option must be one of {EMBEDDINGS}. "
-                f"Got {self.embeddings!r} instead."
-            )
-        if self.block not in BLOCKS:
-            raise ScaleFitError(
-                f"The 'block' option must be one of {BLOCKS}. Got {self.block!r} instead."
-            )
-        if not (isinstance(self.vocab, int | np.integer) and self.vocab > 0):
-            raise ScaleFitError(
-                f"The 'vocab' option must be a positive integer. Got {self.vocab!r} instead."
-            )
+        values = {"embeddings": self.embeddings, "block": self.block, "vocab": self.vocab}
+        validate("Accounting", values, {**CONSTRAINTS, "vocab": [Interval(int, 1, None)]})
 
     def params(self, depth, width, *, exact: bool = False) -> np.ndarray:
         """Parameter count (continuous unless ``exact`` for integer shapes)."""

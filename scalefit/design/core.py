@@ -220,17 +220,11 @@ def next_runs(
 
     validate(
         "next_runs",
-        {"target_budget": target_budget, "budget_for_runs": budget_for_runs, "k": k},
+        locals(),
         {
             "target_budget": [Interval(float, 0, None, closed="neither")],
             "budget_for_runs": [Interval(float, 0, None, closed="neither")],
             "k": [Interval(int, 1, None)],
-        },
-    )
-    validate(
-        "next_runs",
-        {"quantity": quantity, "search": search, "replace": replace},
-        {
             "quantity": [Options(set(QUANTITIES))],
             "search": [Options({"greedy", "exhaustive"})],
             "replace": ["boolean"],

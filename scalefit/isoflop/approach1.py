@@ -159,27 +159,16 @@ def approach1(
     """
     validate(
         "approach1",
-        {
-            "n_grid": n_grid,
-            "min_runs": min_runs,
-            "ci_prob": ci_prob,
-            "n_boot": n_boot,
-            "seed": seed,
-        },
+        locals(),
         {
             "n_grid": [Interval(int, 10, None)],
             "min_runs": [Interval(int, 1, None)],
             "ci_prob": [Interval(float, 0, 1, closed="neither")],
             "n_boot": [Interval(int, 0, None)],
             "seed": [Interval(int, 0, None)],
+            "tokens_per_step": [Interval(float, 0, None, closed="neither"), None],
         },
     )
-    if tokens_per_step is not None:
-        validate(
-            "approach1",
-            {"tokens_per_step": tokens_per_step},
-            {"tokens_per_step": [Interval(float, 0, None, closed="neither")]},
-        )
     cur = _curves(table, run, tokens_per_step)
     runs = cur["run"].unique()
     if len(runs) < max(3, min_runs):

@@ -211,27 +211,16 @@ def approach2(
     """
     validate(
         "approach2",
-        {
-            "method": method,
-            "ci_prob": ci_prob,
-            "interval": interval,
-            "n_boot": n_boot,
-            "seed": seed,
-        },
+        locals(),
         {
             "method": [Options(set(METHODS))],
             "ci_prob": [Interval(float, 0, 1, closed="neither")],
             "interval": [Options({"analytic", "bootstrap"})],
             "n_boot": [Interval(int, 10, None)],
             "seed": [Interval(int, 0, None)],
+            "target": [Interval(float, 0, None, closed="neither"), None],
         },
     )
-    if target is not None:
-        validate(
-            "approach2",
-            {"target": target},
-            {"target": [Interval(float, 0, None, closed="neither")]},
-        )
     if shape is not None:
         shape = _check_shape(shape)
     cs, groups, notes = _groups(table, budgets, tol)

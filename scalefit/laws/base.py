@@ -344,25 +344,17 @@ class Law:
 
 def check_law(law: Law) -> None:
     """Validate a law definition; raises :class:`ScaleFitError` naming the problem."""
-    names = law.param_names
+    names, where = law.param_names, f"law {law.name!r}"
+    kinds = {p.name: p.kind for p in law.params}
     if len(set(names)) != len(names):
-        raise ScaleFitError(f"law {law.name!r}: parameter names must differ. Got {names}.")
+        raise ScaleFitError(f"{where}: parameter names must differ. Got {names}.")
     for p in law.params:
         if p.kind == "coef" and p.pivot is None:
-            raise ScaleFitError(
-                f"law {law.name!r}: coef {p.name!r} needs pivot=(exponent, input). Got None."
-            )
-        if p.kind == "coef" and (
-            p.pivot[0] not in names or law.param(p.pivot[0]).kind not in ("exponent", "free")
-        ):
-            raise ScaleFitError(
-                f"law {law.name!r}: the pivot of coef {p.name!r} must name an exponent or free "
-                f"parameter. Got {p.pivot[0]!r}."
-            )
+            raise ScaleFitError(f"{where}: coef {p.name!r} needs pivot=(exponent, input).")
+        if p.kind == "coef" and kinds.get(p.pivot[0]) not in ("exponent", "free"):
+            raise ScaleFitError(f"{where}: pivot exponent of {p.name!r} is not an exponent.")
         if p.kind in ("exponent", "free", "positive") and p.start is None:
-            raise ScaleFitError(
-                f"law {law.name!r}: parameter {p.name!r} needs a start range (lo, hi). Got None."
-            )
+            raise ScaleFitError(f"{where}: parameter {p.name!r} needs a start range (lo, hi).")
 
 
 def range_text(p: Param) -> str:

@@ -38,6 +38,7 @@ from .._io import (
     iter_jsonl_texts,
     read_input_bytes,
 )
+from .._validation import Interval, validate
 from ..errors import ScaleFitError
 from ._tokenfiles import MAX_TOKEN_FILE_BYTES, check_token_ids, map_tokens, read_token_meta
 from .data import MAX_CORPUS_BYTES, TokenSource, train_bpe
@@ -210,11 +211,14 @@ def prepare_shards(
     out = Path(out_dir)
     if (out / "manifest.json").exists():
         return out
-    if not 0 < val_fraction < 1 or shard_tokens < 1:
-        raise ScaleFitError(
-            "prepare_shards: 'val_fraction' must lie in (0, 1) and 'shard_tokens' be >= 1; got "
-            f"{val_fraction!r} and {shard_tokens!r}."
-        )
+    validate(
+        "prepare_shards",
+        {"val_fraction": val_fraction, "shard_tokens": shard_tokens},
+        {
+            "val_fraction": [Interval(float, 0, 1, closed="neither")],
+            "shard_tokens": [Interval(int, 1, None)],
+        },
+    )
     docs = [d for d in iter_documents(source, text_field=text_field) if d]
     if len(docs) < 2:
         raise ScaleFitError(f"Corpus {source}: need at least 2 non-empty documents.")
