@@ -130,13 +130,8 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     from ..errors import ConvergenceWarning, ScaleFitError
 
     check_outputs(files={"--out": args.out}, folders={"--plots": args.plots})
-    fraction = [Interval(float, 0, 1, closed="neither"), None]
-    validate(
-        "scalefit curves fit",
-        {"--fit-fraction": args.fit_fraction},
-        {"--fit-fraction": fraction},
-        noun="option",
-    )
+    cons = {"--fit-fraction": [Interval(float, 0, 1, closed="neither"), None]}
+    validate("scalefit curves fit", {"--fit-fraction": args.fit_fraction}, cons, noun="option")
     if args.params is not None and not args.forecast:
         raise ScaleFitError("--params is the model size of a --forecast; give a --forecast.")
     forecasts = [parse_schedule(s, where="--forecast") for s in args.forecast]
