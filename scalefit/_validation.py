@@ -53,6 +53,7 @@ __all__ = [
     "Options",
     "check_field",
     "did_you_mean",
+    "renamed_attribute",
     "renamed_keyword",
     "field_message",
     "fmt_value",
@@ -414,3 +415,18 @@ def renamed_keyword(old: str, new: str, *, until: str = "0.2") -> Callable[[Call
         return inner
 
     return wrap
+
+
+def renamed_attribute(old: str, new: str, *, until: str = "0.2") -> property:
+    """A read-only property ``old`` that returns ``new``, warning to use ``new`` until ``until``."""
+
+    def get(self: Any) -> Any:
+        warnings.warn(
+            f"{type(self).__name__}.{old} is deprecated; use .{new} ({old!r} goes in scalefit "
+            f"{until}).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self, new)
+
+    return property(get)

@@ -146,9 +146,7 @@ def experiments() -> pd.DataFrame:
 
 
 def _check_experiment(experiment: object) -> None:
-    validate(
-        "load('isoflops')", {"experiment": experiment}, {"experiment": [Options(set(EXPERIMENTS))]}
-    )
+    validate("load('isoflops')", locals(), {"experiment": [Options(set(EXPERIMENTS))]})
 
 
 def split_name(name: str, experiment: str | None) -> str:

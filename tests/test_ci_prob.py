@@ -20,7 +20,9 @@ def test_old_prob_keyword_warns_and_gives_the_same_answer():
         DeprecationWarning, match="'prob' parameter of allocate is deprecated; use 'ci_prob'"
     ):
         old = allocate("decomposed", [1e20], params=DECOMPOSED, prob=0.8)
-    assert old.prob == new.prob == 0.8
+    assert old.ci_prob == new.ci_prob == 0.8
+    with pytest.warns(DeprecationWarning, match="Allocation.prob is deprecated; use .ci_prob"):
+        assert old.prob == 0.8
     assert old.summary.equals(new.summary)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, renamed_keyword, validate
+from .._validation import Interval, renamed_attribute, renamed_keyword, validate
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
 from .practical import Constraints, best_widths, candidates, depth_grid, rank
@@ -88,9 +88,7 @@ def resolve(
         _check_allocatable(law, point)
         draws, ci_prob = None, 0.95 if ci_prob is None else ci_prob
         unknown = ()
-    validate(
-        "allocate", {"ci_prob": ci_prob}, {"ci_prob": [Interval(float, 0, 1, closed="neither")]}
-    )
+    validate("allocate", locals(), {"ci_prob": [Interval(float, 0, 1, closed="neither")]})
     return Source(law, point, draws, float(ci_prob), unknown)
 
 
@@ -150,7 +148,7 @@ class Allocation:
     Two columns of :attr:`summary` say whether a row's shape is a recommendation (shape laws):
     ``boundary`` is True when the optimum sits on the edge of the searched depths (the point
     estimate's continuous optimum on a depth bound, or the best practical shape at ``min_depth``
-    or ``max_depth`` with more than ``(1 - prob) / 2`` of the draws' optima on that bound), so
+    or ``max_depth`` with more than ``(1 - ci_prob) / 2`` of the draws' optima on that bound), so
     the law would go past the edge and the shape there is an artefact of the search, not an
     optimum (``boundary_share``: the share of draws whose optimum sits on a depth bound);
     ``recommended`` is True only for a shape that is neither flat, nor on a boundary, nor from
@@ -163,13 +161,14 @@ class Allocation:
     accounting: Accounting
     constraints: Constraints
     eps: float
-    prob: float
+    ci_prob: float
     summary: pd.DataFrame
     continuous: pd.DataFrame
     draws: pd.DataFrame | None = None
     shapes: dict[float, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     not_identified: tuple[str, ...] = ()
+    prob = renamed_attribute("prob", "ci_prob")
 
     def alternatives(self, budget: float, *, within: str = "interval") -> pd.DataFrame:
         """Practical shapes whose loss lies within the best one's interval (or ``"eps"``)."""

@@ -191,9 +191,7 @@ def final_losses(
 
 def truncate(curves: pd.DataFrame, fraction: float) -> pd.DataFrame:
     """Keep each run's checkpoints up to ``fraction`` of its last step (its first part)."""
-    validate(
-        "truncate", {"fraction": fraction}, {"fraction": [Interval(float, 0, 1, closed="right")]}
-    )
+    validate("truncate", locals(), {"fraction": [Interval(float, 0, 1, closed="right")]})
     key = "step" if "step" in curves.columns else "tokens"
     last = curves.groupby("run")[key].transform("max")
     out = curves[curves[key] <= fraction * last].reset_index(drop=True)

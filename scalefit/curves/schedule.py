@@ -193,11 +193,7 @@ def areas(
     eta = np.asarray(lr, dtype=float)
     if eta.ndim != 1 or eta.size == 0 or not np.all(np.isfinite(eta)) or np.any(eta < 0):
         raise ScaleFitError("learning rates must be a non-empty sequence of finite numbers >= 0.")
-    validate(
-        "the annealing area",
-        {"momentum": momentum},
-        {"momentum": [Interval(float, 0, 1, closed="left")]},
-    )
+    validate("the annealing area", locals(), {"momentum": [Interval(float, 0, 1, closed="left")]})
     if warmup is None:
         peak = int(np.argmax(eta))
         warmup = peak if peak and np.all(np.diff(eta[: peak + 1]) >= 0) else 0

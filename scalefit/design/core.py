@@ -10,7 +10,7 @@ import pandas as pd
 from scipy import stats
 
 from .._io import atomic_write_csv
-from .._validation import Interval, Options, renamed_keyword, validate
+from .._validation import Interval, Options, renamed_attribute, renamed_keyword, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
 from . import _update
@@ -46,8 +46,9 @@ class DesignResult:
     value: float
     sd_before: float
     sd_after: float
-    prob: float
+    ci_prob: float
     noise_sd: float
+    prob = renamed_attribute("prob", "ci_prob")
     n_draws: int
     search: str
     law: str
@@ -60,14 +61,14 @@ class DesignResult:
     def interval(self, which: str = "after") -> tuple[float, float]:
         """Interval of the quantity (``exp`` of a log quantity) before or after the runs."""
         sd = self.sd_after if which == "after" else self.sd_before
-        z = stats.norm.ppf((1 + self.prob) / 2)
+        z = stats.norm.ppf((1 + self.ci_prob) / 2)
         lo, hi = self.value - z * sd, self.value + z * sd
         return (float(np.exp(lo)), float(np.exp(hi))) if self.quantity != "loss" else (lo, hi)
 
     def report(self) -> str:
         """A short text report."""
         name = self.quantity.replace("log_", "")
-        pct = f"{100 * self.prob:g}%"
+        pct = f"{100 * self.ci_prob:g}%"
         b, a = self.interval("before"), self.interval("after")
         return "\n".join(
             [
@@ -92,7 +93,7 @@ class DesignResult:
             "sd_after": self.sd_after,
             "interval_before": list(self.interval("before")),
             "interval_after": list(self.interval("after")),
-            "prob": self.prob,
+            "prob": self.ci_prob,
             "noise_sd": self.noise_sd,
             "n_draws": self.n_draws,
             "search": self.search,

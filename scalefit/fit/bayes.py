@@ -180,11 +180,7 @@ def fit_bayes(
     >>> res.ci["a_depth"]  # doctest: +SKIP
     """
     _check_options(likelihood, chains, draws, warmup, seed, chain_method, ci_prob)
-    validate(
-        "fit_bayes",
-        dict(target_accept=target_accept, residuals=residuals, predictive=predictive),
-        OPTIONS,
-    )
+    validate("fit_bayes", locals(), OPTIONS)
     require("numpyro", "bayes")
     if importlib.util.find_spec("arviz") is None:
         require("arviz", "bayes")  # the missing-extra error before any work

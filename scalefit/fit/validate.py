@@ -61,11 +61,7 @@ def holdout_check(
         predictive, ``uncalibrated`` (the law's own ``predictive`` and ``coverage``) and
         ``calibration`` (``sigma, gamma, tau, kappa, nu``).
     """
-    validate(
-        "holdout_check",
-        {"predictive": predictive},
-        {"predictive": [Options({"law", "calibrated"})]},
-    )
+    validate("holdout_check", locals(), {"predictive": [Options({"law", "calibrated"})]})
     train, test, key, threshold = split_by_compute(tab, law, fraction, who="fit")
     res = least_squares(train, law, settings, backend=backend)
     res = run_bootstrap(

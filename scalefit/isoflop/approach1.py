@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, renamed_keyword, validate
+from .._validation import Interval, renamed_attribute, renamed_keyword, validate
 from ..accounting import tokens_for_budget, training_flops
 from ..errors import ScaleFitError
 from ._curves import PowerLawExponents
@@ -24,7 +24,7 @@ class EnvelopeResult(PowerLawExponents):
         ``flops, loss, params, tokens, run``: the best run at each grid budget.
     exponents : DataFrame
         Rows ``params`` (a) and ``tokens`` (b): ``exponent, lo, hi, intercept``.
-    prob : float
+    ci_prob : float
         Interval probability (bootstrap over runs).
     n_runs : int
         Runs used.
@@ -32,7 +32,8 @@ class EnvelopeResult(PowerLawExponents):
 
     envelope: pd.DataFrame
     exponents: pd.DataFrame
-    prob: float
+    ci_prob: float
+    prob = renamed_attribute("prob", "ci_prob")
     n_runs: int
     n_boot: int
     seed: int
@@ -40,7 +41,7 @@ class EnvelopeResult(PowerLawExponents):
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dictionary."""
         return {
-            "prob": self.prob,
+            "prob": self.ci_prob,
             "n_runs": self.n_runs,
             "n_boot": self.n_boot,
             "seed": self.seed,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, Options, renamed_keyword, validate
+from .._validation import Interval, Options, renamed_attribute, renamed_keyword, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from ._curves import (
@@ -49,7 +49,7 @@ class IsoFLOPResult(PowerLawExponents):
     exponents : DataFrame
         Rows ``params`` (a) and ``tokens`` (b): ``exponent, se, lo, hi, intercept, chi2_dof``
         (``chi2_dof`` of the weighted line; NaN for the unweighted ``"parabola"`` line).
-    prob : float
+    ci_prob : float
         Interval probability.
     interval : {"analytic", "bootstrap"}
         How the exponent intervals were computed.
@@ -68,7 +68,8 @@ class IsoFLOPResult(PowerLawExponents):
     method: str
     budgets: pd.DataFrame
     exponents: pd.DataFrame
-    prob: float
+    ci_prob: float
+    prob = renamed_attribute("prob", "ci_prob")
     interval: str
     shape: dict = field(default_factory=dict)
     warnings: tuple = ()
@@ -81,7 +82,7 @@ class IsoFLOPResult(PowerLawExponents):
         """JSON-safe dictionary."""
         return {
             "method": self.method,
-            "prob": self.prob,
+            "prob": self.ci_prob,
             "interval": self.interval,
             "seed": self.seed,
             "shape": self.shape,
@@ -93,7 +94,7 @@ class IsoFLOPResult(PowerLawExponents):
 
     def report(self) -> str:
         """A short text report."""
-        pct = f"{100 * self.prob:g}%"
+        pct = f"{100 * self.ci_prob:g}%"
         lines = [f"Approach 2 ({self.method}), {len(self.budgets)} budgets, {pct} {self.interval}"]
         for q, row in self.exponents.iterrows():
             lines.append(

@@ -270,9 +270,7 @@ def verdict_from_evidence(
     Verdict
         The mechanism (or ``"undetermined"``), its evidence, the reasons and the thresholds.
     """
-    validate(
-        "verdict_from_evidence", {"loss_kind": loss_kind}, {"loss_kind": [Options({"kl", "nll"})]}
-    )
+    validate("verdict_from_evidence", locals(), {"loss_kind": [Options({"kl", "nll"})]})
     mechanism, reasons, extra = apply_rules(
         summaries, split, init=init, losses=losses, loss_kind=loss_kind, refusal=refusal
     )

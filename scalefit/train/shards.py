@@ -166,6 +166,13 @@ def load_tokenizer(path: str | os.PathLike):
         raise ScaleFitError(f"{path}: not a tokenizers JSON file ({msg}).") from None
 
 
+#: The declared constraints of :func:`prepare_shards`' numeric options.
+SHARD_OPTIONS = {
+    "val_fraction": [Interval(float, 0, 1, closed="neither")],
+    "shard_tokens": [Interval(int, 1, None)],
+}
+
+
 def prepare_shards(
     source: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -211,14 +218,7 @@ def prepare_shards(
     out = Path(out_dir)
     if (out / "manifest.json").exists():
         return out
-    validate(
-        "prepare_shards",
-        {"val_fraction": val_fraction, "shard_tokens": shard_tokens},
-        {
-            "val_fraction": [Interval(float, 0, 1, closed="neither")],
-            "shard_tokens": [Interval(int, 1, None)],
-        },
-    )
+    validate("prepare_shards", locals(), SHARD_OPTIONS)
     docs = [d for d in iter_documents(source, text_field=text_field) if d]
     if len(docs) < 2:
         raise ScaleFitError(f"Corpus {source}: need at least 2 non-empty documents.")
