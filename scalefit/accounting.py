@@ -21,6 +21,7 @@ The trainer's model (:mod:`scalefit.train.model`) is tested to have exactly this
 
 from __future__ import annotations
 
+from ._validation import Interval, Options, validate
 from .errors import ScaleFitError
 
 BLOCKS = ("standard", "swiglu")
@@ -29,6 +30,12 @@ EMBEDDINGS = ("tied", "untied", "excluded")
 EMBEDDING_COPIES = {"tied": 1, "untied": 2, "excluded": 0}
 #: Vocabulary counted when a law's options do not name one (Chinchilla's tokenizer).
 DEFAULT_VOCAB = 32_000
+#: The declared constraints of the accounting options.
+CONSTRAINTS = {
+    "embeddings": [Options(set(EMBEDDINGS))],
+    "block": [Options(set(BLOCKS))],
+    "params": [Interval(float, 0, None, closed="neither")],
+}
 
 
 def embedding_copies(embeddings: str) -> int:
@@ -39,10 +46,7 @@ def embedding_copies(embeddings: str) -> int:
     >>> embedding_copies("untied")
     2
     """
-    if embeddings not in EMBEDDING_COPIES:
-        raise ScaleFitError(
-            f"The 'embeddings' option must be one of {EMBEDDINGS}. Got {embeddings!r} instead."
-        )
+    validate("embedding_copies", {"embeddings": embeddings}, CONSTRAINTS)
     return EMBEDDING_COPIES[embeddings]
 
 
@@ -74,10 +78,9 @@ def swiglu_hidden(width: int, multiple_of: int = 8) -> int:
 
 def mlp_hidden(width: int, *, block: str = "standard", mlp_ratio: float = 4.0, ffn_hidden=None):
     """Hidden size of the MLP for a block type (see the module docstring)."""
-    if block not in BLOCKS:
-        raise ScaleFitError(f"The 'block' option must be one of {BLOCKS}. Got {block!r} instead.")
+    validate("mlp_hidden", {"block": block}, CONSTRAINTS)
     if ffn_hidden is not None:
-        return _positive_int(ffn_hidden, "ffn_hidden")
+        return _positive_int(ffn_hidden, "ffn_hidden", "mlp_hidden")
     if block == "swiglu":
         return swiglu_hidden(width)
     hidden = mlp_ratio * width
@@ -132,13 +135,11 @@ def param_count(
     >>> param_count(2, 64, vocab=256, embeddings="excluded", norms=False)
     98304
     """
-    depth = _positive_int(depth, "depth")
-    width = _positive_int(width, "width")
-    vocab = _positive_int(vocab, "vocab")
-    if embeddings not in EMBEDDINGS:
-        raise ScaleFitError(
-            f"The 'embeddings' option must be one of {EMBEDDINGS}. Got {embeddings!r} instead."
-        )
+    depth, width, vocab = (
+        _positive_int(v, n, "param_count")
+        for v, n in ((depth, "depth"), (width, "width"), (vocab, "vocab"))
+    )
+    validate("param_count", {"embeddings": embeddings}, CONSTRAINTS)
     hidden = mlp_hidden(width, block=block, mlp_ratio=mlp_ratio, ffn_hidden=ffn_hidden)
     total = param_count_array(
         depth,
@@ -185,14 +186,9 @@ def param_count_array(
     """
     import numpy as np
 
-    if embeddings not in EMBEDDINGS:
-        raise ScaleFitError(
-            f"The 'embeddings' option must be one of {EMBEDDINGS}. Got {embeddings!r} instead."
-        )
+    validate("param_count_array", {"embeddings": embeddings, "block": block}, CONSTRAINTS)
     depth = np.asarray(depth, dtype=float)
     width = np.asarray(width, dtype=float)
-    if block not in BLOCKS:
-        raise ScaleFitError(f"The 'block' option must be one of {BLOCKS}. Got {block!r} instead.")
     if ffn_hidden is not None:
         hidden = np.asarray(ffn_hidden, dtype=float)
     elif block == "swiglu":
@@ -264,9 +260,8 @@ def flops_per_token(
     >>> flops_per_token(1e6, depth=2, width=64, seq_len=128)
     6196608.0
     """
-    if not params > 0:
-        raise ScaleFitError(f"The 'params' argument must be positive. Got {params!r} instead.")
-    flops = float(training_flops(params, 1.0))
+    validate("flops_per_token", {"params": params}, CONSTRAINTS)
+    flops = 6.0 * float(params)
     if seq_len is not None:
         if depth is None or width is None:
             raise ScaleFitError(
@@ -332,7 +327,8 @@ def tokens_for_budget(budget, params):
     return np.asarray(budget, dtype=float) / training_flops(params, 1.0)
 
 
-def _positive_int(value, name: str) -> int:
+def _positive_int(value, name: str, owner: str) -> int:
+    """``value`` as an int (``64.0`` counts as 64); anything else is refused as not an int >= 1."""
     if isinstance(value, bool) or int(value) != value or int(value) <= 0:
-        raise ScaleFitError(f"The {name!r} option must be a positive integer. Got {value!r}.")
+        validate(owner, {name: value}, {name: [Interval(int, 1, None)]})
     return int(value)

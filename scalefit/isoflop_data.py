@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from ._validation import Options, validate
 from .errors import ScaleFitError
 
 #: Name of the collection in :data:`scalefit.datasets.DATASETS` (file, URL and sha256 there).
@@ -144,11 +145,8 @@ def experiments() -> pd.DataFrame:
     return pd.DataFrame([asdict(e) for e in EXPERIMENTS.values()])
 
 
-def _unknown(experiment: object) -> ScaleFitError:
-    return ScaleFitError(
-        f"The 'experiment' parameter of load('isoflops') must be one of "
-        f"{', '.join(EXPERIMENTS)}. Got {experiment!r} instead."
-    )
+def _check_experiment(experiment: object) -> None:
+    validate("load('isoflops')", locals(), {"experiment": [Options(set(EXPERIMENTS))]})
 
 
 def split_name(name: str, experiment: str | None) -> str:
@@ -165,8 +163,7 @@ def split_name(name: str, experiment: str | None) -> str:
             "load('isoflops') needs an experiment: load('isoflops', experiment=ID) or "
             f"'isoflops:ID', with ID one of {', '.join(EXPERIMENTS)}."
         )
-    if chosen not in EXPERIMENTS:
-        raise _unknown(chosen)
+    _check_experiment(chosen)
     return chosen
 
 
@@ -174,8 +171,7 @@ def frame_of(raw: bytes, path: os.PathLike | str, experiment: str) -> pd.DataFra
     """One experiment's rows of the (checksummed) collection as a validated canonical table."""
     from .table import read_table
 
-    if experiment not in EXPERIMENTS:
-        raise _unknown(experiment)
+    _check_experiment(experiment)
     meta = EXPERIMENTS[experiment]
     try:
         whole = pd.read_csv(io.BytesIO(raw), keep_default_na=False, na_values=[""])

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import decode_utf8, read_input_bytes
-from ._validation import fmt_value
+from ._validation import Interval, fmt_value, validate
 from .accounting import tokens_for_budget, training_flops
 from .errors import ScaleFitError
 
@@ -415,11 +415,7 @@ def drop_highest_losses(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     pandas.DataFrame
         The kept rows, in their original order.
     """
-    if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 0:
-        raise ScaleFitError(
-            f"The 'drop_highest' parameter must be a non-negative integer. "
-            f"Got {fmt_value(k)} instead."
-        )
+    validate("read_table or load", {"drop_highest": k}, {"drop_highest": [Interval(int, 0, None)]})
     if k == 0:
         return frame
     if k >= len(frame):

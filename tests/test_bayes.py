@@ -305,7 +305,9 @@ def test_prior_overrides_validated():
         resolve_priors(law, y, {"a_depth": {"dist": "gaussian", "loc": 1, "scale": 1}})
     with pytest.raises(ScaleFitError, match="missing key"):
         resolve_priors(law, y, {"a_depth": {"dist": "normal", "loc": 1}})
-    with pytest.raises(ScaleFitError, match="'scale' must be positive"):
+    with pytest.raises(
+        ScaleFitError, match="'scale' key of the prior for 'a_depth' must be a finite"
+    ):
         resolve_priors(law, y, {"a_depth": {"dist": "normal", "loc": 1, "scale": -1}})
     with pytest.raises(ScaleFitError, match="positive support"):
         resolve_priors(law, y, {"sigma": {"dist": "normal", "loc": 0, "scale": 1}})

@@ -121,7 +121,7 @@ def _allocate_prob() -> float:
 
     values = dict(kv.split("=") for kv in DECOMPOSED.split(","))
     alloc = allocate("decomposed", [1e20], params={k: float(v) for k, v in values.items()})
-    return alloc.prob
+    return alloc.ci_prob
 
 
 #: (command, option) -> what the command does when the option is not given.
@@ -132,7 +132,7 @@ BEHAVIOUR = {
         re.search(r"a multiple of (\d+)", h).group(1)
     ),
     ("scalefit allocate", "--min-depth"): lambda h: int(re.search(r"depth ≥ (\d+)", h).group(1)),
-    ("scalefit allocate", "--prob"): lambda h: _allocate_prob(),
+    ("scalefit allocate", "--ci-prob"): lambda h: _allocate_prob(),
 }
 
 

@@ -162,12 +162,18 @@ def test_cli_curves_fit_report_forecast_and_plot(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--fit-fraction", "1.5"], "--fit-fraction must be in"),
+        (
+            ["--fit-fraction", "1.5"],
+            "'--fit-fraction' option of scalefit curves fit must be a float in the range (0, 1)",
+        ),
         (["--forecast", "cosine:lr=1"], "--forecast: the schedule needs its length"),
         (["--law", "nope"], "Unknown law 'nope'"),
         (["--tag", "val/loss"], "--tag applies to TensorBoard and W&B files"),
         (["--params", "1e8"], "--params is the model size of a --forecast"),
-        (["--momentum", "1.5"], "'momentum' of the annealing area must be in [0, 1)"),
+        (
+            ["--momentum", "1.5"],
+            "'momentum' parameter of the annealing area must be a float in the range [0, 1)",
+        ),
     ],
 )
 def test_cli_curves_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):

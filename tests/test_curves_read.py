@@ -46,7 +46,10 @@ def test_parse_schedule_round_trips_and_names_problems():
         parse_schedule("cosine:lr=1,gamma=2,steps=3")
     with pytest.raises(ScaleFitError, match="needs its length"):
         parse_schedule("cosine:lr=1")
-    with pytest.raises(ScaleFitError, match="'final_lr' must be in"):
+    with pytest.raises(
+        ScaleFitError,
+        match=r"'final_lr' setting of the schedule must be a finite float in the range \[0, 1\]",
+    ):
         parse_schedule("cosine:lr=1,steps=10,final_lr=2")
 
 

@@ -129,7 +129,7 @@ def test_compare_table_has_every_approach_and_plots():
     ("kw", "match"),
     [
         ({"method": "cubic"}, "'method' parameter of approach2"),
-        ({"prob": 1.5}, "'prob' parameter of approach2"),
+        ({"ci_prob": 1.5}, "'ci_prob' parameter of approach2"),
         ({"shape": (0.3, -1)}, "'shape' parameter of approach2"),
         ({"budgets": [1e30]}, "needs at least 3 budgets"),
         ({"tol": 0.0}, "'tol' parameter"),

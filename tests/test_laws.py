@@ -97,7 +97,7 @@ def test_register_user_law_and_fit_it():
     )
     register_law(law, overwrite=True)
     assert "kaplan_test" in list_laws()
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(ScaleFitError, match="already registered"):
         register_law(law)
     rng = np.random.default_rng(0)
     n = np.exp(rng.uniform(np.log(1e6), np.log(1e10), 60))
@@ -109,7 +109,7 @@ def test_register_user_law_and_fit_it():
 
 
 def test_bad_law_definitions_rejected():
-    with pytest.raises(ValueError, match="needs pivot"):
+    with pytest.raises(ScaleFitError, match="needs pivot"):
         register_law(
             Law(
                 name="bad1",
@@ -119,7 +119,7 @@ def test_bad_law_definitions_rejected():
                 formula="",
             )
         )
-    with pytest.raises(ValueError, match="start range"):
+    with pytest.raises(ScaleFitError, match="start range"):
         register_law(
             Law(
                 name="bad2",
@@ -136,3 +136,31 @@ def test_every_law_rebuilds_from_its_recorded_options():
         law = get_law(name)
         again = get_law(name, **law.options)
         assert again.param_names == law.param_names
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"form": "cubic"}, "The 'form' parameter of critical_depth must be one of 'log', 'power'"),
+        ({"embeddings": "shared"}, "The 'embeddings' parameter of critical_depth must be one of"),
+        ({"params_from": "table"}, "The 'params_from' parameter of critical_depth must be one of"),
+    ],
+)
+def test_law_options_are_refused_in_the_house_shape(options, message):
+    from scalefit.laws.catalogue import critical_depth
+
+    with pytest.raises(ScaleFitError, match=message) as info:
+        critical_depth(**options)
+    assert str(info.value).count("\n") == 0 and "Got" in str(info.value)
+    with pytest.raises(ScaleFitError, match=message):
+        get_law("critical_depth", **options)
+    with pytest.raises(ScaleFitError, match="'form' parameter of critical_depth_power"):
+        get_law("critical_depth_power", form="log")
+    assert isinstance(info.value, ValueError)  # callers that catch ValueError still do
+
+
+def test_law_without_options_refuses_one():
+    law = Law.from_formula("E + A/params**a", name="no_options_law")
+    register_law(law, overwrite=True)
+    with pytest.raises(ScaleFitError, match="takes no options. Got \\['x'\\] instead"):
+        get_law("no_options_law", x=1)

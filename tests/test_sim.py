@@ -155,8 +155,11 @@ def test_evaluation_steps_and_presets():
         ({"loss": "ce"}, "loss"),
         ({"block": "rk4"}, "block"),
         ({"eval_steps": [10], "steps": 5}, "eval_steps"),
-        ({"preset": "gpu"}, "The .preset. key must be one of .cpu., .paper.. Got .gpu."),
-        ({"preset": []}, "The .preset. key must be one of .* Got \\[\\] instead"),
+        (
+            {"preset": "gpu"},
+            "The .preset. key of the toy config must be one of .cpu., .paper.. Got .gpu.",
+        ),
+        ({"preset": []}, "The .preset. key of the toy config must be one of .* Got \\[\\] instead"),
         ({"width": "two"}, r"The 'width' key of .* must be an int in the range \[1, 65536\]"),
         ({"widht": 32}, r"unknown key 'widht'. Did you mean 'width'\?"),
         ({"lr": float("nan")}, r"'lr' key .* must be a finite float > 0. Got nan instead"),

@@ -40,7 +40,7 @@ def run(seeds: int, sigma: float, prob: float) -> pd.DataFrame:
         for seed in range(seeds):
             runs = synthetic_isoflops(sigma=sigma, seed=seed, **kw)
             for method in ("parabola", "parabola_weighted", "profile"):
-                res = approach2(runs, method=method, prob=prob)
+                res = approach2(runs, method=method, ci_prob=prob)
                 ex = res.exponents
                 rows.append(
                     {

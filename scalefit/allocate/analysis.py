@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import renamed_keyword
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from .api import check_budgets, resolve
@@ -28,6 +29,7 @@ def _slopes(logc: np.ndarray, logq: np.ndarray) -> np.ndarray:
     return out
 
 
+@renamed_keyword("prob", "ci_prob")
 def scaling_exponents(
     source: Any,
     budgets=None,
@@ -38,7 +40,7 @@ def scaling_exponents(
     min_depth: float = 1.0,
     max_depth: float = 1e4,
     eps: float = 1e-3,
-    prob: float | None = None,
+    ci_prob: float | None = None,
     use_draws: bool = True,
 ) -> pd.DataFrame:
     """Exponents ``a`` of ``q* ∝ C^a`` fitted over a budget range, with intervals from draws.
@@ -59,7 +61,7 @@ def scaling_exponents(
         Depth bounds of the continuous search.
     eps : float
         Tolerance for the near-optimal sets (only used to detect flat optima).
-    prob : float, optional
+    ci_prob : float, optional
         Interval probability.
     use_draws : bool
         Use the draws of a fit result.
@@ -70,7 +72,7 @@ def scaling_exponents(
         One row per quantity: ``exponent`` (point estimate), ``median``, ``lo``, ``hi``,
         ``n_draws`` (draws with a finite optimum at every budget), ``budget_lo``, ``budget_hi``.
     """
-    src = resolve(source, params, law_options, prob)
+    src = resolve(source, params, law_options, ci_prob)
     budgets = check_budgets(DEFAULT_BUDGETS if budgets is None else budgets)
     if len(budgets) < 2:
         raise ScaleFitError("scaling exponents need at least two budgets.")
@@ -137,13 +139,14 @@ def _band(values: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray, np.n
     return tuple(np.nanquantile(values, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0))
 
 
+@renamed_keyword("prob", "ci_prob")
 def critical_depth_table(
     source: Any,
     widths,
     *,
     params: dict | None = None,
     law_options: dict | None = None,
-    prob: float | None = None,
+    ci_prob: float | None = None,
 ) -> pd.DataFrame:
     """Critical depth ``lc(W)`` at the given widths, with its interval from the draws.
 
@@ -152,7 +155,7 @@ def critical_depth_table(
     DataFrame
         ``width, lc`` (point estimate) and, with draws, ``lc_lo, lc_median, lc_hi``.
     """
-    src = resolve(source, params, law_options, prob)
+    src = resolve(source, params, law_options, ci_prob)
     widths = np.atleast_1d(np.asarray(widths, dtype=float))
     out = pd.DataFrame({"width": widths, "lc": critical_depth_of(src.point, widths)})
     if src.draws is not None:
@@ -161,6 +164,7 @@ def critical_depth_table(
     return out
 
 
+@renamed_keyword("prob", "ci_prob")
 def audit(
     source: Any,
     architectures,
@@ -168,13 +172,13 @@ def audit(
     params: dict | None = None,
     law_options: dict | None = None,
     accounting: Accounting | None = None,
-    prob: float | None = None,
+    ci_prob: float | None = None,
 ) -> pd.DataFrame:
     """Critical-depth audit of given architectures.
 
     Parameters
     ----------
-    source, params, law_options, accounting, prob
+    source, params, law_options, accounting, ci_prob
         As in :func:`scalefit.allocate.allocate` (a ``critical_depth`` law).
     architectures : DataFrame or sequence of (name, depth, width)
         Shapes to audit; an optional ``tokens`` column (default ``20·params``) only matters for
@@ -187,7 +191,7 @@ def audit(
         ``*_lo``/``*_hi`` intervals of ``lc``, ``depth_over_lc`` and ``penalty``. The penalty is
         the law's loss minus the same loss with ``gamma = 0``.
     """
-    src = resolve(source, params, law_options, prob)
+    src = resolve(source, params, law_options, ci_prob)
     space = Space.of(src.law, accounting)
     arch = (
         architectures.copy()
@@ -223,6 +227,7 @@ def audit(
 
 
 # ----------------------------------------------------------------------------- iso-FLOP curve
+@renamed_keyword("prob", "ci_prob")
 def isoflop_curve(
     source: Any,
     budget: float,
@@ -231,7 +236,7 @@ def isoflop_curve(
     params: dict | None = None,
     law_options: dict | None = None,
     accounting: Accounting | None = None,
-    prob: float | None = None,
+    ci_prob: float | None = None,
     n_points: int = 60,
 ) -> pd.DataFrame:
     """Best predicted loss against depth at a fixed budget (the iso-FLOP profile).
@@ -244,7 +249,7 @@ def isoflop_curve(
     DataFrame
         ``depth, width, params, tokens, loss`` and, with draws, ``loss_lo, loss_hi``.
     """
-    src = resolve(source, params, law_options, prob)
+    src = resolve(source, params, law_options, ci_prob)
     budget = float(check_budgets(budget)[0])
     space = Space.of(src.law, accounting)
     if space.kind != "shape":

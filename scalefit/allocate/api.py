@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, renamed_attribute, renamed_keyword, validate
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
 from .practical import Constraints, best_widths, candidates, depth_grid, rank
@@ -32,7 +33,7 @@ def resolve(
     source: Any,
     params: dict | None = None,
     law_options: dict | None = None,
-    prob: float | None = None,
+    ci_prob: float | None = None,
 ) -> Source:
     """Turn a FitResult, a law name or a :class:`Law` (with ``params``) into a :class:`Source`.
 
@@ -65,7 +66,7 @@ def resolve(
                     "(all failed); re-run the bootstrap or pass use_draws=False."
                 )
             draws = {k: d[:, i] for i, k in enumerate(source.params)}
-        prob = source.ci_prob if prob is None else prob
+        ci_prob = source.ci_prob if ci_prob is None else ci_prob
         unknown = tuple(source.not_identified)
     else:
         law = get_law(source, **(law_options or {}))
@@ -85,11 +86,10 @@ def resolve(
         if bad:
             raise ScaleFitError(f"law {law.name!r}: parameter(s) {bad} must be finite numbers.")
         _check_allocatable(law, point)
-        draws, prob = None, 0.95 if prob is None else prob
+        draws, ci_prob = None, 0.95 if ci_prob is None else ci_prob
         unknown = ()
-    if not 0 < prob < 1:
-        raise ScaleFitError(f"The 'prob' parameter must be a float in (0, 1). Got {prob!r}.")
-    return Source(law, point, draws, float(prob), unknown)
+    validate("allocate", locals(), {"ci_prob": [Interval(float, 0, 1, closed="neither")]})
+    return Source(law, point, draws, float(ci_prob), unknown)
 
 
 def _check_allocatable(law, point: dict[str, float]) -> None:
@@ -148,7 +148,7 @@ class Allocation:
     Two columns of :attr:`summary` say whether a row's shape is a recommendation (shape laws):
     ``boundary`` is True when the optimum sits on the edge of the searched depths (the point
     estimate's continuous optimum on a depth bound, or the best practical shape at ``min_depth``
-    or ``max_depth`` with more than ``(1 - prob) / 2`` of the draws' optima on that bound), so
+    or ``max_depth`` with more than ``(1 - ci_prob) / 2`` of the draws' optima on that bound), so
     the law would go past the edge and the shape there is an artefact of the search, not an
     optimum (``boundary_share``: the share of draws whose optimum sits on a depth bound);
     ``recommended`` is True only for a shape that is neither flat, nor on a boundary, nor from
@@ -161,13 +161,14 @@ class Allocation:
     accounting: Accounting
     constraints: Constraints
     eps: float
-    prob: float
+    ci_prob: float
     summary: pd.DataFrame
     continuous: pd.DataFrame
     draws: pd.DataFrame | None = None
     shapes: dict[float, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     not_identified: tuple[str, ...] = ()
+    prob = renamed_attribute("prob", "ci_prob")
 
     def alternatives(self, budget: float, *, within: str = "interval") -> pd.DataFrame:
         """Practical shapes whose loss lies within the best one's interval (or ``"eps"``)."""
@@ -175,6 +176,7 @@ class Allocation:
         return frame[frame["within_interval" if within == "interval" else "within_eps"]]
 
 
+@renamed_keyword("prob", "ci_prob")
 def allocate(
     source: Any,
     budgets,
@@ -187,7 +189,7 @@ def allocate(
     max_depth: int | None = None,
     aspect_max: float | None = None,
     eps: float = 1e-3,
-    prob: float | None = None,
+    ci_prob: float | None = None,
     use_draws: bool = True,
     draw_sets: bool | None = None,
 ) -> Allocation:
@@ -209,7 +211,7 @@ def allocate(
         Constraints on practical shapes (depth bounds also bound the continuous search).
     eps : float
         Loss tolerance (nats) defining the near-optimal set and flat-optimum reporting.
-    prob : float, optional
+    ci_prob : float, optional
         Interval probability (default: the result's ``ci_prob``, else 0.95).
     use_draws : bool
         Use the result's draws for intervals.
@@ -228,12 +230,11 @@ def allocate(
     >>> round(float(a.summary["params"].iloc[0]) / 1e9, 1)
     40.3
     """
-    src = resolve(source, params, law_options, prob)
+    src = resolve(source, params, law_options, ci_prob)
     budgets = check_budgets(budgets)
     cons = Constraints(head_dim, min_depth, max_depth, aspect_max)
     space = Space.of(src.law, accounting)
-    if not eps > 0:
-        raise ScaleFitError(f"The 'eps' parameter must be positive. Got {eps!r} instead.")
+    validate("allocate", {"eps": eps}, {"eps": [Interval(float, 0, None, closed="neither")]})
     depth_range = (float(cons.min_depth), float(cons.max_depth or 1e4))
     cont, draws = _optima(space, src, budgets, depth_range, eps, use_draws, draw_sets)
     alloc = Allocation(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from .profile import inner
@@ -42,26 +43,13 @@ class Constraints:
     aspect_max: float | None = None
 
     def __post_init__(self):
-        if int(self.head_dim) != self.head_dim or self.head_dim < 1:
-            raise ScaleFitError(
-                f"The 'head_dim' option must be a positive integer. Got {self.head_dim!r} instead."
-            )
-        if int(self.min_depth) != self.min_depth or self.min_depth < 1:
-            raise ScaleFitError(
-                f"The 'min_depth' option must be a positive integer. "
-                f"Got {self.min_depth!r} instead."
-            )
-        if self.max_depth is not None and (
-            int(self.max_depth) != self.max_depth or self.max_depth < self.min_depth
+        for name, cons in (
+            ("head_dim", [Interval(int, 1, None)]),
+            ("min_depth", [Interval(int, 1, None)]),
+            ("max_depth", [Interval(int, self.min_depth, None), None]),  # min_depth checked first
+            ("aspect_max", [Interval(float, 0, None, closed="neither"), None]),
         ):
-            raise ScaleFitError(
-                f"The 'max_depth' option must be an integer >= min_depth "
-                f"({self.min_depth}). Got {self.max_depth!r} instead."
-            )
-        if self.aspect_max is not None and not (self.aspect_max > 0):
-            raise ScaleFitError(
-                f"The 'aspect_max' option must be positive. Got {self.aspect_max!r} instead."
-            )
+            validate("Constraints", {name: getattr(self, name)}, {name: cons})
 
 
 def depth_grid(cap: float, cons: Constraints) -> np.ndarray:

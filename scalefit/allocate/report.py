@@ -60,7 +60,7 @@ def header_text(alloc: Allocation) -> str:
         )
     if alloc.draws is not None:
         n = int(alloc.draws["set"].max()) + 1
-        lines.append(f"intervals: {100 * alloc.prob:g}% over {n} draws of the fit")
+        lines.append(f"intervals: {100 * alloc.ci_prob:g}% over {n} draws of the fit")
         if alloc.kind == "shape":
             lines.append(DECISION_RULE)
     else:
@@ -208,7 +208,7 @@ def exponents_text(source: Any, alloc: Allocation, **kw) -> str:
         eps=alloc.eps,
         **kw,
     )
-    pct = f"{100 * alloc.prob:g}%"
+    pct = f"{100 * alloc.ci_prob:g}%"
     lines = [f"scaling exponents q* ∝ C^a over {lo:.3g}–{hi:.3g} FLOP"]
     for _, r in tab.iterrows():
         line = f"  {r['quantity']:<24} a = {r['exponent']:.4f}"

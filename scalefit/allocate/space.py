@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .._validation import Interval, validate
 from ..accounting import (
+    CONSTRAINTS,
     DEFAULT_VOCAB,
-    embedding_copies,
-    mlp_hidden,
     param_count_array,
     tokens_for_budget,
     width_for_params,
@@ -61,12 +61,8 @@ class Accounting:
     norms: bool = False
 
     def __post_init__(self):
-        embedding_copies(self.embeddings)  # the accounting's own checks and messages
-        mlp_hidden(1, block=self.block)
-        if not (isinstance(self.vocab, int | np.integer) and self.vocab > 0):
-            raise ScaleFitError(
-                f"The 'vocab' option must be a positive integer. Got {self.vocab!r} instead."
-            )
+        values = {"embeddings": self.embeddings, "block": self.block, "vocab": self.vocab}
+        validate("Accounting", values, {**CONSTRAINTS, "vocab": [Interval(int, 1, None)]})
 
     def params(self, depth, width, *, exact: bool = False) -> np.ndarray:
         """Parameter count (continuous unless ``exact`` for integer shapes)."""

@@ -77,6 +77,14 @@ def deprecated(old: str, new: str) -> None:
     print(f"scalefit: warning: {old} is deprecated; use {new}", file=sys.stderr)
 
 
+def renamed_flag(args: argparse.Namespace, old: str, new: str) -> None:
+    """Move a value given under the old spelling ``--old`` to ``--new``, saying so in one line."""
+    value = getattr(args, old.lstrip("-").replace("-", "_"))
+    if value is not None:
+        deprecated(old, new)
+        setattr(args, new.lstrip("-").replace("-", "_"), value)
+
+
 def add_table_args(p: argparse.ArgumentParser) -> None:
     """Add the TABLE positional and the options that shape how it is read."""
     p.add_argument(

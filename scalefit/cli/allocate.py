@@ -6,7 +6,16 @@ import argparse
 
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import add_option, check_paths, law_options_arg, parse_mapping, plots_dir, tidy_table
+from ._common import (
+    add_deprecated,
+    add_option,
+    check_paths,
+    law_options_arg,
+    parse_mapping,
+    plots_dir,
+    renamed_flag,
+    tidy_table,
+)
 
 #: What --head-dim and --min-depth mean when not given (scalefit.allocate.allocate's defaults).
 HEAD_DIM = 64
@@ -39,8 +48,9 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--eps", type=float, default=1e-3, help="loss tolerance (nats) of the near-optimal set"
     )
+    add_deprecated(p, "--prob", type=float, default=None)
     p.add_argument(
-        "--prob",
+        "--ci-prob",
         type=float,
         default=None,
         help="interval probability",
@@ -205,7 +215,8 @@ def run_allocate(args: argparse.Namespace) -> int:
     source, values, law_options = _source(args)
     _refuse_shape_options(args, source, law_options)
     acc = _accounting(args, source, law_options)
-    kw = {"params": values, "law_options": law_options, "accounting": acc, "prob": args.prob}
+    renamed_flag(args, "--prob", "--ci-prob")
+    kw = {"params": values, "law_options": law_options, "accounting": acc, "ci_prob": args.ci_prob}
     alloc = allocate(
         source,
         args.budget,

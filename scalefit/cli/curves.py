@@ -174,13 +174,14 @@ def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
 
 def run_curves_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit curves fit``."""
+    from .._validation import Interval, validate
     from ..curves import allocation, final_losses, fit_curves, forecast, prepare, truncate
     from ..curves.schedule import parse_schedule
     from ..errors import ConvergenceWarning, ScaleFitError
 
     check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
-    if args.fit_fraction is not None and not 0 < args.fit_fraction < 1:
-        raise ScaleFitError(f"--fit-fraction must be in (0, 1). Got {args.fit_fraction!r}.")
+    cons = {"--fit-fraction": [Interval(float, 0, 1, closed="neither"), None]}
+    validate("scalefit curves fit", {"--fit-fraction": args.fit_fraction}, cons, noun="option")
     if args.params is not None and not args.forecast:
         raise ScaleFitError("--params is the model size of a --forecast; give a --forecast.")
     forecasts = [parse_schedule(s, where="--forecast") for s in args.forecast]

@@ -284,7 +284,7 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
             if q == "tokens_per_param":
                 value = r["tokens"] / r["params"]
                 lo, hi = (
-                    np.quantile(ratio, [(1 - alloc.prob) / 2, (1 + alloc.prob) / 2])
+                    np.quantile(ratio, [(1 - alloc.ci_prob) / 2, (1 + alloc.ci_prob) / 2])
                     if ratio is not None and len(ratio)
                     else (np.nan, np.nan)
                 )
@@ -331,7 +331,7 @@ def recommendation_text(
     ``why`` holds one phrase per parameter in ``unknown`` saying why it is not pinned down
     (see :func:`unpinned_reasons`).
     """
-    pct = f"{100 * alloc.prob:g}%"
+    pct = f"{100 * alloc.ci_prob:g}%"
     n = 0 if alloc.draws is None else int(alloc.draws["set"].max()) + 1
     lines = [
         "== what to train: the practical shape with the lowest expected loss over the draws",

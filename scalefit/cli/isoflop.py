@@ -15,6 +15,7 @@ from ._common import (
     load_table_arg,
     plots_dir,
     positive_flops,
+    renamed_flag,
     tidy_table,
 )
 
@@ -52,7 +53,8 @@ def register(sub: Subcommands) -> None:
         choices=["analytic", "bootstrap"],
         help="interval of the exponents",
     )
-    p.add_argument("--prob", type=float, default=0.95, help="interval probability")
+    p.add_argument("--ci-prob", type=float, default=0.95, help="interval probability")
+    add_deprecated(p, "--prob", type=float, default=None)
     p.add_argument("--curves", default=None, metavar="LONG.csv", help="Approach 1: long table")
     p.add_argument(
         "--run-column",
@@ -115,7 +117,10 @@ def run(args: argparse.Namespace) -> int:
     long = read_csv(args.curves) if args.curves else None  # read before any work
     table = load_table_arg(args)
     budgets = _budgets(args)
-    kw = dict(budgets=budgets, tol=args.tol, prob=args.prob, interval=args.interval, seed=args.seed)
+    renamed_flag(args, "--prob", "--ci-prob")
+    kw = dict(
+        budgets=budgets, tol=args.tol, ci_prob=args.ci_prob, interval=args.interval, seed=args.seed
+    )
     isos = [approach2(table, method=m, **kw) for m in METHODS]
     envelope = None
     if args.curves or args.run_column == "params":
@@ -123,7 +128,11 @@ def run(args: argparse.Namespace) -> int:
             long = table.assign(run=table["params"])
         col = "run" if args.run_column == "params" else args.run_column
         envelope = approach1(
-            long, run=col, prob=args.prob, seed=args.seed, tokens_per_step=args.tokens_per_step
+            long,
+            run=col,
+            ci_prob=args.ci_prob,
+            seed=args.seed,
+            tokens_per_step=args.tokens_per_step,
         )
     published = args.table in PUBLISHED_FOR
     frame = compare_approaches(envelope=envelope, isoflops=isos, result=result, published=published)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, validate
 from ..errors import ScaleFitError
 from ..laws import Law
 from .prepare import schedule_frame
@@ -190,10 +191,7 @@ def final_losses(
 
 def truncate(curves: pd.DataFrame, fraction: float) -> pd.DataFrame:
     """Keep each run's checkpoints up to ``fraction`` of its last step (its first part)."""
-    if not 0 < fraction <= 1:
-        raise ScaleFitError(
-            f"The 'fraction' parameter of truncate must be in (0, 1]. Got {fraction!r}."
-        )
+    validate("truncate", locals(), {"fraction": [Interval(float, 0, 1, closed="right")]})
     key = "step" if "step" in curves.columns else "tokens"
     last = curves.groupby("run")[key].transform("max")
     out = curves[curves[key] <= fraction * last].reset_index(drop=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, validate
 from ..errors import ScaleFitError
 from .schedule import MOMENTUM, Schedule, areas, parse_schedule
 from .table import run_value
@@ -107,12 +108,14 @@ def prepare(
         One row per kept checkpoint with ``run, step, loss, lr, S1, S2`` and the run columns;
         ``attrs["scalefit_curves"]`` records the rules and each run's lr source.
     """
-    if not 0 <= early < 1:
-        raise ScaleFitError(f"The 'early' parameter of prepare must be in [0, 1). Got {early!r}.")
-    if max_points is not None and (int(max_points) != max_points or max_points < 2):
-        raise ScaleFitError(
-            f"The 'max_points' parameter must be an integer >= 2. Got {max_points!r}."
-        )
+    validate(
+        "prepare",
+        {"early": early, "max_points": max_points},
+        {
+            "early": [Interval(float, 0, 1, closed="left")],
+            "max_points": [Interval(int, 2, None), None],
+        },
+    )
     meta = dict(curves.attrs.get("scalefit_curves", {}))
     where = meta.get("source", "<curves>")
     parts, sources = [], {}

@@ -18,12 +18,12 @@ first step at peak lr). For a schedule without warm-up the definition is the pap
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .._validation import Interval, Options, validate
 from ..errors import ScaleFitError
 
 KINDS = ("constant", "cosine", "linear", "wsd")
@@ -61,24 +61,15 @@ class Schedule:
     final_lr: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ScaleFitError(
-                f"schedule kind must be one of {', '.join(KINDS)}. Got {self.kind!r} instead."
-            )
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ScaleFitError(f"schedule 'lr' must be a finite number > 0. Got {self.lr!r}.")
-        if int(self.steps) != self.steps or self.steps < 1:
-            raise ScaleFitError(f"schedule 'steps' must be an integer >= 1. Got {self.steps!r}.")
-        if int(self.warmup) != self.warmup or not 0 <= self.warmup < self.steps:
-            raise ScaleFitError(
-                f"schedule 'warmup' must be an integer in [0, steps). Got {self.warmup!r}."
-            )
-        if not 0 < self.decay <= 1:
-            raise ScaleFitError(f"schedule 'decay' must be in (0, 1]. Got {self.decay!r}.")
-        if not (math.isfinite(self.final_lr) and 0 <= self.final_lr <= self.lr):
-            raise ScaleFitError(
-                f"schedule 'final_lr' must be in [0, lr={self.lr:g}]. Got {self.final_lr!r}."
-            )
+        for name, cons in (
+            ("kind", Options(set(KINDS))),
+            ("lr", Interval(float, 0, None, closed="neither", finite=True)),
+            ("steps", Interval(int, 1, None)),
+            ("warmup", Interval(int, 0, self.steps, closed="left")),  # steps checked first
+            ("decay", Interval(float, 0, 1, closed="right")),
+            ("final_lr", Interval(float, 0, self.lr, finite=True)),
+        ):
+            validate("the schedule", {name: getattr(self, name)}, {name: [cons]}, noun="setting")
 
     def lr_at(self, step) -> np.ndarray:
         """Learning rate of update ``step`` (1-based; array-like)."""
@@ -202,10 +193,7 @@ def areas(
     eta = np.asarray(lr, dtype=float)
     if eta.ndim != 1 or eta.size == 0 or not np.all(np.isfinite(eta)) or np.any(eta < 0):
         raise ScaleFitError("learning rates must be a non-empty sequence of finite numbers >= 0.")
-    if not 0 <= momentum < 1:
-        raise ScaleFitError(
-            f"The 'momentum' of the annealing area must be in [0, 1). Got {momentum!r}."
-        )
+    validate("the annealing area", locals(), {"momentum": [Interval(float, 0, 1, closed="left")]})
     if warmup is None:
         peak = int(np.argmax(eta))
         warmup = peak if peak and np.all(np.diff(eta[: peak + 1]) >= 0) else 0

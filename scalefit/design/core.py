@@ -10,7 +10,7 @@ import pandas as pd
 from scipy import stats
 
 from .._io import atomic_write_csv
-from .._validation import Interval, Options, validate
+from .._validation import Interval, Options, renamed_attribute, renamed_keyword, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
 from . import _update
@@ -46,8 +46,9 @@ class DesignResult:
     value: float
     sd_before: float
     sd_after: float
-    prob: float
+    ci_prob: float
     noise_sd: float
+    prob = renamed_attribute("prob", "ci_prob")
     n_draws: int
     search: str
     law: str
@@ -60,14 +61,14 @@ class DesignResult:
     def interval(self, which: str = "after") -> tuple[float, float]:
         """Interval of the quantity (``exp`` of a log quantity) before or after the runs."""
         sd = self.sd_after if which == "after" else self.sd_before
-        z = stats.norm.ppf((1 + self.prob) / 2)
+        z = stats.norm.ppf((1 + self.ci_prob) / 2)
         lo, hi = self.value - z * sd, self.value + z * sd
         return (float(np.exp(lo)), float(np.exp(hi))) if self.quantity != "loss" else (lo, hi)
 
     def report(self) -> str:
         """A short text report."""
         name = self.quantity.replace("log_", "")
-        pct = f"{100 * self.prob:g}%"
+        pct = f"{100 * self.ci_prob:g}%"
         b, a = self.interval("before"), self.interval("after")
         return "\n".join(
             [
@@ -92,7 +93,7 @@ class DesignResult:
             "sd_after": self.sd_after,
             "interval_before": list(self.interval("before")),
             "interval_after": list(self.interval("after")),
-            "prob": self.prob,
+            "prob": self.ci_prob,
             "noise_sd": self.noise_sd,
             "n_draws": self.n_draws,
             "search": self.search,
@@ -160,6 +161,7 @@ def _check_candidates(cand: pd.DataFrame, space) -> pd.DataFrame:
     return cand.reset_index(drop=True)
 
 
+@renamed_keyword("prob", "ci_prob")
 def next_runs(
     result: Any,
     target_budget: float,
@@ -171,7 +173,7 @@ def next_runs(
     noise: float | None = None,
     search: str = "greedy",
     replace: bool = False,
-    prob: float | None = None,
+    ci_prob: float | None = None,
     accounting=None,
 ) -> DesignResult:
     """Choose up to ``k`` runs that minimise the expected variance of a recommendation.
@@ -199,7 +201,7 @@ def next_runs(
         candidates (small cases only).
     replace : bool, default False
         Allow the same candidate twice (a repeated seed).
-    prob : float, optional
+    ci_prob : float, optional
         Interval probability (default: the result's).
     accounting : Accounting, optional
         Parameter accounting for shape laws.
@@ -218,23 +220,17 @@ def next_runs(
 
     validate(
         "next_runs",
-        {"target_budget": target_budget, "budget_for_runs": budget_for_runs, "k": k},
+        locals(),
         {
             "target_budget": [Interval(float, 0, None, closed="neither")],
             "budget_for_runs": [Interval(float, 0, None, closed="neither")],
             "k": [Interval(int, 1, None)],
-        },
-    )
-    validate(
-        "next_runs",
-        {"quantity": quantity, "search": search, "replace": replace},
-        {
             "quantity": [Options(set(QUANTITIES))],
             "search": [Options({"greedy", "exhaustive"})],
             "replace": ["boolean"],
         },
     )
-    src = resolve(result, prob=prob)
+    src = resolve(result, ci_prob=ci_prob)
     if src.draws is None or len(next(iter(src.draws.values()))) < 20:
         raise ScaleFitError(
             "next_runs needs a result with at least 20 draws (fit with bootstrap=200 or Bayes)."

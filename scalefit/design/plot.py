@@ -53,7 +53,7 @@ def plot_design(design, *, ax=None):
     left.set_ylabel(label("tokens"))
     log_ticks(left)
     left.legend(fontsize=7, frameon=False, loc="upper right")
-    z = stats.norm.ppf((1 + design.prob) / 2)
+    z = stats.norm.ppf((1 + design.ci_prob) / 2)
     sd = np.concatenate([[design.sd_before], runs["sd_after"].to_numpy()])
     flops = np.concatenate([[0.0], np.cumsum(runs["flops"].to_numpy())])
     right.plot(np.arange(len(sd)), z * sd, "o-", color=PALETTE[0])
@@ -64,7 +64,7 @@ def plot_design(design, *, ax=None):
     )
     name = design.quantity.replace("log_", "log ")
     right.set_xlabel("runs added (below: cumulative training FLOP)")
-    right.set_ylabel(f"{100 * design.prob:g}% half-width of {name}")
+    right.set_ylabel(f"{100 * design.ci_prob:g}% half-width of {name}")
     right.set_ylim(bottom=0)
     fig.suptitle(
         f"Next runs for {name} at {flops_text(design.target_budget)} FLOP\n{design.law} law; "

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from .._validation import Options, validate
 from ..errors import ScaleFitError
 from ..fit.observation import holdout_scores, noise_logpdf, score_holdout, standard_noise
 from ..fit.split import compute_key, split_by_compute
@@ -213,11 +214,7 @@ def fit_discrepancy(
     """
     from ..laws import get_law
 
-    if tails not in TAILS:
-        raise ScaleFitError(
-            f"The 'tails' parameter of fit_discrepancy must be one of {', '.join(TAILS)}. "
-            f"Got {tails!r} instead."
-        )
+    validate("fit_discrepancy", {"tails": tails}, {"tails": [Options(set(TAILS))]})
     law = get_law(law)
     if len(train) < 3 * len(law.params):
         raise ScaleFitError(
@@ -278,11 +275,7 @@ def _least_squares_fit(table, law, *, starts: int, seed: int, loss: str, progres
     from ..fit.engine import LOSSES
     from ..fit.lsq import JaxBackend, least_squares
 
-    if loss not in LOSSES:
-        raise ScaleFitError(
-            f"The 'loss' parameter of fit_discrepancy must be one of {', '.join(LOSSES)}. "
-            f"Got {loss!r} instead."
-        )
+    validate("fit_discrepancy", {"loss": loss}, {"loss": [Options(set(LOSSES))]})
     tab = as_table(table, keep=law.inputs)
     settings = FitSettings(loss=loss, starts=int(starts), seed=int(seed))
     res = least_squares(tab, law, settings, backend=JaxBackend(progress=progress))

@@ -598,11 +598,7 @@ def holdout_bayes(
     """
     from .validate import holdout
 
-    if predictive not in PREDICTIVES:
-        raise ScaleFitError(
-            "The 'predictive' parameter of holdout_bayes must be one of "
-            f"{', '.join(PREDICTIVES)}. Got {predictive!r} instead."
-        )
+    validate("holdout_bayes", {"predictive": predictive}, _CONSTRAINTS)
 
     def fit_train(train):
         with warnings.catch_warnings():

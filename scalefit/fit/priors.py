@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import Interval, IsType, validate
 from ..errors import ScaleFitError
 from ..laws import Law
 
@@ -233,17 +234,15 @@ def default_priors(law: Law, loss: np.ndarray, residuals: str = "log") -> dict[s
     return out
 
 
-def _number(spec_name: str, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ScaleFitError(
-            f"prior for {spec_name!r}: {key!r} must be a number. Got {str(value)[:60]!r} instead."
-        )
-    try:
-        return float(value)
-    except OverflowError:
-        raise ScaleFitError(
-            f"prior for {spec_name!r}: {key!r} is beyond the range of a float."
-        ) from None
+#: Prior arguments that must be finite and above 0.
+POSITIVE_KEYS = ("scale", "rate", "concentration", "df", "fraction")
+
+
+def _number(spec_name: str, key: str, value: Any, *, positive: bool = False) -> float:
+    """``value`` as a float: any real number, or (``positive``) a finite one above 0."""
+    cons = Interval(float, 0, None, closed="neither", finite=True) if positive else Interval(float)
+    validate(f"the prior for {spec_name!r}", {key: value}, {key: [cons]}, noun="key")
+    return float(value)
 
 
 def check_prior(name: str, spec: Any, kind: str | None) -> dict[str, Any]:
@@ -287,16 +286,10 @@ def check_prior(name: str, spec: Any, kind: str | None) -> dict[str, Any]:
             + f"; expected {', '.join(required + tuple(optional)) or 'no keys'}."
         )
     out: dict[str, Any] = {"dist": dist}
-    for key in required:
-        out[key] = _number(name, key, spec[key])
-    for key, default in optional.items():
-        out[key] = _number(name, key, spec.get(key, default))
-    for key in ("scale", "rate", "concentration", "df", "fraction"):
-        if key in out and not (out[key] > 0 and math.isfinite(out[key])):
-            raise ScaleFitError(
-                f"prior for {name!r}: {key!r} must be positive and finite. "
-                f"Got {out[key]!r} instead."
-            )
+    for key, value in [(k, spec[k]) for k in required] + [
+        (k, spec.get(k, v)) for k, v in optional.items()
+    ]:
+        out[key] = _number(name, key, value, positive=key in POSITIVE_KEYS)
     if dist in ("uniform", "truncated_normal") and not out["low"] < out["high"]:
         raise ScaleFitError(
             f"prior for {name!r}: 'low' must be below 'high'. "
@@ -332,11 +325,8 @@ def resolve_priors(
     specs = default_priors(law, loss, residuals)
     kinds: dict[str, str | None] = {p.name: p.kind for p in law.params}
     kinds.update({n: None for n in NOISE})
-    if priors is not None and not isinstance(priors, Mapping):
-        raise ScaleFitError(
-            f"The 'priors' parameter of fit_bayes must be a mapping of parameter "
-            f"name to prior dict. Got {type(priors).__name__} instead."
-        )
+    shape = IsType(Mapping, "a mapping of parameter name to prior dict")
+    validate("fit_bayes", {"priors": priors}, {"priors": [shape, None]})
     for name, spec in (priors or {}).items():
         if name not in kinds:
             raise ScaleFitError(

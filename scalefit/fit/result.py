@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_json, read_json
+from .._validation import renamed_keyword
 from ..errors import ScaleFitError
 from ..laws import Law, get_law, law_to_spec
 from .schema import SCHEMA_VERSION
@@ -165,8 +166,9 @@ class FitResult:
             return pd.DataFrame(columns=names)
         return pd.DataFrame(np.asarray(self.draws), columns=names)
 
+    @renamed_keyword("prob", "ci_prob")
     def predict(
-        self, x, *, bands: bool = False, prob: float | None = None, noise: bool = False
+        self, x, *, bands: bool = False, ci_prob: float | None = None, noise: bool = False
     ) -> np.ndarray | pd.DataFrame:
         """Predicted loss at new inputs.
 
@@ -176,7 +178,7 @@ class FitResult:
             Inputs by column name (the law's inputs).
         bands : bool, default False
             Return a DataFrame with ``loss``, ``lo`` and ``hi`` from the draws (requires draws).
-        prob : float, optional
+        ci_prob : float, optional
             Band probability (default: the result's ``ci_prob``).
         noise : bool, default False
             Widen the band by the residual scatter (a predictive rather than a mean band).
@@ -193,7 +195,7 @@ class FitResult:
             return mean
         if self.draws is None:
             raise ScaleFitError("predict(bands=True) needs draws: fit with bootstrap=B or Bayes.")
-        prob = self.ci_prob if prob is None else prob
+        ci_prob = self.ci_prob if ci_prob is None else ci_prob
         d = np.asarray(self.draws)
         pd_draws = {k: d[:, i][:, None] for i, k in enumerate(self.params)}
         sims = np.asarray(law.evaluate(pd_draws, x), dtype=float)
@@ -203,7 +205,7 @@ class FitResult:
             sigma = float(self.metrics.get(key, 0.0))
             rng = np.random.default_rng(int(self.conventions.get("seed", 0) or 0) + 7)
             sims = add_noise(sims, rng.normal(0.0, sigma, sims.shape), residuals)
-        lo, hi = np.nanquantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        lo, hi = np.nanquantile(sims, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0)
         return pd.DataFrame({"loss": mean, "lo": lo, "hi": hi})
 
     # ------------------------------------------------------------------ presentation

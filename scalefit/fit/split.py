@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, validate
 from ..accounting import training_compute
 from ..errors import ScaleFitError
 from ..laws import Law
@@ -33,11 +34,7 @@ def n_holdout(n_rows: int, law: Law, fraction, *, who: str = "fit", option: str 
     Raises the one message (naming ``who``'s ``option``) for a share that is not a float in
     (0, 1) or leaves no more training rows than the law has parameters.
     """
-    if not (isinstance(fraction, float) and 0.0 < fraction < 1.0):
-        raise ScaleFitError(
-            f"The '{option}' parameter of {who} must be a float in (0, 1). "
-            f"Got {fraction!r} instead."
-        )
+    validate(who, {option: fraction}, {option: [Interval(float, 0, 1, closed="neither")]})
     n_test = max(1, math.ceil(fraction * n_rows))
     if n_rows - n_test <= len(law.params):
         raise ScaleFitError(

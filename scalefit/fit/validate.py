@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ScaleFitError
+from .._validation import Options, validate
 from ..laws import Law
 from .bootstrap import bootstrap as run_bootstrap
 from .build import FitSettings
@@ -111,11 +111,7 @@ def holdout_check(
     dict
         See :func:`holdout`; the law's scores are ``predictive`` (one line) and ``coverage``.
     """
-    if predictive not in ("law", "calibrated"):
-        raise ScaleFitError(
-            "The 'predictive' parameter of holdout_check must be one of law, calibrated. "
-            f"Got {predictive!r} instead."
-        )
+    validate("holdout_check", locals(), {"predictive": [Options({"law", "calibrated"})]})
 
     def fit_train(train):
         res = least_squares(train, law, settings, backend=backend)

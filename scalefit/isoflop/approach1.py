@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
+from .._validation import Interval, renamed_attribute, renamed_keyword, validate
 from ..accounting import tokens_for_budget, training_flops
 from ..errors import ScaleFitError
 from ._curves import PowerLawExponents
@@ -24,7 +24,7 @@ class EnvelopeResult(PowerLawExponents):
         ``flops, loss, params, tokens, run``: the best run at each grid budget.
     exponents : DataFrame
         Rows ``params`` (a) and ``tokens`` (b): ``exponent, lo, hi, intercept``.
-    prob : float
+    ci_prob : float
         Interval probability (bootstrap over runs).
     n_runs : int
         Runs used.
@@ -32,7 +32,8 @@ class EnvelopeResult(PowerLawExponents):
 
     envelope: pd.DataFrame
     exponents: pd.DataFrame
-    prob: float
+    ci_prob: float
+    prob = renamed_attribute("prob", "ci_prob")
     n_runs: int
     n_boot: int
     seed: int
@@ -40,7 +41,7 @@ class EnvelopeResult(PowerLawExponents):
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dictionary."""
         return {
-            "prob": self.prob,
+            "prob": self.ci_prob,
             "n_runs": self.n_runs,
             "n_boot": self.n_boot,
             "seed": self.seed,
@@ -111,13 +112,14 @@ def _envelope(runs: list, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out_l, out_n
 
 
+@renamed_keyword("prob", "ci_prob")
 def approach1(
     table: pd.DataFrame,
     *,
     run: str = "run",
     n_grid: int = 200,
     min_runs: int = 3,
-    prob: float = 0.95,
+    ci_prob: float = 0.95,
     n_boot: int = 200,
     seed: int = 0,
     tokens_per_step: float | None = None,
@@ -142,7 +144,7 @@ def approach1(
         Grid budgets.
     min_runs : int, default 3
         Runs that must lie below the first grid budget.
-    prob : float, default 0.95
+    ci_prob : float, default 0.95
         Interval probability.
     n_boot : int, default 200
         Bootstrap resamples of runs.
@@ -158,21 +160,16 @@ def approach1(
     """
     validate(
         "approach1",
-        {"n_grid": n_grid, "min_runs": min_runs, "prob": prob, "n_boot": n_boot, "seed": seed},
+        locals(),
         {
             "n_grid": [Interval(int, 10, None)],
             "min_runs": [Interval(int, 1, None)],
-            "prob": [Interval(float, 0, 1, closed="neither")],
+            "ci_prob": [Interval(float, 0, 1, closed="neither")],
             "n_boot": [Interval(int, 0, None)],
             "seed": [Interval(int, 0, None)],
+            "tokens_per_step": [Interval(float, 0, None, closed="neither"), None],
         },
     )
-    if tokens_per_step is not None:
-        validate(
-            "approach1",
-            {"tokens_per_step": tokens_per_step},
-            {"tokens_per_step": [Interval(float, 0, None, closed="neither")]},
-        )
     cur = _curves(table, run, tokens_per_step)
     runs = cur["run"].unique()
     if len(runs) < max(3, min_runs):
@@ -194,7 +191,9 @@ def approach1(
         if ok.sum() >= 2 and np.ptp(grid[ok]) > 0:
             boots.append(np.polyfit(grid[ok], np.log(nb[ok]), 1)[0])
     lo, hi = (
-        np.quantile(boots, [(1 - prob) / 2, (1 + prob) / 2]) if len(boots) >= 10 else (np.nan,) * 2
+        np.quantile(boots, [(1 - ci_prob) / 2, (1 + ci_prob) / 2])
+        if len(boots) >= 10
+        else (np.nan,) * 2
     )
     c = np.exp(grid)
     env = pd.DataFrame({"flops": c, "loss": loss, "params": n, "tokens": tokens_for_budget(c, n)})
@@ -210,4 +209,4 @@ def approach1(
             },
         ]
     ).set_index("quantity")
-    return EnvelopeResult(env, exps, float(prob), len(runs), int(n_boot), int(seed))
+    return EnvelopeResult(env, exps, float(ci_prob), len(runs), int(n_boot), int(seed))

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, Options, validate
+from .._validation import Interval, Options, renamed_attribute, renamed_keyword, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from ._curves import SHAPE_BOUNDS, Optima, PowerLawExponents, fit_parabolas, fit_profile, power_law
@@ -42,7 +42,7 @@ class IsoFLOPResult(PowerLawExponents):
     exponents : DataFrame
         Rows ``params`` (a) and ``tokens`` (b): ``exponent, se, lo, hi, intercept, chi2_dof``
         (``chi2_dof`` of the weighted line; NaN for the unweighted ``"parabola"`` line).
-    prob : float
+    ci_prob : float
         Interval probability.
     interval : {"analytic", "bootstrap"}
         How the exponent intervals were computed.
@@ -61,7 +61,8 @@ class IsoFLOPResult(PowerLawExponents):
     method: str
     budgets: pd.DataFrame
     exponents: pd.DataFrame
-    prob: float
+    ci_prob: float
+    prob = renamed_attribute("prob", "ci_prob")
     interval: str
     shape: dict = field(default_factory=dict)
     warnings: tuple = ()
@@ -74,7 +75,7 @@ class IsoFLOPResult(PowerLawExponents):
         """JSON-safe dictionary."""
         return {
             "method": self.method,
-            "prob": self.prob,
+            "prob": self.ci_prob,
             "interval": self.interval,
             "seed": self.seed,
             "shape": self.shape,
@@ -86,7 +87,7 @@ class IsoFLOPResult(PowerLawExponents):
 
     def report(self) -> str:
         """A short text report."""
-        pct = f"{100 * self.prob:g}%"
+        pct = f"{100 * self.ci_prob:g}%"
         lines = [f"Approach 2 ({self.method}), {len(self.budgets)} budgets, {pct} {self.interval}"]
         for q, row in self.exponents.iterrows():
             lines.append(
@@ -136,6 +137,7 @@ def _fit(groups, method: str, shape) -> Optima:
     return fit_profile(groups, par, shape)
 
 
+@renamed_keyword("prob", "ci_prob")
 def approach2(
     table: pd.DataFrame,
     *,
@@ -143,7 +145,7 @@ def approach2(
     tol: float = 0.06,
     method: str = "profile",
     shape: tuple[float, float] | None = None,
-    prob: float = 0.95,
+    ci_prob: float = 0.95,
     interval: str = "analytic",
     n_boot: int = 200,
     seed: int = 0,
@@ -170,7 +172,7 @@ def approach2(
         the line the same way (the correction; see :mod:`scalefit.isoflop._curves`).
     shape : (float, float), optional
         Hold the profile's ``(alpha, beta)`` fixed (e.g. from an Approach 3 fit).
-    prob : float, default 0.95
+    ci_prob : float, default 0.95
         Interval probability.
     interval : {"analytic", "bootstrap"}, default "analytic"
         The line's own standard error (OLS for ``"parabola"``; for the weighted methods, from the
@@ -203,21 +205,16 @@ def approach2(
     """
     validate(
         "approach2",
-        {"method": method, "prob": prob, "interval": interval, "n_boot": n_boot, "seed": seed},
+        locals(),
         {
             "method": [Options(set(METHODS))],
-            "prob": [Interval(float, 0, 1, closed="neither")],
+            "ci_prob": [Interval(float, 0, 1, closed="neither")],
             "interval": [Options({"analytic", "bootstrap"})],
             "n_boot": [Interval(int, 10, None)],
             "seed": [Interval(int, 0, None)],
+            "target": [Interval(float, 0, None, closed="neither"), None],
         },
     )
-    if target is not None:
-        validate(
-            "approach2",
-            {"target": target},
-            {"target": [Interval(float, 0, None, closed="neither")]},
-        )
     if shape is not None:
         shape = _check_shape(shape)
     cs, groups, notes = _groups(table, budgets, tol)
@@ -229,12 +226,12 @@ def approach2(
             f"approach2 ({method}): only {int(ok.sum())} budgets have a minimum; need 3."
         )
     law = power_law(
-        logc[ok], opt.x[ok], opt.cov[np.ix_(ok, ok)], prob, weighted=method != "parabola"
+        logc[ok], opt.x[ok], opt.cov[np.ix_(ok, ok)], ci_prob, weighted=method != "parabola"
     )
     if interval == "bootstrap":
-        lo, hi, se = _bootstrap(groups, logc, method, shape, prob, n_boot, seed)
+        lo, hi, se = _bootstrap(groups, logc, method, shape, ci_prob, n_boot, seed)
         law.update(lo=lo, hi=hi, se=se)
-    frame = _budget_frame(cs, groups, opt, prob)
+    frame = _budget_frame(cs, groups, opt, ci_prob)
     warns = tuple(notes) + _bias_flags(frame, method)
     bias: dict = {}
     if method in PARABOLAS:
@@ -246,7 +243,7 @@ def approach2(
         method,
         frame,
         _exponents(law),
-        float(prob),
+        float(ci_prob),
         interval,
         shp,
         warns + shape_note,

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import renamed_keyword
 from ..errors import ScaleFitError
 
 #: Hoffmann et al. (2022), Table 2: a of N* ∝ C^a and b of T* ∝ C^b, with the table's ranges
@@ -24,7 +25,8 @@ PUBLISHED = pd.DataFrame(
 )  # fmt: skip
 
 
-def approach3(result: Any, budgets=None, *, prob: float | None = None) -> pd.DataFrame:
+@renamed_keyword("prob", "ci_prob")
+def approach3(result: Any, budgets=None, *, ci_prob: float | None = None) -> pd.DataFrame:
     """Exponents of ``N* ∝ C^a`` and ``T* ∝ C^b`` implied by a law fit (Approach 3).
 
     Parameters
@@ -34,7 +36,7 @@ def approach3(result: Any, budgets=None, *, prob: float | None = None) -> pd.Dat
     budgets : array-like, optional
         Budget range over which the optima are regressed on ``log C`` (default: Chinchilla's
         IsoFLOP budgets, 6e18 … 3e21, so all three approaches describe the same range).
-    prob : float, optional
+    ci_prob : float, optional
         Interval probability (default: the result's).
 
     Returns
@@ -46,7 +48,7 @@ def approach3(result: Any, budgets=None, *, prob: float | None = None) -> pd.Dat
     from .synthetic import CHINCHILLA_BUDGETS
 
     b = CHINCHILLA_BUDGETS if budgets is None else budgets
-    tab = scaling_exponents(result, np.geomspace(min(b), max(b), 9), prob=prob)
+    tab = scaling_exponents(result, np.geomspace(min(b), max(b), 9), ci_prob=ci_prob)
     tab = tab.set_index("quantity").loc[["params", "tokens"]]
     for col in ("lo", "hi"):
         if col not in tab:

@@ -83,7 +83,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
         ],
         fmt="o",
         color="k",
-        label=f"optimum per budget ({100 * iso.prob:g}% interval)",
+        label=f"optimum per budget ({100 * iso.ci_prob:g}% interval)",
     )
     ex = iso.exponents.loc["params"]
     c = np.geomspace(bud["budget"].min(), bud["budget"].max(), 50)

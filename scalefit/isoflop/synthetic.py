@@ -67,7 +67,7 @@ def synthetic_isoflops(
     """
     validate(
         "synthetic_isoflops",
-        {"n_per_budget": n_per_budget, "span": span, "sigma": sigma, "seed": seed},
+        locals(),
         {
             "n_per_budget": [Interval(int, 4, None)],
             "span": [Interval(float, 0, None, closed="neither")],

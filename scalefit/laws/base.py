@@ -200,53 +200,8 @@ class Law:
         expression = parse(text, kind="formula")
         _refuse_response(expression.names, expression.text)
         names = set(expression.names) - set(CONSTANTS)
-        if inputs is None:
-            known = set(CANONICAL_INPUTS) | set(columns or ())
-            inputs = tuple(sorted(n for n in names if n in known))
-        else:
-            inputs = tuple(inputs)
-            unknown = [i for i in inputs if i not in names]
-            if unknown:
-                raise ScaleFitError(
-                    f"The 'inputs' parameter of Law.from_formula names {unknown}, which the "
-                    f"formula {text!r} does not use."
-                )
-        if not inputs:
-            raise ScaleFitError(
-                f"the formula {text!r} reads no input: name a column (params, tokens, flops, "
-                "width, depth, or any numeric column passed with inputs=...)."
-            )
-        pnames = sorted(names - set(inputs))
-        if not pnames:
-            raise ScaleFitError(f"the formula {text!r} has no parameter to fit.")
-        kinds, bounds, starts = dict(kinds or {}), dict(bounds or {}), dict(starts or {})
-        for what, given in (("kinds", kinds), ("bounds", bounds), ("starts", starts)):
-            extra = sorted(set(given) - set(pnames))
-            if extra:
-                raise ScaleFitError(
-                    f"The {what!r} parameter of Law.from_formula names {extra}, which are not "
-                    f"parameters of {text!r} (parameters: {', '.join(pnames)})."
-                )
-        params, point = [], {}
-        for p in pnames:
-            kind = kinds.get(p, "free")
-            if kind not in ("free", "positive", "exponent"):
-                raise ScaleFitError(
-                    f"The 'kinds' parameter of Law.from_formula must map {p!r} to one of "
-                    f"'free', 'positive', 'exponent'. Got {kind!r} instead."
-                )
-            lo, hi = (float(v) for v in bounds.get(p, (-np.inf, np.inf)))
-            s = starts.get(p)
-            if s is not None and np.ndim(s) == 0:
-                point[p] = float(s)
-            rng = _default_range(kind, lo, hi, s)
-            params.append(Param(p, kind, start=rng, bounds=(lo, hi)))
-        if point and len(point) != len(pnames):
-            missing = sorted(set(pnames) - set(point))
-            raise ScaleFitError(
-                f"The 'starts' parameter of Law.from_formula gives a starting value for some "
-                f"parameters but not for {missing}; give all or none."
-            )
+        inputs = _formula_inputs(text, names, inputs, columns)
+        params, point = _formula_params(text, sorted(names - set(inputs)), kinds, bounds, starts)
         spec = {
             "type": "formula",
             "name": name,
@@ -388,22 +343,18 @@ class Law:
 
 
 def check_law(law: Law) -> None:
-    """Validate a law definition; raises ``ValueError`` with the problem."""
-    names = law.param_names
+    """Validate a law definition; raises :class:`ScaleFitError` naming the problem."""
+    names, where = law.param_names, f"law {law.name!r}"
+    kinds = {p.name: p.kind for p in law.params}
     if len(set(names)) != len(names):
-        raise ValueError(f"law {law.name!r}: duplicate parameter names {names}.")
+        raise ScaleFitError(f"{where}: parameter names must differ. Got {names}.")
     for p in law.params:
-        if p.kind == "coef":
-            if p.pivot is None:
-                raise ValueError(
-                    f"law {law.name!r}: coef {p.name!r} needs pivot=(exponent, input)."
-                )
-            if p.pivot[0] not in names or law.param(p.pivot[0]).kind not in ("exponent", "free"):
-                raise ValueError(
-                    f"law {law.name!r}: pivot exponent of {p.name!r} is not an exponent."
-                )
+        if p.kind == "coef" and p.pivot is None:
+            raise ScaleFitError(f"{where}: coef {p.name!r} needs pivot=(exponent, input).")
+        if p.kind == "coef" and kinds.get(p.pivot[0]) not in ("exponent", "free"):
+            raise ScaleFitError(f"{where}: pivot exponent of {p.name!r} is not an exponent.")
         if p.kind in ("exponent", "free", "positive") and p.start is None:
-            raise ValueError(f"law {law.name!r}: parameter {p.name!r} needs a start range.")
+            raise ScaleFitError(f"{where}: parameter {p.name!r} needs a start range (lo, hi).")
 
 
 def range_text(p: Param) -> str:
@@ -516,6 +467,63 @@ def _refuse_response(names, text: str, where: str = "") -> None:
             f"{where}the formula {text!r} reads {RESPONSE!r}, the response column the law "
             "predicts; a formula may not use the response as an input or parameter."
         )
+
+
+def _formula_inputs(text: str, names: set[str], inputs, columns) -> tuple[str, ...]:
+    """The inputs of a formula law: as given (checked), else its canonical or listed columns."""
+    if inputs is None:
+        known = set(CANONICAL_INPUTS) | set(columns or ())
+        inputs = tuple(sorted(n for n in names if n in known))
+    else:
+        inputs = tuple(inputs)
+        unknown = [i for i in inputs if i not in names]
+        if unknown:
+            raise ScaleFitError(
+                f"The 'inputs' parameter of Law.from_formula names {unknown}, which the "
+                f"formula {text!r} does not use."
+            )
+    if not inputs:
+        raise ScaleFitError(
+            f"the formula {text!r} reads no input: name a column (params, tokens, flops, "
+            "width, depth, or any numeric column passed with inputs=...)."
+        )
+    return inputs
+
+
+def _formula_params(
+    text: str, pnames: list[str], kinds, bounds, starts
+) -> tuple[list[Param], dict[str, float]]:
+    """The parameters of a formula law and its starting point (see :meth:`Law.from_formula`)."""
+    if not pnames:
+        raise ScaleFitError(f"the formula {text!r} has no parameter to fit.")
+    kinds, bounds, starts = dict(kinds or {}), dict(bounds or {}), dict(starts or {})
+    for what, given in (("kinds", kinds), ("bounds", bounds), ("starts", starts)):
+        extra = sorted(set(given) - set(pnames))
+        if extra:
+            raise ScaleFitError(
+                f"The {what!r} parameter of Law.from_formula names {extra}, which are not "
+                f"parameters of {text!r} (parameters: {', '.join(pnames)})."
+            )
+    params, point = [], {}
+    for p in pnames:
+        kind = kinds.get(p, "free")
+        if kind not in ("free", "positive", "exponent"):
+            raise ScaleFitError(
+                f"The 'kinds' parameter of Law.from_formula must map {p!r} to one of "
+                f"'free', 'positive', 'exponent'. Got {kind!r} instead."
+            )
+        lo, hi = (float(v) for v in bounds.get(p, (-np.inf, np.inf)))
+        s = starts.get(p)
+        if s is not None and np.ndim(s) == 0:
+            point[p] = float(s)
+        params.append(Param(p, kind, start=_default_range(kind, lo, hi, s), bounds=(lo, hi)))
+    if point and len(point) != len(pnames):
+        missing = sorted(set(pnames) - set(point))
+        raise ScaleFitError(
+            f"The 'starts' parameter of Law.from_formula gives a starting value for some "
+            f"parameters but not for {missing}; give all or none."
+        )
+    return params, point
 
 
 def _default_range(kind: str, lo: float, hi: float, start: Any) -> tuple[float, float]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._validation import did_you_mean
+from .._validation import Options, did_you_mean, validate
 from ..accounting import standard_params
+from ..errors import ScaleFitError
 from .base import Law, Param, check_law
 
 _REGISTRY: dict[str, Callable[..., Law]] = {}
@@ -120,6 +121,71 @@ def decomposed() -> Law:
 
 
 # ------------------------------------------------------------------------------ critical depth
+_CRITICAL_OPTIONS = {
+    "form": [Options({"log", "power"})],
+    "embeddings": [Options({"tied", "untied", "excluded"})],
+    "params_from": [Options({"accounting", "column"})],
+}
+
+
+def _critical_features(params_from: str, vocab: int, embeddings: str):
+    """The derived input ``n`` (parameter count) of :func:`critical_depth`."""
+
+    def features(xp, x):
+        if params_from == "column":
+            return {"n": x["params"]}
+        return {"n": standard_params(x["depth"], x["width"], vocab=vocab, embeddings=embeddings)}
+
+    return features
+
+
+def _critical_expr(form: str):
+    """The expression of :func:`critical_depth` for ``lc`` of the given ``form``."""
+
+    def expr(xp, p, x):
+        if form == "log":
+            lc = p["kappa"] * xp.log(x["width"])
+        else:
+            lc = p["c_crit"] * inv_power(xp, x["width"], -p["a_crit"])
+        excess = xp.maximum(0.0, (x["depth"] - lc) / lc)
+        penalty = p["gamma"] * inv_power(xp, x["width"], p["mu"]) * excess
+        return (
+            p["A"] * inv_power(xp, x["n"], p["alpha"])
+            + p["B"] * inv_power(xp, x["tokens"], p["delta"])
+            + penalty
+        )
+
+    return expr
+
+
+def _critical_params(form: str) -> tuple[tuple[Param, ...], str]:
+    """The critical-depth parameters of ``form`` and the formula of ``lc``."""
+    if form == "log":
+        kappa = Param(
+            "kappa",
+            "positive",
+            start=(0.5, 6.0),
+            bounds=(0.0, 50.0),
+            description="critical depth per unit log-width, lc = kappa ln W",
+        )
+        return (kappa,), "lc = kappa ln(width)"
+    c_crit = Param(
+        "c_crit",
+        "positive",
+        start=(0.1, 5.0),
+        bounds=(0.0, 100.0),
+        description="critical-depth prefactor, lc = c_crit W^a_crit",
+    )
+    a_crit = Param(
+        "a_crit",
+        "free",
+        start=(0.1, 0.8),
+        bounds=(-1.0, 2.0),
+        description="critical-depth width exponent",
+    )
+    return (c_crit, a_crit), "lc = c_crit width^a_crit"
+
+
 def critical_depth(
     form: str = "log",
     vocab: int = GPT2_VOCAB,
@@ -140,61 +206,8 @@ def critical_depth(
     ``c_crit`` ≤ 100, ``a_crit`` in [-1, 2] are validity conditions: a fit outside (e.g.
     μ < 0) is not converged, with the reason.
     """
-    if form not in ("log", "power"):
-        raise ValueError(f"form must be 'log' or 'power'; got {form!r}.")
-    if embeddings not in ("tied", "untied", "excluded"):
-        raise ValueError(f"embeddings must be 'tied', 'untied' or 'excluded'; got {embeddings!r}.")
-    if params_from not in ("accounting", "column"):
-        raise ValueError(f"params_from must be 'accounting' or 'column'; got {params_from!r}.")
-
-    def features(xp, x):
-        if params_from == "column":
-            return {"n": x["params"]}
-        return {"n": standard_params(x["depth"], x["width"], vocab=vocab, embeddings=embeddings)}
-
-    def expr(xp, p, x):
-        if form == "log":
-            lc = p["kappa"] * xp.log(x["width"])
-        else:
-            lc = p["c_crit"] * inv_power(xp, x["width"], -p["a_crit"])
-        excess = xp.maximum(0.0, (x["depth"] - lc) / lc)
-        penalty = p["gamma"] * inv_power(xp, x["width"], p["mu"]) * excess
-        return (
-            p["A"] * inv_power(xp, x["n"], p["alpha"])
-            + p["B"] * inv_power(xp, x["tokens"], p["delta"])
-            + penalty
-        )
-
-    crit: tuple[Param, ...]
-    if form == "log":
-        crit = (
-            Param(
-                "kappa",
-                "positive",
-                start=(0.5, 6.0),
-                bounds=(0.0, 50.0),
-                description="critical depth per unit log-width, lc = kappa ln W",
-            ),
-        )
-        formula_lc = "lc = kappa ln(width)"
-    else:
-        crit = (
-            Param(
-                "c_crit",
-                "positive",
-                start=(0.1, 5.0),
-                bounds=(0.0, 100.0),
-                description="critical-depth prefactor, lc = c_crit W^a_crit",
-            ),
-            Param(
-                "a_crit",
-                "free",
-                start=(0.1, 0.8),
-                bounds=(-1.0, 2.0),
-                description="critical-depth width exponent",
-            ),
-        )
-        formula_lc = "lc = c_crit width^a_crit"
+    validate("critical_depth", locals(), _CRITICAL_OPTIONS)
+    crit, formula_lc = _critical_params(form)
     inputs = ("depth", "width", "tokens") + (("params",) if params_from == "column" else ())
     return Law(
         name="critical_depth" if form == "log" else "critical_depth_power",
@@ -208,8 +221,8 @@ def critical_depth(
             _exponent("mu", "depth-penalty width exponent", (0.0, 1.0)),
             *crit,
         ),
-        expr=expr,
-        features=features,
+        expr=_critical_expr(form),
+        features=_critical_features(params_from, vocab, embeddings),
         formula=(
             "L = A/N^alpha + B/tokens^delta + gamma/width^mu * max(0, (depth - lc)/lc), "
             f"{formula_lc}, N = 12 depth width^2 + embeddings"
@@ -226,10 +239,8 @@ def critical_depth(
 
 def critical_depth_power(**options: Any) -> Law:
     """:func:`critical_depth` with the persistence form ``lc = c_crit * width**a_crit``."""
-    form = options.pop("form", "power")
-    if form != "power":
-        raise ValueError(f"critical_depth_power has form 'power'; got {form!r}.")
-    return critical_depth(form="power", **options)
+    validate("critical_depth_power", options, {"form": [Options({"power"})]})
+    return critical_depth(**{**options, "form": "power"})
 
 
 # ------------------------------------------------------------------------------ depth power
@@ -349,21 +360,23 @@ def register_law(
 
         def build(**options: Any) -> Law:
             if options:
-                raise ValueError(f"law {key!r} takes no options; got {sorted(options)}.")
+                raise ScaleFitError(
+                    f"The law {key!r} takes no options. Got {sorted(options)} instead."
+                )
             return law
     else:
         build = factory
         key = name or build().name
         check_law(build())
     if key in _REGISTRY and not overwrite:
-        raise ValueError(f"a law named {key!r} is already registered; pass overwrite=True.")
+        raise ScaleFitError(
+            f"A law named {key!r} is already registered; pass overwrite=True to replace it."
+        )
     _REGISTRY[key] = build
 
 
 def get_law(law: str | Law, **options: Any) -> Law:
     """Return a law by name (built with ``options``) or pass a :class:`Law` through."""
-    from ..errors import ScaleFitError
-
     if isinstance(law, Law):
         return law
     if law not in _REGISTRY:
@@ -415,8 +428,6 @@ def law_to_spec(law: Law) -> dict[str, Any]:
         For a Python law object that is not registered (its expression is code, and loading a
         file never runs code): register it with :func:`register_law` or write it as a formula.
     """
-    from ..errors import ScaleFitError
-
     if law.spec is not None:
         return dict(law.spec)
     if law.name in _REGISTRY:
@@ -448,7 +459,6 @@ def law_from_spec(spec: Any, *, where: str = "law spec") -> Law:
     ScaleFitError
         On a malformed spec or an unknown registered name.
     """
-    from ..errors import ScaleFitError
     from .base import law_from_formula_spec
 
     if not isinstance(spec, dict) or spec.get("type") not in ("registered", "formula"):

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .._validation import renamed_keyword
+
 
 def _chains(result, name: str) -> np.ndarray:
     """Draws of one parameter as (chains, draws)."""
@@ -115,7 +117,8 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
     return fig
 
 
-def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0):
+@renamed_keyword("prob", "ci_prob")
+def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int = 0):
     """Observed loss against compute with posterior-predictive intervals per row.
 
     Parameters
@@ -124,7 +127,7 @@ def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0)
         A Bayesian fit.
     table : DataFrame
         Rows to show (canonical columns; the fitted table or new rows).
-    prob : float, default 0.9
+    ci_prob : float, default 0.9
         Probability of the predictive interval (likelihood noise included).
     ax : Axes, optional
         Axes to draw into.
@@ -143,7 +146,7 @@ def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0)
     fig, ax = axes(ax, figsize=(5.6, 4.2))
     key, xval = compute_key(table, result.law)
     sims = predictive_draws(result, table, noise=True, seed=seed)
-    lo, med, hi = np.quantile(sims, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0)
+    lo, med, hi = np.quantile(sims, [(1 - ci_prob) / 2, 0.5, (1 + ci_prob) / 2], axis=0)
     y = table["loss"].to_numpy(float)
     inside = (y >= lo) & (y <= hi)
     ax.errorbar(
@@ -154,7 +157,7 @@ def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0)
         ecolor=PALETTE[0],
         alpha=0.5,
         lw=0.8,
-        label=f"{100 * prob:g}% predictive interval",
+        label=f"{100 * ci_prob:g}% predictive interval",
     )
     ax.scatter(xval[inside], y[inside], s=8, color="black", label="observed, inside")
     ax.scatter(xval[~inside], y[~inside], s=12, color=PALETTE[1], label="observed, outside")
@@ -163,12 +166,15 @@ def plot_predictive(result, table, *, prob: float = 0.9, ax=None, seed: int = 0)
     ax.set_ylabel(label("loss"))
     log_ticks(ax)
     ax.legend(fontsize=7, frameon=False)
-    what = f"Posterior predictive: {inside.mean():.0%} of rows inside the {100 * prob:g}% interval"
+    what = (
+        f"Posterior predictive: {inside.mean():.0%} of rows inside the {100 * ci_prob:g}% interval"
+    )
     suptitle(fig, title(result, what))
     return fig
 
 
-def plot_bands(result, grid, along: str, *, prob: float = 0.9, noise: bool = False, ax=None):
+@renamed_keyword("prob", "ci_prob")
+def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = False, ax=None):
     """Posterior median and band of the loss along one input of a grid of new inputs.
 
     Parameters
@@ -179,7 +185,7 @@ def plot_bands(result, grid, along: str, *, prob: float = 0.9, noise: bool = Fal
         Inputs (every input of the law) at which to predict.
     along : str
         Column for the x axis.
-    prob : float, default 0.9
+    ci_prob : float, default 0.9
         Band probability.
     noise : bool, default False
         Include the likelihood noise (a predictive rather than a mean band).
@@ -196,12 +202,12 @@ def plot_bands(result, grid, along: str, *, prob: float = 0.9, noise: bool = Fal
 
     fig, ax = axes(ax)
     sims = predictive_draws(result, grid, noise=noise)
-    lo, med, hi = np.quantile(sims, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0)
+    lo, med, hi = np.quantile(sims, [(1 - ci_prob) / 2, 0.5, (1 + ci_prob) / 2], axis=0)
     x = grid[along].to_numpy(float)
     order = np.argsort(x)
     kind = "predictive" if noise else "mean"
     ax.fill_between(x[order], lo[order], hi[order], alpha=0.3, color=PALETTE[0], lw=0,
-                    label=f"{100 * prob:g}% {kind} band")  # fmt: skip
+                    label=f"{100 * ci_prob:g}% {kind} band")  # fmt: skip
     ax.plot(x[order], med[order], color=PALETTE[0], label="median")
     ax.set(xscale="log")
     ax.set_xlabel(label(along))

@@ -30,6 +30,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._validation import Options, validate
 from ..errors import ScaleFitError, require
 
 #: model_type → (path of the block list from the base model, final norm attribute or None,
@@ -227,10 +228,7 @@ def load_model(
     """
     tf = require("transformers", "hf")
     torch = require("torch", "torch")
-    if dtype not in DTYPES:
-        raise ScaleFitError(
-            f"The 'dtype' parameter of load_model must be one of {DTYPES}. Got {dtype!r} instead."
-        )
+    validate("load_model", {"dtype": dtype}, {"dtype": [Options(set(DTYPES))]})
     path = Path(name)
     local = os.path.lexists(path) or name.startswith((".", "/", "~")) or name.count("/") > 1
     if local:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._validation import Options, validate
 from ..errors import ScaleFitError
 from ._verdict import THRESHOLDS, apply_rules, thresholds_table
 from .angles import summarize_states, token_angles
@@ -269,11 +270,7 @@ def verdict_from_evidence(
     Verdict
         The mechanism (or ``"undetermined"``), its evidence, the reasons and the thresholds.
     """
-    if loss_kind not in ("kl", "nll"):
-        raise ScaleFitError(
-            f"The 'loss_kind' parameter of verdict_from_evidence must be 'kl' or 'nll'. Got "
-            f"{loss_kind!r} instead."
-        )
+    validate("verdict_from_evidence", locals(), {"loss_kind": [Options({"kl", "nll"})]})
     mechanism, reasons, extra = apply_rules(
         summaries, split, init=init, losses=losses, loss_kind=loss_kind, refusal=refusal
     )

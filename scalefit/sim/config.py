@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from .._validation import (
     Interval,
     Options,
-    did_you_mean,
     fmt_value,
     validate,
     validate_mapping,
@@ -290,12 +289,7 @@ def preset(name: str, **overrides) -> ToyConfig:
 
 def merge_preset(name: str, overrides: dict) -> dict:
     """Return the settings of preset ``name`` updated with ``overrides`` (see :func:`preset`)."""
-    if not isinstance(name, str) or name not in PRESETS:
-        hint = did_you_mean(name, PRESETS) if isinstance(name, str) else ""
-        raise ScaleFitError(
-            f"The 'preset' key must be one of {', '.join(map(repr, sorted(PRESETS)))}. Got "
-            f"{fmt_value(name)} instead.{hint}"
-        )
+    validate("the toy config", {"preset": name}, {"preset": [Options(set(PRESETS))]}, noun="key")
     base = dict(PRESETS[name])
     steps = overrides.get("steps")
     if isinstance(steps, int) and "eval_steps" not in overrides and "eval_steps" in base:

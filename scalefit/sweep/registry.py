@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from .._validation import did_you_mean
+from .._validation import Matches, did_you_mean, validate
 from ..errors import ScaleFitError
 
 _TASKS: dict[str, str] = {
@@ -31,8 +31,7 @@ def register_task(name: str, ref: str) -> None:
     --------
     >>> register_task("mytask", "mypackage.tasks:run")  # doctest: +SKIP
     """
-    if not isinstance(name, str) or not name or ":" in name:
-        raise ScaleFitError(f"task name must be a non-empty string without ':', got {name!r}.")
+    validate("register_task", {"name": name}, {"name": [Matches(r"[^:]+", "a string without ':'")]})
     _split_ref(ref)
     _TASKS[name] = ref
 

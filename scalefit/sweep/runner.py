@@ -139,13 +139,7 @@ def run_sweep(
     """
     validate(
         "run_sweep",
-        {
-            "executor": executor,
-            "workers": workers,
-            "threads_per_worker": threads_per_worker,
-            "overwrite": overwrite,
-            "wait": wait,
-        },
+        locals(),
         {
             "executor": [Options(frozenset(_EXECUTORS))],
             "workers": [Interval(int, 0, None)],

@@ -7,13 +7,12 @@ import itertools
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._io import read_toml
-from .._validation import fmt_value
+from .._validation import Matches, validate
 from ..errors import ScaleFitError
 
 _SECTIONS = ("sweep", "fixed", "grid")
@@ -158,33 +157,30 @@ def spec_from_dict(data: dict, *, source: str = "<dict>") -> SweepSpec:
         raise ScaleFitError(
             f"{source}: unknown key(s) {bad} in [sweep]; expected {list(_SWEEP_KEYS)}."
         )
-    for key in ("name", "task"):
-        if not isinstance(sweep.get(key), str) or not sweep.get(key):
-            raise ScaleFitError(f"{source}: [sweep] key '{key}' must be a non-empty string.")
-    return SweepSpec(
-        name=sweep["name"],
-        task=sweep["task"],
+    return SweepSpec(  # checks name and task against SWEEP_KEYS
+        name=sweep.get("name"),
+        task=sweep.get("task"),
         fixed=dict(data.get("fixed", {})),
         grid=dict(data.get("grid", {})),
         source=source,
     )
 
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+#: The declared constraints of the [sweep] table's keys.
+SWEEP_KEYS = {
+    "name": [
+        Matches(
+            r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,99}",
+            "a plain folder name (letters, digits, '.', '_', '-'; no '/' or '..')",
+        )
+    ],
+    "task": [Matches(r"(?s).+", "a non-empty string")],
+}
 
 
 def _validate(spec: SweepSpec) -> None:
     src = spec.source
-    if not isinstance(spec.name, str) or not _NAME_RE.match(spec.name) or ".." in spec.name:
-        raise ScaleFitError(
-            f"The 'name' key of [sweep] in {src} must be a plain folder name (letters, digits, "
-            f"'.', '_', '-'; no '/' or '..'). Got {fmt_value(spec.name)} instead."
-        )
-    if not isinstance(spec.task, str) or not spec.task:
-        raise ScaleFitError(
-            f"The 'task' key of [sweep] in {src} must be a non-empty string. "
-            f"Got {fmt_value(spec.task)} instead."
-        )
+    validate(f"[sweep] in {src}", {"name": spec.name, "task": spec.task}, SWEEP_KEYS, noun="key")
     if not isinstance(spec.fixed, dict):
         raise ScaleFitError(f"{src}: [fixed] must be a table.")
     if not isinstance(spec.grid, dict) or not spec.grid:

@@ -29,6 +29,7 @@ from .._io import (
     check_input_file,
     read_input_bytes,
 )
+from .._validation import Options, validate
 from ..errors import ScaleFitError
 from ._tokenfiles import (  # noqa: F401 - re-exported: the readers of token folders
     MAX_TOKEN_FILE_BYTES,
@@ -192,8 +193,7 @@ def build_tokens(
     out = Path(out_dir)
     if (out / "meta.json").exists():
         return out
-    if tokenizer not in ("byte", "bpe"):
-        raise ScaleFitError(f"The 'tokenizer' option must be 'byte' or 'bpe'. Got {tokenizer!r}.")
+    validate("build_tokens", {"tokenizer": tokenizer}, {"tokenizer": [Options({"byte", "bpe"})]})
     docs = read_documents(source)
     train_names, val_names = split_documents(list(docs), val_fraction=val_fraction, seed=seed)
     encode, vocab = _byte_encoder, 256

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._validation import Options, validate
 from ..accounting import mlp_hidden, param_count
 from ..errors import ScaleFitError
 
@@ -62,14 +63,11 @@ class ModelConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ScaleFitError(
-                f"The 'variant' option must be one of {VARIANTS}. Got {self.variant!r}."
-            )
-        if self.embeddings not in ("tied", "untied"):
-            raise ScaleFitError(
-                f"The 'embeddings' option must be 'tied' or 'untied'. Got {self.embeddings!r}."
-            )
+        validate(
+            "ModelConfig",
+            {"variant": self.variant, "embeddings": self.embeddings},
+            {"variant": [Options(set(VARIANTS))], "embeddings": [Options({"tied", "untied"})]},
+        )
         if self.heads is None:
             self.heads = head_layout(self.width, None, self.head_dim)[0]
         if self.width % self.heads:

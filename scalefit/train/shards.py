@@ -38,6 +38,7 @@ from .._io import (
     iter_jsonl_texts,
     read_input_bytes,
 )
+from .._validation import Interval, validate
 from ..errors import ScaleFitError
 from ._tokenfiles import MAX_TOKEN_FILE_BYTES, check_token_ids, map_tokens, read_token_meta
 from .data import MAX_CORPUS_BYTES, TokenSource, train_bpe
@@ -165,6 +166,13 @@ def load_tokenizer(path: str | os.PathLike):
         raise ScaleFitError(f"{path}: not a tokenizers JSON file ({msg}).") from None
 
 
+#: The declared constraints of :func:`prepare_shards`' numeric options.
+SHARD_OPTIONS = {
+    "val_fraction": [Interval(float, 0, 1, closed="neither")],
+    "shard_tokens": [Interval(int, 1, None)],
+}
+
+
 def prepare_shards(
     source: str | os.PathLike,
     out_dir: str | os.PathLike,
@@ -210,11 +218,7 @@ def prepare_shards(
     out = Path(out_dir)
     if (out / "manifest.json").exists():
         return out
-    if not 0 < val_fraction < 1 or shard_tokens < 1:
-        raise ScaleFitError(
-            "prepare_shards: 'val_fraction' must lie in (0, 1) and 'shard_tokens' be >= 1; got "
-            f"{val_fraction!r} and {shard_tokens!r}."
-        )
+    validate("prepare_shards", locals(), SHARD_OPTIONS)
     docs = [d for d in iter_documents(source, text_field=text_field) if d]
     if len(docs) < 2:
         raise ScaleFitError(f"Corpus {source}: need at least 2 non-empty documents.")

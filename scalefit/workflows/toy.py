@@ -10,6 +10,7 @@ import warnings
 
 import pandas as pd
 
+from .._validation import Options, validate
 from ..errors import ScaleFitError
 from ..sim.analysis import LAW, LOSS_COLUMNS, group_keys
 
@@ -52,8 +53,11 @@ def fit_depth_exponents(
     from ..fit import fit
     from ..laws import get_law
 
-    if loss_column not in LOSS_COLUMNS:
-        raise ScaleFitError(f"loss_column must be one of {LOSS_COLUMNS}, got {loss_column!r}.")
+    validate(
+        "fit_depth_exponents",
+        {"loss_column": loss_column},
+        {"loss_column": [Options(set(LOSS_COLUMNS))]},
+    )
     if final_only and "final" in table.columns:
         table = table[table["final"].astype(str).str.lower() == "true"]
     keys = group_keys(table)
