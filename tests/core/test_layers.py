@@ -10,7 +10,7 @@ import pytest
 
 from scalefit._layers import LAYERS, import_edges, layer_of, violations
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "scalefit"
 
 #: A three-layer map for the planted packages below.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # (pattern, what it catches). Case-insensitive; tuned against 'forward pass', 'pass 0' (an
 # argument value), 'rounding', 'around' and 'round trip'.

@@ -34,7 +34,7 @@ import pytest
 
 from scalefit.errors import ConvergenceWarning
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "docs" / "examples"
 SKIP = re.compile(r"^\s*#\s*not run by the doc tests:\s*(\S.*)$", re.IGNORECASE)
 SHELL = {"bash", "sh", "shell", "console"}

@@ -19,7 +19,7 @@ from scalefit import ScaleFitError, get_law  # noqa: E402
 from scalefit.errors import ConvergenceWarning  # noqa: E402
 from scalefit.fit import _arviz  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1] / "scalefit"
+ROOT = Path(__file__).resolve().parents[2] / "scalefit"
 BAYES_FILES = [
     "fit/_arviz.py",
     "fit/bayes.py",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-FIT = Path(__file__).resolve().parents[1] / "scalefit" / "fit"
+FIT = Path(__file__).resolve().parents[2] / "scalefit" / "fit"
 
 
 def _imports() -> dict[str, set[tuple[str, str]]]:

@@ -5,7 +5,7 @@ when they are absent). Each model below is NIST's, rewritten in scalefit's formu
 model is ``log y = b1 - b2 x1 exp(-b3 x2)``, fitted as ``exp(...)`` with log residuals, which is
 exactly NIST's residual.
 
-Run ``python tests/test_nist.py`` to print the table recorded in docs/fitting.md.
+Run ``python tests/fit/test_nist.py`` to print the table recorded in docs/fitting.md.
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ def _table() -> str:  # pragma: no cover - run by hand
 if __name__ == "__main__":  # pragma: no cover
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if DIR is None:
-        shared = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+        shared = Path(__file__).resolve().parents[2].parent / "shared" / "data"
         os.environ["SCALEFIT_DATA_DIR"] = str(shared)
         DIR = nist_dir()
         PROBLEMS = sorted(p.stem for p in DIR.glob("*.dat"))

@@ -11,7 +11,7 @@ import pytest
 
 from scalefit.datasets import DATASETS
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_isoflop_extrapolation.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_isoflop_extrapolation.py"
 _DIR = os.environ.get("SCALEFIT_DATA_DIR")
 pytestmark = pytest.mark.skipif(
     not (_DIR and (Path(_DIR) / DATASETS["isoflops"].filename).exists()),

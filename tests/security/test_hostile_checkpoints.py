@@ -714,7 +714,7 @@ def test_a_kill_at_any_moment_of_saving_leaves_a_loadable_checkpoint(tmp_path):
     checkpoint left behind loads (the previous or the new one)."""
     script = tmp_path / "saver.py"
     script.write_text(_SAVER)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     for n in range(5):
         proc = subprocess.Popen(
             [sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, env=env, text=True

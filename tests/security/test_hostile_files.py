@@ -26,12 +26,9 @@ import random
 import signal
 import stat
 import struct
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile import assert_refused, cli, cli_process  # noqa: E402
 
 from scalefit._io import MAX_CONFIG_BYTES, MAX_INPUT_BYTES  # noqa: E402

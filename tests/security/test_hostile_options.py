@@ -57,7 +57,7 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path, blocked, args):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     code = (
         f"import sys; sys.modules[{blocked!r}] = None; from scalefit.cli import main; "
         "sys.exit(main(sys.argv[1:]))"

@@ -17,7 +17,7 @@ from scalefit.sweep import load_spec
 from scalefit.train.grid import TASK_KEYS
 from scalefit.train.loop import config_from_dict
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "configs" / "grid_gpu_depth.toml"
 
 

@@ -6,7 +6,7 @@ compared with single-process training on the same global batches. Slow: two proc
 Before the resume, the debris kills in the middle of later saves leave (a half-written step
 folder that ``checksums.json`` does not list, a complete one it lists as pending) is planted: the
 recorded checkpoint must still resume, and neither folder is rewritten in place. Hostile
-checkpoint folders are in ``tests/test_hostile_checkpoints.py``.
+checkpoint folders are in ``tests/security/test_hostile_checkpoints.py``.
 """
 
 import json

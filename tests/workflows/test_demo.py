@@ -153,6 +153,6 @@ def test_demo_finds_the_table_once_then_from_the_cache(tmp_path, monkeypatch):
 def test_make_demo_uses_the_same_lookup_as_the_command():
     import re
 
-    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     assert not re.search(r"SCALEFIT_DATA_DIR\s*[?:+]?=", makefile)  # make sets no data folder
     assert "\t$(BIN)/scalefit demo --out $(OUT)" in makefile

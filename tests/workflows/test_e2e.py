@@ -67,7 +67,7 @@ def _docs_interval(name: str) -> tuple[float, float]:
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "allocation.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "allocation.md").read_text()
     section = text[text.index("**What it says on Chinchilla**") :]
     match = re.search(rf"{name} \*\*\[([0-9.e]+),\s*([0-9.e]+)\]\*\*", section)
     assert match, f"docs/allocation.md states no 1e21 interval for {name}"
