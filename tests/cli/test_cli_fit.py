@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import assert_png
 
 from scalefit.cli import main
 
@@ -39,7 +40,7 @@ def test_fit_cli_writes_json_and_plots(tmp_path):
     assert set(data["metrics"]) >= {"r2", "rmse", "mean_rel_err"}
     assert data["n_boot"] == 20 and data["n_rows"] == 30
     assert all(len(v) == 2 for v in data["ci"].values())
-    assert (tmp_path / "plots" / "fit_chinchilla.png").stat().st_size > 1000
+    assert_png(tmp_path / "plots" / "fit_chinchilla.png")
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@ import textwrap
 
 import pandas as pd
 import pytest
+from conftest import assert_png
 
 pytest.importorskip("torch")
 
@@ -62,7 +63,7 @@ def test_toy_fit_prints_table_writes_csv_and_plots(sweep, capsys):
     assert len(alphas) == 2 * 3  # teacher modes × checkpoints
     assert {"alpha", "alpha_lo", "alpha_hi", "steps", "teacher_mode"} <= set(alphas.columns)
     for name in ("loss_vs_depth_tau1.png", "alpha_vs_steps.png", "probes_vs_depth.png"):
-        assert (out / "plots" / name).stat().st_size > 1000
+        assert_png(out / "plots" / name)
 
 
 def test_probe_command(sweep, tmp_path, capsys):
@@ -76,13 +77,13 @@ def test_probe_command(sweep, tmp_path, capsys):
     assert f"wrote {csv}" in text and f"wrote {figs / 'probes.png'}" in text and err == ""
     layers = pd.read_csv(csv)
     assert set(layers["model"]) == {"teacher", "student_2", "student_3", "student_4", "student_6"}
-    assert (figs / "probes.png").stat().st_size > 1000
+    assert_png(figs / "probes.png")
     # the old spelling: the same figure where it was asked, and one deprecation line
     png = tmp_path / "probe.png"
     assert main(["probe", str(run_dir), "--tokens", "64", "--plot", str(png)]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--plot PNG is deprecated; use --plots DIR" in err
-    assert png.stat().st_size > 1000
+    assert_png(png)
 
 
 def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys):

@@ -8,6 +8,7 @@ import re
 
 import pandas as pd
 import pytest
+from conftest import assert_png
 
 from scalefit.cli import main
 
@@ -49,7 +50,7 @@ def test_isoflop_repeated_budget_and_plots_folder(runs, tmp_path, capsys):
     assert code == 0 and err == ""
     assert f"wrote {tmp_path / 'a.csv'}" in out
     assert f"wrote {tmp_path / 'figs' / 'isoflop.png'}" in out
-    assert (tmp_path / "figs" / "isoflop.png").stat().st_size > 0
+    assert_png(tmp_path / "figs" / "isoflop.png")
     # budgets as the command line writes them, not 1.000000e+18
     first = out.splitlines()[1].split()
     assert first[0] == "1e18" and "e+18" not in out.splitlines()[1]
@@ -68,7 +69,8 @@ def test_isoflop_old_spellings_still_work_with_one_line_each(runs, tmp_path, cap
     lines = err.splitlines()
     assert len(lines) == 2 and all(line.startswith("scalefit: warning:") for line in lines)
     assert "--plots DIR" in err and "--budget C1 --budget C2" in err
-    assert f"wrote {tmp_path / 'fig.png'}" in out and (tmp_path / "fig.png").stat().st_size > 0
+    assert f"wrote {tmp_path / 'fig.png'}" in out
+    assert_png(tmp_path / "fig.png")
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "old.csv"), pd.read_csv(new[3]))
 
 

@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import assert_png
 
 from scalefit.cli import main
 from scalefit.curves import (
@@ -156,7 +157,7 @@ def test_cli_curves_fit_report_forecast_and_plot(tmp_path, capsys):
     assert code == 0
     assert "lr_annealing" in out and "intervals resample whole runs" in out
     assert "final loss of each run from its first 0.9" in out and "forecast wsd:" in out
-    assert (tmp_path / "plots" / "curves_lr_annealing.png").stat().st_size > 0
+    assert_png(tmp_path / "plots" / "curves_lr_annealing.png")
 
 
 @pytest.mark.parametrize(

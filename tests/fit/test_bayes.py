@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import assert_png
 
 pytest.importorskip("numpyro")
 pytest.importorskip("arviz")
@@ -358,8 +359,14 @@ def test_cli_bayes_writes_outputs(tmp_path, capsys):
     assert code in (0, 3)
     assert "R-hat max" in out and "elpd_loo" in out
     assert FitResult.load(tmp_path / "r.json").diagnostics["ess_bulk_min"] > 0
-    assert (tmp_path / "p.nc").stat().st_size > 0
-    assert len(list((tmp_path / "figs").glob("*.png"))) == 3
+    posterior = _arviz.read_netcdf(tmp_path / "p.nc")
+    for name in TRUTH:  # every parameter, every chain and draw
+        draws = _arviz.values(posterior, name)
+        assert draws.shape == (SHORT["chains"], SHORT["draws"]) and np.isfinite(draws).all()
+    figures = sorted((tmp_path / "figs").glob("*.png"))
+    assert len(figures) == 3
+    for png in figures:
+        assert_png(png)
 
 
 def test_compare_columns_and_ranking(depth_fit):

@@ -7,6 +7,8 @@ runs in-process and fast. The "ok" rows show where the grammar's edges still acc
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -302,4 +304,5 @@ def test_a_formula_cli_fit_still_runs(table, tmp_path, capsys):
         capsys, [*args, "--starts", 16, "--no-progress", "--where", "width>=1_28"]
     )
     assert code in (0, 3), err
-    assert out.exists()
+    saved = json.loads(out.read_text())
+    assert set(saved["params"]) == {"E", "A", "alpha", "B", "beta"}

@@ -65,7 +65,8 @@ def test_bpe_tokenizer_trains_offline(tmp_path):
     meta = json.loads((out / "meta.json").read_text())
     assert meta["dtype"] == "uint16" and 256 < meta["vocab"] <= 300
     assert meta["val_bytes"] > meta["val_tokens"]  # merges compress
-    assert (out / "bpe.json").exists()
+    bpe = json.loads((out / "bpe.json").read_text())  # the trained tokenizer, saved beside
+    assert len(bpe["model"]["vocab"]) == meta["vocab"]
     assert TokenData(out, seq_len=8).bytes_per_token > 1.5
 
 

@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import assert_png
 
 torch = pytest.importorskip("torch")
 
@@ -131,6 +132,7 @@ def test_report_writes_table_and_preln_vs_lns_figures(token_dir, tmp_path):
     assert np.isfinite(summary[["loss", "var_growth", "ad_deep", "prune_deep"]]).all().all()
     names = sorted(p.name for p in out["figures"])
     assert names == ["lm_loss_grid.png", "lm_preln_vs_lns_d2_w16.png"]
-    assert all(p.stat().st_size > 1000 for p in out["figures"])
+    for png in out["figures"]:
+        assert_png(png)
     with pytest.raises(ScaleFitError, match="only 2 pre_ln rows"):
         fit_decomposed(table)
