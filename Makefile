@@ -26,9 +26,9 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 # Every shell and Python block of README.md and docs/*.md, the slow pages included, with the
-# outputs the pages quote compared (tests/test_docs_run.py). CI runs it after `make test`.
+# outputs the pages quote compared (tests/docs/test_docs_run.py). CI runs it after `make test`.
 test-docs: $(STAMP)
-	$(PY) -m pytest -q -m "slow or not slow" tests/test_docs_run.py
+	$(PY) -m pytest -q -m "slow or not slow" tests/docs/test_docs_run.py
 
 # The core tests on Python 3.12 and 3.13 (newest releases) and on the declared floors (3.11), each
 # in a fresh venv of its own, torch-free; LEGS="py3.12" runs one. See .ci/matrix.

@@ -56,3 +56,28 @@ def flat_directions_only() -> Iterator[list]:
         if not (issubclass(w.category, ConvergenceWarning) and "correlate" in str(w.message))
     ]
     assert not others, others
+
+
+def assert_png(path, *, min_width: int = 300, min_height: int = 200):
+    """Check that ``path`` is a drawn figure, not just a file, and return its pixels.
+
+    The PNG must decode (matplotlib's own reader), be at least ``min_width`` × ``min_height``
+    pixels, have a plain light background, dark ink (text, axes) on 0.1 % to 50 % of its pixels,
+    and something drawn (more than 0.5 % of the pixels differ from the background) without being
+    one block of colour. Returns the image as an (height, width, channels) float array.
+    """
+    import numpy as np
+    from matplotlib import image
+
+    img = image.imread(path)
+    assert img.ndim == 3 and img.shape[2] in (3, 4), (path, img.shape)
+    height, width = img.shape[:2]
+    assert width >= min_width and height >= min_height, (path, img.shape)
+    rgb = img[..., :3].astype(float)
+    background = rgb[0, 0]
+    assert background.min() > 0.8, (path, background)  # white or light grey corner
+    drawn = np.abs(rgb - background).max(axis=-1) > 0.1
+    assert 0.005 < drawn.mean() < 0.9, (path, drawn.mean())
+    ink = rgb.max(axis=-1) < 0.35
+    assert 0.001 < ink.mean() < 0.5, (path, ink.mean())
+    return img

@@ -139,7 +139,7 @@ NOTES = """
    `lad` fit beside them. Our `huber` δ = 1e-3 fit (5 highest losses dropped, summed over
    log-loss residuals, LSE-equivalent coordinates) corresponds to Epoch's *other*, δ = 1e-3 fit;
    on that objective we reach a value at least as low as a reimplementation of their 4,500-start
-   L-BFGS-B grid (`tests/test_epoch_grid.py`, opt-in).
+   L-BFGS-B grid (`tests/fit/test_epoch_grid.py`, opt-in).
 4. The paper reports neither its fitting objective nor its starting points, nor per-row token
    counts for the 12 large-scale models (we assume tokens = 20 · params; see data/README.md), and
    one row's parameter count is inconsistent with its shape (data/README.md). With tokens nearly

@@ -199,9 +199,12 @@ def bootstrap(
     Examples
     --------
     >>> import scalefit
-    >>> res = scalefit.fit("depth_delusion", "chinchilla", starts=32)  # doctest: +SKIP
-    >>> boot = scalefit.bootstrap(res, "depth_delusion", 200, seed=1)  # doctest: +SKIP
-    >>> boot.ci["alpha"], res.draws is None  # doctest: +SKIP
+    >>> from scalefit.fit.synthetic import simulate_table
+    >>> table = simulate_table("chinchilla", seed=0)  # alpha = 0.34, 1 % noise
+    >>> res = scalefit.fit(table, "chinchilla", seed=0)
+    >>> boot = scalefit.bootstrap(res, table, 50, seed=1)
+    >>> [round(bound, 2) for bound in boot.ci["alpha"]], boot.ci_prob, res.draws is None
+    ([0.32, 0.35], 0.95, True)
     """
     validate("bootstrap", locals(), _CONSTRAINTS)  # the arguments, in their order
     if res.method == "bayes":

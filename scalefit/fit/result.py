@@ -84,10 +84,14 @@ class FitResult:
     Examples
     --------
     >>> import scalefit
-    >>> res = scalefit.fit("depth_delusion", "chinchilla", starts=32)  # doctest: +SKIP
-    >>> res.law.name, res.law_name  # doctest: +SKIP
-    ('chinchilla', 'chinchilla')
-    >>> res2 = scalefit.bootstrap(res, "depth_delusion", 200)  # a new result  # doctest: +SKIP
+    >>> from scalefit.fit.synthetic import simulate_table
+    >>> table = simulate_table("chinchilla", seed=0)
+    >>> res = scalefit.fit(table, "chinchilla", seed=0)
+    >>> res.law.name, res.law_name, res.n_rows
+    ('chinchilla', 'chinchilla', 200)
+    >>> res2 = scalefit.bootstrap(res, table, 20, seed=1)  # a new result
+    >>> res.draws is None, res2.draws.shape
+    (True, (20, 5))
     """
 
     law: Law
