@@ -125,8 +125,8 @@ def test_calibrated_holdout_covers_better_and_cli_reports_both(tmp_path, capsys)
 
 def test_predictive_flag_and_option_errors(tmp_path, capsys):
     from scalefit.cli import main
-    from scalefit.fit.bayes import fit_bayes, holdout_bayes
     from scalefit.experimental.discrepancy import fit_discrepancy
+    from scalefit.fit.bayes import fit_bayes, holdout_bayes
     from scalefit.laws import get_law
 
     with pytest.raises(SystemExit) as exc:
