@@ -29,7 +29,7 @@ from ..errors import ConvergenceWarning, ScaleFitError, require
 from ..laws import Law, get_law
 from ..table import require_columns
 from .build import FitSettings, provenance
-from .observation import RESIDUALS, add_noise, residual, response
+from .observation import RESIDUALS, add_noise, residual, response, standard_noise
 from .result import FitResult
 
 LIKELIHOODS = ("student_t", "normal")
@@ -452,8 +452,11 @@ def predictive_draws(
         return sims
     rng = np.random.default_rng(seed)
     sigma, nu = noise_draws(result, idx)
-    eps = rng.standard_t(nu, sims.shape) if nu is not None else rng.standard_normal(sims.shape)
-    return add_noise(sims, sigma * eps, result.conventions.get("residuals", "log"))
+    return add_noise(
+        sims,
+        sigma * standard_noise(rng, nu, sims.shape),
+        result.conventions.get("residuals", "log"),
+    )
 
 
 def noise_draws(result: FitResult, idx) -> tuple[Any, Any]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import Options, validate
 from ..laws.base import Law
 from . import _programs
 from .observation import RESIDUALS, residual, response
@@ -524,7 +525,7 @@ class Problem:
         weights: np.ndarray | None = None,
     ):
         if residuals not in RESIDUALS:
-            raise ValueError(f"residuals must be one of {RESIDUALS}; got {residuals!r}.")
+            validate("Problem", {"residuals": residuals}, {"residuals": [Options(set(RESIDUALS))]})
         self.law, self.loss, self.delta = law, loss, float(delta)
         self.residuals = residuals
         self.n = len(y)

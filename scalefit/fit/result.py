@@ -191,7 +191,7 @@ class FitResult:
         -------
         ndarray or DataFrame
         """
-        from .observation import add_noise
+        from .observation import add_noise, standard_noise
 
         law = self.law
         mean = np.asarray(law.evaluate(self.params, x), dtype=float)
@@ -208,7 +208,7 @@ class FitResult:
             key = "rmse_log" if residuals == "log" else "rmse"
             sigma = float(self.metrics.get(key, 0.0))
             rng = np.random.default_rng(int(self.conventions.get("seed", 0) or 0) + 7)
-            sims = add_noise(sims, rng.normal(0.0, sigma, sims.shape), residuals)
+            sims = add_noise(sims, sigma * standard_noise(rng, None, sims.shape), residuals)
         lo, hi = np.nanquantile(sims, [(1 - ci_prob) / 2, (1 + ci_prob) / 2], axis=0)
         return pd.DataFrame({"loss": mean, "lo": lo, "hi": hi})
 
