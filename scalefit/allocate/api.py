@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +119,7 @@ def check_budgets(budgets) -> np.ndarray:
     return b
 
 
-@dataclass
+@dataclass(frozen=True)
 class Allocation:
     """Result of :func:`allocate` (all tables are DataFrames; nothing is printed).
 
@@ -237,26 +238,13 @@ def allocate(
     validate("allocate", {"eps": eps}, {"eps": [Interval(float, 0, None, closed="neither")]})
     depth_range = (float(cons.min_depth), float(cons.max_depth or 1e4))
     cont, draws = _optima(space, src, budgets, depth_range, eps, use_draws, draw_sets)
-    alloc = Allocation(
-        src.law.name,
-        space.kind,
-        budgets,
-        space.accounting,
-        cons,
-        eps,
-        src.prob,
-        pd.DataFrame(),
-        cont,
-        draws,
-        not_identified=src.not_identified,
-    )
     frames = _practical(space, src, cont, draws, budgets, cons, eps, depth_range)
-    rows = []
+    rows, shapes = [], {}
     for i, c in enumerate(budgets):
         row = {"budget": c}
         if space.kind == "shape":
             frame = frames[i]
-            alloc.shapes[float(c)] = frame
+            shapes[float(c)] = frame
             row.update(_practical_row(frame, bool(cont["flat"].iloc[i])))
             row.update(_boundary(cont, draws, i, len(budgets), row["depth"], cons, src.prob))
         else:
@@ -283,9 +271,21 @@ def allocate(
             and np.isfinite(row.get("depth", np.nan))
         )
         rows.append(row)
-    alloc.summary = pd.DataFrame(rows)
-    _warn(alloc)
-    return alloc
+    alloc = Allocation(
+        src.law.name,
+        space.kind,
+        budgets,
+        space.accounting,
+        cons,
+        eps,
+        src.prob,
+        pd.DataFrame(rows),
+        cont,
+        draws,
+        shapes=shapes,
+        not_identified=src.not_identified,
+    )
+    return dataclasses.replace(alloc, warnings=_warnings(alloc))
 
 
 def _optima(space, src, budgets, depth_range, eps, use_draws, draw_sets) -> tuple:
@@ -410,13 +410,15 @@ def _star(cont_row, draws, i, n_bud, prob) -> dict:
     return out
 
 
-def _warn(alloc: Allocation) -> None:
+def _warnings(alloc: Allocation) -> list[str]:
+    """What the caller should know before using the numbers (one sentence each)."""
+    out: list[str] = []
     cont = alloc.continuous
     if cont["unbounded"].any():
         bad = alloc.budgets[cont["unbounded"].to_numpy()]
         side = int(cont.loc[cont["unbounded"], "unbounded_side"].iloc[0])
         more = "params and fewer tokens" if side > 0 else "tokens and fewer params"
-        alloc.warnings.append(
+        out.append(
             f"under the point estimate the loss keeps falling with ever more {more} (tokens per "
             f"parameter outside [1e-3, 1e7]): the fitted law has no usable compute-optimal "
             f"split at {', '.join(f'{b:g}' for b in bad)} FLOP; check its exponents and their "
@@ -424,12 +426,12 @@ def _warn(alloc: Allocation) -> None:
         )
     if alloc.draws is not None and alloc.draws["unbounded"].any():
         share = float(alloc.draws["unbounded"].mean())
-        alloc.warnings.append(
+        out.append(
             f"{share:.1%} of (draw, budget) pairs have no interior optimum "
             f"(e.g. draws with a non-positive exponent); intervals exclude them."
         )
     if "flat" in cont and cont["flat"].any():
-        alloc.warnings.append(
+        out.append(
             "the optimum is flat in depth at some budgets: every depth in the "
             "reported range reaches the same loss; the law does not choose one."
         )
@@ -438,16 +440,17 @@ def _warn(alloc: Allocation) -> None:
         c = alloc.constraints
         edges = f"depth {c.min_depth}" + (f" or {c.max_depth}" if c.max_depth else "")
         bad = ", ".join(_flops(b) for b in alloc.budgets[s["boundary"].to_numpy(dtype=bool)])
-        alloc.warnings.append(
+        out.append(
             f"boundary solution at {bad} FLOP: the optimum sits on the edge of the searched "
             f"depths ({edges}), so the law would go past it; the shape there is not an optimum "
             f"and is not recommended."
         )
     if alloc.not_identified:
-        alloc.warnings.append(
+        out.append(
             f"the fit does not pin down {', '.join(alloc.not_identified)}: no shape is "
             f"recommended; the intervals show how far the optimum moves over the draws."
         )
+    return out
 
 
 def _flops(value: float) -> str:

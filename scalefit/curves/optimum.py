@@ -183,7 +183,7 @@ def final_loss_law(
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class CurveAllocation:
     """Result of :func:`allocation` (nothing is printed; :meth:`report` gives the text).
 
@@ -206,7 +206,7 @@ class CurveAllocation:
     """
 
     law: str
-    prob: float
+    ci_prob: float
     summary: pd.DataFrame
     schedule: Schedule
     tokens_per_step: float
@@ -216,7 +216,7 @@ class CurveAllocation:
 
     def report(self) -> str:
         """Text a user can act on: per budget, the model size, tokens and schedule to train."""
-        pct = f"{self.prob:.0%}"
+        pct = f"{self.ci_prob:.0%}"
         lines = [
             f"compute-optimal allocation from curves: law {self.law}, final loss of a run "
             f"under {family_text(self.schedule)} ({self.tokens_per_step:g} tokens per step), "
@@ -248,7 +248,7 @@ def allocation(
     schedule: str | Schedule | None = None,
     tokens_per_step: float | None = None,
     curves: pd.DataFrame | None = None,
-    prob: float | None = None,
+    ci_prob: float | None = None,
 ) -> CurveAllocation:
     """Model size and tokens that minimise a run's final loss for each FLOP budget.
 
@@ -268,7 +268,7 @@ def allocation(
         tokens/step ratio).
     curves : DataFrame, optional
         The fitted runs' long curves, for the two defaults above.
-    prob : float, optional
+    ci_prob : float, optional
         Interval probability (default: the fit's ``ci_prob``).
 
     Returns
@@ -281,7 +281,7 @@ def allocation(
     sched, per = defaults(curves, schedule, tokens_per_step)
     momentum = float(result.conventions.get("curves", {}).get("momentum", MOMENTUM))
     law = final_loss_law(result.law, sched, tokens_per_step=per, momentum=momentum)
-    alloc = allocate(result.replace(law=law), budgets, prob=prob)
+    alloc = allocate(result.replace(law=law), budgets, ci_prob=ci_prob)
     rows = []
     for _, r in alloc.summary.iterrows():
         row = {q: r[q] for q in ("budget", "params", "tokens", "loss")}
@@ -295,11 +295,10 @@ def allocation(
         row["schedule"] = str(dataclasses.replace(sched, steps=steps)) if steps else ""
         rows.append(row)
     summary = pd.DataFrame(rows)
-    out = CurveAllocation(
-        alloc.law, alloc.prob, summary, sched, per, _resample(result), list(alloc.warnings), alloc
+    notes = [*alloc.warnings, *_extrapolation(result, summary, curves)]
+    return CurveAllocation(
+        alloc.law, alloc.ci_prob, summary, sched, per, _resample(result), notes, alloc
     )
-    out.warnings += _extrapolation(result, summary, curves)
-    return out
 
 
 def defaults(
