@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ScaleFitError
-from ..laws import Law
+from ..laws import Law, get_law
 from .prepare import schedule_frame
 from .schedule import MOMENTUM, Schedule, parse_schedule
 
@@ -61,7 +61,9 @@ def fit_curves(
         As in :func:`scalefit.fit` (``starts`` is not used with ``bayes``).
     bayes : bool, default False
         Fit by :func:`scalefit.fit.bayes.fit_bayes` with ``group="run"``: each run's
-        checkpoints share a random offset of log loss (needs two runs or more).
+        checkpoints share a random offset of log loss (needs two runs or more). A floor
+        parameter without a given prior gets ``log floor ~ Normal(log min loss, 0.5)`` (the
+        annealing term takes the loss below the floor, which the default prior excludes).
     **options
         Passed to :func:`scalefit.fit` (``loss``, ``residuals``, ``ci_prob``, ...; ``cluster``
         is set here) or, with ``bayes``, to ``fit_bayes`` (``chains``, ``draws``, ...; ``group``
@@ -108,7 +110,18 @@ def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, opti
         raise ScaleFitError("fit_curves: pass bootstrap or bayes=True, not both.")
     if formula is not None:
         law = Law.from_formula(formula, columns=[str(c) for c in tab.columns])
-    res = fit_bayes(tab, law, group="run", seed=seed, **options)
+    law = law if isinstance(law, Law) else get_law(law, **dict(options.pop("law_options", {})))
+    # the annealing term takes the loss below the law's floor, so the default floor prior
+    # (below the smallest loss) would exclude it: a wide prior around the smallest loss instead
+    priors = dict(options.pop("priors", None) or {})
+    for p in law.params:
+        if p.kind == "floor" and p.prior is None and p.name not in priors:
+            priors[p.name] = {
+                "dist": "normal",
+                "loc": float(np.log(tab["loss"].min())),
+                "scale": 0.5,
+            }
+    res = fit_bayes(tab, law, group="run", seed=seed, priors=priors, **options)
     meta = dict(prepared.attrs.get("scalefit_curves", {}))
     meta.update(runs=n_runs, checkpoints=len(tab), resample="none (Bayes, offset per run)")
     return res.replace(conventions={**res.conventions, "curves": meta})
