@@ -108,14 +108,14 @@ def test_a_new_run_predicts_with_a_fresh_offset(pair):
     _, grouped = pair
     x = pd.DataFrame({"depth": [4.0, 16.0]})
     law_only = predictive_draws(grouped, x, noise=False, group=False)
-    new_run = predictive_draws(grouped, x, noise=False)
+    new_run = predictive_draws(grouped, x, noise=False, group=True)
     assert new_run.shape == law_only.shape
     assert np.std(np.log(new_run), axis=0).min() > 1.5 * np.std(np.log(law_only), axis=0).max()
     # without a run column the rows are one new run: the same offset along the curve
     ratio = np.log(new_run / law_only)
     assert np.allclose(ratio[:, 0], ratio[:, 1])
     # a run the fit saw keeps its fitted offset: narrower than a new run's
-    seen = predictive_draws(grouped, x.assign(run="r0"), noise=False)
+    seen = predictive_draws(grouped, x.assign(run="r0"), noise=False, group=True)
     assert np.std(np.log(seen), axis=0).max() < np.std(np.log(new_run), axis=0).min()
 
 
