@@ -74,6 +74,14 @@ def register(sub: Subcommands) -> None:
     _add_allocation_args(p)
     p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="resamples of whole runs")
     p.add_argument("--starts", type=int, default=64, help="random starts")
+    p.add_argument(
+        "--bayes",
+        action="store_true",
+        help="Bayesian fit (NUTS) with a random log-loss offset per run",
+    )
+    p.add_argument(
+        "--draws", type=int, default=1000, help="with --bayes: draws and warm-up per chain"
+    )
     p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
@@ -172,6 +180,16 @@ def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
     return {"schedule": sched, "tokens_per_step": per, "curves": curves}
 
 
+def _interval_note(args: argparse.Namespace) -> str:
+    """How the report's intervals treat the checkpoints of one run."""
+    if args.bayes:
+        return (
+            "Bayesian intervals with a random log-loss offset per run (group = run id), "
+            "forecast bands for a new run"
+        )
+    return f"intervals resample {'whole runs' if args.bootstrap else 'nothing (no --bootstrap)'}"
+
+
 def run_curves_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit curves fit``."""
     from .._validation import Interval, validate
@@ -197,6 +215,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         max_points=args.max_points,
     )
     law = None if args.formula else (args.law or "lr_annealing")
+    bayes = {"bayes": True, "draws": args.draws, "warmup": args.draws} if args.bayes else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
         res = fit_curves(
@@ -207,6 +226,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
             seed=args.seed,
             starts=args.starts,
             progress=False,
+            **bayes,
         )
     alloc = allocation(res, args.budget, **setup) if setup else None
     meta = res.conventions["curves"]
@@ -214,8 +234,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     print(
         f"\ncurves: {meta['runs']} runs, {meta['checkpoints']} checkpoints fitted (warm-up "
         f"{'kept' if args.keep_warmup else 'dropped'}, first {args.early:g} of each run dropped, "
-        f"at most {args.max_points} per run); intervals resample "
-        f"{'whole runs' if args.bootstrap else 'nothing (no --bootstrap)'}."
+        f"at most {args.max_points} per run); {_interval_note(args)}."
     )
     extra = {} if args.params is None else {"params": args.params}
     if args.fit_fraction:
