@@ -190,10 +190,24 @@ def _interval_note(args: argparse.Namespace) -> str:
     return f"intervals resample {'whole runs' if args.bootstrap else 'nothing (no --bootstrap)'}"
 
 
+def _prepared(args: argparse.Namespace, curves):
+    """The curves with the command's checkpoint discipline applied (see ``curves.prepare``)."""
+    from ..curves import prepare
+
+    return prepare(
+        curves,
+        schedule=args.schedule,
+        momentum=args.momentum,
+        drop_warmup=not args.keep_warmup,
+        early=args.early,
+        max_points=args.max_points,
+    )
+
+
 def run_curves_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit curves fit``."""
     from .._validation import Interval, validate
-    from ..curves import allocation, final_losses, fit_curves, forecast, prepare, truncate
+    from ..curves import allocation, final_losses, fit_curves, forecast, truncate
     from ..curves.schedule import parse_schedule
     from ..errors import ConvergenceWarning, ScaleFitError
 
@@ -206,14 +220,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     curves = _read(args)
     setup = _allocation_setup(args, curves)
     train = truncate(curves, args.fit_fraction) if args.fit_fraction else curves
-    prepared = prepare(
-        train,
-        schedule=args.schedule,
-        momentum=args.momentum,
-        drop_warmup=not args.keep_warmup,
-        early=args.early,
-        max_points=args.max_points,
-    )
+    prepared = _prepared(args, train)
     law = None if args.formula else (args.law or "lr_annealing")
     bayes = {"bayes": True, "draws": args.draws, "warmup": args.draws} if args.bayes else {}
     with warnings.catch_warnings():
@@ -257,18 +264,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         from .._io import atomic_savefig
         from ..curves.plot import plot_curves
 
-        fig = plot_curves(
-            res,
-            prepare(
-                curves,
-                schedule=args.schedule,
-                momentum=args.momentum,
-                drop_warmup=not args.keep_warmup,
-                early=args.early,
-                max_points=args.max_points,
-            ),
-            forecasts=frames,
-        )
+        fig = plot_curves(res, _prepared(args, curves), forecasts=frames)
         path = atomic_savefig(fig, folder / f"curves_{res.law_name}.png", dpi=120)
         print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
