@@ -74,6 +74,14 @@ def register(sub: Subcommands) -> None:
     _add_allocation_args(p)
     p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="resamples of whole runs")
     p.add_argument("--starts", type=int, default=64, help="random starts")
+    p.add_argument(
+        "--bayes",
+        action="store_true",
+        help="Bayesian fit (NUTS) with a random log-loss offset per run",
+    )
+    p.add_argument(
+        "--draws", type=int, default=1000, help="with --bayes: draws and warm-up per chain"
+    )
     p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
@@ -172,10 +180,34 @@ def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
     return {"schedule": sched, "tokens_per_step": per, "curves": curves}
 
 
+def _interval_note(args: argparse.Namespace) -> str:
+    """How the report's intervals treat the checkpoints of one run."""
+    if args.bayes:
+        return (
+            "Bayesian intervals with a random log-loss offset per run (group = run id), "
+            "forecast bands for a new run"
+        )
+    return f"intervals resample {'whole runs' if args.bootstrap else 'nothing (no --bootstrap)'}"
+
+
+def _prepared(args: argparse.Namespace, curves):
+    """The curves with the command's checkpoint discipline applied (see ``curves.prepare``)."""
+    from ..curves import prepare
+
+    return prepare(
+        curves,
+        schedule=args.schedule,
+        momentum=args.momentum,
+        drop_warmup=not args.keep_warmup,
+        early=args.early,
+        max_points=args.max_points,
+    )
+
+
 def run_curves_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit curves fit``."""
     from .._validation import Interval, validate
-    from ..curves import allocation, final_losses, fit_curves, forecast, prepare, truncate
+    from ..curves import allocation, final_losses, fit_curves, forecast, truncate
     from ..curves.schedule import parse_schedule
     from ..errors import ConvergenceWarning, ScaleFitError
 
@@ -188,15 +220,9 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     curves = _read(args)
     setup = _allocation_setup(args, curves)
     train = truncate(curves, args.fit_fraction) if args.fit_fraction else curves
-    prepared = prepare(
-        train,
-        schedule=args.schedule,
-        momentum=args.momentum,
-        drop_warmup=not args.keep_warmup,
-        early=args.early,
-        max_points=args.max_points,
-    )
+    prepared = _prepared(args, train)
     law = None if args.formula else (args.law or "lr_annealing")
+    bayes = {"bayes": True, "draws": args.draws, "warmup": args.draws} if args.bayes else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
         res = fit_curves(
@@ -207,6 +233,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
             seed=args.seed,
             starts=args.starts,
             progress=False,
+            **bayes,
         )
     alloc = allocation(res, args.budget, **setup) if setup else None
     meta = res.conventions["curves"]
@@ -214,8 +241,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     print(
         f"\ncurves: {meta['runs']} runs, {meta['checkpoints']} checkpoints fitted (warm-up "
         f"{'kept' if args.keep_warmup else 'dropped'}, first {args.early:g} of each run dropped, "
-        f"at most {args.max_points} per run); intervals resample "
-        f"{'whole runs' if args.bootstrap else 'nothing (no --bootstrap)'}."
+        f"at most {args.max_points} per run); {_interval_note(args)}."
     )
     extra = {} if args.params is None else {"params": args.params}
     if args.fit_fraction:
@@ -238,18 +264,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         from .._io import atomic_savefig
         from ..curves.plot import plot_curves
 
-        fig = plot_curves(
-            res,
-            prepare(
-                curves,
-                schedule=args.schedule,
-                momentum=args.momentum,
-                drop_warmup=not args.keep_warmup,
-                early=args.early,
-                max_points=args.max_points,
-            ),
-            forecasts=frames,
-        )
+        fig = plot_curves(res, _prepared(args, curves), forecasts=frames)
         path = atomic_savefig(fig, folder / f"curves_{res.law_name}.png", dpi=120)
         print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED

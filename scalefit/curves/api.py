@@ -3,7 +3,9 @@
 :func:`fit_curves` turns prepared curves into a loss table and calls :func:`scalefit.fit`; its
 bootstrap resamples whole runs (``cluster="run"``), never single checkpoints: the checkpoints
 of one run share its noise, so resampling them as if independent gives intervals that are too
-narrow. :func:`forecast` predicts a run's loss along any schedule and length.
+narrow. With ``bayes=True`` the Bayesian fit gives each run a random offset of log loss
+(``group="run"``) for the same reason. :func:`forecast` predicts a run's loss along any
+schedule and length.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pandas as pd
 
 from .._validation import Interval, validate
 from ..errors import ScaleFitError
-from ..laws import Law
+from ..laws import Law, get_law
 from .prepare import schedule_frame
 from .schedule import MOMENTUM, Schedule, parse_schedule
 
@@ -41,6 +43,7 @@ def fit_curves(
     bootstrap: int = 0,
     seed: int = 0,
     starts: int = 64,
+    bayes: bool = False,
     **options: Any,
 ):
     """Fit a schedule-aware law (or a formula over S1, S2, lr, step, tokens, params) to curves.
@@ -56,10 +59,16 @@ def fit_curves(
     bootstrap : int, default 0
         Bootstrap resamples of whole runs (needs two runs or more).
     seed, starts : int
-        As in :func:`scalefit.fit`.
+        As in :func:`scalefit.fit` (``starts`` is not used with ``bayes``).
+    bayes : bool, default False
+        Fit by :func:`scalefit.fit.bayes.fit_bayes` with ``group="run"``: each run's
+        checkpoints share a random offset of log loss (needs two runs or more). A floor
+        parameter without a given prior gets ``log floor ~ Normal(log min loss, 0.5)`` (the
+        annealing term takes the loss below the floor, which the default prior excludes).
     **options
-        Passed to :func:`scalefit.fit` (``loss``, ``residuals``, ``ci_prob``, ...); ``cluster``
-        is set here.
+        Passed to :func:`scalefit.fit` (``loss``, ``residuals``, ``ci_prob``, ...; ``cluster``
+        is set here) or, with ``bayes``, to ``fit_bayes`` (``chains``, ``draws``, ...; ``group``
+        is set here).
 
     Returns
     -------
@@ -68,10 +77,12 @@ def fit_curves(
     """
     from ..fit import fit
 
-    if "cluster" in options:
-        raise ScaleFitError("fit_curves resamples whole runs; it takes no 'cluster' option.")
+    if "cluster" in options or "group" in options:
+        raise ScaleFitError("fit_curves groups checkpoints by run; it takes no 'cluster'/'group'.")
     tab = curve_table(prepared)
     n_runs = int(tab["run"].nunique())
+    if bayes:
+        return _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options)
     if bootstrap and n_runs < 2:
         raise ScaleFitError(
             f"bootstrap intervals resample whole runs and need at least 2 runs; the curves have "
@@ -89,6 +100,31 @@ def fit_curves(
     )
     meta = dict(prepared.attrs.get("scalefit_curves", {}))
     meta.update(runs=n_runs, checkpoints=len(tab), resample="runs" if bootstrap else "none")
+    return res.replace(conventions={**res.conventions, "curves": meta})
+
+
+def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options):
+    """:func:`fit_curves` with ``bayes=True``: a Bayesian fit with a random offset per run."""
+    from ..fit.bayes import fit_bayes
+
+    if bootstrap:
+        raise ScaleFitError("fit_curves: pass bootstrap or bayes=True, not both.")
+    if formula is not None:
+        law = Law.from_formula(formula, columns=[str(c) for c in tab.columns])
+    law = law if isinstance(law, Law) else get_law(law, **dict(options.pop("law_options", {})))
+    # the annealing term takes the loss below the law's floor, so the default floor prior
+    # (below the smallest loss) would exclude it: a wide prior around the smallest loss instead
+    priors = dict(options.pop("priors", None) or {})
+    for p in law.params:
+        if p.kind == "floor" and p.prior is None and p.name not in priors:
+            priors[p.name] = {
+                "dist": "normal",
+                "loc": float(np.log(tab["loss"].min())),
+                "scale": 0.5,
+            }
+    res = fit_bayes(tab, law, group="run", seed=seed, priors=priors, **options)
+    meta = dict(prepared.attrs.get("scalefit_curves", {}))
+    meta.update(runs=n_runs, checkpoints=len(tab), resample="none (Bayes, offset per run)")
     return res.replace(conventions={**res.conventions, "curves": meta})
 
 
@@ -114,7 +150,9 @@ def forecast(
     momentum : float, optional
         Decay factor of the annealing area (default: the one the fit used).
     bands : bool, default True
-        Add ``lo``/``hi`` from the bootstrap draws when the result has them.
+        Add ``lo``/``hi`` from the bootstrap or posterior draws when the result has them; for
+        a Bayesian fit with an offset per run (``bayes=True``) the band is that of a new run
+        (a fresh offset per draw, :func:`scalefit.fit.bayes.predictive_draws`).
     **columns
         Other inputs of the law, e.g. ``params=1.2e8``.
 
@@ -135,6 +173,13 @@ def forecast(
             f"forecast: law {result.law.name!r} needs {', '.join(missing)}; pass them as "
             "keyword arguments (e.g. params=1.2e8)."
         )
+    if bands and result.draws is not None and result.conventions.get("group"):
+        from ..fit.bayes import predictive_draws
+
+        sims = predictive_draws(result, frame, noise=False, group=True)
+        prob = result.ci_prob
+        lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        return frame.assign(loss=result.predict(frame), lo=lo, hi=hi)
     if bands and result.draws is not None:
         pred = result.predict(frame, bands=True)
         return pd.concat([frame, pred], axis=1)

@@ -38,6 +38,9 @@ CHAIN_METHODS = ("vectorized", "parallel", "sequential")
 PREDICTIVES = ("calibrated", "law")
 #: Packages whose versions a Bayesian result records.
 _PACKAGES = ("jax", "numpyro", "arviz")
+#: Default prior of ``tau``, the spread of the per-group offsets of log loss (``group=``): half of
+#: its mass below 0.067 and 95 % below 0.2, i.e. runs whose losses differ by up to about 20 %.
+TAU_PRIOR = {"dist": "halfnormal", "scale": 0.1}
 
 _UNIT = [Interval(float, 0, 1, closed="neither")]
 _CONSTRAINTS = {
@@ -74,6 +77,7 @@ class BayesSettings:
     holdout: float | None
     progress: bool | None
     weights: Any
+    group: str | None = None
 
     def __post_init__(self) -> None:
         validate("fit_bayes", vars(self), _CONSTRAINTS)
@@ -110,6 +114,8 @@ class _Prepared:
     raw: dict[str, np.ndarray]
     refs: dict[str, float]
     lmin: float
+    group: tuple[np.ndarray, int] | None = None  # each row's group index, number of groups
+    group_labels: tuple[str, ...] = ()
 
 
 class _BackgroundImport:
@@ -168,6 +174,7 @@ def fit_bayes(
     residuals: str = "log",
     weights: Any = None,
     predictive: str = "calibrated",
+    group: str | None = None,
 ) -> FitResult:
     """Fit a scaling law by Bayesian inference (NUTS) on log loss.
 
@@ -217,6 +224,13 @@ def fit_bayes(
         row's log likelihood, as in least squares.
     predictive : {"calibrated", "law"}, default "calibrated"
         Predictive that scores the ``holdout`` rows (:func:`holdout_bayes`).
+    group : str, optional
+        A column whose rows share a random offset of log loss (e.g. ``"run"`` for the
+        checkpoints of one training run): ``log y = log f(x) + u_g + eps`` with
+        ``u_g ~ Normal(0, tau)`` per group and ``tau`` half-normal (scale 0.1; override with
+        ``priors={"tau": ...}``). Parameter intervals then count groups, not rows, as the
+        independent evidence; predictions for a new group draw a fresh ``u``
+        (:func:`predictive_draws`). Default None: every row independent.
 
     Returns
     -------
@@ -268,34 +282,69 @@ def _fit_bayes(table, law, s: BayesSettings) -> FitResult:
         **post,
         warnings=tuple(warns),
         diagnostics={**diag, "total_seconds": time.perf_counter() - t_start},
-        conventions=provenance(d.tab, d.law, d.refs, d.lsq, _conventions(d, s), _PACKAGES),
+        conventions=provenance(
+            d.tab, d.law, d.refs, d.lsq, _conventions(d, s), _PACKAGES, group=_group_record(d, s)
+        ),
         holdout=hold,
-        extras={"inference_data": idata, "table": d.tab},
+        extras={"inference_data": idata, "table": d.tab, "group_labels": d.group_labels},
     )
 
 
 def _prepare(table, law, s: BayesSettings) -> _Prepared:
     """Read and check the table, resolve weights and priors: everything the model is built on."""
     from .data import as_table, check_design, inputs_of, resolve_weights, weights_of
-    from .priors import resolve_priors
+    from .priors import check_prior, resolve_priors
 
     law_obj = get_law(law, **dict(s.law_options or {}))
-    tab = as_table(table, s.drop_highest, positive_loss=s.residuals == "log", keep=law_obj.inputs)
+    keep = (*law_obj.inputs, *([s.group] if isinstance(s.group, str) else []))
+    tab = as_table(table, s.drop_highest, positive_loss=s.residuals == "log", keep=keep)
     require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
     tab, weight_column, weights_label = resolve_weights(tab, s.weights)
     y = tab["loss"].to_numpy(float)
     obs = response(y, s.residuals, where=tab.attrs.get("scalefit", {}).get("source", "<table>"))
     w = weights_of(tab, weight_column)
     check_design(tab, law_obj, y, w)
-    specs = resolve_priors(law_obj, y, s.priors, s.residuals)
+    group, labels = _groups(tab, s.group)
+    priors, tau = s.priors, TAU_PRIOR
+    if group is not None and isinstance(priors, Mapping) and "tau" in priors:
+        priors, tau = {k: v for k, v in priors.items() if k != "tau"}, priors["tau"]
+    specs = resolve_priors(law_obj, y, priors, s.residuals)
     if s.likelihood == "normal":
         specs.pop("nu")
+    if group is not None:
+        specs["tau"] = check_prior("tau", tau, None)
+        if specs["tau"]["dist"] == "fixed":
+            raise ScaleFitError("prior for 'tau' must be a distribution, not fixed.")
     raw = inputs_of(tab, law_obj)
     lsq = FitSettings(
         residuals=s.residuals, weight_column=weight_column, weights_label=weights_label
     )
     refs = law_obj.references(raw)
-    return _Prepared(law_obj, tab, lsq, y, obs, w, specs, raw, refs, float(y.min()))
+    return _Prepared(law_obj, tab, lsq, y, obs, w, specs, raw, refs, float(y.min()), group, labels)
+
+
+def _groups(tab: pd.DataFrame, column: str | None) -> tuple[tuple[np.ndarray, int] | None, tuple]:
+    """Each row's group index and the number of groups of ``column``, and the group labels."""
+    if column is None:
+        return None, ()
+    where = tab.attrs.get("scalefit", {}).get("source", "<table>")
+    if not isinstance(column, str) or column not in tab.columns:
+        raise ScaleFitError(
+            f"The 'group' parameter of fit_bayes must name a column of {where}; got "
+            f"{column!r}, columns are {', '.join(map(str, tab.columns))}."
+        )
+    values = tab[column]
+    if values.isna().any():
+        row = int(np.flatnonzero(values.isna().to_numpy())[0])
+        raise ScaleFitError(f"{where}: group column {column!r} is empty in row {row}.")
+    labels, index = np.unique(values.astype(str).to_numpy(), return_inverse=True)
+    if not 2 <= len(labels) < len(tab):
+        raise ScaleFitError(
+            f"{where}: group column {column!r} must have at least 2 groups and fewer groups than "
+            f"rows (else the group offsets are not told apart from the noise); it has "
+            f"{len(labels)} group(s) in {len(tab)} rows."
+        )
+    return (index.astype(np.int32), len(labels)), tuple(labels.tolist())
 
 
 def _sample(d: _Prepared, s: BayesSettings) -> tuple[Any, float, float]:
@@ -304,10 +353,13 @@ def _sample(d: _Prepared, s: BayesSettings) -> tuple[Any, float, float]:
 
     from . import bayes_model as bm
 
-    model = bm.build_model(d.law, d.specs, d.refs, d.lmin, s.likelihood, s.residuals, d.w)
+    model = bm.build_model(
+        d.law, d.specs, d.refs, d.lmin, s.likelihood, s.residuals, d.w, group=d.group
+    )
     x = {k: jnp.asarray(v) for k, v in d.law.variables(np, d.raw).items()}
     logy = jnp.asarray(d.obs)
-    key = bm.program_key(d.law, d.specs, d.refs, d.lmin, s.likelihood, s.residuals, d.w, s.nuts)
+    nuts = s.nuts if d.group is None else {**s.nuts, "group": d.group[0].tolist()}
+    key = bm.program_key(d.law, d.specs, d.refs, d.lmin, s.likelihood, s.residuals, d.w, nuts)
     # the sampler's modules first, on this thread; then the sampler program is traced and
     # compiled on a helper thread (it needs the starting values' shapes only) while this thread
     # finds the least-squares start
@@ -316,10 +368,10 @@ def _sample(d: _Prepared, s: BayesSettings) -> tuple[Any, float, float]:
 
     prepared = None
     if s.compiled:
-        shapes = bm.init_values(d.law, d.specs, None, 1.0, d.lmin)
+        shapes = {**bm.init_values(d.law, d.specs, None, 1.0, d.lmin), **_group_init(d, 1.0)}
         prepared = bm.PreparedNuts(model, x, logy, shapes, **s.nuts, key=key)
     z_lsq, rmse = bm.least_squares_start(d.tab, d.law, s.seed, d.lsq)
-    init = bm.init_values(d.law, d.specs, z_lsq, rmse, d.lmin)
+    init = {**bm.init_values(d.law, d.specs, z_lsq, rmse, d.lmin), **_group_init(d, rmse)}
     # ArviZ (needed after sampling) on another helper thread while the sampler runs
     arviz = _BackgroundImport("arviz", "bayes")
     samples, stats, seconds, cpu = bm.run_nuts(
@@ -335,11 +387,19 @@ def _sample(d: _Prepared, s: BayesSettings) -> tuple[Any, float, float]:
         prepared=prepared,
     )
     arviz.result()
+    offset = None if d.group is None else samples["u"][..., d.group[0]]  # (chains, draws, rows)
     idata = bm.inference_data(
         samples, stats, d.specs, d.refs, d.lmin, d.law, d.raw, d.obs, s.likelihood,
-        seed=s.seed, residuals=s.residuals,
+        seed=s.seed, residuals=s.residuals, offset=offset,
     )  # fmt: skip
     return idata, seconds, cpu
+
+
+def _group_init(d: _Prepared, rmse: float) -> dict[str, Any]:
+    """Starting values of the group sites: ``tau`` at half the start's RMSE, offsets at zero."""
+    if d.group is None:
+        return {}
+    return {"tau": max(0.5 * float(rmse), 1e-3), "u_raw": np.zeros(d.group[1])}
 
 
 def _diagnose(d: _Prepared, idata, s: BayesSettings, extra: Mapping[str, Any], timing):
@@ -347,11 +407,12 @@ def _diagnose(d: _Prepared, idata, s: BayesSettings, extra: Mapping[str, Any], t
 
     ``extra`` (the posterior's HDIs and noise medians) is merged in after the chain diagnostics.
     """
+    from . import _arviz
     from . import bayes_checks as checks
     from .bayes_model import chain_devices
 
     names = [p.name for p in d.law.params if d.specs[p.name]["dist"] != "fixed"]
-    noise = [n for n in ("sigma", "nu") if n in d.specs and d.specs[n]["dist"] != "fixed"]
+    noise = [n for n in ("sigma", "nu", "tau") if n in d.specs and d.specs[n]["dist"] != "fixed"]
     diag, warns = checks.diagnose(idata, names + noise, s.chains)
     loo, loo_warn = checks.loo(idata)
     diag = {
@@ -368,6 +429,15 @@ def _diagnose(d: _Prepared, idata, s: BayesSettings, extra: Mapping[str, Any], t
         "chain_devices": chain_devices(s.chains) if s.compiled else 1,
         "ess_bulk_per_s_min": diag["ess_bulk_min"] / timing[0],
     }
+    if d.group is not None:
+        tau = np.asarray(_arviz.group(idata, "posterior")["tau"]).reshape(-1)
+        lo, hi = np.quantile(tau, [(1 - s.ci_prob) / 2, (1 + s.ci_prob) / 2])
+        diag["groups"] = {
+            "column": s.group,
+            "n_groups": int(d.group[1]),
+            "tau": float(np.median(tau)),
+            "tau_ci": [float(lo), float(hi)],
+        }
     return diag, warns + loo_warn
 
 
@@ -388,6 +458,20 @@ def _conventions(d: _Prepared, s: BayesSettings) -> dict[str, Any]:
         "dense_mass": True,
         "init": "least-squares optimum (32 starts), jittered by N(0, 0.05) per chain in "
         "unconstrained space",
+    }
+
+
+def _group_record(d: _Prepared, s: BayesSettings) -> dict[str, Any] | None:
+    """What a grouped fit records of its grouping (None without ``group``)."""
+    if d.group is None:
+        return None
+    return {
+        "column": s.group,
+        "n_groups": int(d.group[1]),
+        "model": "log loss = log f(x) + u[group] + noise; u[group] ~ Normal(0, tau), "
+        "non-centred (u = tau * z, z ~ Normal(0, 1))",
+        "tau_prior": dict(d.specs["tau"]),
+        "new_group_predictions": "a fresh u ~ Normal(0, tau) per posterior draw",
     }
 
 
@@ -432,13 +516,24 @@ def _posterior(d: _Prepared, idata, ci_prob: float) -> dict[str, Any]:
 
 
 def predictive_draws(
-    result: FitResult, x, *, noise: bool = True, max_draws: int = 2000, seed: int = 0
+    result: FitResult,
+    x,
+    *,
+    noise: bool = True,
+    max_draws: int = 2000,
+    seed: int = 0,
+    group: bool | None = None,
 ) -> np.ndarray:
     """Posterior (predictive) draws of the loss at inputs ``x``, shape (n_draws, n_rows).
 
     With ``noise=True`` each draw is multiplied by ``exp(eps)``, ``eps`` from the fitted
     likelihood (Student-t with that draw's ``sigma`` and ``nu`` when the ArviZ object is at hand,
     else the posterior medians of ``sigma``/``nu``).
+
+    For a fit with ``group=`` (per-group offsets), ``group=True`` (default: as ``noise``) also
+    multiplies each draw by ``exp(u)``: the fitted offset of a group the fit saw, a fresh
+    ``u ~ Normal(0, tau)`` per draw for a new one. Rows of ``x`` are grouped by the group
+    column; without that column all rows of ``x`` are one new group (one run).
     """
     if result.draws is None:
         raise ScaleFitError("predictive_draws needs a result with draws (fit_bayes).")
@@ -448,6 +543,8 @@ def predictive_draws(
     sims = np.asarray(
         law.evaluate({k: d[idx, i][:, None] for i, k in enumerate(result.params)}, x), dtype=float
     )
+    if (noise if group is None else group) and result.conventions.get("group"):
+        sims = sims * np.exp(group_effects(result, x, idx, sims.shape, seed=seed))
     if not noise:
         return sims
     rng = np.random.default_rng(seed)
@@ -457,6 +554,37 @@ def predictive_draws(
         sigma * standard_noise(rng, nu, sims.shape),
         result.conventions.get("residuals", "log"),
     )
+
+
+def group_effects(result: FitResult, x, idx, shape: tuple[int, int], *, seed: int) -> np.ndarray:
+    """Group offsets of log loss for posterior draws ``idx`` at the rows of ``x``, ``shape``.
+
+    A row whose group (the fit's group column in ``x``) was fitted takes that group's posterior
+    offset; any other group a fresh ``u ~ Normal(0, tau)`` per draw, shared by its rows. Without
+    the column every row is one new group. Without the ArviZ object (a result read from JSON)
+    ``tau`` is its posterior median and every group is new.
+    """
+    from . import _arviz
+
+    rec = result.conventions["group"]
+    idata = result.extras.get("inference_data")
+    post = _arviz.group(idata, "posterior") if idata is not None else {}
+    if "tau" in post:
+        tau = np.asarray(post["tau"]).reshape(-1)[idx][:, None]
+    else:
+        tau = result.diagnostics.get("groups", {}).get("tau", 0.0)
+    col = rec["column"]
+    labels = np.asarray(x[col]).astype(str) if col in x else np.full(shape[1], "\0new")
+    names, inverse = np.unique(labels, return_inverse=True)
+    rng = np.random.default_rng(seed + 3)  # its own stream: noise draws stay as without groups
+    u = tau * rng.standard_normal((shape[0], len(names)))
+    known = list(result.extras.get("group_labels", ()))
+    if "u" in post:
+        fitted = np.asarray(post["u"]).reshape(-1, len(known))[idx]
+        for j, name in enumerate(names):
+            if name in known:
+                u[:, j] = fitted[:, known.index(name)]
+    return u[:, inverse]
 
 
 def noise_draws(result: FitResult, idx) -> tuple[Any, Any]:
@@ -632,7 +760,7 @@ def _law_holdout_scores(res: FitResult, y, sims, means, ci_prob) -> dict[str, An
     likelihood = res.conventions.get("likelihood", "student_t")
     residuals = res.conventions.get("residuals", "log")
     idata = res.extras.get("inference_data")
-    if residuals == "log" and idata is not None:
+    if residuals == "log" and idata is not None and not res.conventions.get("group"):
         idx = np.linspace(0, len(res.draws) - 1, len(means)).astype(int)
         sigma, nu = noise_draws(res, idx)
         sc = score_holdout(y, np.log(means), sigma, nu, probs=(0.5, ci_prob))

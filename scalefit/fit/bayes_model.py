@@ -47,6 +47,7 @@ def build_model(
     likelihood: str,
     residuals: str = "log",
     weights: np.ndarray | None = None,
+    group: tuple[np.ndarray, int] | None = None,
 ):
     """Return ``model(x, logy=None)``: the numpyro model of ``law`` with priors ``specs``.
 
@@ -67,6 +68,9 @@ def build_model(
         :mod:`scalefit.fit.observation`).
     weights : ndarray, optional
         Per-row weights: each row's log likelihood is multiplied by its weight.
+    group : (ndarray, int), optional
+        Each row's group index and the number of groups: adds a per-group offset of log loss
+        (:func:`group_offset`, prior ``specs["tau"]`` on its scale).
     """
     import jax.numpy as jnp
     import numpyro
@@ -91,7 +95,10 @@ def build_model(
         for p in law.params:
             if site_name(p.name, p.kind, specs[p.name]) != p.name:
                 numpyro.deterministic(p.name, pub[p.name])
-        mu = on_scale(jnp, law.expr(jnp, pub, x), residuals)
+        f = law.expr(jnp, pub, x)
+        if group is not None:
+            f = f * jnp.exp(group_offset(specs["tau"], *group))
+        mu = on_scale(jnp, f, residuals)
         sigma = draw("sigma", None)
         noise = numpyro_noise(mu, sigma, draw("nu", None) if likelihood == "student_t" else None)
         if w is not None and logy is not None:
@@ -102,6 +109,22 @@ def build_model(
             numpyro.sample(OBS, noise, obs=logy)
 
     return model
+
+
+def group_offset(tau_spec: Mapping[str, Any], index: np.ndarray, n_groups: int):
+    """Sample the per-group offsets of log loss; each row's offset ``u[index]``.
+
+    ``u_g = tau * z_g`` with ``z_g ~ Normal(0, 1)`` (non-centred, so NUTS does not meet the funnel
+    of ``tau`` near zero) and ``tau`` from ``tau_spec``; ``tau`` and ``u`` are recorded.
+    """
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    tau = numpyro.sample("tau", numpyro_distribution(tau_spec))
+    with numpyro.plate("group", n_groups):
+        z = numpyro.sample("u_raw", dist.Normal(0.0, 1.0))
+    return numpyro.deterministic("u", tau * z)[jnp.asarray(index)]
 
 
 def init_values(
@@ -603,13 +626,16 @@ def pointwise(
     *,
     seed: int,
     residuals: str = "log",
+    offset: np.ndarray | None = None,
 ):
     """Pointwise log likelihood and posterior-predictive log loss, each (chains, draws, rows).
 
-    Computed in numpy from the public draws (no extra JAX compilation).
+    Computed in numpy from the public draws (no extra JAX compilation); ``offset`` (chains,
+    draws, rows) is each row's group offset of log loss (:func:`group_offset`).
     """
     pub = {p.name: np.asarray(samples[p.name])[..., None] for p in law.params}
-    mu = on_scale(np, np.asarray(law.evaluate(pub, raw), dtype=float), residuals)
+    f = np.asarray(law.evaluate(pub, raw), dtype=float)
+    mu = on_scale(np, f if offset is None else f * np.exp(offset), residuals)
     sigma = np.asarray(samples["sigma"])[..., None]
     nu = None
     if likelihood == "student_t":
@@ -677,6 +703,7 @@ def inference_data(
     seed: int,
     n_prior: int = 500,
     residuals: str = "log",
+    offset: np.ndarray | None = None,
 ):
     """ArviZ object with posterior, sample stats, log likelihood, posterior and prior predictive.
 
@@ -688,7 +715,9 @@ def inference_data(
     from . import _arviz
 
     samples = {k: np.asarray(v) for k, v in samples.items()}
-    ll, pp = pointwise(law, samples, raw, logy, likelihood, seed=seed, residuals=residuals)
+    ll, pp = pointwise(
+        law, samples, raw, logy, likelihood, seed=seed, residuals=residuals, offset=offset
+    )
     prior, prior_pp = prior_draws(
         law, specs, refs, lmin, raw, likelihood, n=n_prior, seed=seed, residuals=residuals
     )

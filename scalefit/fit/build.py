@@ -72,13 +72,17 @@ def provenance(
     settings: FitSettings,
     fit: Mapping[str, Any],
     packages: tuple[str, ...] = ("jax",),
+    *,
+    group: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``conventions`` every result records: what is needed to reproduce it.
 
     The law and its options, the residual scale and weights of ``settings``, the fitter's own
     record ``fit`` (loss, starts, seed, sampler ...), the data's provenance (source, rows read,
     outlier rule, derived columns, reference points, fitted range) and the versions of
-    ``packages``. Least-squares and Bayesian results are both built here.
+    ``packages``. Least-squares and Bayesian results are both built here. ``group`` (a
+    Bayesian fit with per-group offsets: column, number of groups, model, prior of ``tau``) is
+    recorded under ``"group"`` when given.
     """
     from importlib.metadata import version
 
@@ -98,6 +102,7 @@ def provenance(
         "reference_points": {k: float(np.exp(v)) for k, v in refs.items()},
         "data_range": data_range(tab),
         **{name: version(name) for name in packages},
+        **({"group": dict(group)} if group is not None else {}),
     }
 
 

@@ -94,6 +94,12 @@ def format_report(res: Any) -> str:
             f"({(d['n_boot'] - d.get('boot_failed', 0)) / d['n_boot']:.0%}), {pct} interval "
             f"{conv.get('ci_method', 'percentile')}"
         )
+    if d.get("groups"):
+        g = d["groups"]
+        lines.append(
+            f"\ngroups     {g['n_groups']} of column {g['column']!r}, each a random offset of log "
+            f"loss; tau {g['tau']:.3g} ({pct} {g['tau_ci'][0]:.3g} to {g['tau_ci'][1]:.3g})"
+        )
     if res.holdout:
         h = res.holdout
         lines.append(

@@ -120,7 +120,7 @@ def holdout_check(
         )
 
     def law_scores(res, test):
-        band = res.predict(test, bands=True, noise=True, prob=settings.ci_prob)
+        band = res.predict(test, bands=True, noise=True, ci_prob=settings.ci_prob)
         y = test["loss"].to_numpy(float)
         inside = (y >= band["lo"].to_numpy()) & (y <= band["hi"].to_numpy())
         return band["loss"].to_numpy(), {
