@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ScaleFitError
-from ..laws import Law
+from ..laws import Law, get_law
+from .multipower import segments_of, with_quadrature
 from .prepare import schedule_frame
 from .schedule import MOMENTUM, Schedule, parse_schedule
 
@@ -69,6 +70,9 @@ def fit_curves(
 
     if "cluster" in options:
         raise ScaleFitError("fit_curves resamples whole runs; it takes no 'cluster' option.")
+    if formula is None and law is not None:
+        law = get_law(law)
+        prepared = with_quadrature(prepared, law)
     tab = curve_table(prepared)
     n_runs = int(tab["run"].nunique())
     if bootstrap and n_runs < 2:
@@ -120,14 +124,17 @@ def forecast(
     Returns
     -------
     DataFrame
-        ``step, lr, S1, S2`` (+ ``columns``), ``loss`` and, with draws, ``lo`` and ``hi``.
+        ``step, lr, S1, S2`` (+ ``columns``, + the multi-power law's quadrature columns for
+        that law), ``loss`` and, with draws, ``lo`` and ``hi``.
     """
     sched = parse_schedule(schedule) if isinstance(schedule, str) else schedule
     if momentum is None:
         momentum = float(result.conventions.get("curves", {}).get("momentum", MOMENTUM))
     if steps is None:
         steps = np.unique(np.round(np.linspace(1, sched.steps, 50)).astype(int))
-    frame = schedule_frame(sched, steps=steps, momentum=momentum, **columns)
+    frame = schedule_frame(
+        sched, steps=steps, momentum=momentum, segments=segments_of(result.law), **columns
+    )
     missing = [i for i in result.law.inputs if i not in frame.columns]
     if missing:
         raise ScaleFitError(
