@@ -50,7 +50,9 @@ def fit_curves(
     prepared : DataFrame
         Output of :func:`scalefit.curves.prepare`.
     law : str or Law, default "lr_annealing"
-        A registered law (``lr_annealing``, ``lr_annealing_params``, ...) or a Law.
+        A registered law (``lr_annealing``, ``lr_annealing_params``, ``multi_power``, ...) or
+        a Law. The multi-power law's quadrature columns are added here, from the learning-rate
+        histories that :func:`scalefit.curves.prepare` keeps.
     formula : str, optional
         Instead of ``law``: a formula, e.g. ``"L0 + A*S1**(-alpha) - C*S2"``.
     bootstrap : int, default 0
