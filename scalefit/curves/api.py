@@ -19,6 +19,7 @@ import pandas as pd
 from .._validation import Interval, validate
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
+from .multipower import segments_of, with_quadrature
 from .prepare import schedule_frame
 from .schedule import MOMENTUM, Schedule, parse_schedule
 
@@ -53,7 +54,9 @@ def fit_curves(
     prepared : DataFrame
         Output of :func:`scalefit.curves.prepare`.
     law : str or Law, default "lr_annealing"
-        A registered law (``lr_annealing``, ``lr_annealing_params``, ...) or a Law.
+        A registered law (``lr_annealing``, ``lr_annealing_params``, ``multi_power``, ...) or
+        a Law. The multi-power law's quadrature columns are added here, from the learning-rate
+        histories that :func:`scalefit.curves.prepare` keeps.
     formula : str, optional
         Instead of ``law``: a formula, e.g. ``"L0 + A*S1**(-alpha) - C*S2"``.
     bootstrap : int, default 0
@@ -79,6 +82,9 @@ def fit_curves(
 
     if "cluster" in options or "group" in options:
         raise ScaleFitError("fit_curves groups checkpoints by run; it takes no 'cluster'/'group'.")
+    if formula is None and law is not None:
+        law = get_law(law)
+        prepared = with_quadrature(prepared, law)
     tab = curve_table(prepared)
     n_runs = int(tab["run"].nunique())
     if bayes:
@@ -159,14 +165,17 @@ def forecast(
     Returns
     -------
     DataFrame
-        ``step, lr, S1, S2`` (+ ``columns``), ``loss`` and, with draws, ``lo`` and ``hi``.
+        ``step, lr, S1, S2`` (+ ``columns``, + the multi-power law's quadrature columns for
+        that law), ``loss`` and, with draws, ``lo`` and ``hi``.
     """
     sched = parse_schedule(schedule) if isinstance(schedule, str) else schedule
     if momentum is None:
         momentum = float(result.conventions.get("curves", {}).get("momentum", MOMENTUM))
     if steps is None:
         steps = np.unique(np.round(np.linspace(1, sched.steps, 50)).astype(int))
-    frame = schedule_frame(sched, steps=steps, momentum=momentum, **columns)
+    frame = schedule_frame(
+        sched, steps=steps, momentum=momentum, segments=segments_of(result.law), **columns
+    )
     missing = [i for i in result.law.inputs if i not in frame.columns]
     if missing:
         raise ScaleFitError(

@@ -28,8 +28,10 @@ def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
 
     from ..plot._base import axes
     from ..plot.style import PALETTE, label, ordered_colours, suptitle, title
+    from .multipower import with_quadrature
 
     fig, ax = axes(ax, figsize=(7.0, 4.6))
+    prepared = with_quadrature(prepared, result.law)
     runs = list(prepared.groupby("run", sort=False))
     colours = ordered_colours(len(runs))
     for c, (_, part) in zip(colours, runs, strict=True):

@@ -20,6 +20,7 @@ import pandas as pd
 
 from .._validation import Interval, validate
 from ..errors import ScaleFitError
+from .multipower import HISTORY_KEY, LrHistory, quadrature
 from .schedule import MOMENTUM, Schedule, areas, parse_schedule
 from .table import run_value
 
@@ -106,7 +107,9 @@ def prepare(
     -------
     DataFrame
         One row per kept checkpoint with ``run, step, loss, lr, S1, S2`` and the run columns;
-        ``attrs["scalefit_curves"]`` records the rules and each run's lr source.
+        ``attrs["scalefit_curves"]`` records the rules and each run's lr source;
+        ``attrs["scalefit_lr_history"]`` keeps each run's learning rates, from which a fit of
+        the multi-power law adds its quadrature columns.
     """
     validate(
         "prepare",
@@ -118,7 +121,7 @@ def prepare(
     )
     meta = dict(curves.attrs.get("scalefit_curves", {}))
     where = meta.get("source", "<curves>")
-    parts, sources = [], {}
+    parts, sources, history = [], {}, {}
     for run, part in curves.groupby("run", sort=False):
         part = part.copy()
         part["step"] = _steps_of(part, f"{where}: run {run!r}")
@@ -127,6 +130,7 @@ def prepare(
             raise ScaleFitError(f"{where}: run {run!r} has no checkpoint after step 0.")
         eta, source, warm = lr_sequence(curves, run, schedule=schedule, until=last)
         s1, s2 = areas(eta, momentum=momentum, warmup=None if warm < 0 else warm)
+        history[str(run)] = (eta, warm)
         warm = _warmup_end(eta) if warm < 0 else warm
         idx = part["step"].to_numpy(dtype=int)
         keep = idx >= 1
@@ -151,6 +155,7 @@ def prepare(
         "early": early,
         "max_points": max_points,
     }
+    out.attrs[HISTORY_KEY] = LrHistory(history)
     return out
 
 
@@ -167,7 +172,12 @@ def _thin(part: pd.DataFrame, max_points: int | None) -> pd.DataFrame:
 
 
 def schedule_frame(
-    schedule: Schedule, *, steps=None, momentum: float = MOMENTUM, **columns
+    schedule: Schedule,
+    *,
+    steps=None,
+    momentum: float = MOMENTUM,
+    segments: int | None = None,
+    **columns,
 ) -> pd.DataFrame:
     """Inputs of a schedule-aware law along ``schedule``: ``step, lr, S1, S2`` (+ ``columns``).
 
@@ -179,6 +189,9 @@ def schedule_frame(
         Steps to report (default: every step).
     momentum : float
         Decay factor of the annealing area.
+    segments : int, optional
+        Also the multi-power law's quadrature columns with this many nodes
+        (:func:`scalefit.curves.multipower.quadrature`).
     **columns
         Constant columns to add (e.g. ``params=1e8``).
     """
@@ -188,6 +201,9 @@ def schedule_frame(
     if idx.size == 0 or idx.min() < 1 or idx.max() > schedule.steps:
         raise ScaleFitError(f"steps must lie in 1 .. {schedule.steps} for {schedule}.")
     frame = pd.DataFrame({"step": idx, "lr": eta[idx - 1], "S1": s1[idx - 1], "S2": s2[idx - 1]})
+    if segments is not None:
+        q = quadrature(eta, idx, segments=segments, warmup=schedule.warmup)
+        frame = pd.concat([frame, pd.DataFrame(q)], axis=1)
     for key, value in columns.items():
         frame[key] = value
     return frame

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..laws import Law, get_law
+from .multipower import decay_drops, quadrature, segments_of
 from .prepare import schedule_frame
 from .schedule import MOMENTUM, Schedule, parse_schedule
 from .table import validate_curves
@@ -34,7 +35,8 @@ def synthetic_curves(
     schedules : sequence of str or Schedule
         One schedule per run.
     law : str or Law, default "lr_annealing"
-        The generating law.
+        The generating law. The multi-power law is evaluated with its exact per-step sum (one
+        quadrature node per change of the learning rate), not with its fitted quadrature.
     params : sequence of float, optional
         Model size of each run (for laws with a ``params`` input).
     every : int, default 10
@@ -61,10 +63,29 @@ def synthetic_curves(
         steps = np.unique(np.append(np.arange(every, sched.steps + 1, every), sched.steps))
         extra = {} if params is None else {"params": float(params[i])}
         frame = schedule_frame(sched, steps=steps, momentum=momentum, **extra)
-        mean = np.asarray(law_obj.evaluate(truth, frame), dtype=float)
+        mean = np.asarray(_exact(law_obj, sched).evaluate(truth, _inputs(law_obj, sched, frame)))
         eps = rng.normal(0.0, noise, len(frame)) + rng.normal(0.0, run_noise)
         frame["loss"] = mean * np.exp(eps)
         frame["run"] = f"run{i}"
         frame["schedule"] = str(sched)
         parts.append(frame.drop(columns=["S1", "S2"]))
     return validate_curves(pd.concat(parts, ignore_index=True), source="<synthetic>")
+
+
+def _changes(sched: Schedule) -> int:
+    return max(1, int(np.count_nonzero(decay_drops(sched.sequence(), sched.warmup))))
+
+
+def _exact(law: Law, sched: Schedule) -> Law:
+    """The multi-power law with one node per lr change (its exact sum); other laws as they are."""
+    if segments_of(law) is None:
+        return law
+    return get_law(law.name, **{**law.options, "segments": _changes(sched)})
+
+
+def _inputs(law: Law, sched: Schedule, frame: pd.DataFrame):
+    if segments_of(law) is None:
+        return frame
+    steps = frame["step"].to_numpy()
+    q = quadrature(sched.sequence(), steps, segments=_changes(sched), warmup=sched.warmup)
+    return {**{c: frame[c].to_numpy() for c in frame.columns}, **q}

@@ -326,6 +326,115 @@ def lr_annealing_params() -> Law:
     )
 
 
+# ------------------------------------------------------------------------------ multi-power law
+#: Default number of quadrature nodes of the multi-power law's loss-drop term.
+MPL_SEGMENTS = 16
+
+
+def mpl_inputs(segments: int = MPL_SEGMENTS) -> tuple[str, ...]:
+    """Input columns of the multi-power loss drop, three per quadrature node ``j``.
+
+    ``mpl_w{j}`` is the node's decrease of learning rate, ``mpl_loglr{j}`` the log of its
+    learning rate and ``mpl_logs{j}`` the log of the area from it to the checkpoint (built by
+    :func:`scalefit.curves.multipower.quadrature`).
+    """
+    return tuple(
+        f"mpl_{what}{j}" for j in range(1, segments + 1) for what in ("w", "loglr", "logs")
+    )
+
+
+def _mpl_drop(xp, p, x, segments: int):
+    """``sum_j w_j G(eta_j^-gamma S_j)`` with ``G(u) = 1 - (C u + 1)^-beta`` (log-space form)."""
+    log_c = xp.log(p["C"])
+    total = 0.0
+    for j in range(1, segments + 1):
+        z = log_c + x[f"mpl_logs{j}"] - p["gamma"] * x[f"mpl_loglr{j}"]
+        softplus = xp.maximum(z, 0.0) + xp.log1p(xp.exp(-xp.abs(z)))  # log(1 + C u), no overflow
+        total = total - x[f"mpl_w{j}"] * xp.expm1(-p["beta"] * softplus)
+    return total
+
+
+def _mpl_params() -> tuple[Param, ...]:
+    return (
+        Param("L0", "floor", bounds=(0.0, 10.0), description="loss floor"),
+        _coef("A", "alpha", "S1", "forward-area coefficient"),
+        _exponent("alpha", "forward-area exponent", (0.1, 1.0)),
+        Param(
+            "B",
+            "positive",
+            start=(1.0, 1e4),
+            bounds=(0.0, float("inf")),
+            description="loss drop per unit of learning-rate decay, at saturation",
+        ),
+        Param(
+            "C",
+            "positive",
+            start=(0.1, 10.0),
+            bounds=(0.0, float("inf")),
+            description="rate at which a decay's loss drop saturates",
+        ),
+        _exponent("beta", "saturation exponent of the loss drop", (0.1, 1.5)),
+        _exponent("gamma", "learning-rate exponent of the drop's time scale", (0.1, 1.5)),
+    )
+
+
+def _check_segments(segments: Any) -> int:
+    if isinstance(segments, bool) or int(segments) != segments or segments < 1:
+        raise ValueError(f"segments must be an integer >= 1; got {segments!r}.")
+    return int(segments)
+
+
+def multi_power(segments: int = MPL_SEGMENTS) -> Law:
+    """Luo et al. (2025), the multi-power law: ``L = L0 + A S1^-alpha - B LD``.
+
+    ``LD(t) = sum_k (eta_{k-1} - eta_k) G(eta_k^-gamma S_k(t))``, ``G(u) = 1 - (C u + 1)^-beta``,
+    ``S_k(t)`` the sum of learning rates of updates ``k .. t`` and ``S1`` the whole forward
+    area (warm-up included). ``LD`` is read from ``segments`` quadrature nodes per row (inputs
+    :func:`mpl_inputs`); see :mod:`scalefit.curves.multipower`. Under a constant schedule
+    ``LD = 0`` and ``B, C, beta, gamma`` are not identified.
+    """
+    k = _check_segments(segments)
+
+    def expr(xp, p, x):
+        drop = _mpl_drop(xp, p, x, k)
+        return p["L0"] + p["A"] * inv_power(xp, x["S1"], p["alpha"]) - p["B"] * drop
+
+    return Law(
+        name="multi_power",
+        inputs=("S1", *mpl_inputs(k)),
+        params=_mpl_params(),
+        expr=expr,
+        formula="L = L0 + A / S1^alpha - B * sum_k (eta_{k-1} - eta_k) "
+        "(1 - (C eta_k^-gamma S_k + 1)^-beta)",
+        options={"segments": k},
+        reference="Luo et al. 2025, A Multi-Power Law for Loss Curve Prediction Across "
+        "Learning Rate Schedules, arXiv:2503.12811",
+    )
+
+
+def multi_power_params(segments: int = MPL_SEGMENTS) -> Law:
+    """:func:`multi_power` with a Chinchilla-style model-size term ``D / params**delta``."""
+    k = _check_segments(segments)
+    base = multi_power(k)
+
+    def expr(xp, p, x):
+        return base.expr(xp, p, x) + p["D"] * inv_power(xp, x["params"], p["delta"])
+
+    return Law(
+        name="multi_power_params",
+        inputs=("params", *base.inputs),
+        params=(
+            *_mpl_params(),
+            _coef("D", "delta", "params", "params-term coefficient"),
+            _exponent("delta", "params exponent", (0.1, 1.0)),
+        ),
+        expr=expr,
+        formula=base.formula.replace("L0 +", "L0 + D / params^delta +"),
+        options={"segments": k},
+        reference=base.reference + ", with a model-size term as in Hoffmann et al. 2022",
+    )
+
+
 # ------------------------------------------------------------------------------ registry
 def register_law(
     factory: Law | Callable[..., Law], name: str | None = None, *, overwrite: bool = False
@@ -398,6 +507,8 @@ def list_laws() -> list[str]:
 for _f in (chinchilla, decomposed, critical_depth, critical_depth_power, depth_power):
     register_law(_f)
 for _f in (lr_annealing, lr_annealing_params):
+    register_law(_f)
+for _f in (multi_power, multi_power_params):
     register_law(_f)
 
 
