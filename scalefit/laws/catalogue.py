@@ -274,11 +274,18 @@ def _lr_annealing_expr(xp, p, x):
     return p["L0"] + p["A"] * inv_power(xp, x["S1"], p["alpha"]) - p["C"] * x["S2"]
 
 
-def _annealing_params() -> tuple[Param, ...]:
+def _forward_params() -> tuple[Param, ...]:
+    """``L0 + A / S1^alpha``: the floor and forward-area term both schedule-aware laws share."""
     return (
         Param("L0", "floor", bounds=(0.0, 10.0), description="loss floor"),
         _coef("A", "alpha", "S1", "forward-area coefficient"),
         _exponent("alpha", "forward-area exponent", (0.1, 1.0)),
+    )
+
+
+def _annealing_params() -> tuple[Param, ...]:
+    return (
+        *_forward_params(),
         Param(
             "C",
             "positive",
@@ -356,9 +363,7 @@ def _mpl_drop(xp, p, x, segments: int):
 
 def _mpl_params() -> tuple[Param, ...]:
     return (
-        Param("L0", "floor", bounds=(0.0, 10.0), description="loss floor"),
-        _coef("A", "alpha", "S1", "forward-area coefficient"),
-        _exponent("alpha", "forward-area exponent", (0.1, 1.0)),
+        *_forward_params(),
         Param(
             "B",
             "positive",
