@@ -13,7 +13,6 @@ whose damping explodes is reported as not converged.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,9 +48,6 @@ def jax_modules():
     import jax.numpy as jnp
 
     return jax, jnp
-
-
-load_jax = jax_modules  # the older name
 
 
 def float64():
@@ -808,10 +804,3 @@ class Problem:
         """Summed robust objective at ``z``."""
         w = None if weights is None else np.asarray(weights)[None, :]
         return float(self.solve_raw(np.asarray(z)[None, :], w, max_iter=0)["objective"][0])
-
-
-@functools.lru_cache(maxsize=1)
-def jax_version() -> str:
-    """Installed JAX version (recorded in results)."""
-    jax, _ = jax_modules()
-    return jax.__version__

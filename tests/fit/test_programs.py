@@ -108,7 +108,7 @@ def test_damped_step_solves_like_lapack(p):
 
 
 def _check_damped_step(p):
-    jax, jnp = engine.load_jax()
+    jax, jnp = engine.jax_modules()
     rng = np.random.default_rng(p)
     step = jax.jit(lambda h, r1, r2, g: engine.damped_step(jnp, h, r1, r2, g))
     for cond in (1.0, 1e6, 1e12):
@@ -136,7 +136,7 @@ def _check_damped_step(p):
 def test_cached_program_key_records_float64(tmp_path, monkeypatch):
     """A program exported in float64 is never read back for a float32 call, nor the reverse."""
     monkeypatch.setenv("SCALEFIT_JAX_CACHE", str(tmp_path))
-    jax, jnp = engine.load_jax()
+    jax, jnp = engine.jax_modules()
     a, b = np.eye(3) * 2.0, np.ones(3)
     folder = tmp_path / _programs.PROGRAM_DIR
     dtypes = []
