@@ -1,9 +1,10 @@
 """The package's one progress bar, and its one rule for when a bar shows.
 
-Every long loop (multi-start fits, bootstrap, sweeps, training, probes, numpyro's sampler) takes
+Every long loop (multi-start fits, bootstrap, sweeps, training, probes) takes
 ``progress: bool | None`` and reads it through :func:`wanted`: ``True`` shows a bar, ``False``
 never does, and ``None`` shows one when standard error is a terminal. With no bar, tqdm is not
-imported.
+imported. The Bayesian fit is the exception: numpyro's bar shows only for ``progress=True``,
+because it runs numpyro's own driver instead of the compiled sampler.
 """
 
 from __future__ import annotations
