@@ -226,3 +226,64 @@ def test_run_bootstrap_intervals_cover_at_their_nominal_rate():
             lo, hi = res.ci[name]
             hits[name] += lo <= value <= hi
     assert min(hits.values()) >= 34, hits
+
+
+#: The joint law's truth: TRUTH plus a model-size term D / params^delta.
+JOINT = {**TRUTH, "D": 300.0, "delta": 0.35}
+SIZES = (2e7, 5e7, 1e8, 2e8, 5e8, 1e9)
+
+
+def _joint_curves(seed: int, noise: float = 0.002) -> tuple[pd.DataFrame, list[str], list[float]]:
+    """Six model sizes, each with a cosine and a WSD run at two lengths (24 runs)."""
+    scheds, sizes = [], []
+    for i, n in enumerate(SIZES):
+        for j, kind in enumerate(("cosine", "wsd")):
+            for steps in (2000, 4000):
+                scheds.append(_schedule(kind, steps, PEAKS[(i + j) % 2]))
+                sizes.append(n)
+    curves = synthetic_curves(
+        JOINT,
+        scheds,
+        law="multi_power_params",
+        params=sizes,
+        every=10,
+        noise=noise,
+        run_noise=noise / 2,
+        seed=seed,
+    )
+    return curves, scheds, sizes
+
+
+def test_joint_law_recovers_the_size_term_and_the_final_losses():
+    """Seed 1: the size term and the power law in S1 within a few per cent of the truth.
+
+    ``C`` and ``beta`` trade off along a ridge of the drop term (measured over seeds 0-2: C from
+    0.49 to 7.9 against 2.05), so they are not asserted; the drop they make together is, through
+    the final losses of every run.
+    """
+    curves, _, _ = _joint_curves(1)
+    res = _fit(curves, "multi_power_params")
+    assert res.converged
+    for name in ("L0", "A", "alpha", "delta"):
+        assert res.params[name] == pytest.approx(JOINT[name], rel=0.03), name
+    for name in ("B", "D"):
+        assert res.params[name] == pytest.approx(JOINT[name], rel=0.12), name
+    law = res.law
+    clean, _, _ = _joint_curves(1, noise=0.0)
+    prepared = with_quadrature(prepare(clean, max_points=40), law)
+    last = prepared.groupby("run")["step"].transform("max") == prepared["step"]
+    final = prepared[last]
+    x = {k: final[k].to_numpy() for k in law.inputs}
+    predicted = law.evaluate(res.params, x)
+    assert np.allclose(predicted, final["loss"].to_numpy(), rtol=3e-3)
+
+
+@pytest.mark.slow
+def test_joint_law_intervals_hold_the_size_term():
+    """Seeds 0-2, 50 run resamples: the 95 % intervals of D and delta hold the truth."""
+    for seed in range(3):
+        curves, _, _ = _joint_curves(seed)
+        res = _fit(curves, "multi_power_params", bootstrap=50, seed=seed)
+        for name in ("L0", "A", "alpha", "D", "delta"):
+            lo, hi = res.ci[name]
+            assert lo <= JOINT[name] <= hi, (seed, name, lo, hi)
