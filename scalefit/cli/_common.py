@@ -222,6 +222,12 @@ def plots_dir(path: str | None) -> Path | None:
     return ensure_folder(path)
 
 
+def figure_paths(args: argparse.Namespace, figure: str) -> list:
+    """Where a command's one figure goes: the deprecated ``--plot`` file and ``--plots``/figure."""
+    folder = plots_dir(args.plots)
+    return [p for p in (args.plot, folder / figure if folder is not None else None) if p]
+
+
 #: Figure formats matplotlib writes without extra software (the suffix of a --plot file; PGF
 #: needs LaTeX).
 FIGURE_FORMATS = frozenset("eps gif jpeg jpg pdf png ps raw rgba svg svgz tif tiff webp".split())
