@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .._validation import MAX_SEED
 from ..errors import ScaleFitError
 
 #: The options several commands share, each defined once: the same flag means the same thing,
@@ -387,32 +388,25 @@ def positive_flops(text: str) -> float:
     return value
 
 
-def seed_arg(text: str) -> int:
-    """Argparse type of ``--seed``: a whole number in [0, 2**32 - 1]."""
-    from .._validation import MAX_SEED
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be in [0, {MAX_SEED}]; got {text!r}")
-    return value
-
-
-def int_at_least(low: int):
-    """Argparse type factory for a whole number ``>= low``."""
+def int_at_least(low: int, high: int | None = None):
+    """Argparse type factory for a whole number ``>= low`` (and ``<= high`` when given)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if high is not None and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}]; got {text!r}")
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}; got {text!r}")
         return value
 
     return parse
+
+
+#: Argparse type of ``--seed``: a whole number in [0, 2**32 - 1].
+seed_arg = int_at_least(0, MAX_SEED)
 
 
 def flops_text(value: float) -> str:
