@@ -411,8 +411,9 @@ seed_arg = int_at_least(0, MAX_SEED)
 
 def flops_text(value: float) -> str:
     """A FLOP count as the command line writes it: ``1e13``, ``3.2e20`` (not ``1e+13``)."""
-    mant, _, exp = f"{value:.4g}".partition("e")
-    return f"{mant}e{int(exp)}" if exp else mant
+    from ..accounting import flops_text as text
+
+    return text(value, digits=4)
 
 
 #: Columns of a written table that hold FLOP counts, and columns that hold whole numbers.
