@@ -357,15 +357,7 @@ def read_input_bytes(
     """
     from .errors import ScaleFitError
 
-    check_input_file(path, what=what, max_bytes=max_bytes)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ScaleFitError(f"{path}: is {_kind(st.st_mode)}; expected a {what}.")
+    with open_input(path, what=what, max_bytes=max_bytes) as fh:
         try:
             data = fh.read(max_bytes + 1)
         except OSError as exc:

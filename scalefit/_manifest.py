@@ -23,11 +23,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ._io import _kind, atomic_write_json, check_input_file, read_json
+from ._io import atomic_write_json, check_input_file, open_input, read_json
 from .errors import ScaleFitError
 
 #: The file name of a folder's checksums.
@@ -209,15 +208,8 @@ def open_verified(
     folder = Path(folder) if folder is not None else path.parent
     check_input_file(path, what=f"{what} file", max_bytes=max_bytes)
     entries = _accepted(folder, _relative(folder, path), path, remedy, what)
+    fh = open_input(path, what=f"{what} file", max_bytes=max_bytes)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
-    fh = os.fdopen(fd, "rb")
-    try:
-        mode = os.fstat(fh.fileno()).st_mode
-        if not stat.S_ISREG(mode):
-            raise ScaleFitError(f"{path}: is {_kind(mode)}; expected a {what} file.")
         _match(_digest_stream(fh), entries, path, folder, remedy)
         fh.seek(0)
     except BaseException:

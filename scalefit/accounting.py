@@ -327,6 +327,18 @@ def tokens_for_budget(budget, params):
     return np.asarray(budget, dtype=float) / training_flops(params, 1.0)
 
 
+def flops_text(value: float, digits: int = 3) -> str:
+    """A FLOP count as it is typed: ``1e21``, ``3.2e20`` (not ``1e+21``), to ``digits`` figures.
+
+    Examples
+    --------
+    >>> flops_text(3.2e20), flops_text(1.2345e13, digits=4), flops_text(512)
+    ('3.2e20', '1.234e13', '512')
+    """
+    mant, _, exp = f"{float(value):.{digits}g}".partition("e")
+    return f"{mant}e{int(exp)}" if exp else mant
+
+
 def _positive_int(value, name: str, owner: str) -> int:
     """``value`` as an int (``64.0`` counts as 64); anything else is refused as not an int >= 1."""
     if isinstance(value, bool) or int(value) != value or int(value) <= 0:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import Interval, renamed_attribute, renamed_keyword, validate
+from ..accounting import flops_text
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
 from .practical import Constraints, best_widths, candidates, depth_grid, rank
@@ -439,7 +440,7 @@ def _warnings(alloc: Allocation) -> list[str]:
     if "boundary" in s and s["boundary"].any():
         c = alloc.constraints
         edges = f"depth {c.min_depth}" + (f" or {c.max_depth}" if c.max_depth else "")
-        bad = ", ".join(_flops(b) for b in alloc.budgets[s["boundary"].to_numpy(dtype=bool)])
+        bad = ", ".join(flops_text(b) for b in alloc.budgets[s["boundary"].to_numpy(dtype=bool)])
         out.append(
             f"boundary solution at {bad} FLOP: the optimum sits on the edge of the searched "
             f"depths ({edges}), so the law would go past it; the shape there is not an optimum "
@@ -451,9 +452,3 @@ def _warnings(alloc: Allocation) -> list[str]:
             f"recommended; the intervals show how far the optimum moves over the draws."
         )
     return out
-
-
-def _flops(value: float) -> str:
-    """``1e21``, ``3e20``: a budget as it is typed."""
-    mant, _, exp = f"{float(value):.3g}".partition("e")
-    return f"{mant}e{int(exp)}" if exp else mant

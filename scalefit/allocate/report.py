@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..accounting import flops_text
 from .api import Allocation
 
 
@@ -21,12 +22,6 @@ def _iv(row: pd.Series, name: str, digits: int = 3) -> str:
     if np.isfinite(lo) and np.isfinite(hi):
         text += f" [{_g(lo, digits)}, {_g(hi, digits)}]"
     return text
-
-
-def _flops(value: float) -> str:
-    """A FLOP count as ``1e21`` or ``3.2e20`` (no ``+``, no padded exponent)."""
-    mant, _, exp = f"{value:.3g}".partition("e")
-    return f"{mant}e{int(exp)}" if exp else mant
 
 
 def _range(lo: float, hi: float) -> str:
@@ -71,7 +66,7 @@ def header_text(alloc: Allocation) -> str:
 def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     """The recommendation for one budget."""
     s = alloc.summary.iloc[i]
-    lines = [f"== budget {_flops(budget)} FLOP"]
+    lines = [f"== budget {flops_text(budget)} FLOP"]
     if alloc.kind == "params" and not np.isfinite(s["params"]):
         lines.append("  no compute-optimal split under the point estimate (see the warning)")
         lines.append(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .._validation import MAX_SEED
 from ..errors import ScaleFitError
 
 #: The options several commands share, each defined once: the same flag means the same thing,
@@ -222,6 +223,12 @@ def plots_dir(path: str | None) -> Path | None:
     return ensure_folder(path)
 
 
+def figure_paths(args: argparse.Namespace, figure: str) -> list:
+    """Where a command's one figure goes: the deprecated ``--plot`` file and ``--plots``/figure."""
+    folder = plots_dir(args.plots)
+    return [p for p in (args.plot, folder / figure if folder is not None else None) if p]
+
+
 #: Figure formats matplotlib writes without extra software (the suffix of a --plot file; PGF
 #: needs LaTeX).
 FIGURE_FORMATS = frozenset("eps gif jpeg jpg pdf png ps raw rgba svg svgz tif tiff webp".split())
@@ -381,27 +388,16 @@ def positive_flops(text: str) -> float:
     return value
 
 
-def seed_arg(text: str) -> int:
-    """Argparse type of ``--seed``: a whole number in [0, 2**32 - 1]."""
-    from .._validation import MAX_SEED
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be in [0, {MAX_SEED}]; got {text!r}")
-    return value
-
-
-def int_at_least(low: int):
-    """Argparse type factory for a whole number ``>= low``."""
+def int_at_least(low: int, high: int | None = None):
+    """Argparse type factory for a whole number ``>= low`` (and ``<= high`` when given)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if high is not None and not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}]; got {text!r}")
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}; got {text!r}")
         return value
@@ -409,10 +405,15 @@ def int_at_least(low: int):
     return parse
 
 
+#: Argparse type of ``--seed``: a whole number in [0, 2**32 - 1].
+seed_arg = int_at_least(0, MAX_SEED)
+
+
 def flops_text(value: float) -> str:
     """A FLOP count as the command line writes it: ``1e13``, ``3.2e20`` (not ``1e+13``)."""
-    mant, _, exp = f"{value:.4g}".partition("e")
-    return f"{mant}e{int(exp)}" if exp else mant
+    from ..accounting import flops_text as text
+
+    return text(value, digits=4)
 
 
 #: Columns of a written table that hold FLOP counts, and columns that hold whole numbers.

@@ -20,6 +20,7 @@ import shlex
 
 import numpy as np
 
+from ..accounting import flops_text
 from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import int_at_least, positive_flops, seed_arg, tidy_table
@@ -306,12 +307,6 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
     return pd.DataFrame(rows)
 
 
-def _flops(value: float) -> str:
-    """``1e21``, ``3e20``: a budget without the ``+`` and padding of ``%g``."""
-    mant, _, exp = f"{value:.3g}".partition("e")
-    return f"{mant}e{int(exp)}" if exp else mant
-
-
 def _cell(row, q: str) -> str:
     def num(v: float) -> str:
         return f"{int(v)}" if q in ("depth", "width") and v >= 100 else f"{v:.3g}"
@@ -350,7 +345,7 @@ def recommendation_text(
             f"recommended there"
         )
     width = 32
-    head = "".join(f"{_flops(b) + ' FLOP':<{width}}" for b in table["budget"])
+    head = "".join(f"{flops_text(b) + ' FLOP':<{width}}" for b in table["budget"])
     lines.append(f"   {'':<14}{head}".rstrip())
     for q in QUANTITIES:
         cells = "".join(f"{_cell(row, q):<{width}}" for _, row in table.iterrows())
@@ -370,7 +365,7 @@ def _edges(table, alloc) -> tuple[str, str]:
     """The budgets whose optimum is a boundary solution (``1e13, 1e14``) and its depths."""
     depth = alloc.summary["depth"].to_numpy(dtype=float)
     edge = [(b, d) for b, d, e in zip(table["budget"], depth, table["boundary"], strict=True) if e]
-    budgets = ", ".join(_flops(b) for b, _ in edge)
+    budgets = ", ".join(flops_text(b) for b, _ in edge)
     return budgets, " or ".join(sorted({str(int(d)) for _, d in edge if np.isfinite(d)}))
 
 
@@ -378,7 +373,7 @@ def _paragraph(table, alloc, spec: dict, unknown: tuple[str, ...], why=()) -> st
     import textwrap
 
     last = table.iloc[-1]
-    budget = f"{_flops(last['budget'])} FLOP"
+    budget = f"{flops_text(last['budget'])} FLOP"
     if bool(table["recommended"].iloc[-1]) and not unknown:
         text = (
             f"In plain words: with {budget} of training compute, build a transformer "

@@ -11,8 +11,8 @@ from ._common import (
     add_option,
     check_paths,
     deprecated,
+    figure_paths,
     int_at_least,
-    plots_dir,
     positive_flops,
     tidy_table,
 )
@@ -121,8 +121,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         # every column kept (one schema for every law); a law without shapes leaves depth empty
         print(f"wrote {atomic_write_csv(args.out, tidy_table(d.runs))}")
-    folder = plots_dir(args.plots)
-    for path in [args.plot] + ([folder / FIGURE] if folder is not None else []):
-        if path:
-            print(f"wrote {atomic_savefig(d.plot(), path, dpi=120)}")
+    for path in figure_paths(args, FIGURE):
+        print(f"wrote {atomic_savefig(d.plot(), path, dpi=120)}")
     return 0

@@ -12,8 +12,8 @@ from ._common import (
     add_table_args,
     check_paths,
     deprecated,
+    figure_paths,
     load_table_arg,
-    plots_dir,
     positive_flops,
     renamed_flag,
     tidy_table,
@@ -146,8 +146,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning ({iso.method}): {w}")
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, frame)}")
-    folder = plots_dir(args.plots)
-    for path in [args.plot] + ([folder / FIGURE] if folder is not None else []):
-        if path:
-            print(f"wrote {atomic_savefig(isos[-1].plot(table), path, dpi=120)}")
+    for path in figure_paths(args, FIGURE):
+        print(f"wrote {atomic_savefig(isos[-1].plot(table), path, dpi=120)}")
     return 0

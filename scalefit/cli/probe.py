@@ -12,7 +12,7 @@ import os
 
 from ..errors import ScaleFitError, require
 from . import Subcommands
-from ._common import add_deprecated, add_option, check_paths, deprecated, plots_dir
+from ._common import add_deprecated, add_option, check_paths, deprecated, figure_paths
 
 #: The file name of the probe-curves figure in the --plots folder.
 FIGURE = "probes.png"
@@ -146,13 +146,11 @@ def _probe_toy(args: argparse.Namespace) -> int:
     print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
-    folder = plots_dir(args.plots)
-    for path in [args.plot] + ([folder / FIGURE] if folder is not None else []):
-        if path:
-            from ..plot import toy as toyplot
+    for path in figure_paths(args, FIGURE):
+        from ..plot import toy as toyplot
 
-            fig = toyplot.probe_curves(report["layers"])
-            print(f"wrote {atomic_savefig(fig, path, dpi=120)}")
+        fig = toyplot.probe_curves(report["layers"])
+        print(f"wrote {atomic_savefig(fig, path, dpi=120)}")
     return 0
 
 

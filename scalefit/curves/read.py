@@ -58,17 +58,11 @@ def read_curves(
     path = Path(source)
     if path.is_dir():
         return read_trainer_runs(path) if (path / "history.csv").exists() else _dir_error(path)
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        frame = read_csv(path)
-    elif suffix in (".jsonl", ".ndjson"):
-        frame = _read_jsonl(path)
-    elif suffix == ".json":
-        frame = _records(read_json(path, what="curve JSON"), str(path))
-    else:
+    frame = _read_frame(path, "curve JSON")
+    if frame is None:
         raise ScaleFitError(
             f"{path}: expected a .csv, .jsonl or .json curve file, a TensorBoard folder or a "
-            f"trainer run folder. Got a {suffix or 'suffix-less'} file."
+            f"trainer run folder. Got a {path.suffix.lower() or 'suffix-less'} file."
         )
     return validate_curves(frame, source=str(path), columns=columns, run=run)
 
@@ -78,6 +72,18 @@ def _dir_error(path: Path):
         f"{path}: a folder without history.csv; for TensorBoard event files use "
         "read_tensorboard (scalefit curves fit --format tensorboard)."
     )
+
+
+def _read_frame(path: Path, what: str) -> pd.DataFrame | None:
+    """The table of a ``.csv``, ``.jsonl``/``.ndjson`` or ``.json`` (``what``) file; else None."""
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return read_csv(path)
+    if suffix in (".jsonl", ".ndjson"):
+        return _read_jsonl(path)
+    if suffix == ".json":
+        return _records(read_json(path, what=what), str(path))
+    return None
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
@@ -223,14 +229,8 @@ def read_wandb(
         The long table.
     """
     path = Path(source)
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        frame = read_csv(path)
-    elif suffix in (".jsonl", ".ndjson"):
-        frame = _read_jsonl(path)
-    elif suffix == ".json":
-        frame = _records(read_json(path, what="W&B history JSON"), str(path))
-    else:
+    frame = _read_frame(path, "W&B history JSON")
+    if frame is None:
         raise ScaleFitError(f"{path}: expected a W&B export (.csv, .json or .jsonl).")
     chart = [c for c in frame.columns if str(c).endswith(f" - {metric}")]
     if chart:

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law
 from .observation import noise_logpdf, numpyro_noise, on_scale, standard_noise
-from .priors import numpyro_distribution, scipy_distribution
+from .priors import POSITIVE_DISTS, numpyro_distribution, scipy_distribution
 
 OBS = "log_loss"
 
@@ -155,7 +155,7 @@ def init_values(
             lo, hi = spec["low"], spec["high"]
             pad = 1e-3 * (hi - lo) if math.isfinite(hi - lo) else 1e-3
             z = min(max(z, lo + pad), hi - pad)
-        elif spec["dist"] in ("halfnormal", "halfcauchy", "lognormal", "exponential", "gamma"):
+        elif spec["dist"] in POSITIVE_DISTS:
             z = max(z, 1e-3)
         out[site] = z
     if specs["sigma"]["dist"] != "fixed":

@@ -63,38 +63,28 @@ class PriorFamily:
     positive: bool = False
 
 
-#: The one table of prior families (validation, the numpyro model and numpy prior draws read it).
-FAMILIES: dict[str, PriorFamily] = {
-    "normal": PriorFamily(
+def _loc_scale(numpyro_name: str, scipy_name: str) -> PriorFamily:
+    """A family whose numpyro and scipy constructors both take ``(loc, scale)``."""
+    return PriorFamily(
         ("loc", "scale"),
         {},
-        lambda d, s: d.Normal(s["loc"], s["scale"]),
-        lambda st, s: st.norm(s["loc"], s["scale"]),
-    ),
+        lambda d, s: getattr(d, numpyro_name)(s["loc"], s["scale"]),
+        lambda st, s: getattr(st, scipy_name)(s["loc"], s["scale"]),
+    )
+
+
+#: The one table of prior families (validation, the numpyro model and numpy prior draws read it).
+FAMILIES: dict[str, PriorFamily] = {
+    "normal": _loc_scale("Normal", "norm"),
     "student_t": PriorFamily(
         ("df", "loc", "scale"),
         {},
         lambda d, s: d.StudentT(s["df"], s["loc"], s["scale"]),
         lambda st, s: st.t(s["df"], s["loc"], s["scale"]),
     ),
-    "cauchy": PriorFamily(
-        ("loc", "scale"),
-        {},
-        lambda d, s: d.Cauchy(s["loc"], s["scale"]),
-        lambda st, s: st.cauchy(s["loc"], s["scale"]),
-    ),
-    "laplace": PriorFamily(
-        ("loc", "scale"),
-        {},
-        lambda d, s: d.Laplace(s["loc"], s["scale"]),
-        lambda st, s: st.laplace(s["loc"], s["scale"]),
-    ),
-    "logistic": PriorFamily(
-        ("loc", "scale"),
-        {},
-        lambda d, s: d.Logistic(s["loc"], s["scale"]),
-        lambda st, s: st.logistic(s["loc"], s["scale"]),
-    ),
+    "cauchy": _loc_scale("Cauchy", "cauchy"),
+    "laplace": _loc_scale("Laplace", "laplace"),
+    "logistic": _loc_scale("Logistic", "logistic"),
     "uniform": PriorFamily(
         ("low", "high"),
         {},

@@ -205,7 +205,7 @@ def approach1(
                 "exponent": 1 - a,
                 "lo": 1 - hi,
                 "hi": 1 - lo,
-                "intercept": -np.log(6.0) - icpt,
+                "intercept": np.log(tokens_for_budget(1.0, 1.0)) - icpt,
             },
         ]
     ).set_index("quantity")

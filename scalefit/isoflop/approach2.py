@@ -268,7 +268,7 @@ def _exponents(law: dict) -> pd.DataFrame:
             },
         ]
     ).set_index("quantity")
-    exps["intercept"] = [law["intercept"], -np.log(6.0) - law["intercept"]]
+    exps["intercept"] = [law["intercept"], np.log(tokens_for_budget(1.0, 1.0)) - law["intercept"]]
     exps["chi2_dof"] = law["chi2_dof"] if law["weighted"] else np.nan  # no weights: no chi²
     return exps
 
