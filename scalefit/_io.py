@@ -26,6 +26,20 @@ _TMP_RE = re.compile(r"^\..+\.(?P<pid>\d+)@(?P<host>[A-Za-z0-9-]+)\.[A-Za-z0-9_]
 _FOREIGN_TMP_AGE_S = 24 * 3600
 
 
+def user_cache() -> Path:
+    """The root of scalefit's user cache, the one rule every cached file follows.
+
+    ``$SCALEFIT_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/scalefit``, else
+    ``~/.cache/scalefit``. The dataset copies live in ``data/``, the compiled programs in
+    ``jax/``, the trainer's corpora and token folders in ``corpora/`` and ``tokens/``.
+    """
+    root = os.environ.get("SCALEFIT_CACHE_DIR")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "scalefit"
+
+
 def _host() -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ._io import atomic_write_bytes, read_input_bytes
+from ._io import atomic_write_bytes, read_input_bytes, user_cache
 from .errors import ScaleFitError
 from .table import read_table
 
@@ -130,11 +130,7 @@ def cache_dir() -> Path:
     ``$SCALEFIT_CACHE_DIR/data`` when that variable is set, else ``$XDG_CACHE_HOME/scalefit/data``,
     else ``~/.cache/scalefit/data``.
     """
-    root = os.environ.get("SCALEFIT_CACHE_DIR")
-    if root:
-        return Path(root) / "data"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "scalefit" / "data"
+    return user_cache() / "data"
 
 
 def checkout_data_dir() -> Path | None:

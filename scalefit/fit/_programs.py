@@ -42,6 +42,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .._io import user_cache
+
 #: Tables up to this many rows are padded to one of four sizes per doubling (at most 25 % extra).
 MIN_BUCKET = 32
 #: Rows per block in the blocked (large-table) solver: a start chunk's Jacobian block
@@ -81,13 +83,12 @@ def jax_cache_dir() -> Path | None:
     """The JAX cache folder of scalefit, or None when the compile cache is turned off.
 
     ``SCALEFIT_JAX_CACHE`` (``0`` turns it off), else ``<cache>/jax`` beside the dataset cache
-    (``SCALEFIT_CACHE_DIR``, default ``~/.cache/scalefit``).
+    (:func:`scalefit._io.user_cache`).
     """
     setting = os.environ.get("SCALEFIT_JAX_CACHE")
     if setting == "0":
         return None
-    base = Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit")
-    return Path(setting) if setting else base / "jax"
+    return Path(setting) if setting else user_cache() / "jax"
 
 
 def cache_root() -> Path | None:

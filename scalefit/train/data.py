@@ -28,6 +28,7 @@ from .._io import (
     atomic_write_text,
     check_input_file,
     read_input_bytes,
+    user_cache,
 )
 from .._validation import Options, validate
 from ..errors import ScaleFitError
@@ -50,8 +51,8 @@ CORPORA = {
 
 
 def cache_dir() -> Path:
-    """Return the scalefit cache: ``$SCALEFIT_CACHE_DIR`` or ``~/.cache/scalefit``."""
-    return Path(os.environ.get("SCALEFIT_CACHE_DIR") or Path.home() / ".cache" / "scalefit")
+    """Return the scalefit cache (:func:`scalefit._io.user_cache`)."""
+    return user_cache()
 
 
 def prepare_corpus(name: str, *, root: str | os.PathLike | None = None) -> Path:

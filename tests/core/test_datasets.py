@@ -106,6 +106,22 @@ def test_cache_folder_follows_scalefit_then_xdg_then_home(tmp_path, monkeypatch,
     assert cache_dir() == tmp_path / "sc" / "data"
 
 
+def test_every_cache_user_follows_the_one_rule(tmp_path, monkeypatch, tiny):
+    """Datasets, the compiled programs and the trainer's corpora share one cache root."""
+    from scalefit.fit._programs import jax_cache_dir
+    from scalefit.train.data import cache_dir as trainer_cache
+
+    monkeypatch.delenv("SCALEFIT_JAX_CACHE", raising=False)
+    for var, root in (
+        ("XDG_CACHE_HOME", tmp_path / "xdg"),
+        ("SCALEFIT_CACHE_DIR", tmp_path / "sc"),
+    ):
+        monkeypatch.setenv(var, str(root))
+        base = root / "scalefit" if var == "XDG_CACHE_HOME" else root
+        assert trainer_cache() == base
+        assert jax_cache_dir() == base / "jax"
+
+
 def test_lookup_order_and_the_cache_remembers_a_verified_copy(tmp_path, monkeypatch, tiny):
     from scalefit.datasets import cache_dir, locate
 
