@@ -32,7 +32,8 @@ losses from the smaller models' runs, three ways:
   identified, so ``E + A/N^0.34 + B/D^0.28`` (Hoffmann et al.'s published exponents, 3 free
   coefficients); with 9 runs (``--parts``) the full Chinchilla law as well; bootstrap over runs;
 * **every final loss below 1b** (the generous baseline): the Chinchilla law on all 256 final
-  rows of sizes 12m-400m in the last-checkpoint file, and on the best peak rate per
+  rows of sizes 12m-400m in the last-checkpoint file (248 once the repeated 17m rows are
+  kept once), and on the best peak rate per
   (size, steps).
 
 Scored against the 1b runs' final losses in the last-checkpoint file: absolute relative error
