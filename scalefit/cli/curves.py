@@ -48,9 +48,17 @@ def register(sub: Subcommands) -> None:
         default=None,
         metavar="SPEC",
         help="schedule of runs that declare none, e.g. "
-        "wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2",
+        "wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2; {column} fields fill it per run "
+        "from a CSV/JSON file, e.g. cosine:lr={peak_lr},steps={total_steps},warmup=50",
     )
     p.add_argument("--columns", default=None, metavar="A=B,...", help="rename columns")
+    p.add_argument(
+        "--run-columns",
+        default=None,
+        metavar="A,B,...",
+        help="CSV/JSON columns whose values together name a run (joined by /), "
+        "e.g. model,total_steps,peak_lr",
+    )
     p.add_argument("--tag", default=None, help="TensorBoard loss tag or W&B metric", shown="loss")
     p.add_argument("--momentum", type=float, default=0.999, help="annealing-area decay factor")
     p.add_argument("--early", type=float, default=0.1, help="drop this first fraction of each run")
@@ -134,6 +142,9 @@ def _read(args: argparse.Namespace):
     from ..errors import ScaleFitError
 
     columns = parse_mapping(args.columns, "--columns")
+    run_columns = _names(args.run_columns, "--run-columns")
+    template = args.schedule if _is_template(args.schedule) else None
+    per_file = {"columns": columns, "run_columns": run_columns, "schedule": template}
     parts = []
     for f in args.files:
         kind = args.format
@@ -141,8 +152,13 @@ def _read(args: argparse.Namespace):
             kind = "trainer" if (Path(f) / "history.csv").exists() else "tensorboard"
         if args.tag is not None and kind not in ("tensorboard", "wandb"):
             raise ScaleFitError(f"--tag applies to TensorBoard and W&B files, not to {f}.")
-        if columns and kind in ("tensorboard", "wandb", "trainer"):
-            raise ScaleFitError(f"--columns applies to CSV/JSON curve files, not to {f}.")
+        for flag, given in (
+            ("--columns", columns),
+            ("--run-columns", run_columns),
+            ("--schedule with {column} fields", template),
+        ):
+            if given and kind in ("tensorboard", "wandb", "trainer"):
+                raise ScaleFitError(f"{flag} applies to CSV/JSON curve files, not to {f}.")
         if kind == "tensorboard":
             parts.append(read_tensorboard(f, tag=args.tag))
         elif kind == "wandb":
@@ -150,10 +166,27 @@ def _read(args: argparse.Namespace):
         elif kind == "trainer":
             parts.append(read_trainer_runs(f))
         else:
-            parts.append(read_curves(f, columns=columns))
+            parts.append(read_curves(f, **per_file))
     if len(parts) == 1:
         return parts[0]
     return validate_curves(pd.concat(parts, ignore_index=True), source=", ".join(args.files))
+
+
+def _names(text: str | None, flag: str) -> list[str] | None:
+    """``a,b,c`` as a list of names (``None`` when not given)."""
+    from ..errors import ScaleFitError
+
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",")]
+    if not all(names):
+        raise ScaleFitError(f"{flag}: expected column names separated by commas. Got {text!r}.")
+    return names
+
+
+def _is_template(schedule: str | None) -> bool:
+    """Whether ``--schedule`` has ``{column}`` fields (filled per run when reading)."""
+    return schedule is not None and ("{" in schedule or "}" in schedule)
 
 
 def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
@@ -218,6 +251,8 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         raise ScaleFitError("--params is the model size of a --forecast; give a --forecast.")
     forecasts = [parse_schedule(s, where="--forecast") for s in args.forecast]
     curves = _read(args)
+    if _is_template(args.schedule):
+        args.schedule = None  # filled into each run's schedule column when reading
     setup = _allocation_setup(args, curves)
     train = truncate(curves, args.fit_fraction) if args.fit_fraction else curves
     prepared = _prepared(args, train)

@@ -7,7 +7,7 @@ anything from a file: CSV and JSON are parsed as data, event files by TensorBoar
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +28,14 @@ def read_curves(
     *,
     columns: Mapping[str, str] | None = None,
     run: str | None = None,
+    run_columns: Sequence[str] | None = None,
+    schedule: str | None = None,
 ) -> pd.DataFrame:
     """Read a long curve table from CSV (``.csv``), JSON Lines (``.jsonl``) or a DataFrame.
+
+    The file is read as published: renaming (``columns``), run names made of several columns
+    (``run_columns``) and schedules declared from columns (``schedule``) are arguments, so a
+    public table needs no editing.
 
     Parameters
     ----------
@@ -40,6 +46,12 @@ def read_curves(
         width, depth, schedule, tokens_per_step).
     run : str, optional
         Run name for a file without a ``run`` column.
+    run_columns : sequence of str, optional
+        Columns whose values together name each run, joined by ``/`` (e.g.
+        ``("model", "total_steps", "peak_lr")`` gives ``"m70/5000/0.004"``).
+    schedule : str, optional
+        Schedule template filled per run from columns, e.g.
+        ``"cosine:lr={peak_lr},steps={total_steps},warmup=50,final_lr_ratio=0.1"``.
 
     Returns
     -------
@@ -52,9 +64,15 @@ def read_curves(
     >>> t = read_curves(pd.DataFrame({"run": ["a", "a"], "step": [10, 20], "loss": [3.0, 2.9]}))
     >>> t["loss"].tolist()
     [3.0, 2.9]
+    >>> f = pd.DataFrame({"model": ["m", "m"], "lr0": [1e-3, 1e-3], "n": [20, 20],
+    ...                   "step": [10, 20], "loss": [3.0, 2.9]})
+    >>> t = read_curves(f, run_columns=["model", "n"], schedule="cosine:lr={lr0},steps={n}")
+    >>> t["run"].iloc[0], t["schedule"].iloc[0]
+    ('m/20', 'cosine:lr=0.001,steps=20,final_lr=0.0')
     """
+    spec = {"columns": columns, "run": run, "run_columns": run_columns, "schedule": schedule}
     if isinstance(source, pd.DataFrame):
-        return validate_curves(source, columns=columns, run=run)
+        return validate_curves(source, **spec)
     path = Path(source)
     if path.is_dir():
         return read_trainer_runs(path) if (path / "history.csv").exists() else _dir_error(path)
@@ -64,7 +82,7 @@ def read_curves(
             f"{path}: expected a .csv, .jsonl or .json curve file, a TensorBoard folder or a "
             f"trainer run folder. Got a {path.suffix.lower() or 'suffix-less'} file."
         )
-    return validate_curves(frame, source=str(path), columns=columns, run=run)
+    return validate_curves(frame, source=str(path), **spec)
 
 
 def _dir_error(path: Path):

@@ -14,6 +14,11 @@ Source: H. Tissue, V. Wang, L. Wang, *Scaling Law with Learning Rate Annealing*,
 One convention is ours: the lr increases of a warm-up are not annealing, so the momentum is fed
 only from the step after warm-up (``warmup`` steps, declared or read as the steps before the
 first step at peak lr). For a schedule without warm-up the definition is the paper's, unchanged.
+
+A schedule *template* names columns of a curve table in place of numbers,
+``"cosine:lr={peak_lr},steps={total_steps},warmup=50,final_lr_ratio=0.1"``: each run's schedule
+is the template with every ``{column}`` replaced by that run's value (:func:`template_fields`,
+:func:`fill_template`). A field is a whole setting value; nothing in it is evaluated.
 """
 
 from __future__ import annotations
@@ -112,7 +117,14 @@ class Schedule:
         return self.kind + ":" + ",".join(f"{k}={text(k)}" for k in keys)
 
 
-_NUM = {"lr": float, "steps": int, "warmup": int, "decay": float, "final_lr": float}
+_NUM = {
+    "lr": float,
+    "steps": int,
+    "warmup": int,
+    "decay": float,
+    "final_lr": float,
+    "final_lr_ratio": float,
+}
 
 
 def parse_schedule(text: str, *, steps: int | None = None, where: str = "schedule") -> Schedule:
@@ -121,7 +133,8 @@ def parse_schedule(text: str, *, steps: int | None = None, where: str = "schedul
     Parameters
     ----------
     text : str
-        Schedule kind and settings (``lr``, ``steps``, ``warmup``, ``decay``, ``final_lr``).
+        Schedule kind and settings (``lr``, ``steps``, ``warmup``, ``decay``, ``final_lr``;
+        or ``final_lr_ratio``, the final learning rate as a fraction of ``lr`` in [0, 1]).
     steps : int, optional
         Length used when ``text`` gives none (e.g. the run's last logged step).
     where : str
@@ -155,11 +168,100 @@ def parse_schedule(text: str, *, steps: int | None = None, where: str = "schedul
             ) from None
     if "lr" not in settings:
         raise ScaleFitError(f"{where}: the schedule needs a peak learning rate, e.g. 'lr=3e-3'.")
+    if "final_lr_ratio" in settings:
+        ratio = settings.pop("final_lr_ratio")
+        if "final_lr" in settings:
+            raise ScaleFitError(f"{where}: give final_lr or final_lr_ratio, not both.")
+        if not 0 <= ratio <= 1:
+            raise ScaleFitError(
+                f"{where}: schedule final_lr_ratio must be a number in [0, 1]. Got {ratio!r}."
+            )
+        settings["final_lr"] = ratio * float(settings["lr"])
     if "steps" not in settings:
         if steps is None:
             raise ScaleFitError(f"{where}: the schedule needs its length, e.g. 'steps=1000'.")
         settings["steps"] = int(steps)
     return Schedule(m.group(1), **settings)
+
+
+_FIELD = re.compile(r"\{\s*([^{}]*?)\s*\}")
+
+
+def template_fields(text: str, *, where: str = "schedule") -> tuple[str, ...]:
+    """The column names a schedule template reads, in order (empty for a plain schedule).
+
+    Parameters
+    ----------
+    text : str
+        A schedule in the grammar of :func:`parse_schedule` whose setting values may be
+        ``{column}`` fields (a field is a whole value: ``lr={peak_lr}``, not ``lr=1{x}``).
+    where : str
+        What the text belongs to, for messages.
+
+    Returns
+    -------
+    tuple of str
+        Field names, each once.
+
+    Examples
+    --------
+    >>> template_fields("cosine:lr={peak_lr},steps={total_steps},warmup=50")
+    ('peak_lr', 'total_steps')
+    """
+    kind, _, rest = str(text).partition(":")
+    if "{" in kind or "}" in kind:
+        raise ScaleFitError(f"{where}: the schedule kind cannot be a {{column}} field.")
+    names: list[str] = []
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        value = part.partition("=")[2].strip()
+        m = _FIELD.fullmatch(value)
+        if m is None and ("{" in value or "}" in value):
+            raise ScaleFitError(
+                f"{where}: a {{column}} field must be a whole setting value, e.g. "
+                f"'lr={{peak_lr}}'. Got {part!r} instead."
+            )
+        if m is not None:
+            if not m.group(1):
+                raise ScaleFitError(f"{where}: empty field {{}} in {part!r}; name a column.")
+            if m.group(1) not in names:
+                names.append(m.group(1))
+    return tuple(names)
+
+
+def fill_template(
+    text: str, values: dict[str, float], *, steps: int | None = None, where: str = "schedule"
+) -> Schedule:
+    """The schedule of one run: ``text`` with each ``{column}`` field replaced by its value.
+
+    Parameters
+    ----------
+    text : str
+        A schedule template (:func:`template_fields`).
+    values : dict
+        ``{column: number}`` for every field of the template.
+    steps : int, optional
+        Length used when the template gives none.
+    where : str
+        What the schedule belongs to (e.g. the file and run), for messages.
+
+    Returns
+    -------
+    Schedule
+
+    Examples
+    --------
+    >>> str(fill_template("cosine:lr={peak},steps={n},final_lr_ratio=0.1", {"peak": 1e-3, "n": 90}))
+    'cosine:lr=0.001,steps=90,final_lr=0.0001'
+    """
+    fields = template_fields(text, where=where)
+    missing = [f for f in fields if f not in values]
+    if missing:
+        raise ScaleFitError(f"{where}: no value for the schedule field {{{missing[0]}}}.")
+
+    def value(m: re.Match) -> str:
+        return repr(float(values[m.group(1)]))
+
+    return parse_schedule(_FIELD.sub(value, str(text)), steps=steps, where=where)
 
 
 def areas(

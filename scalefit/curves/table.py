@@ -10,7 +10,7 @@ line naming the source, the run and the row (1-based, as in the file).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,11 @@ ALIASES = {
 
 
 def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) -> pd.DataFrame:
+    return frame.rename(columns=_rename_map(frame, columns, where))
+
+
+def _rename_map(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) -> dict:
+    """``{file column: canonical name}`` from ``columns`` and the built-in aliases."""
     columns = dict(columns or {})
     for src in columns:
         if src not in frame.columns:
@@ -59,7 +64,7 @@ def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) 
                     f"map them explicitly (columns={{{col!r}: ...}})."
                 )
             rename[col] = dst
-    return frame.rename(columns=rename)
+    return rename
 
 
 def validate_curves(
@@ -68,6 +73,8 @@ def validate_curves(
     source: str = "<DataFrame>",
     columns: Mapping[str, str] | None = None,
     run: str | None = None,
+    run_columns: Sequence[str] | None = None,
+    schedule: str | None = None,
 ) -> pd.DataFrame:
     """Check and normalise a long curve table.
 
@@ -81,6 +88,15 @@ def validate_curves(
         ``{name in file: canonical name}`` applied before the built-in aliases.
     run : str, optional
         Run name for every row when the table has no ``run`` column (one run per file).
+    run_columns : sequence of str, optional
+        Columns of the file whose values together name a run (e.g. ``("model",
+        "total_steps", "peak_lr")``): the run is their values joined by ``/``, in this order.
+        For a file without a ``run`` column whose runs are told apart by several settings.
+    schedule : str, optional
+        A schedule template whose ``{column}`` fields name per-run columns of the file (e.g.
+        ``"cosine:lr={peak_lr},steps={total_steps},warmup=50,final_lr_ratio=0.1"``,
+        :func:`scalefit.curves.schedule.template_fields`): fills each run's ``schedule``
+        column. Each field must hold one number per run.
 
     Returns
     -------
@@ -96,8 +112,11 @@ def validate_curves(
     """
     if not isinstance(frame, pd.DataFrame) or frame.empty:
         raise ScaleFitError(f"{source}: no checkpoints; expected rows of run, step, loss.")
-    tab = _rename(frame.copy(), columns, source)
-    tab = tab.reset_index(drop=True)
+    raw = frame.reset_index(drop=True)
+    if run_columns is not None:
+        raw = _with_run_id(raw, run_columns, columns, run, source)
+    rename = _rename_map(raw, columns, source)
+    tab = raw.rename(columns=rename)
     if "run" not in tab.columns:
         if run is None:
             raise ScaleFitError(
@@ -118,6 +137,8 @@ def validate_curves(
     for col in ("step", "tokens", "loss", "lr", "params", "width", "depth", "tokens_per_step"):
         if col in tab.columns:
             tab[col] = _numeric(tab, col, source)
+    if schedule is not None:
+        tab = _with_schedules(tab, schedule, rename, source)
     _check_per_run(tab, source)
     key = "step" if "step" in tab.columns else "tokens"
     dup = tab.duplicated(["run", key])
@@ -129,6 +150,68 @@ def validate_curves(
         )
     tab = tab.sort_values(["run", key], kind="stable").reset_index(drop=True)
     tab.attrs["scalefit_curves"] = {"source": source, "key": key}
+    return tab
+
+
+def _with_run_id(raw, run_columns, columns, run, source: str) -> pd.DataFrame:
+    """``raw`` with a ``run`` column joined from ``run_columns`` (file names, in order)."""
+    cols = [run_columns] if isinstance(run_columns, str) else list(run_columns)
+    if not cols or not all(isinstance(c, str) and c for c in cols):
+        raise ScaleFitError(
+            f"{source}: run_columns must name one column or more. Got {run_columns!r} instead."
+        )
+    taken = "run" in raw.columns or "run" in dict(columns or {}).values()
+    if taken or run is not None:
+        raise ScaleFitError(
+            f"{source}: run_columns builds the run name; the file already has a 'run' column "
+            "(or one mapped to it) or a run= name was given. Use one of them."
+        )
+    for col in cols:
+        if col not in raw.columns:
+            raise ScaleFitError(
+                f"{source}: run column {col!r} is not in the file; columns: "
+                f"{', '.join(map(str, raw.columns))}."
+            )
+        empty = raw[col].isna() | (raw[col].astype(str).str.strip() == "")
+        if empty.any():
+            i = int(np.flatnonzero(empty)[0])
+            raise ScaleFitError(f"{source}: row {i + 1}, run column {col!r}: an empty value.")
+    parts = [raw[c].map(_id_text) for c in cols]
+    out = raw.copy()
+    out["run"] = parts[0].str.cat(parts[1:], sep="/") if len(parts) > 1 else parts[0]
+    return out
+
+
+def _id_text(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _with_schedules(tab: pd.DataFrame, template: str, rename: dict, source: str) -> pd.DataFrame:
+    """Fill each run's ``schedule`` from a template whose fields name per-run columns."""
+    from .schedule import fill_template, template_fields
+
+    where = f"{source}: schedule template"
+    if "schedule" in tab.columns:
+        raise ScaleFitError(f"{where}: the file has a 'schedule' column already; use one.")
+    fields = template_fields(template, where=where)
+    cols = {f: rename.get(f, f) for f in fields}
+    for field, col in cols.items():
+        if col not in tab.columns:
+            raise ScaleFitError(
+                f"{where}: field {{{field}}} names no column; columns: "
+                f"{', '.join(map(str, tab.columns))}."
+            )
+        tab[col] = _numeric(tab, col, source) if col not in POINT_COLUMNS else tab[col]
+    _check_per_run(tab, source, columns=list(dict.fromkeys(cols.values())))
+    texts = {}
+    for run, part in tab.groupby("run", sort=False):
+        values = {f: float(part[c].iloc[0]) for f, c in cols.items()}
+        last = int(part["step"].max()) if "step" in part.columns else None
+        sched = fill_template(template, values, steps=last, where=f"{source}: run {run!r}")
+        texts[run] = str(sched)
+    tab["schedule"] = tab["run"].map(texts)
     return tab
 
 
@@ -159,8 +242,8 @@ def _numeric(tab: pd.DataFrame, col: str, source: str) -> pd.Series:
     return pd.Series(values, index=tab.index)
 
 
-def _check_per_run(tab: pd.DataFrame, source: str) -> None:
-    for col in RUN_COLUMNS:
+def _check_per_run(tab: pd.DataFrame, source: str, columns=RUN_COLUMNS) -> None:
+    for col in columns:
         if col not in tab.columns:
             continue
         first = tab.groupby("run", sort=False)[col].transform("first")
