@@ -141,6 +141,7 @@ def forecast(
     steps=None,
     momentum: float | None = None,
     bands: bool = True,
+    tokens_per_step: float | None = None,
     **columns: Any,
 ) -> pd.DataFrame:
     """Predicted loss along ``schedule`` (another schedule or length than the fitted runs').
@@ -159,6 +160,9 @@ def forecast(
         Add ``lo``/``hi`` from the bootstrap or posterior draws when the result has them; for
         a Bayesian fit with an offset per run (``bayes=True``) the band is that of a new run
         (a fresh offset per draw, :func:`scalefit.fit.bayes.predictive_draws`).
+    tokens_per_step : float, optional
+        Tokens per optimiser update, for a law or formula that reads ``tokens``
+        (``tokens = step * tokens_per_step``).
     **columns
         Other inputs of the law, e.g. ``params=1.2e8``.
 
@@ -176,6 +180,10 @@ def forecast(
     frame = schedule_frame(
         sched, steps=steps, momentum=momentum, segments=segments_of(result.law), **columns
     )
+    if tokens_per_step is not None:
+        positive = Interval(float, 0, None, closed="neither", finite=True)
+        validate("forecast", {"tokens_per_step": tokens_per_step}, {"tokens_per_step": [positive]})
+        frame["tokens"] = frame["step"] * float(tokens_per_step)
     missing = [i for i in result.law.inputs if i not in frame.columns]
     if missing:
         raise ScaleFitError(
@@ -193,6 +201,20 @@ def forecast(
         pred = result.predict(frame, bands=True)
         return pd.concat([frame, pred], axis=1)
     return frame.assign(loss=result.predict(frame))
+
+
+def _tokens_per_step(part: pd.DataFrame, run) -> float:
+    """A run's tokens per optimiser update, read off its ``tokens`` and ``step`` columns."""
+    if not {"tokens", "step"} <= set(part.columns):
+        raise ScaleFitError(
+            f"run {run!r}: the law reads tokens; final_losses needs the run's step and tokens."
+        )
+    ratio = part["tokens"].to_numpy(float) / part["step"].to_numpy(float)
+    if not np.allclose(ratio, ratio[0], rtol=1e-6):
+        raise ScaleFitError(
+            f"run {run!r}: tokens per step is not constant ({ratio.min():g} to {ratio.max():g})."
+        )
+    return float(ratio[0])
 
 
 def final_losses(
@@ -230,7 +252,8 @@ def final_losses(
             for c in result.law.inputs
             if c in ("params", "width", "depth")
         }
-        pred = forecast(result, sched, steps=[sched.steps], **extra).iloc[-1]
+        per = _tokens_per_step(part, run) if "tokens" in result.law.inputs else None
+        pred = forecast(result, sched, steps=[sched.steps], tokens_per_step=per, **extra).iloc[-1]
         row = {"run": run, "final_step": sched.steps, "predicted": float(pred["loss"])}
         if "lo" in pred:
             row.update(lo=float(pred["lo"]), hi=float(pred["hi"]))

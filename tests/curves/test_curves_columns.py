@@ -1,12 +1,14 @@
 """Public tables read as published: run names from several columns, schedules from columns."""
 
+import warnings
+
 import pandas as pd
 import pytest
 
 from scalefit.cli import main
 from scalefit.curves import Schedule, parse_schedule, prepare, read_curves
 from scalefit.curves.schedule import fill_template, template_fields
-from scalefit.errors import ScaleFitError
+from scalefit.errors import ConvergenceWarning, ScaleFitError
 
 TEMPLATE = "cosine:lr={peak_lr},steps={total_steps},warmup=5,final_lr_ratio=0.1"
 
@@ -153,3 +155,36 @@ def test_cli_reads_a_sweep_with_run_columns_and_a_template(tmp_path, capsys):
     assert code in (0, 3) and "curves: 8 runs" in out
     assert main([*flags[:3], "--run-columns", "model,,peak_lr", "--columns", "N=params"]) == 2
     assert "--run-columns: expected column names" in capsys.readouterr().err
+
+
+def test_a_formula_in_tokens_forecasts_each_run_end_from_its_own_tokens_per_step(tmp_path):
+    """``final_losses`` reads each run's tokens per step; ``forecast`` takes it as an option."""
+    import numpy as np
+
+    from scalefit.curves import final_losses, fit_curves, forecast
+
+    frame = _sweep()
+    frame["D"] = frame["current_steps"] * 4096.0 * (1 + (frame["model"] == "m30"))
+    frame["loss"] = 2 + 30 / frame["N"] ** 0.2 + 40 / frame["D"] ** 0.3  # exact: no noise
+    path = tmp_path / "sweep.csv"
+    frame.to_csv(path, index=False)
+    kw = dict(columns={"current_steps": "step", "N": "params", "D": "tokens"})
+    curves = read_curves(path, run_columns=("model", "total_steps", "peak_lr"), **kw,
+                         schedule=TEMPLATE)  # fmt: skip
+    formula = "E + A*params**(-alpha) + B*tokens**(-beta)"
+    x0 = {"E": 2.0, "A": 30.0, "alpha": 0.2, "B": 40.0, "beta": 0.3}
+    with warnings.catch_warnings():  # two sizes: E, A and alpha trade off (the ends do not)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = fit_curves(prepare(curves, drop_warmup=False, early=0.0), None, formula=formula,
+                         x0=x0, progress=False)  # fmt: skip
+    ends = final_losses(res, curves)
+    last = curves.groupby("run")["loss"].last()
+    assert np.allclose(ends.set_index("run")["predicted"], last.reindex(ends["run"]), rtol=1e-6)
+    sched = parse_schedule("cosine:lr=1e-3,steps=120,warmup=5")
+    with pytest.raises(ScaleFitError, match="needs tokens"):
+        forecast(res, sched, params=1e7)
+    with pytest.raises(ScaleFitError, match="'tokens_per_step' parameter of forecast"):
+        forecast(res, sched, params=1e7, tokens_per_step=-1)
+    bent = curves.assign(tokens=curves["tokens"] * (1 + 0.01 * (curves["step"] == 40)))
+    with pytest.raises(ScaleFitError, match="tokens per step is not constant"):
+        final_losses(res, bent)
