@@ -9,10 +9,11 @@ import pandas as pd
 
 from ..accounting import standard_params
 from ..laws import Law, get_law
+from ..laws.catalogue import HOFFMANN_2022
 
 #: Ground truths used by the recovery and calibration checks (raw units).
 TRUTHS: dict[str, dict[str, float]] = {
-    "chinchilla": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
+    "chinchilla": dict(HOFFMANN_2022),
     "decomposed": {
         "c_width": 270.0,
         "a_width": 0.95,

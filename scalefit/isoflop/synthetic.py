@@ -9,9 +9,11 @@ from .._validation import Interval, validate
 from ..accounting import tokens_for_budget, training_flops
 from ..allocate.closed_form import chinchilla_optimum
 from ..laws import get_law
+from ..laws.catalogue import HOFFMANN_2022
 
-#: Hoffmann et al.'s Approach-3 values (REFERENCE.md §2), the default truth.
-HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+#: Hoffmann et al.'s Approach-3 values (:data:`scalefit.laws.catalogue.HOFFMANN_2022`), the
+#: default truth.
+HOFFMANN = HOFFMANN_2022
 #: Chinchilla's nine IsoFLOP budgets (FLOPs).
 CHINCHILLA_BUDGETS = (6e18, 1e19, 3e19, 6e19, 1e20, 3e20, 6e20, 1e21, 3e21)
 

@@ -52,6 +52,11 @@ def _exponent(name: str, desc: str, start=(0.0, 1.5)) -> Param:
     )
 
 
+#: Hoffmann et al. (2022), Approach 3: the published fit of the Chinchilla law (REFERENCE.md §2).
+#: The law's start point, the synthetic truth of the recovery tests and of the IsoFLOP study.
+HOFFMANN_2022: dict[str, float] = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+
+
 # ------------------------------------------------------------------------------ chinchilla
 def _chinchilla_expr(xp, p, x):
     return (
@@ -81,7 +86,7 @@ def chinchilla() -> Law:
         expr=_chinchilla_expr,
         formula="L = E + A / params^alpha + B / tokens^beta",
         reference="Hoffmann et al. 2022, Approach 3; Besiroglu et al. 2024 (Epoch AI) replication",
-        start_points=({"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},),
+        start_points=(dict(HOFFMANN_2022),),
     )
 
 
