@@ -17,7 +17,7 @@ not import each other). The layers, bottom up:
     ``decide`` do not import them either; :data:`APART` says so, so the two sides are siblings.
 ``fit``
     ``scalefit/fit``: the least-squares engine, checks, the result, bootstrap, priors, the
-    Bayesian model and sampler, and the one hold-out (``fit.validate``) with the research
+    Bayesian model and sampler, and the one hold-out (``fit.holdout``) with the research
     predictive it may score with (``experimental.discrepancy``, its own package). Both stay here
     although the issue's map puts the hold-out under ``evaluate``: ``fit(holdout=...)`` and
     ``fit_bayes`` call them, so moving them up would turn those calls into upward edges.
