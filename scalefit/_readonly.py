@@ -1,0 +1,44 @@
+"""Read-only dicts for the mapping fields of frozen results (``res.params["a"] = 1`` raises).
+
+A ``dict`` subclass rather than :class:`types.MappingProxyType`, so that what reads results as
+dicts keeps working unchanged: ``json.dumps``, ``dataclasses.asdict``, pandas, ``isinstance(x,
+dict)`` checks, ``copy``/``deepcopy`` and pickling (between processes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+class ReadOnlyDict(dict):
+    """A ``dict`` that refuses every change in place; ``dict(d)`` or ``d | {...}`` is a new one."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a result's mapping is read-only; build a new one (dict(d) or d | {...}).")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self):
+        return type(self), (dict(self),)
+
+
+class ReadOnlyMappings:
+    """Base of a frozen result dataclass: its ``__post_init__`` freezes the mapping fields."""
+
+    def __post_init__(self) -> None:
+        freeze_mappings(self)
+
+
+def freeze_mappings(obj: Any) -> None:
+    """Make every top-level ``dict`` field of the frozen dataclass ``obj`` a :class:`ReadOnlyDict`.
+
+    Called from each result's ``__post_init__`` (so ``dataclasses.replace`` freezes too), through
+    :class:`ReadOnlyMappings` or directly.
+    """
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, dict) and not isinstance(value, ReadOnlyDict):
+            object.__setattr__(obj, f.name, ReadOnlyDict(value))
