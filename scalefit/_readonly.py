@@ -26,19 +26,14 @@ class ReadOnlyDict(dict):
 
 
 class ReadOnlyMappings:
-    """Base of a frozen result dataclass: its ``__post_init__`` freezes the mapping fields."""
+    """Base of the frozen results: ``__post_init__`` makes each ``dict`` field a ReadOnlyDict.
+
+    A result with its own ``__post_init__`` calls this one last; ``dataclasses.replace`` runs it
+    too.
+    """
 
     def __post_init__(self) -> None:
-        freeze_mappings(self)
-
-
-def freeze_mappings(obj: Any) -> None:
-    """Make every top-level ``dict`` field of the frozen dataclass ``obj`` a :class:`ReadOnlyDict`.
-
-    Called from each result's ``__post_init__`` (so ``dataclasses.replace`` freezes too), through
-    :class:`ReadOnlyMappings` or directly.
-    """
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, dict) and not isinstance(value, ReadOnlyDict):
-            object.__setattr__(obj, f.name, ReadOnlyDict(value))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, dict) and not isinstance(value, ReadOnlyDict):
+                object.__setattr__(self, f.name, ReadOnlyDict(value))

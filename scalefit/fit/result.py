@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_json, read_json
-from .._readonly import freeze_mappings
+from .._readonly import ReadOnlyMappings
 from .._validation import renamed_keyword
 from ..errors import ScaleFitError
 from ..laws import Law, get_law, law_to_spec
@@ -27,7 +27,7 @@ from .schema import SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
-class FitResult:
+class FitResult(ReadOnlyMappings):
     """Everything a fit produced (immutable).
 
     Attributes
@@ -131,7 +131,7 @@ class FitResult:
             d = np.array(self.draws, dtype=float)
             d.setflags(write=False)
             set_(self, "draws", d)
-        freeze_mappings(self)
+        super().__post_init__()
 
     # ------------------------------------------------------------------ access
     @property
