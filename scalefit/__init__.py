@@ -7,12 +7,9 @@ Main entry points: :func:`read_table`, :func:`scalefit.datasets.load`, :func:`fi
 
 from __future__ import annotations
 
-from . import datasets
+# allocate: the subpackage, callable as its allocate() (scalefit.allocate(res, budgets), .Space)
+from . import allocate, datasets
 from ._version import __version__ as __version__
-
-# Imported eagerly (18 ms): a lazy ``allocate`` would be shadowed by the ``scalefit.allocate``
-# subpackage as soon as anything imported it, making ``scalefit.allocate(...)`` a module call.
-from .allocate import allocate
 from .errors import ConvergenceWarning, ScaleFitError
 from .fit import FitResult, bootstrap, fit
 from .laws import Law, Param, get_law, list_laws, register_law

@@ -5,11 +5,11 @@ and never of a layer it stands apart from (:data:`APART`: the producers and the 
 not import each other). The layers, bottom up:
 
 ``core``
-    Errors, option validation, atomic file I/O, the progress bar, run manifests, the table
-    reader and the filter grammar, FLOP/parameter accounting, the law catalogue, the bundled
-    datasets, and the figure kit (``plot._base``, ``plot.style``: they import nothing from
-    scalefit but each other, so the packages that draw their own figures can use them without
-    reaching up to ``plot``).
+    Errors, option validation, atomic file I/O, the progress bar, read-only result mappings, run
+    manifests, the table reader and the filter grammar, FLOP/parameter accounting, the law
+    catalogue, the bundled datasets, and the figure kit (``plot._base``, ``plot.style``: they
+    import nothing from scalefit but each other, so the packages that draw their own figures can
+    use them without reaching up to ``plot``).
 ``producers``
     ``sim``, ``train``, ``probes`` and ``sweep``: code that makes loss tables and measurements.
     They import ``core`` only, so they sit directly on it: being below ``fit`` keeps them off the
@@ -17,7 +17,7 @@ not import each other). The layers, bottom up:
     ``decide`` do not import them either; :data:`APART` says so, so the two sides are siblings.
 ``fit``
     ``scalefit/fit``: the least-squares engine, checks, the result, bootstrap, priors, the
-    Bayesian model and sampler, and the one hold-out (``fit.validate``) with the research
+    Bayesian model and sampler, and the one hold-out (``fit.holdout``) with the research
     predictive it may score with (``experimental.discrepancy``, its own package). Both stay here
     although the issue's map puts the hold-out under ``evaluate``: ``fit(holdout=...)`` and
     ``fit_bayes`` call them, so moving them up would turn those calls into upward edges.
@@ -74,6 +74,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "scalefit._validation",
             "scalefit._io",
             "scalefit._progress",
+            "scalefit._readonly",
             "scalefit._manifest",
             "scalefit._torch",
             "scalefit._layers",

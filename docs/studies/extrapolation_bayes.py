@@ -1,7 +1,7 @@
 """Extrapolation validation with the Bayesian fitter on Liu's 203 Chinchilla rows (law decomposed).
 
 The split is the one ``scalefit bayes chinchilla --law decomposed --drop-highest 40 --holdout 0.2``
-uses (:func:`scalefit.fit.validate.split_by_compute`); the posterior is the same (defaults, seed 0).
+uses (:func:`scalefit.fit.holdout.split_by_compute`); the posterior is the same (defaults, seed 0).
 Today's predictive is the posterior predictive (Student-t noise); the calibrated one combines the
 same posterior draws with :mod:`scalefit.experimental.discrepancy`.
 

@@ -49,8 +49,8 @@ from scalefit import fit
 from scalefit._io import atomic_write_csv
 from scalefit.experimental.discrepancy import _groups, _moments, _scatter, log_compute
 from scalefit.experimental.extrapolation import _baseline
+from scalefit.fit.holdout import split_by_compute
 from scalefit.fit.observation import score_holdout
-from scalefit.fit.validate import split_by_compute
 from scalefit.laws import get_law
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._readonly import ReadOnlyMappings
 from .._validation import Interval, renamed_attribute, renamed_keyword, validate
 from ..accounting import flops_text
 from ..errors import ScaleFitError
@@ -121,7 +122,7 @@ def check_budgets(budgets) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Allocation:
+class Allocation(ReadOnlyMappings):
     """Result of :func:`allocate` (all tables are DataFrames; nothing is printed).
 
     Attributes

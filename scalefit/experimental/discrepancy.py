@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
+from .._readonly import ReadOnlyMappings
 from .._validation import Options, validate
 from ..errors import ScaleFitError
 from ..fit.observation import holdout_scores, noise_logpdf, score_holdout, standard_noise
@@ -44,7 +45,7 @@ NU_MAX = 1000.0
 
 
 @dataclass(frozen=True)
-class Discrepancy:
+class Discrepancy(ReadOnlyMappings):
     """Fitted calibration of the predictive distribution (see the module docstring).
 
     Attributes
@@ -101,7 +102,7 @@ class Discrepancy:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dictionary."""
         out = asdict(self)
-        out["group"] = list(self.group)
+        out["group"], out["details"] = list(self.group), dict(out["details"])
         return out
 
 

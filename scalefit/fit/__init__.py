@@ -1,6 +1,6 @@
 """Fitting: least squares (:func:`fit`), bootstrap, held-out checks and the :class:`FitResult`.
 
-Floors, top down: :mod:`~scalefit.fit.api` (``fit``) → :mod:`~scalefit.fit.validate` (hold-out)
+Floors, top down: :mod:`~scalefit.fit.api` (``fit``) → :mod:`~scalefit.fit.holdout` (hold-out)
 → :mod:`~scalefit.fit.bootstrap` → :mod:`~scalefit.fit.lmfit_method` and
 :mod:`~scalefit.fit.lsq` (backends, multi-start) → :mod:`~scalefit.fit.build` (the one step that
 builds a result) → :mod:`~scalefit.fit.checks` → :mod:`~scalefit.fit.result`,

@@ -4,7 +4,7 @@
 declared constraints on construction) and passes that object down: it picks a backend, runs
 :func:`scalefit.fit.lsq.least_squares`, and applies the requested refinements — each a function
 that returns a new result: :func:`scalefit.fit.bootstrap.bootstrap` and the hold-out check of
-:mod:`scalefit.fit.validate`.
+:mod:`scalefit.fit.holdout`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from .build import FitSettings
 from .data import as_table, names_read, resolve_weights
 from .device import fit_device, on_device
 from .engine import LOSSES
+from .holdout import holdout_check
 from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
 from .lsq import JaxBackend, least_squares
 from .observation import RESIDUALS
 from .result import FitResult
 from .split import n_holdout
-from .validate import holdout_check
 
 METHODS = ("jax", "lmfit", "varpro")
 #: Most random starts (and bootstrap resamples) one fit accepts: beyond this the start matrix

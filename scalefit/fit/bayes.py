@@ -723,11 +723,11 @@ def holdout_bayes(
     Returns
     -------
     dict
-        See :func:`scalefit.fit.validate.holdout`; the scores are ``predictive`` (one line),
+        See :func:`scalefit.fit.holdout.holdout`; the scores are ``predictive`` (one line),
         ``coverage, coverage_50, width_log`` (mean width of the ``ci_prob`` interval on log
         loss), ``lpd`` (mean log predictive density of the held-out log losses) and ``pit``.
     """
-    from .validate import holdout
+    from .holdout import holdout
 
     validate("holdout_bayes", {"predictive": predictive}, _CONSTRAINTS)
 

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_json, read_json
+from .._readonly import ReadOnlyMappings
 from .._validation import renamed_keyword
 from ..errors import ScaleFitError
 from ..laws import Law, get_law, law_to_spec
@@ -26,7 +27,7 @@ from .schema import SCHEMA_VERSION
 
 
 @dataclass(frozen=True)
-class FitResult:
+class FitResult(ReadOnlyMappings):
     """Everything a fit produced (immutable).
 
     Attributes
@@ -130,6 +131,7 @@ class FitResult:
             d = np.array(self.draws, dtype=float)
             d.setflags(write=False)
             set_(self, "draws", d)
+        super().__post_init__()
 
     # ------------------------------------------------------------------ access
     @property
@@ -267,7 +269,8 @@ class FitResult:
         for f in dataclasses.fields(self):
             if f.name in ("law", "extras"):
                 continue
-            out[f.name] = getattr(self, f.name)
+            value = getattr(self, f.name)
+            out[f.name] = dict(value) if isinstance(value, dict) else value
         out["warnings"] = list(self.warnings)
         out["not_identified"] = list(self.not_identified)
         out["draws"] = None if self.draws is None else np.asarray(self.draws).tolist()

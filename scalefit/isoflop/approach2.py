@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._readonly import ReadOnlyMappings
 from .._validation import Interval, Options, renamed_attribute, renamed_keyword, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
@@ -28,7 +29,7 @@ TARGET_DECADES = 3.0
 
 
 @dataclass(frozen=True)
-class IsoFLOPResult(PowerLawExponents):
+class IsoFLOPResult(PowerLawExponents, ReadOnlyMappings):
     """Result of :func:`approach2` (nothing printed; tables are DataFrames).
 
     Attributes
@@ -78,7 +79,7 @@ class IsoFLOPResult(PowerLawExponents):
             "prob": self.ci_prob,
             "interval": self.interval,
             "seed": self.seed,
-            "shape": self.shape,
+            "shape": dict(self.shape),
             "warnings": list(self.warnings),
             "bias": dict(self.bias),
             "exponents": self.exponents.reset_index().to_dict(orient="records"),

@@ -139,7 +139,7 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     matplotlib.figure.Figure
     """
     from ..fit.bayes import predictive_draws
-    from ..fit.validate import compute_key
+    from ..fit.holdout import compute_key
     from ._base import axes
     from .style import PALETTE, label, log_ticks, suptitle, title
 

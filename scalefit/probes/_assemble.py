@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._readonly import ReadOnlyMappings
 from ._hfmodel import LoadedModel
 from ._prune import _key
 from ._reduce import Accumulator
@@ -17,7 +18,7 @@ from .mechanism import Verdict, split_token_angles, verdict_from_evidence
 
 
 @dataclass(frozen=True)
-class HFProbeResult:
+class HFProbeResult(ReadOnlyMappings):
     """Everything :func:`probe_hf` measured.
 
     Attributes

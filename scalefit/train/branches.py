@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._io import MAX_CONFIG_BYTES, read_json
+from .._readonly import ReadOnlyMappings
 from ..errors import ScaleFitError
 from .config import TrainConfig, config_diff, config_from_dict, validate_config
 from .schedule import decay_start, steps_of, warmup_steps
@@ -52,7 +53,7 @@ class Branch:
 
 
 @dataclass(frozen=True)
-class CooldownResult:
+class CooldownResult(ReadOnlyMappings):
     """The main run's :class:`~scalefit.train.loop.TrainResult` and the finished branches' rows.
 
     ``finished`` is false when the call stopped early (``stop_after``); run it again to go on.

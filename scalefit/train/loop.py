@@ -35,6 +35,7 @@ import torch
 from .._io import atomic_write_csv, load_torch
 from .._manifest import record
 from .._progress import progress_bar
+from .._readonly import ReadOnlyMappings
 from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
@@ -60,7 +61,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class TrainResult:
+class TrainResult(ReadOnlyMappings):
     """One finished run: the loss-table ``row``, the per-step ``history`` and the trained model."""
 
     row: dict

@@ -1,4 +1,4 @@
-"""scalefit.experimental: the old import paths forward to it, warning with the new path."""
+"""Moved modules (scalefit.experimental, scalefit.fit.holdout): the old paths warn and forward."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 from scalefit.experimental import discrepancy, extrapolation
-from scalefit.fit import observation
+from scalefit.fit import holdout, observation
 
 
 @pytest.mark.parametrize(
@@ -18,6 +18,8 @@ from scalefit.fit import observation
         ("scalefit.fit.discrepancy", "score_holdout", observation),
         ("scalefit.fit.discrepancy", "Mixture", observation),
         ("scalefit.validate", "extrapolation_check", extrapolation),
+        ("scalefit.fit.validate", "holdout_check", holdout),
+        ("scalefit.fit.validate", "split_by_compute", holdout),
     ],
 )
 def test_an_old_path_forwards_and_names_the_new_one(old, name, new):

@@ -142,7 +142,7 @@ def test_predictive_flag_and_option_errors(tmp_path, capsys):
 
 def test_least_squares_holdout_check_reports_calibrated_beside_law():
     from scalefit.fit.build import FitSettings
-    from scalefit.fit.validate import holdout_check
+    from scalefit.fit.holdout import holdout_check
     from scalefit.laws import get_law
 
     law = get_law("chinchilla")
