@@ -26,40 +26,7 @@ def register(sub: Subcommands) -> None:
         "run folders), compute each checkpoint's forward area S1 and annealing area S2, drop "
         "warm-up and early checkpoints, thin long curves, fit, and forecast.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="curve file(s) or folder(s)")
-    p.add_argument(
-        "--format",
-        default="auto",
-        choices=FORMATS,
-        help="how to read FILE (auto: by suffix; a folder with history.csv is a trainer run, "
-        "any other folder TensorBoard event files)",
-    )
-    which = p.add_mutually_exclusive_group()
-    which.add_argument(
-        "--law", default=None, help="law name (see `scalefit laws`)", shown="lr_annealing"
-    )
-    which.add_argument(
-        "--formula",
-        metavar="EXPR",
-        help='a formula over S1, S2, lr, step, tokens, params, e.g. "L0 + A*S1**(-alpha) - C*S2"',
-    )
-    p.add_argument(
-        "--schedule",
-        default=None,
-        metavar="SPEC",
-        help="schedule of runs that declare none, e.g. "
-        "wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2; {column} fields fill it per run "
-        "from a CSV/JSON file, e.g. cosine:lr={peak_lr},steps={total_steps},warmup=50",
-    )
-    p.add_argument("--columns", default=None, metavar="A=B,...", help="rename columns")
-    p.add_argument(
-        "--run-columns",
-        default=None,
-        metavar="A,B,...",
-        help="CSV/JSON columns whose values together name a run (joined by /), "
-        "e.g. model,total_steps,peak_lr",
-    )
-    p.add_argument("--tag", default=None, help="TensorBoard loss tag or W&B metric", shown="loss")
+    _add_reading_args(p)
     p.add_argument("--momentum", type=float, default=0.999, help="annealing-area decay factor")
     p.add_argument("--early", type=float, default=0.1, help="drop this first fraction of each run")
     p.add_argument("--max-points", type=int, default=100, help="checkpoints kept per run")
@@ -95,6 +62,44 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
     p.set_defaults(func=run_curves_fit)
     group.set_defaults(func=lambda args: _no_command(group))
+
+
+def _add_reading_args(p) -> None:
+    """The options that say how to read the curves and which law to fit."""
+    p.add_argument("files", nargs="+", metavar="FILE", help="curve file(s) or folder(s)")
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=FORMATS,
+        help="how to read FILE (auto: by suffix; a folder with history.csv is a trainer run, "
+        "any other folder TensorBoard event files)",
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--law", default=None, help="law name (see `scalefit laws`)", shown="lr_annealing"
+    )
+    which.add_argument(
+        "--formula",
+        metavar="EXPR",
+        help='a formula over S1, S2, lr, step, tokens, params, e.g. "L0 + A*S1**(-alpha) - C*S2"',
+    )
+    p.add_argument(
+        "--schedule",
+        default=None,
+        metavar="SPEC",
+        help="schedule of runs that declare none, e.g. "
+        "wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2; {column} fields fill it per run "
+        "from a CSV/JSON file, e.g. cosine:lr={peak_lr},steps={total_steps},warmup=50",
+    )
+    p.add_argument("--columns", default=None, metavar="A=B,...", help="rename columns")
+    p.add_argument(
+        "--run-columns",
+        default=None,
+        metavar="A,B,...",
+        help="CSV/JSON columns whose values together name a run (joined by /), "
+        "e.g. model,total_steps,peak_lr",
+    )
+    p.add_argument("--tag", default=None, help="TensorBoard loss tag or W&B metric", shown="loss")
 
 
 def _add_allocation_args(p) -> None:
