@@ -141,15 +141,15 @@ def with_gap(pred: pd.DataFrame, truth: pd.DataFrame, train: pd.DataFrame) -> pd
     return pred.assign(**{k: pred[k].to_numpy() + add for k in ("predicted", "lo", "hi")})
 
 
-def study(truth, curves, held_widths, laws, bootstrap, window) -> tuple[pd.DataFrame, list]:
-    """Score every method for one held-out set; returns the scores and per-run predictions."""
+def study(truth, curves, held_widths, laws, bootstrap, window) -> tuple[pd.DataFrame, list, dict]:
+    """Score every method for one held-out set: scores, per-run predictions, the first fits."""
     is_held = truth["width"].isin(held_widths)
     train, held = truth[~is_held], truth[is_held]
     c_held = curves["run"].isin(held["run"])
     c_train = curves["run"].isin(train["run"])
     val_t = held
     train_t = held.assign(loss=held["train_end"])
-    rows, detail = [], []
+    rows, detail, fits = [], [], {}
 
     def add(target, method, pred, truth_of):
         rows.append({"target": target, "method": method, **score(pred, truth_of)})
@@ -158,6 +158,7 @@ def study(truth, curves, held_widths, laws, bootstrap, window) -> tuple[pd.DataF
     for law in laws:
         res, last = curve_predictions(curves[c_train], curves[c_held], law, bootstrap=bootstrap)
         print(_params(f"curves ({law})", res), flush=True)
+        fits.setdefault("curves", res)
         mean = window_mean(res, curves, window, held["run"])
         add("train", f"curves ({law})", mean, train_t)
         add("val", f"curves ({law}), as fitted", last, val_t)
@@ -168,10 +169,65 @@ def study(truth, curves, held_widths, laws, bootstrap, window) -> tuple[pd.DataF
     add("train", "final losses only (chinchilla)", fin_train, train_t)
     res, fin_val = final_predictions(train, held, bootstrap=bootstrap)
     print(_params("chinchilla on validation losses", res))
+    fits["final"] = res
     add("val", "final losses only (chinchilla)", fin_val, val_t)
     out = pd.DataFrame(rows).assign(held_out="+".join(map(str, held_widths)))
     out.insert(0, "held_out", out.pop("held_out"))
-    return out.assign(train_runs=len(train)), detail
+    return out.assign(train_runs=len(train)), detail, fits
+
+
+def figure(fits: dict, truth: pd.DataFrame, curves: pd.DataFrame, widths, path: Path) -> None:
+    """Held-out runs: training curves, the curve law along them, final val losses, Chinchilla's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scalefit._io import atomic_savefig
+
+    held = truth[truth["width"].isin(widths)]
+    depths = sorted(held["depth"].unique())
+    fig, axes = plt.subplots(1, len(depths), figsize=(5.2 * len(depths), 4.2), sharey=True)
+    final = fits["final"].predict(held[["params", "tokens"]].reset_index(drop=True), bands=True)
+    final.index = held["run"].to_numpy()
+    for ax, depth in zip(np.atleast_1d(axes), depths, strict=True):
+        for k, (_, row) in enumerate(held[held["depth"] == depth].iterrows()):
+            colour = f"C{k}"
+            part = curves[curves["run"] == row["run"]]
+            mb = part["tokens"] / 1e6
+            ax.plot(mb, part["loss"], ".", ms=3, color=colour, alpha=0.5)
+            sched = run_schedule(curves, row["run"])
+            grid = np.unique(np.linspace(part["step"].min(), sched.steps, 60).astype(int))
+            law = forecast(fits["curves"], sched, steps=grid, bands=False, params=row["params"])
+            ax.plot(grid * 8192 / 1e6, law["loss"], "-", color=colour, lw=1.2)
+            x = row["tokens"] / 1e6
+            ax.plot(x, row["loss"], "k*", ms=9)
+            f = final.loc[row["run"]]
+            err = [[f["loss"] - f["lo"]], [f["hi"] - f["loss"]]]
+            ax.errorbar(x + 0.06, f["loss"], yerr=err, fmt="s", ms=4, color="grey", capsize=2)
+        ax.set_title(f"depth {depth}, width {'+'.join(map(str, widths))}, held out")
+        ax.set_xlabel("training tokens (millions)")
+        ax.set_ylim(1.3, 2.6)
+    np.atleast_1d(axes)[0].set_ylabel("loss (nats per byte)")
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D(
+            [],
+            [],
+            marker=".",
+            ls="",
+            color="C0",
+            label="training loss, one batch every 8th step (colour: run)",
+        ),
+        Line2D([], [], color="C0", label=f"{fits['curves'].law.name}, fitted to smaller models"),
+        Line2D([], [], marker="*", ls="", color="k", ms=9, label="final validation loss"),
+        Line2D([], [], marker="s", ls="", color="grey", label="Chinchilla on final val, 95 %"),
+    ]
+    np.atleast_1d(axes)[-1].legend(handles=handles, fontsize=8, loc="upper right")
+    rates = sorted(held["lr"].unique())
+    fig.suptitle(f"GPU WSD grid, peak lr {', '.join(f'{r:g}' for r in rates)}: held-out runs")
+    atomic_savefig(fig, path, dpi=110, bbox_inches="tight")
 
 
 def _params(label: str, res) -> str:
@@ -203,6 +259,7 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=8)
     ap.add_argument("--export", default=None, metavar="DIR")
     ap.add_argument("--out", default=None, metavar="DIR")
+    ap.add_argument("--img", default=None, metavar="PNG", help="figure of the first held-out set")
     args = ap.parse_args()
     if args.bundled == (args.grid is not None):
         ap.error("give a grid folder or --bundled")
@@ -221,22 +278,25 @@ def main() -> None:
     chosen = select_runs(truth, None if args.best_lr else args.lr)
     curves = curves[curves["run"].isin(chosen["run"])]
     gaps = chosen.assign(gap=chosen["loss"] - chosen["train_end"])
-    print("val - train gap (last-window mean), by budget x width:")
+    print("val - train gap (last-window mean), mean over depths, by budget x width:")
     print(gaps.pivot_table(index="budget", columns="width", values="gap").round(3).to_string())
     sets = [[int(w) for w in text.split(",")] for text in args.held or ["512"]]
     laws = args.laws or ["lr_annealing_params"]
     parts, detail = [], []
-    for held in sets:
-        out, det = study(chosen, curves, held, laws, args.bootstrap, args.window)
+    for i, held in enumerate(sets):
+        out, det, fits = study(chosen, curves, held, laws, args.bootstrap, args.window)
+        if args.img and i == 0:
+            figure(fits, chosen, curves, held, Path(args.img))
         parts.append(out)
         detail += [d.assign(held_out="+".join(map(str, held))) for d in det]
         print(out.to_string(index=False), flush=True)
     if args.out:
         folder = Path(args.out)
         folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_csv(folder / "curves_gpu_grid.csv", pd.concat(parts))
-        atomic_write_csv(folder / "curves_gpu_grid_runs.csv", pd.concat(detail))
-        print(f"wrote {folder / 'curves_gpu_grid.csv'}")
+        stem = f"curves_gpu_grid_{'best_lr' if args.best_lr else f'lr{args.lr:g}'}_{'+'.join(laws)}"
+        atomic_write_csv(folder / f"{stem}.csv", pd.concat(parts))
+        atomic_write_csv(folder / f"{stem}_runs.csv", pd.concat(detail))
+        print(f"wrote {folder / stem}.csv and {stem}_runs.csv")
 
 
 if __name__ == "__main__":
