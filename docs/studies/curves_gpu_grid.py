@@ -7,8 +7,9 @@ byte tokens per main run (489 steps) and cooldown branches at 1M, 2M and 3M toke
 * **Runs used.** With ``--best-lr`` each (depth, width) shape keeps the learning rate whose main
   run ends with the lowest validation loss; its main run and three branches feed both fits.
   ``--lr X`` keeps one rate for every shape instead.
-* **Fits.** The widest models (``--held-out-width``, repeatable) are held out. From the other
-  runs: a curve law (``--law``, repeatable; ``lr_annealing_params`` and ``multi_power_params``)
+* **Fits.** The widest models are held out (``--held-out-width 512``; repeat the option for
+  another set, e.g. ``--held-out-width 384,512``). From the other runs: a curve law (``--law``,
+  repeatable; default ``lr_annealing_params``; ``multi_power_params`` takes about ten minutes)
   fitted to their per-step curves, bootstrap over runs; and the Chinchilla law fitted to their
   final losses, bootstrap over rows. 200 resamples each by default, seed 0.
 * **Training against validation loss.** The curves are training losses of single batches; the
@@ -23,22 +24,28 @@ byte tokens per main run (489 steps) and cooldown branches at 1M, 2M and 3M toke
   - ``val``: the final validation loss, against Chinchilla fitted to validation losses, the
     curve law as it is (a training-loss prediction), and the curve law plus a gap measured on
     the training runs: the val - train gap (last-window mean) of the widest training model with
-    the same depth, budget and peak lr (labelled ``+ gap``; the gap is added to the band as a
-    known constant).
+    the same depth and budget, at its own lr (labelled ``+ gap``; the gap is added to the band
+    as a known constant).
 
 Reads a grid folder (``runs/``) or the two bundled tables (``--bundled``: ``data/lm_wsd_gpu.csv``
 and ``data/lm_wsd_gpu_curves.csv``); ``--export DIR`` writes those tables from a grid folder.
-Both sources give the same numbers: the curves are thinned the same way (every ``--every``-th
-step and each run's last one) before the fits.
+Both sources give the same scores: the curves are thinned the same way (every ``--every``-th
+step and each run's last one) before the fits. ``--img PNG`` draws the first held-out set.
 
 Run::
 
     scalefit data prepare shakespeare
     scalefit train grid configs/grid_wsd_gpu.toml --workers 1 --out results/lm_wsd_gpu
     python docs/studies/curves_gpu_grid.py results/lm_wsd_gpu --best-lr \\
-        --held-out-width 512 --held-out-width 384,512 \\
-        --law lr_annealing_params --law multi_power_params --out docs/studies/results
-    python docs/studies/curves_gpu_grid.py --bundled --best-lr ...   # the same, from data/
+        --held-out-width 512 --held-out-width 384,512 --out docs/studies/results
+    python docs/studies/curves_gpu_grid.py results/lm_wsd_gpu --lr 1e-3 \\
+        --held-out-width 512 --held-out-width 384,512 --out docs/studies/results \\
+        --img docs/img/curves_gpu_grid.png
+    python docs/studies/curves_gpu_grid.py results/lm_wsd_gpu --best-lr --held-out-width 512 \\
+        --law multi_power_params --out docs/studies/results
+    python docs/studies/curves_gpu_grid.py --bundled --lr 1e-3 ...   # the same, from data/
+
+docs/curves.md, "On a GPU grid", has the results.
 """
 
 from __future__ import annotations
