@@ -30,7 +30,9 @@ byte tokens per main run (489 steps) and cooldown branches at 1M, 2M and 3M toke
 Reads a grid folder (``runs/``) or the two bundled tables (``--bundled``: ``data/lm_wsd_gpu.csv``
 and ``data/lm_wsd_gpu_curves.csv``); ``--export DIR`` writes those tables from a grid folder.
 Both sources give the same scores: the curves are thinned the same way (every ``--every``-th
-step and each run's last one) before the fits. ``--img PNG`` draws the first held-out set.
+step and each run's last one) before the fits (a fit that does not converge, as the multi-power
+law's here, may stop at another point of its flat direction). ``--img PNG`` draws the first
+held-out set.
 
 Run::
 
