@@ -278,3 +278,26 @@ def test_trainer_run_folder(tmp_path):
     assert np.allclose(curves["lr"], history["lr"].iloc[:-1])  # lr of the last update applied
     prepared = prepare(curves, early=0.0, max_points=None)
     assert prepared.attrs["scalefit_curves"]["lr_source"]["run"] == "lr column"
+
+
+# ------------------------------------------------------------------------------ bundled tables
+def test_bundled_gpu_grid_curves_match_their_finals():
+    """data/lm_wsd_gpu*.csv: 120 runs, one curve per final, thinned, schedules that end there."""
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "data"
+    finals = pd.read_csv(data / "lm_wsd_gpu.csv")
+    curves = read_curves(data / "lm_wsd_gpu_curves.csv")
+    assert len(finals) == 120 and set(finals["run"]) == set(curves["run"])
+    assert (finals["branch"] == "main").sum() == 30
+    last = curves.groupby("run")["step"].max()
+    for run, text in curves.groupby("run")["schedule"].first().items():
+        # the loss before the last update is the last checkpoint: the schedule has one step more
+        assert parse_schedule(text).steps == last[run] + 1
+    assert set(curves["step"] % 8) <= {0} | set(last % 8)  # every 8th step and the last
+    ends = finals.set_index("run")
+    assert np.allclose(ends.loc[last.index, "tokens"], (last + 1) * 8192)
+    assert (ends["loss"] > 0).all() and ends["train_end"].notna().all()
+    # learning rates come from the declared schedules (lr is no longer logged at every step)
+    prepared = prepare(curves[curves["run"] == ends.index[0]])
+    assert set(prepared.attrs["scalefit_curves"]["lr_source"].values()) != {"lr column"}
