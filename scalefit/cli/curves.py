@@ -64,6 +64,23 @@ def register(sub: Subcommands) -> None:
     group.set_defaults(func=lambda args: _no_command(group))
 
 
+def _forecasts(args, res, curves, forecasts, extra) -> dict:
+    """Print each run's predicted final loss (``--fit-fraction``) and every ``--forecast``."""
+    from ..curves import final_losses, forecast
+
+    if args.fit_fraction:
+        table = final_losses(res, curves, schedule=args.schedule)
+        print(f"\nfinal loss of each run from its first {args.fit_fraction:g}:")
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    frames = {}
+    for sched in forecasts:
+        frames[str(sched)] = forecast(res, sched, momentum=args.momentum, **extra)
+        end = frames[str(sched)].iloc[-1]
+        band = f" [{end['lo']:.4f}, {end['hi']:.4f}]" if "lo" in end else ""
+        print(f"forecast {sched}: loss at step {int(end['step'])} = {end['loss']:.4f}{band}")
+    return frames
+
+
 def _add_reading_args(p) -> None:
     """The options that say how to read the curves and which law to fit."""
     p.add_argument("files", nargs="+", metavar="FILE", help="curve file(s) or folder(s)")
@@ -245,7 +262,8 @@ def _prepared(args: argparse.Namespace, curves):
 def run_curves_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit curves fit``."""
     from .._validation import Interval, validate
-    from ..curves import allocation, final_losses, fit_curves, forecast, truncate
+    from ..curves import allocation, fit_curves, truncate
+    from ..curves.api import UNCONVERGED
     from ..curves.schedule import parse_schedule
     from ..errors import ConvergenceWarning, ScaleFitError
 
@@ -284,16 +302,9 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         f"at most {args.max_points} per run); {_interval_note(args)}."
     )
     extra = {} if args.params is None else {"params": args.params}
-    if args.fit_fraction:
-        table = final_losses(res, curves, schedule=args.schedule)
-        print(f"\nfinal loss of each run from its first {args.fit_fraction:g}:")
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    frames = {}
-    for sched in forecasts:
-        frames[str(sched)] = forecast(res, sched, momentum=args.momentum, **extra)
-        end = frames[str(sched)].iloc[-1]
-        band = f" [{end['lo']:.4f}, {end['hi']:.4f}]" if "lo" in end else ""
-        print(f"forecast {sched}: loss at step {int(end['step'])} = {end['loss']:.4f}{band}")
+    with warnings.catch_warnings():  # the report says "converged NO"; other warnings print
+        warnings.filterwarnings("ignore", message=UNCONVERGED, category=ConvergenceWarning)
+        frames = _forecasts(args, res, curves, forecasts, extra)
     if alloc is not None:
         print("\n" + alloc.report())
     if args.out:

@@ -10,6 +10,7 @@ schedule and length.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import Interval, validate
-from ..errors import ScaleFitError
+from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
 from .multipower import segments_of, with_quadrature
 from .prepare import schedule_frame
@@ -196,11 +197,39 @@ def forecast(
         sims = predictive_draws(result, frame, noise=False, group=True)
         prob = result.ci_prob
         lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-        return frame.assign(loss=result.predict(frame), lo=lo, hi=hi)
-    if bands and result.draws is not None:
-        pred = result.predict(frame, bands=True)
-        return pd.concat([frame, pred], axis=1)
-    return frame.assign(loss=result.predict(frame))
+        out = frame.assign(loss=result.predict(frame), lo=lo, hi=hi)
+    elif bands and result.draws is not None:
+        out = pd.concat([frame, result.predict(frame, bands=True)], axis=1)
+    else:
+        out = frame.assign(loss=result.predict(frame))
+    _warn_untrusted(result, out)
+    return out
+
+
+#: Start of the warning :func:`forecast` gives for a fit that did not converge (the CLI's report
+#: says so already and filters it by this text).
+UNCONVERGED = "forecast from a fit that did not converge"
+
+
+def _warn_untrusted(result, out: pd.DataFrame) -> None:
+    """Warn when forecast losses cannot be used: the fit did not converge, or a loss is not > 0."""
+    if not result.converged:
+        warnings.warn(
+            f"{UNCONVERGED}: its losses may mean nothing (the fit's report says why).",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    loss = out["loss"].to_numpy(float)
+    bad = ~(np.isfinite(loss) & (loss > 0))
+    if bad.any():
+        steps = ", ".join(str(int(s)) for s in out["step"].to_numpy()[bad][:3])
+        more = " ..." if bad.sum() > 3 else ""
+        warnings.warn(
+            f"forecast: the fitted law gives a loss that is not a positive number at step "
+            f"{steps}{more}; do not use those values.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
 def _tokens_per_step(part: pd.DataFrame, run) -> float:

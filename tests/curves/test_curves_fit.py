@@ -228,3 +228,20 @@ def test_run_bootstrap_intervals_cover_at_their_nominal_rate(kind):
             lo, hi = res.ci[name]
             hits[name] += lo <= value <= hi
     assert min(hits.values()) >= 34, hits
+
+
+def test_forecast_says_when_its_losses_cannot_be_used():
+    """A fit that did not converge, or a law that goes below zero, is said, not printed as is."""
+    import dataclasses
+
+    res = _fit(_curves("cosine", 0))
+    sched = _schedule("cosine", 6000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        forecast(res, sched)  # converged, positive: no warning
+    with pytest.warns(ConvergenceWarning, match="forecast from a fit that did not converge"):
+        forecast(dataclasses.replace(res, converged=False), sched)
+    steep = dataclasses.replace(res, params=res.params | {"C": 1e6})
+    with pytest.warns(ConvergenceWarning, match="not a positive number at step"):
+        out = forecast(steep, sched, bands=False)
+    assert (out["loss"] <= 0).any()
