@@ -48,6 +48,13 @@ def register(sub: Subcommands) -> None:
     p.add_argument("--params", type=float, default=None, help="model size for --forecast")
     _add_allocation_args(p)
     p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="resamples of whole runs")
+    p.add_argument(
+        "--cluster",
+        default="run",
+        metavar="COLUMN",
+        help="resample (or, with --bayes, offset) the runs sharing a value of this column "
+        "together, e.g. a main run with its cooldown branches",
+    )
     p.add_argument("--starts", type=int, default=64, help="random starts")
     p.add_argument(
         "--bayes",
@@ -237,12 +244,14 @@ def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
 
 def _interval_note(args: argparse.Namespace) -> str:
     """How the report's intervals treat the checkpoints of one run."""
+    group = "run (group = run id)" if args.cluster == "run" else f"value of {args.cluster!r}"
     if args.bayes:
         return (
-            "Bayesian intervals with a random log-loss offset per run (group = run id), "
+            f"Bayesian intervals with a random log-loss offset per {group}, "
             "forecast bands for a new run"
         )
-    return f"intervals resample {'whole runs' if args.bootstrap else 'nothing (no --bootstrap)'}"
+    runs = "whole runs" if args.cluster == "run" else f"whole runs grouped by {args.cluster!r}"
+    return f"intervals resample {runs if args.bootstrap else 'nothing (no --bootstrap)'}"
 
 
 def _prepared(args: argparse.Namespace, curves):
@@ -288,6 +297,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
             law,
             formula=args.formula,
             bootstrap=args.bootstrap,
+            cluster=args.cluster,
             seed=args.seed,
             starts=args.starts,
             progress=False,

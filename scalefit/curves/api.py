@@ -46,6 +46,7 @@ def fit_curves(
     seed: int = 0,
     starts: int = 64,
     bayes: bool = False,
+    cluster: str = "run",
     **options: Any,
 ):
     """Fit a schedule-aware law (or a formula over S1, S2, lr, step, tokens, params) to curves.
@@ -62,17 +63,20 @@ def fit_curves(
         Instead of ``law``: a formula, e.g. ``"L0 + A*S1**(-alpha) - C*S2"``.
     bootstrap : int, default 0
         Bootstrap resamples of whole runs (needs two runs or more).
+    cluster : str, default "run"
+        Column whose values are resampled together. Each value must hold whole runs: name a
+        column shared by a main run and its cooldown branches (e.g. the model), since
+        branches forked from one run share its stable phase and are not independent of it.
     seed, starts : int
         As in :func:`scalefit.fit` (``starts`` is not used with ``bayes``).
     bayes : bool, default False
-        Fit by :func:`scalefit.fit.bayes.fit_bayes` with ``group="run"``: each run's
-        checkpoints share a random offset of log loss (needs two runs or more). A floor
+        Fit by :func:`scalefit.fit.bayes.fit_bayes` with ``group=cluster``: the checkpoints
+        of each run (of each cluster) share a random offset of log loss (needs two or more). A floor
         parameter without a given prior gets ``log floor ~ Normal(log min loss, 0.5)`` (the
         annealing term takes the loss below the floor, which the default prior excludes).
     **options
-        Passed to :func:`scalefit.fit` (``loss``, ``residuals``, ``ci_prob``, ...; ``cluster``
-        is set here) or, with ``bayes``, to ``fit_bayes`` (``chains``, ``draws``, ...; ``group``
-        is set here).
+        Passed to :func:`scalefit.fit` (``loss``, ``residuals``, ``ci_prob``, ...) or, with
+        ``bayes``, to ``fit_bayes`` (``chains``, ``draws``, ...; ``group`` is ``cluster``).
 
     Returns
     -------
@@ -81,33 +85,58 @@ def fit_curves(
     """
     from ..fit import fit
 
-    if "cluster" in options or "group" in options:
-        raise ScaleFitError("fit_curves groups checkpoints by run; it takes no 'cluster'/'group'.")
+    if "group" in options:
+        raise ScaleFitError("fit_curves groups checkpoints by run; it takes no 'group'.")
     if formula is None and law is not None:
         law = get_law(law)
         prepared = with_quadrature(prepared, law)
     tab = curve_table(prepared)
     n_runs = int(tab["run"].nunique())
+    _check_cluster(tab, cluster)
     if bayes:
-        return _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options)
-    if bootstrap and n_runs < 2:
+        return _fit_curves_bayes(
+            prepared, tab, law, formula, bootstrap, seed, n_runs, {**options, "group": cluster}
+        )
+    n_groups = int(tab[cluster].nunique())
+    if bootstrap and n_groups < 2:
+        what = "runs" if cluster == "run" else f"values of {cluster!r}"
         raise ScaleFitError(
-            f"bootstrap intervals resample whole runs and need at least 2 runs; the curves have "
-            f"{n_runs}. Checkpoints of one run are not independent, so they are not resampled."
+            f"bootstrap intervals resample whole runs and need at least 2 {what}; the curves "
+            f"have {n_groups}. Checkpoints of one run are not independent, so they are not "
+            "resampled."
         )
     res = fit(
         tab,
         None if formula is not None else law,
         formula=formula,
         bootstrap=bootstrap,
-        cluster="run" if bootstrap else None,
+        cluster=cluster if bootstrap else None,
         seed=seed,
         starts=starts,
         **options,
     )
     meta = dict(prepared.attrs.get("scalefit_curves", {}))
-    meta.update(runs=n_runs, checkpoints=len(tab), resample="runs" if bootstrap else "none")
+    resampled = "runs" if cluster == "run" else f"runs grouped by {cluster!r}"
+    meta.update(runs=n_runs, checkpoints=len(tab), resample=resampled if bootstrap else "none")
     return res.replace(conventions={**res.conventions, "curves": meta})
+
+
+def _check_cluster(tab: pd.DataFrame, cluster: str) -> None:
+    """``cluster`` is a column of the curves whose every value holds whole runs."""
+    if not isinstance(cluster, str) or cluster not in tab.columns:
+        raise ScaleFitError(
+            f"fit_curves: cluster {cluster!r} is not a column of the curves; columns: "
+            f"{', '.join(map(str, tab.columns))}."
+        )
+    if tab[cluster].isna().any():
+        raise ScaleFitError(f"fit_curves: cluster column {cluster!r} has missing values.")
+    split = tab.groupby("run", sort=False)[cluster].nunique()
+    if (split > 1).any():
+        run = split.index[split > 1][0]
+        raise ScaleFitError(
+            f"fit_curves: run {run!r} has several values of cluster column {cluster!r}; a "
+            "cluster must hold whole runs."
+        )
 
 
 def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options):
@@ -129,9 +158,10 @@ def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, opti
                 "loc": float(np.log(tab["loss"].min())),
                 "scale": 0.5,
             }
-    res = fit_bayes(tab, law, group="run", seed=seed, priors=priors, **options)
+    res = fit_bayes(tab, law, seed=seed, priors=priors, **options)
     meta = dict(prepared.attrs.get("scalefit_curves", {}))
-    meta.update(runs=n_runs, checkpoints=len(tab), resample="none (Bayes, offset per run)")
+    per = "run" if options["group"] == "run" else f"value of {options['group']!r}"
+    meta.update(runs=n_runs, checkpoints=len(tab), resample=f"none (Bayes, offset per {per})")
     return res.replace(conventions={**res.conventions, "curves": meta})
 
 

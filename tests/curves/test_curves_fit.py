@@ -107,6 +107,21 @@ def test_bootstrap_resamples_runs_not_checkpoints():
         _fit(one, bootstrap=20)
 
 
+def test_bootstrap_resamples_a_main_run_with_its_branches_when_grouped():
+    curves = _curves("wsd", 0, lengths=TWELVE)
+    curves["family"] = curves["run"].map(lambda r: f"f{sorted(set(curves['run'])).index(r) // 3}")
+    res = _fit(curves, bootstrap=20, cluster="family")
+    assert res.conventions["curves"]["resample"] == "runs grouped by 'family'"
+    assert "clusters of 'family'" in res.report()
+    split = curves.assign(family=np.arange(len(curves)) % 2)
+    with pytest.raises(ScaleFitError, match="a cluster must hold whole runs"):
+        _fit(split, bootstrap=20, cluster="family")
+    with pytest.raises(ScaleFitError, match="'model' is not a column"):
+        _fit(curves, cluster="model")
+    with pytest.raises(ScaleFitError, match="need at least 2 values of 'family'"):
+        _fit(curves.assign(family="one"), bootstrap=20, cluster="family")
+
+
 def test_every_registered_curve_law_reads_the_areas():
     for name in ("lr_annealing", "lr_annealing_params"):
         law = get_law(name)
@@ -160,6 +175,19 @@ def test_cli_curves_fit_report_forecast_and_plot(tmp_path, capsys):
     assert_png(tmp_path / "plots" / "curves_lr_annealing.png")
 
 
+def test_cli_curves_fit_resamples_runs_grouped_by_a_column(tmp_path, capsys):
+    curves = _curves("wsd", 0)
+    curves["model"] = curves["run"].map({f"run{i}": f"m{i // 2}" for i in range(6)})
+    path = tmp_path / "curves.csv"
+    curves.to_csv(path, index=False)
+    code = main(["curves", "fit", str(path), "--bootstrap", "10", "--starts", "8",
+                 "--cluster", "model"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "intervals resample whole runs grouped by 'model'" in out
+    assert "clusters of 'model'" in out
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -171,6 +199,7 @@ def test_cli_curves_fit_report_forecast_and_plot(tmp_path, capsys):
         (["--law", "nope"], "Unknown law 'nope'"),
         (["--tag", "val/loss"], "--tag applies to TensorBoard and W&B files"),
         (["--params", "1e8"], "--params is the model size of a --forecast"),
+        (["--cluster", "model"], "fit_curves: cluster 'model' is not a column of the curves"),
         (
             ["--momentum", "1.5"],
             "'momentum' parameter of the annealing area must be a float in the range [0, 1)",
