@@ -81,3 +81,37 @@ def assert_png(path, *, min_width: int = 300, min_height: int = 200):
     ink = rgb.max(axis=-1) < 0.35
     assert 0.001 < ink.mean() < 0.5, (path, ink.mean())
     return img
+
+
+def load_study(name: str):
+    """The study script ``docs/studies/<name>.py`` as a module (loaded once)."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[1] / "docs" / "studies" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def public_folder(env: str, sha256: dict, what: str) -> Path:
+    """The folder ``$env`` names, holding every file of ``sha256`` as published; else skip.
+
+    Public sweeps are kept outside the repository: a test of one runs only where its files are.
+    """
+    import hashlib
+
+    given = os.environ.get(env)
+    if not given:
+        pytest.skip(f"set {env} to the {what} folder to run this test")
+    for name, digest in sha256.items():
+        path = Path(given) / name
+        if not path.is_file():
+            pytest.skip(f"{path} not found (the {what} files are kept outside the repository)")
+        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            pytest.skip(f"{path} is not the published file (sha256 differs)")
+    return Path(given)

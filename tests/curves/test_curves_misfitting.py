@@ -4,39 +4,17 @@ Runs only where ``$SCALEFIT_PUBLIC_CURVES`` names a folder holding the two files
 ``docs/studies/curves_misfitting.py`` reads, each with its published sha256.
 """
 
-import hashlib
-import importlib.util
-import os
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import load_study, public_folder
 
 
 def _study():
-    path = ROOT / "docs" / "studies" / "curves_misfitting.py"
-    spec = importlib.util.spec_from_file_location("curves_misfitting", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("curves_misfitting", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_study("curves_misfitting")
 
 
-def _folder() -> Path:
-    study = _study()
-    given = os.environ.get("SCALEFIT_PUBLIC_CURVES")
-    if not given:
-        pytest.skip("set SCALEFIT_PUBLIC_CURVES to the Misfitting folder to run this test")
-    for name, digest in study.SHA256.items():
-        path = Path(given) / name
-        if not path.is_file():
-            pytest.skip(f"{path} not found (the Misfitting files are kept outside the repository)")
-        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            pytest.skip(f"{path} is not the published file (sha256 differs)")
-    return Path(given)
+def _folder():
+    return public_folder("SCALEFIT_PUBLIC_CURVES", _study().SHA256, "Misfitting")
 
 
 def test_misfitting_runs_read_unedited_and_curves_predict_the_1b_run():

@@ -6,12 +6,11 @@ tests hold the design to issue 29's terms: depth from 2 to >= 24 at >= 3 widths,
 simulated grid at our noise level that pins a_depth.
 """
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_study
 
 from scalefit.sweep import load_spec
 from scalefit.train.grid import TASK_KEYS
@@ -22,12 +21,7 @@ SPEC = ROOT / "configs" / "grid_gpu_depth.toml"
 
 
 def _study():
-    path = ROOT / "docs" / "studies" / "gpu_depth_grid.py"
-    spec = importlib.util.spec_from_file_location("gpu_depth_grid", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gpu_depth_grid", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_study("gpu_depth_grid")
 
 
 def test_grid_spans_depth_widths_and_tokens():
