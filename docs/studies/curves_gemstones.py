@@ -34,7 +34,7 @@ smaller shapes, three ways:
   - C*S2``) fitted to the hot checkpoints and the branch ends of the smaller shapes;
 * **curves, annealing gain by size**: the same law with ``C`` scaled by
   ``(params/1e8)^-kappa``; the measured cooldown gain shrinks with size (about 0.10 nats at
-  50M, 0.06 at 2B, and nearly the same at every fork);
+  50M, 0.06 at 2B, and grows by a fifth at most from the 10B fork to the 100B one);
 * **final losses of the same runs**: the Chinchilla law on the smaller shapes' branch ends.
 
 Each with 200 bootstrap resamples of shapes (a main run with its branches). Three training
@@ -42,6 +42,10 @@ sets: ``base`` (every shape below 1.5B, hot checkpoints to 100B), ``small`` (sha
 600M only, extrapolating 3.5x in size) and ``hot350`` (``base`` with the hot checkpoints from
 100B to 350B added). Scored by absolute relative error, its sign, and whether the 95 %
 interval holds the loss.
+
+``--target 1b`` is the check a user can run before the ~2B shapes exist: it leaves the ~2B
+shapes out entirely, holds out the three ~1B shapes (1280x36, 2560x8, 1792x18; 30 branches) and
+trains on ``small`` (below 600M) or ``tiny`` (below 200M: the ~50-120M shapes only).
 
 Run::
 
@@ -80,9 +84,17 @@ COOL_SCHEDULE = "wsd:lr=1,steps={step},decay=0.0904,final_lr=0"
 LAST_HOT_477 = 23850  # the hot_477 file's last step (100B tokens)
 FIRST_FORK = 2385  # the earliest cooldown branch forks here (10B tokens)
 HELD_OUT = ("PyGemma-2048x27_pretrain", "PyGemma-1536x50_pretrain", "PyGemma-3072x12_pretrain")
+#: The ~1B shapes (1.01-1.05B), the held-out set of the inner check (``--target 1b``).
+HELD_OUT_1B = ("PyGemma-1280x36_pretrain", "PyGemma-2560x8_pretrain", "PyGemma-1792x18_pretrain")
+TARGETS = {"2b": HELD_OUT, "1b": HELD_OUT_1B}
 SIZED = "L0 + B/params**beta + A/S1**alpha - C*S2*(params/1e8)**(-kappa)"
 #: Training sets: (largest params kept, hot checkpoints past 100B added).
-SETS = {"base": (1.5e9, False), "small": (6e8, False), "hot350": (1.5e9, True)}
+SETS = {
+    "base": (1.5e9, False),
+    "small": (6e8, False),
+    "tiny": (2e8, False),
+    "hot350": (1.5e9, True),
+}
 
 
 def data_dir(given: str | None = None) -> Path:
@@ -117,21 +129,29 @@ def load(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return hot.assign(model=hot["run"]), cool
 
 
-def split(hot: pd.DataFrame, cool: pd.DataFrame, name: str, default_early: bool = False):
+def split(
+    hot: pd.DataFrame,
+    cool: pd.DataFrame,
+    name: str,
+    default_early: bool = False,
+    held_out: tuple = HELD_OUT,
+):
     """(training curves, the training branches' final losses, the held-out branches).
 
-    The main runs' checkpoints up to the first fork are dropped, unless ``default_early``
-    leaves that to ``prepare``'s default rule (see :func:`fit_curve_law`).
+    Training shapes are below the set's size limit and below every held-out shape. The main
+    runs' checkpoints up to the first fork are dropped, unless ``default_early`` leaves that
+    to ``prepare``'s default rule (see :func:`fit_curve_law`).
     """
     largest, past_100b = SETS[name]
-    keep = ~hot["model"].isin(HELD_OUT) & (hot["params"] < largest)
+    largest = min(largest, float(cool.loc[cool["model"].isin(held_out), "params"].min()))
+    keep = ~hot["model"].isin(held_out) & (hot["params"] < largest)
     if not default_early:
         keep &= hot["step"] > FIRST_FORK
     if not past_100b:
         keep &= hot["step"] <= LAST_HOT_477
-    train_cool = cool[~cool["model"].isin(HELD_OUT) & (cool["params"] < largest)]
+    train_cool = cool[~cool["model"].isin(held_out) & (cool["params"] < largest)]
     curves = pd.concat([hot[keep], train_cool], ignore_index=True)
-    return curves, train_cool, cool[cool["model"].isin(HELD_OUT)]
+    return curves, train_cool, cool[cool["model"].isin(held_out)]
 
 
 def fit_curve_law(
@@ -192,13 +212,17 @@ def _bands_hold(res) -> bool:
 
 
 def compare(
-    folder: Path, sets=tuple(SETS), bootstrap: int = 200, default_early: bool = False
+    folder: Path,
+    sets=("base", "small", "hot350"),
+    bootstrap: int = 200,
+    default_early: bool = False,
+    target: str = "2b",
 ) -> pd.DataFrame:
     """Every method's prediction of each held-out branch on each training set, scored."""
     hot, cool = load(folder)
     out = []
     for name in sets:
-        curves, train_cool, held = split(hot, cool, name, default_early)
+        curves, train_cool, held = split(hot, cool, name, default_early, TARGETS[target])
         methods = [
             ("curves: lr_annealing_params", curves, fit_curve_law(
                 curves, "lr_annealing_params", None, bootstrap, default_early), True),
@@ -282,7 +306,16 @@ def figure(rows: pd.DataFrame, hot: pd.DataFrame, path: Path, name: str = "base"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("folder", nargs="?", default=None, help="the data (or $SCALEFIT_GEMSTONES)")
-    ap.add_argument("--sets", default=",".join(SETS), help="training sets, comma-separated")
+    ap.add_argument(
+        "--sets", default="base,small,hot350", help=f"training sets ({', '.join(SETS)})"
+    )
+    ap.add_argument(
+        "--target",
+        choices=sorted(TARGETS),
+        default="2b",
+        help="held-out shapes: the ~2B ones, or the ~1B ones (an inner check, which trains on "
+        "shapes below 1B only)",
+    )
     ap.add_argument("--bootstrap", type=int, default=200)
     ap.add_argument("--out", default=None, metavar="DIR")
     ap.add_argument("--figure", default=None, metavar="PNG", help="figure of the base set")
@@ -294,7 +327,11 @@ def main() -> None:
     args = ap.parse_args()
     folder = data_dir(args.folder)
     rows = compare(
-        folder, args.sets.split(","), bootstrap=args.bootstrap, default_early=args.default_early
+        folder,
+        args.sets.split(","),
+        bootstrap=args.bootstrap,
+        default_early=args.default_early,
+        target=args.target,
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 40):
         print(summarise(rows).to_string(float_format=lambda v: f"{v:.4f}"))
@@ -304,9 +341,10 @@ def main() -> None:
     if args.out:
         folder_out = Path(args.out)
         folder_out.mkdir(parents=True, exist_ok=True)
-        atomic_write_csv(folder_out / "curves_gemstones.csv", rows)
-        print(f"wrote {folder_out / 'curves_gemstones.csv'}")
-    if args.figure:
+        name = f"curves_gemstones_{args.target}.csv"
+        atomic_write_csv(folder_out / name, rows)
+        print(f"wrote {folder_out / name}")
+    if args.figure and args.target == "2b" and "base" in args.sets.split(","):
         figure(rows, load(folder)[0], Path(args.figure))
         print(f"wrote {args.figure}")
 
