@@ -301,7 +301,9 @@ def read_trainer_runs(run_dir: str | os.PathLike) -> pd.DataFrame:
 
     The main run is named after its folder, each branch ``<main>/<branch folder>``. A branch's
     history repeats the main run's stable phase up to its fork step; only the steps after the
-    fork are kept for the branch, so no checkpoint appears twice.
+    fork are kept for the branch, so no checkpoint appears twice. Every row carries
+    ``main_run`` (the main run's name): branches share the main run's stable phase, so
+    resample them with it (``fit_curves(..., cluster="main_run")``, ``--cluster main_run``).
 
     Parameters
     ----------
@@ -311,14 +313,16 @@ def read_trainer_runs(run_dir: str | os.PathLike) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        The long table of :func:`read_trainer_run` for every run of the set.
+        The long table of :func:`read_trainer_run` for every run of the set, with
+        ``main_run``.
     """
     folder = Path(run_dir)
-    parts = [read_trainer_run(folder)]
+    parts = [read_trainer_run(folder).assign(main_run=folder.name)]
     branches = folder / "cooldowns"
     if branches.is_dir():
         for sub in sorted(p for p in branches.iterdir() if (p / "history.csv").exists()):
             frame = read_trainer_run(sub, run=f"{folder.name}/{sub.name}")
+            frame = frame.assign(main_run=folder.name)
             fork = (_run_info(sub).get("branch") or {}).get("fork_step")
             if isinstance(fork, int) and not isinstance(fork, bool):
                 frame = frame[frame["step"] > fork]

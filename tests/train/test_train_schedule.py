@@ -289,4 +289,5 @@ def test_the_curve_reader_reads_a_run_and_its_branches_once_each(token_dir, tmp_
         assert meta["schedule_text"].startswith("wsd:")
     main = curves[curves["run"] == "set"]
     assert len(main) == 23  # steps 1..23: the reader drops step 0 (no update done yet)
+    assert set(curves["main_run"]) == {"set"}  # a branch is resampled with its main run
     assert read_curves(tmp_path / "set").equals(curves)  # a folder given to read_curves
