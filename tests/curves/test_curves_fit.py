@@ -118,6 +118,9 @@ def test_bootstrap_resamples_a_main_run_with_its_branches_when_grouped():
         _fit(split, bootstrap=20, cluster="family")
     with pytest.raises(ScaleFitError, match="'model' is not a column"):
         _fit(curves, cluster="model")
+    with pytest.raises(ScaleFitError, match="cluster column 'family' has missing values"):
+        _fit(curves.assign(family=np.where(curves["run"] == "run0", None, curves["family"])),
+             bootstrap=20, cluster="family")  # fmt: skip
     with pytest.raises(ScaleFitError, match="need at least 2 values of 'family'"):
         _fit(curves.assign(family="one"), bootstrap=20, cluster="family")
 
