@@ -86,7 +86,9 @@ def fit_curves(
     from ..fit import fit
 
     if "group" in options:
-        raise ScaleFitError("fit_curves groups checkpoints by run; it takes no 'group'.")
+        raise ScaleFitError(
+            "fit_curves groups checkpoints by run (or by cluster=COLUMN); it takes no 'group'."
+        )
     if formula is None and law is not None:
         law = get_law(law)
         prepared = with_quadrature(prepared, law)

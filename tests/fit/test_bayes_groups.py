@@ -190,7 +190,7 @@ def test_curves_bayes_takes_no_bootstrap_or_group(tmp_path, capsys):
     curves, path = _cosine_curves(tmp_path)
     with pytest.raises(ScaleFitError, match="bootstrap or bayes=True, not both"):
         fit_curves(prepare(curves), bayes=True, bootstrap=10)
-    with pytest.raises(ScaleFitError, match="no 'cluster'/'group'"):
+    with pytest.raises(ScaleFitError, match=r"by cluster=COLUMN\); it takes no 'group'"):
         fit_curves(prepare(curves), bayes=True, group="run")
     code = main(["curves", "fit", str(path), "--bayes", "--bootstrap", "10"])
     err = capsys.readouterr().err
