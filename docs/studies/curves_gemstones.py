@@ -34,7 +34,8 @@ smaller shapes, three ways:
   - C*S2``) fitted to the hot checkpoints and the branch ends of the smaller shapes;
 * **curves, annealing gain by size**: the same law with ``C`` scaled by
   ``(params/1e8)^-kappa``; the measured cooldown gain shrinks with size (about 0.10 nats at
-  50M, 0.06 at 2B, and grows by a fifth at most from the 10B fork to the 100B one);
+  50M, 0.06 at 2B; printed first) and grows by a third at most from the 10B fork to the 100B
+  one;
 * **final losses of the same runs**: the Chinchilla law on the smaller shapes' branch ends.
 
 Each with 200 bootstrap resamples of shapes (a main run with its branches). Three training
@@ -152,6 +153,29 @@ def split(
     train_cool = cool[~cool["model"].isin(held_out) & (cool["params"] < largest)]
     curves = pd.concat([hot[keep], train_cool], ignore_index=True)
     return curves, train_cool, cool[cool["model"].isin(held_out)]
+
+
+def cooldown_gains(hot: pd.DataFrame, cool: pd.DataFrame) -> pd.DataFrame:
+    """Each branch's gain: the main run's loss at the branch's last step less the branch's loss.
+
+    The main run's loss at that step is interpolated in log step between its checkpoints.
+    Returns one row per branch: ``model, params, fork_tokens, gain``.
+    """
+    rows = []
+    for model, part in cool.groupby("model"):
+        main = hot[hot["model"] == model].sort_values("step")
+        at = np.interp(np.log(part["step"]), np.log(main["step"]), main["loss"])
+        rows.append(
+            pd.DataFrame(
+                {
+                    "model": model,
+                    "params": part["params"].to_numpy(),
+                    "fork_tokens": np.round(part["tokens"].to_numpy() / 1.1 / 1e10) * 1e10,
+                    "gain": at - part["loss"].to_numpy(),
+                }
+            )  # fmt: skip
+        )
+    return pd.concat(rows, ignore_index=True)
 
 
 def fit_curve_law(
@@ -326,6 +350,12 @@ def main() -> None:
     )
     args = ap.parse_args()
     folder = data_dir(args.folder)
+    gains = cooldown_gains(*load(folder))
+    table = gains.pivot_table(index=["params", "model"], columns="fork_tokens", values="gain")
+    table.columns = [f"{c / 1e9:.0f}B" for c in table.columns]
+    with pd.option_context("display.width", 200):
+        print("cooldown gain (nats) by fork, each shape (the main run's loss less the branch's):")
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"), "\n")
     rows = compare(
         folder,
         args.sets.split(","),

@@ -28,6 +28,11 @@ def test_gemstones_read_unedited_with_branches_as_runs():
     assert end["schedule"].iloc[0] == "wsd:lr=1.0,steps=2622,decay=0.0904,final_lr=0.0"
     assert np.allclose(hot["tokens"], 4194304 * hot["step"])
     assert np.allclose(cool["tokens"], 4194304 * cool["step"])
+    gains = study.cooldown_gains(hot, cool).set_index(["model", "fork_tokens"])["gain"]
+    assert len(gains) == 199
+    # docs/curves.md: 0.073 to 0.097 nats for 256x80 from the 10B fork to the 100B one
+    assert gains["PyGemma-256x80_pretrain", 1e10] == pytest.approx(0.073, abs=5e-4)
+    assert gains["PyGemma-256x80_pretrain", 1e11] == pytest.approx(0.097, abs=5e-4)
     curves, train_cool, held = study.split(hot, cool, "base")
     assert set(held["model"]) == set(study.HELD_OUT) and len(held) == 29
     assert not set(curves["model"]) & set(study.HELD_OUT)
