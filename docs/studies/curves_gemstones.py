@@ -57,8 +57,7 @@ Run::
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -69,6 +68,9 @@ import scalefit
 from scalefit._io import atomic_write_csv
 from scalefit.curves import final_losses, fit_curves, prepare, read_curves
 from scalefit.errors import ScaleFitError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from public_files import run, verified_folder  # noqa: E402  (same folder)
 
 HOT = "wandb_df_for_fitting_hot_477.jsonl"
 HOT350 = "wandb_df_for_fitting_hot_100b+.jsonl"
@@ -100,17 +102,7 @@ SETS = {
 
 def data_dir(given: str | None = None) -> Path:
     """The data folder: ``given``, else ``$SCALEFIT_GEMSTONES``; files checked by sha256."""
-    folder = given or os.environ.get("SCALEFIT_GEMSTONES")
-    if not folder:
-        raise ScaleFitError("name the Gemstones folder (argument or $SCALEFIT_GEMSTONES).")
-    folder = Path(folder)
-    for name, digest in SHA256.items():
-        path = folder / name
-        if not path.is_file():
-            raise ScaleFitError(f"{path}: not found; expected the Gemstones file {name}.")
-        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            raise ScaleFitError(f"{path}: sha256 differs from the published file's {digest}.")
-    return folder
+    return verified_folder(given, "SCALEFIT_GEMSTONES", SHA256, "Gemstones")
 
 
 def load(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -349,6 +341,9 @@ def main() -> None:
         help="drop early checkpoints by prepare's default (first 10 %% of each run) instead",
     )
     args = ap.parse_args()
+    unknown = [n for n in args.sets.split(",") if n not in SETS]
+    if unknown:
+        raise ScaleFitError(f"--sets: unknown {', '.join(unknown)}; choose from {', '.join(SETS)}.")
     folder = data_dir(args.folder)
     gains = cooldown_gains(*load(folder))
     table = gains.pivot_table(index=["params", "model"], columns="fork_tokens", values="gain")
@@ -380,4 +375,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

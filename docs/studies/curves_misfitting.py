@@ -48,9 +48,8 @@ Run::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
-import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -60,7 +59,9 @@ import pandas as pd
 import scalefit
 from scalefit._io import atomic_write_csv
 from scalefit.curves import final_losses, fit_curves, prepare, read_curves
-from scalefit.errors import ScaleFitError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from public_files import run, verified_folder  # noqa: E402  (same folder)
 
 FINALS = "scaling_results_last_ckpt_only.csv"
 SELECTED = "misfitting_selected_runs.csv"
@@ -80,17 +81,7 @@ FIXED_EXPONENTS = "E + A/params**0.34 + B/tokens**0.28"  # Hoffmann et al. 2022,
 
 def data_dir(given: str | None = None) -> Path:
     """The data folder: ``given``, else ``$SCALEFIT_PUBLIC_CURVES``; files checked by sha256."""
-    folder = given or os.environ.get("SCALEFIT_PUBLIC_CURVES")
-    if not folder:
-        raise ScaleFitError("name the Misfitting folder (argument or $SCALEFIT_PUBLIC_CURVES).")
-    folder = Path(folder)
-    for name, digest in SHA256.items():
-        path = folder / name
-        if not path.is_file():
-            raise ScaleFitError(f"{path}: not found; expected the Misfitting file {name}.")
-        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            raise ScaleFitError(f"{path}: sha256 differs from the published file's {digest}.")
-    return folder
+    return verified_folder(given, "SCALEFIT_PUBLIC_CURVES", SHA256, "Misfitting")
 
 
 def read(source) -> pd.DataFrame:
@@ -290,4 +281,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)
