@@ -244,12 +244,6 @@ class FitResult(ReadOnlyMappings):
 
         return format_report(self)
 
-    def plot(self, table, *, ax=None):
-        """Data against fit and residuals; see :func:`scalefit.plot.fit.plot_fit`."""
-        from ..plot.fit import plot_fit
-
-        return plot_fit(self, table, ax=ax)
-
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dictionary (includes the draws and the law's spec).
