@@ -6,8 +6,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import renamed_keyword
-
 
 def _chains(result, name: str) -> np.ndarray:
     """Draws of one parameter as (chains, draws)."""
@@ -115,7 +113,6 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
     return fig
 
 
-@renamed_keyword("prob", "ci_prob")
 def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int = 0):
     """Observed loss against compute with posterior-predictive intervals per row.
 
@@ -170,7 +167,6 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     return fig
 
 
-@renamed_keyword("prob", "ci_prob")
 def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = False, ax=None):
     """Posterior median and band of the loss along one input of a grid of new inputs.
 
