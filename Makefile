@@ -38,6 +38,7 @@ test-matrix:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports  # the layer contracts of pyproject.toml ([tool.importlinter])
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict

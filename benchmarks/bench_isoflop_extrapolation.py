@@ -199,7 +199,7 @@ def scalefit_lsq(train, test, residuals, loss, n_boot, seed):
 
 
 def _calibrated(res, train, test, seed):
-    from scalefit.experimental.discrepancy import fit_discrepancy, predictive_sims
+    from scalefit.fit.discrepancy import fit_discrepancy, predictive_sims
     from scalefit.fit.observation import score_holdout
 
     with warnings.catch_warnings():

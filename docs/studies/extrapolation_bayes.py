@@ -3,7 +3,7 @@
 The split is the one ``scalefit bayes chinchilla --law decomposed --drop-highest 40 --holdout 0.2``
 uses (:func:`scalefit.fit.holdout.split_by_compute`); the posterior is the same (defaults, seed 0).
 Today's predictive is the posterior predictive (Student-t noise); the calibrated one combines the
-same posterior draws with :mod:`scalefit.experimental.discrepancy`.
+same posterior draws with :mod:`scalefit.fit.discrepancy`.
 
 Run (about 4 minutes per cut on a loaded 2-core machine)::
 

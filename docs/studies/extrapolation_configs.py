@@ -47,8 +47,8 @@ from scipy import optimize, stats
 
 from scalefit import fit
 from scalefit._io import atomic_write_csv
-from scalefit.experimental.discrepancy import _groups, _moments, _scatter, log_compute
 from scalefit.experimental.extrapolation import _baseline
+from scalefit.fit.discrepancy import _groups, _moments, _scatter, log_compute
 from scalefit.fit.holdout import split_by_compute
 from scalefit.fit.observation import score_holdout
 from scalefit.laws import get_law

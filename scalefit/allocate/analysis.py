@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import renamed_keyword
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from .api import check_budgets, resolve
@@ -29,7 +28,6 @@ def _slopes(logc: np.ndarray, logq: np.ndarray) -> np.ndarray:
     return out
 
 
-@renamed_keyword("prob", "ci_prob")
 def scaling_exponents(
     source: Any,
     budgets=None,
@@ -139,7 +137,6 @@ def _band(values: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray, np.n
     return tuple(np.nanquantile(values, [(1 - prob) / 2, 0.5, (1 + prob) / 2], axis=0))
 
 
-@renamed_keyword("prob", "ci_prob")
 def critical_depth_table(
     source: Any,
     widths,
@@ -164,7 +161,6 @@ def critical_depth_table(
     return out
 
 
-@renamed_keyword("prob", "ci_prob")
 def audit(
     source: Any,
     architectures,
@@ -227,7 +223,6 @@ def audit(
 
 
 # ----------------------------------------------------------------------------- iso-FLOP curve
-@renamed_keyword("prob", "ci_prob")
 def isoflop_curve(
     source: Any,
     budget: float,

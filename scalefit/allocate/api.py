@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._readonly import ReadOnlyMappings
-from .._validation import Interval, renamed_attribute, renamed_keyword, validate
+from .._validation import Interval, validate
 from ..accounting import flops_text
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
@@ -171,7 +171,6 @@ class Allocation(ReadOnlyMappings):
     shapes: dict[float, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     not_identified: tuple[str, ...] = ()
-    prob = renamed_attribute("prob", "ci_prob")
 
     def alternatives(self, budget: float, *, within: str = "interval") -> pd.DataFrame:
         """Practical shapes whose loss lies within the best one's interval (or ``"eps"``)."""
@@ -179,7 +178,6 @@ class Allocation(ReadOnlyMappings):
         return frame[frame["within_interval" if within == "interval" else "within_eps"]]
 
 
-@renamed_keyword("prob", "ci_prob")
 def allocate(
     source: Any,
     budgets,

@@ -26,8 +26,7 @@ def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
     """
     from matplotlib.lines import Line2D
 
-    from ..plot._base import axes
-    from ..plot.style import PALETTE, label, ordered_colours, suptitle, title
+    from ..style import PALETTE, axes, label, ordered_colours, suptitle, title
     from .multipower import with_quadrature
 
     fig, ax = axes(ax, figsize=(7.0, 4.6))

@@ -10,7 +10,7 @@ import pandas as pd
 from scipy import stats
 
 from .._io import atomic_write_csv
-from .._validation import Interval, Options, renamed_attribute, renamed_keyword, validate
+from .._validation import Interval, Options, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
 from . import _update
@@ -48,7 +48,6 @@ class DesignResult:
     sd_after: float
     ci_prob: float
     noise_sd: float
-    prob = renamed_attribute("prob", "ci_prob")
     n_draws: int
     search: str
     law: str
@@ -161,7 +160,6 @@ def _check_candidates(cand: pd.DataFrame, space) -> pd.DataFrame:
     return cand.reset_index(drop=True)
 
 
-@renamed_keyword("prob", "ci_prob")
 def next_runs(
     result: Any,
     target_budget: float,

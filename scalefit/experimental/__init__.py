@@ -1,4 +1,5 @@
-"""Research code beside the core, tested but free to change between versions (docs/experimental.md).
+"""Research code above the fitter: tested, free to change between versions (docs/experimental.md).
 
-:mod:`.discrepancy`: the calibrated predictive; :mod:`.extrapolation`: the protocol that scores it.
+:mod:`.extrapolation`: the protocol that scores the calibrated predictive
+(:mod:`scalefit.fit.discrepancy`) against the law's own.
 """

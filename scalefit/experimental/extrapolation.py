@@ -3,7 +3,7 @@
 Experimental (``docs/experimental.md``). At each cut (a share of rows held out, highest compute
 first) the law is fitted below and the held-out rows are scored with today's predictive
 (bootstrap draws × residual noise, or the posterior predictive) and the calibrated one
-(:mod:`scalefit.experimental.discrepancy`): ``coverage`` and ``width_log`` (mean interval width on
+(:mod:`scalefit.fit.discrepancy`): ``coverage`` and ``width_log`` (mean interval width on
 log loss) at each probability, ``lpd`` (mean log predictive density, higher is better) and
 ``mae_log`` (mean absolute error of the median prediction on log loss).
 
@@ -23,9 +23,9 @@ import pandas as pd
 
 from .._validation import Interval, Options, validate
 from ..errors import ConvergenceWarning, ScaleFitError
+from ..fit.discrepancy import draw_means, fit_discrepancy, predictive_sims
 from ..fit.observation import score_holdout
 from ..fit.split import split_by_compute
-from .discrepancy import draw_means, fit_discrepancy, predictive_sims
 
 PROBS = (0.5, 0.8, 0.95)
 CUTS = (0.1, 0.2, 0.3)
@@ -106,7 +106,7 @@ def extrapolation_check(
     calibrated : bool, default True
         Also score the calibrated predictive distribution.
     tails : {"student_t", "normal"}, default "student_t"
-        Tails of the calibrated predictive (:func:`.discrepancy.fit_discrepancy`).
+        Tails of the calibrated predictive (:func:`scalefit.fit.discrepancy.fit_discrepancy`).
     **fit_kw
         Passed to the fitter.
 

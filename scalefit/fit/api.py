@@ -232,7 +232,7 @@ def fit(
     predictive : {"law", "calibrated"}, default "law"
         Which predictive scores the ``holdout`` rows: the bootstrap draws with normal noise of
         the training RMSE, or the calibrated predictive (per-model random effect, discrepancy
-        growing beyond the data, Student-t tails; :mod:`scalefit.experimental.discrepancy`),
+        growing beyond the data, Student-t tails; :mod:`scalefit.fit.discrepancy`),
         reported with the law's own coverage beside it. Off by default: it did not win on every
         held-out case (``docs/extrapolation.md``).
     drop_highest : int, default 0

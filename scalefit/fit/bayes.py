@@ -714,7 +714,7 @@ def holdout_bayes(
         Seed of the fit and the predictive draws.
     predictive : {"calibrated", "law"}, default "calibrated"
         Which predictive scores the held-out rows: the calibrated one of
-        :mod:`scalefit.experimental.discrepancy` around the same posterior draws (the default: it
+        :mod:`scalefit.fit.discrepancy` around the same posterior draws (the default: it
         scored better in every table and cut measured, ``docs/extrapolation.md``), or the law's
         own posterior predictive. Coverages and widths are exact for the mixture over the draws.
     **kwargs

@@ -1,4 +1,4 @@
-"""Model comparison across laws (PSIS-LOO, WAIC) and held-out predictive coverage for Bayes fits.
+"""Model comparison across laws (PSIS-LOO, WAIC) of Bayesian fits.
 
 Every law is scored on the same observable, ``log(loss)`` of the same rows with the same
 likelihood family, so the expected log predictive densities are comparable across laws.
@@ -13,7 +13,6 @@ import pandas as pd
 
 from ..errors import ScaleFitError
 from ..laws import Law
-from .bayes import holdout_bayes  # noqa: F401 - its former home; kept importable from here
 
 COLUMNS = [
     "law",

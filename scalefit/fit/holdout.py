@@ -63,7 +63,7 @@ def holdout(
             "max_rel_err": float(np.max(np.abs(pred - y) / np.abs(y))),
         }
     if predictive == "calibrated":
-        from ..experimental.discrepancy import calibrated_holdout
+        from .discrepancy import calibrated_holdout
 
         cal = calibrated_holdout(res, train, test, law, ci_prob=ci_prob, seed=seed)
         out.update({k: cal[k] for k in SCORES})
@@ -102,7 +102,7 @@ def holdout_check(
         Progress bars.
     predictive : {"law", "calibrated"}, default "law"
         Which predictive scores the held-out rows: the bootstrap draws with normal noise of the
-        training RMSE, or the calibrated predictive of :mod:`scalefit.experimental.discrepancy`
+        training RMSE, or the calibrated predictive of :mod:`scalefit.fit.discrepancy`
         on the same draws (off by default for least squares: it loses on one case measured in
         ``docs/extrapolation.md``; the Bayesian hold-out uses it by default).
 

@@ -20,7 +20,6 @@ import pandas as pd
 
 from .._io import atomic_write_json, read_json
 from .._readonly import ReadOnlyMappings
-from .._validation import renamed_keyword
 from ..errors import ScaleFitError
 from ..laws import Law, get_law, law_to_spec
 from .schema import SCHEMA_VERSION
@@ -172,7 +171,6 @@ class FitResult(ReadOnlyMappings):
             return pd.DataFrame(columns=names)
         return pd.DataFrame(np.asarray(self.draws), columns=names)
 
-    @renamed_keyword("prob", "ci_prob")
     def predict(
         self, x, *, bands: bool = False, ci_prob: float | None = None, noise: bool = False
     ) -> np.ndarray | pd.DataFrame:
@@ -243,12 +241,6 @@ class FitResult(ReadOnlyMappings):
         from .report import format_report
 
         return format_report(self)
-
-    def plot(self, table, *, ax=None):
-        """Data against fit and residuals; see :func:`scalefit.plot.fit.plot_fit`."""
-        from ..plot.fit import plot_fit
-
-        return plot_fit(self, table, ax=ax)
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, renamed_attribute, renamed_keyword, validate
+from .._validation import Interval, validate
 from ..accounting import tokens_for_budget, training_flops
 from ..errors import ScaleFitError
 from ._curves import PowerLawExponents
@@ -33,7 +33,6 @@ class EnvelopeResult(PowerLawExponents):
     envelope: pd.DataFrame
     exponents: pd.DataFrame
     ci_prob: float
-    prob = renamed_attribute("prob", "ci_prob")
     n_runs: int
     n_boot: int
     seed: int
@@ -112,7 +111,6 @@ def _envelope(runs: list, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out_l, out_n
 
 
-@renamed_keyword("prob", "ci_prob")
 def approach1(
     table: pd.DataFrame,
     *,

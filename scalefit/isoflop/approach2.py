@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._readonly import ReadOnlyMappings
-from .._validation import Interval, Options, renamed_attribute, renamed_keyword, validate
+from .._validation import Interval, Options, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from ._curves import SHAPE_BOUNDS, Optima, PowerLawExponents, fit_parabolas, fit_profile, power_law
@@ -63,7 +63,6 @@ class IsoFLOPResult(PowerLawExponents, ReadOnlyMappings):
     budgets: pd.DataFrame
     exponents: pd.DataFrame
     ci_prob: float
-    prob = renamed_attribute("prob", "ci_prob")
     interval: str
     shape: dict = field(default_factory=dict)
     warnings: tuple = ()
@@ -138,7 +137,6 @@ def _fit(groups, method: str, shape) -> Optima:
     return fit_profile(groups, par, shape)
 
 
-@renamed_keyword("prob", "ci_prob")
 def approach2(
     table: pd.DataFrame,
     *,

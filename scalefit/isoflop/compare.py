@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import renamed_keyword
 from ..errors import ScaleFitError
 
 #: Hoffmann et al. (2022), Table 2: a of N* ∝ C^a and b of T* ∝ C^b, with the table's ranges
@@ -25,7 +24,6 @@ PUBLISHED = pd.DataFrame(
 )  # fmt: skip
 
 
-@renamed_keyword("prob", "ci_prob")
 def approach3(result: Any, budgets=None, *, ci_prob: float | None = None) -> pd.DataFrame:
     """Exponents of ``N* ∝ C^a`` and ``T* ∝ C^b`` implied by a law fit (Approach 3).
 

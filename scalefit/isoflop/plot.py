@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..plot._base import axes
+from ..style import axes
 from ._curves import profile_value
 from .budgets import assign_budgets
 
@@ -36,7 +36,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     -------
     matplotlib.figure.Figure
     """
-    from ..plot.style import SEQUENTIAL, flops_text, label, log_ticks, suptitle
+    from ..style import SEQUENTIAL, flops_text, label, log_ticks, suptitle
 
     fig, (left, right) = axes(ax, ncols=2)
     lab = assign_budgets(table, iso.budgets["budget"].to_numpy(), tol=iso.tol).to_numpy()

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._base import axes
-from .style import flops_text, log_ticks, suptitle
+from ..style import axes, flops_text, log_ticks, suptitle
 
 
 def _bowl(c: pd.DataFrame, rise: float) -> pd.DataFrame:
@@ -54,7 +53,7 @@ def plot_isoflop(
     -------
     matplotlib Figure
     """
-    from .style import label, ordered_colours, title
+    from ..style import label, ordered_colours, title
 
     fig, ax = axes(ax, figsize=(6.4, 4.6))
     colours = ordered_colours(len(curves))
@@ -163,7 +162,7 @@ def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
     -------
     matplotlib Figure
     """
-    from .style import PALETTE, label, title
+    from ..style import PALETTE, label, title
 
     panels = [q for q in ("depth", "width", "tokens", "params") if f"{q}_star" in summary]
     grid = (2, 2) if len(panels) > 2 else (1, len(panels))

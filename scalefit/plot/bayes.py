@@ -6,8 +6,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import renamed_keyword
-
 
 def _chains(result, name: str) -> np.ndarray:
     """Draws of one parameter as (chains, draws)."""
@@ -38,8 +36,7 @@ def plot_trace(result, names=None):
     -------
     matplotlib.figure.Figure
     """
-    from ._base import axes
-    from .style import ordered_colours, suptitle, title
+    from ..style import axes, ordered_colours, suptitle, title
 
     names = list(names or result.params)
     fig, grid = axes(nrows=len(names), ncols=2, figsize=(4.6, 1.7))
@@ -82,8 +79,7 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
     -------
     matplotlib.figure.Figure
     """
-    from ._base import axes
-    from .style import PALETTE, suptitle, title
+    from ..style import PALETTE, axes, suptitle, title
 
     frame = result.draws_frame().dropna()
     names = list(names or frame.columns)
@@ -117,7 +113,6 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
     return fig
 
 
-@renamed_keyword("prob", "ci_prob")
 def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int = 0):
     """Observed loss against compute with posterior-predictive intervals per row.
 
@@ -140,8 +135,7 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     """
     from ..fit.bayes import predictive_draws
     from ..fit.holdout import compute_key
-    from ._base import axes
-    from .style import PALETTE, label, log_ticks, suptitle, title
+    from ..style import PALETTE, axes, label, log_ticks, suptitle, title
 
     fig, ax = axes(ax, figsize=(5.6, 4.2))
     key, xval = compute_key(table, result.law)
@@ -173,7 +167,6 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     return fig
 
 
-@renamed_keyword("prob", "ci_prob")
 def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = False, ax=None):
     """Posterior median and band of the loss along one input of a grid of new inputs.
 
@@ -197,8 +190,7 @@ def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = 
     matplotlib.figure.Figure
     """
     from ..fit.bayes import predictive_draws
-    from ._base import axes
-    from .style import PALETTE, label, log_ticks, suptitle, title
+    from ..style import PALETTE, axes, label, log_ticks, suptitle, title
 
     fig, ax = axes(ax)
     sims = predictive_draws(result, grid, noise=noise)

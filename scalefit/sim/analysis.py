@@ -1,7 +1,7 @@
 """Read and group a toy sweep's tidy results table (torch-free).
 
 The depth-exponent fit of each group is :func:`scalefit.workflows.toy.fit_depth_exponents`: a
-producer never imports the fitter (see :mod:`scalefit._layers`).
+producer never imports the fitter (the layer contracts of ``pyproject.toml``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :mod:`~scalefit.workflows.toy` fits the toy's depth exponents per group;
 :mod:`~scalefit.workflows.train_report` turns a finished trainer grid into its loss table, a
-``decomposed`` fit and the comparison figures. This layer may import every layer below it (see
-:mod:`scalefit._layers`); the producers (``sim``, ``train``, ``probes``, ``sweep``) never import the
-fitter themselves.
+``decomposed`` fit and the comparison figures. This layer may import every layer below it (the
+layer contracts of ``pyproject.toml``); the producers (``sim``, ``train``, ``probes``, ``sweep``)
+never import the fitter themselves.
 """

@@ -6,7 +6,6 @@ import inspect
 
 import numpy as np
 import pandas as pd
-import pytest
 
 import scalefit
 from scalefit.allocate import api, space
@@ -28,8 +27,7 @@ def test_calling_the_package_is_calling_allocate():
     assert type(got) is api.Allocation
     pd.testing.assert_frame_equal(got.summary, want.summary)
     np.testing.assert_array_equal(got.budgets, [1e19])
-    with pytest.warns(DeprecationWarning, match="'prob' parameter of allocate"):
-        assert scalefit.allocate(res, [1e19], prob=0.9).ci_prob == 0.9
+    assert scalefit.allocate(res, [1e19], ci_prob=0.9).ci_prob == 0.9
 
 
 def test_the_package_shows_allocates_signature():

@@ -1,5 +1,5 @@
-"""`ci_prob` is the one name of an interval probability; the old `prob` still works, with a
-DeprecationWarning naming `ci_prob`, for one minor version (and `--prob` on the command line)."""
+"""`ci_prob` is the one name of an interval probability (`--prob` on the command line still works,
+with a warning naming `--ci-prob`)."""
 
 from __future__ import annotations
 
@@ -14,21 +14,10 @@ DECOMPOSED = dict(
 )
 
 
-def test_old_prob_keyword_warns_and_gives_the_same_answer():
-    new = allocate("decomposed", [1e20], params=DECOMPOSED, ci_prob=0.8)
-    with pytest.warns(
-        DeprecationWarning, match="'prob' parameter of allocate is deprecated; use 'ci_prob'"
-    ):
-        old = allocate("decomposed", [1e20], params=DECOMPOSED, prob=0.8)
-    assert old.ci_prob == new.ci_prob == 0.8
-    with pytest.warns(DeprecationWarning, match="Allocation.prob is deprecated; use .ci_prob"):
-        assert old.prob == 0.8
-    assert old.summary.equals(new.summary)
-
-
-def test_both_names_at_once_are_refused():
-    with pytest.raises(ScaleFitError, match="allocate got 'ci_prob' and its old name 'prob'"):
-        allocate("decomposed", [1e20], params=DECOMPOSED, ci_prob=0.8, prob=0.9)
+def test_the_old_prob_keyword_is_gone():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'prob'"):
+        allocate("decomposed", [1e20], params=DECOMPOSED, prob=0.8)
+    assert not hasattr(allocate("decomposed", [1e20], params=DECOMPOSED), "prob")
 
 
 def test_bad_ci_prob_names_the_new_name():

@@ -13,7 +13,7 @@ import pytest
 
 import scalefit
 from scalefit._readonly import ReadOnlyDict
-from scalefit.experimental.discrepancy import Discrepancy
+from scalefit.fit.discrepancy import Discrepancy
 from scalefit.fit.synthetic import simulate_table
 from scalefit.isoflop import approach2, synthetic_isoflops
 from scalefit.probes._assemble import HFProbeResult

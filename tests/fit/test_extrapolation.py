@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from scalefit.errors import ScaleFitError
-from scalefit.experimental.discrepancy import Discrepancy, _kappa, _scatter
 from scalefit.experimental.extrapolation import extrapolation_check
+from scalefit.fit.discrepancy import Discrepancy, _kappa, _scatter
 
 
 def test_scatter_and_kappa_recover_known_values():
@@ -82,7 +82,7 @@ def test_bad_protocol_arguments(kw, match):
 
 
 def test_kappa_and_nu_recover_known_tails():
-    from scalefit.experimental.discrepancy import _kappa_nu
+    from scalefit.fit.discrepancy import _kappa_nu
 
     rng = np.random.default_rng(1)
     d = rng.uniform(0, 3, 5000)
@@ -125,8 +125,8 @@ def test_calibrated_holdout_covers_better_and_cli_reports_both(tmp_path, capsys)
 
 def test_predictive_flag_and_option_errors(tmp_path, capsys):
     from scalefit.cli import main
-    from scalefit.experimental.discrepancy import fit_discrepancy
     from scalefit.fit.bayes import fit_bayes, holdout_bayes
+    from scalefit.fit.discrepancy import fit_discrepancy
     from scalefit.laws import get_law
 
     with pytest.raises(SystemExit) as exc:

@@ -14,6 +14,7 @@ from scalefit import FitResult, Law, Param, ScaleFitError
 from scalefit.errors import ConvergenceWarning
 from scalefit.fit.synthetic import simulate_table
 from scalefit.laws import register_law
+from scalefit.plot.fit import plot_fit
 
 
 def _custom_law(name: str = "my_chinchilla") -> Law:
@@ -71,7 +72,7 @@ def test_every_kind_of_law_goes_all_the_way(kind, table, tmp_path):
     assert res.law_name in text and "bootstrap  16 resamples" in text
     band = boot.predict(table.head(5), bands=True)
     assert (band["lo"] <= band["loss"]).all() and (band["loss"] <= band["hi"]).all()
-    fig = boot.plot(table)
+    fig = plot_fit(boot, table)
     assert len(fig.axes) >= 2
     if kind == "object":
         with pytest.raises(ScaleFitError, match="not registered"):

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 import scalefit  # noqa: E402
-from scalefit.plot._base import layout_problems, pyplot  # noqa: E402
+from scalefit.style import layout_problems, pyplot  # noqa: E402
 
 LAWS = {
     "one exponent": {"law": None, "formula": "E + A/params**alpha"},
