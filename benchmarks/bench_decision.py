@@ -106,11 +106,12 @@ def calibrate(frame):
                 own[m, exp] = fit_calibration(sub, method=m, source="own", floor=False)
     frame = frame.copy()
     frame["s_mis_pooled"] = [
-        float(pooled[m].s_misfit(d)) for m, d in zip(frame["method"], frame["distance"])
+        float(pooled[m].s_misfit(d))
+        for m, d in zip(frame["method"], frame["distance"], strict=True)
     ]
     frame["s_mis_own"] = [
         float(own.get((m, e), pooled[m]).s_misfit(d))
-        for m, e, d in zip(frame["method"], frame["experiment"], frame["distance"])
+        for m, e, d in zip(frame["method"], frame["experiment"], frame["distance"], strict=True)
     ]
     return frame, pooled, own
 
@@ -133,8 +134,12 @@ def coverage_columns(frame):
             z = stats.norm.ppf(0.5 + p / 2)
             tag = f"{100 * p:g}"
             e = frame["err"].abs()
-            frame[f"cov{tag}_{kind}"] = np.where(ok, (e <= z * np.sqrt(s2 + sr2)).astype(float), np.nan)
-            frame[f"cov{tag}_{kind}_plain"] = np.where(ok, (e <= z * np.sqrt(s2)).astype(float), np.nan)
+            frame[f"cov{tag}_{kind}"] = np.where(
+                ok, (e <= z * np.sqrt(s2 + sr2)).astype(float), np.nan
+            )
+            frame[f"cov{tag}_{kind}_plain"] = np.where(
+                ok, (e <= z * np.sqrt(s2)).astype(float), np.nan
+            )
     return frame
 
 
@@ -206,13 +211,32 @@ def figure(frame, summary, pooled, chosen, path):
 
     ax = axes[2]
     fin = frame[(frame["phase"] == "final") & (frame["method"] == chosen)].reset_index(drop=True)
-    lab = [f"{e.split('__')[0]} {e.split('__')[1][:8]} {b:.1e}" for e, b in zip(fin["experiment"], fin["budget"])]
+    lab = [
+        f"{e.split('__')[0]} {e.split('__')[1][:8]} {b:.1e}"
+        for e, b in zip(fin["experiment"], fin["budget"], strict=True)
+    ]
     yy = np.arange(len(fin))
     s_tot = np.sqrt(np.nan_to_num(fin["s_param"]) ** 2 + fin["s_mis_pooled"] ** 2)
     s_par = np.nan_to_num(fin["s_param"])
-    ax.errorbar(fin["err"], yy, xerr=1.96 * s_tot, fmt="o", ms=3, capsize=2, label="95 % calibrated")
-    ax.errorbar(fin["err"], yy + 0.25, xerr=1.96 * s_par, fmt="none", ecolor="tab:red", label="95 % parameters only")
-    ax.errorbar(np.zeros(len(fin)), yy - 0.25, xerr=1.96 * np.nan_to_num(fin["s_ref"]), fmt="none", ecolor="0.5", label="reference +/- 1.96 s_ref")
+    ax.errorbar(
+        fin["err"], yy, xerr=1.96 * s_tot, fmt="o", ms=3, capsize=2, label="95 % calibrated"
+    )
+    ax.errorbar(
+        fin["err"],
+        yy + 0.25,
+        xerr=1.96 * s_par,
+        fmt="none",
+        ecolor="tab:red",
+        label="95 % parameters only",
+    )
+    ax.errorbar(
+        np.zeros(len(fin)),
+        yy - 0.25,
+        xerr=1.96 * np.nan_to_num(fin["s_ref"]),
+        fmt="none",
+        ecolor="0.5",
+        label="reference +/- 1.96 s_ref",
+    )
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(yy, lab, fontsize=6)
     ax.invert_yaxis()
@@ -234,7 +258,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="decision.csv")
     ap.add_argument("--figure", default="decision.png")
     args = ap.parse_args(argv)
-    header("Decision benchmark: N* at held-out budgets of the public IsoFLOP sweeps", pin_threads(1))
+    header(
+        "Decision benchmark: N* at held-out budgets of the public IsoFLOP sweeps", pin_threads(1)
+    )
 
     import pandas as pd
 
@@ -251,8 +277,11 @@ def main(argv=None) -> int:
         f = run_sweep(table, exp, n_boot=args.boot, seed=args.seed)
         check_parabola(table, f, exp)
         frames.append(f)
-        print(f"{exp}: {int((f['phase'] == 'rolling').sum() / f['method'].nunique())} rolling "
-              f"budgets scored, {time.perf_counter() - t0:.0f} s (load {loadavg()})", flush=True)  # fmt: skip
+        n_roll = int((f["phase"] == "rolling").sum() / f["method"].nunique())
+        took = time.perf_counter() - t0
+        print(
+            f"{exp}: {n_roll} rolling budgets scored, {took:.0f} s (load {loadavg()})", flush=True
+        )
     frame, pooled, own = calibrate(pd.concat(frames, ignore_index=True))
     frame = coverage_columns(frame)
     summary = summarise(frame)
@@ -275,8 +304,10 @@ def main(argv=None) -> int:
     out = os.path.splitext(args.out)[0]
     atomic_write_csv(args.out, frame)
     atomic_write_csv(out + "_summary.csv", summary)
+    cal = pd.DataFrame([{"method": m, **c.to_dict()} for m, c in pooled.items()])
+    atomic_write_csv(out + "_calibration.csv", cal)
     figure(frame, summary, pooled, chosen, args.figure)
-    print(f"wrote {args.out}, {out}_summary.csv, {args.figure}")
+    print(f"wrote {args.out}, {out}_summary.csv, {out}_calibration.csv, {args.figure}")
     print(f"total {time.perf_counter() - t0:.0f} s; load average at end: {loadavg()}")
     return 0
 

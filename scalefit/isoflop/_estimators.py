@@ -1,5 +1,6 @@
-"""Point estimators of the compute-optimal size ``N*`` at new budgets, their run bootstrap, and
-the reference optimum of a scored budget (private pieces of :mod:`scalefit.isoflop.decision`).
+"""Point estimators of ``N*`` at new budgets, their run bootstrap, and the reference optimum.
+
+Private pieces of :mod:`scalefit.isoflop.decision`.
 
 Everything works on ``x = ln N`` and ``ln C``. A training table is split into :class:`Budget`
 groups (one per budget); every estimator maps the groups to ``ln N*`` at target ``ln C``.
@@ -81,7 +82,7 @@ class Budget:
 
 
 def groups_of(table: pd.DataFrame, where: str = "recommend") -> list[Budget]:
-    """Budgets of a canonical IsoFLOP table (``params, tokens, loss, budget``), sorted by compute."""
+    """Budgets of an IsoFLOP table (``params, tokens, loss, budget``), sorted by compute."""
     need = {"params", "tokens", "loss", "budget"}
     if not need <= set(table.columns):
         raise ScaleFitError(
@@ -136,10 +137,17 @@ def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None
     n = np.concatenate([g.n for g in groups])
     t = np.concatenate([g.t for g in groups])
     y = np.concatenate([g.y for g in groups])
-    table = pd.DataFrame({"params": n, "tokens": t, "loss": y})
-    weights = None
-    if kind == "law_frontier":
-        weights = np.concatenate([_frontier_weights(g) for g in groups])
+    w = np.concatenate([_frontier_weights(g) for g in groups]) if kind == "law_frontier" else None
+    # a resample repeats runs: fit each distinct run once, weighted by its multiplicity
+    rows, inv, count = np.unique(
+        np.stack([n, t, y], 1), axis=0, return_inverse=True, return_counts=True
+    )
+    weights = count.astype(float)
+    if w is not None:
+        weights = np.bincount(inv.ravel(), weights=w, minlength=len(rows))
+    table = pd.DataFrame({"params": rows[:, 0], "tokens": rows[:, 1], "loss": rows[:, 2]})
+    if np.all(weights == 1.0):
+        weights = None
     loss = "mse" if kind == "law_mse" else "huber"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -162,7 +170,7 @@ def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None
 def _frontier_weights(g: Budget) -> np.ndarray:
     x = g.x
     centre = x[np.argmin(g.y)]
-    if len(g.y) >= 3 and np.ptp(x) > 0:
+    if len(np.unique(x)) >= 3:
         c2, c1, _ = np.polyfit(x - x.mean(), g.y, 2)
         if c2 > 0:
             xs = x.mean() - c1 / (2 * c2)
@@ -188,7 +196,7 @@ def estimate(
     seed: int = 0,
     x0: dict | None = None,
 ) -> tuple[dict[str, np.ndarray], dict]:
-    """``ln N*`` at ``logc`` for every method (NaN where one cannot be computed) and the law fits."""
+    """``ln N*`` at ``logc`` per method (NaN where it cannot be computed), and the law fits."""
     logc = np.asarray(logc, float)
     needs = {k for m in methods for k in LAW_NEEDS.get(m, ())}
     laws = {k: _law_fit(groups, k, seed, (x0 or {}).get(k)) for k in sorted(needs)}
@@ -220,8 +228,10 @@ def estimate(
 def bootstrap(
     groups: list[Budget], logc: np.ndarray, methods, laws: dict, *, n_boot: int, seed: int
 ) -> dict[str, np.ndarray]:
-    """Standard deviation of ``ln N*`` over ``n_boot`` resamples of runs within each budget (a
-    robust one: half the 16-84 % range); NaN where fewer than half the resamples gave a value.
+    """Spread of ``ln N*`` over ``n_boot`` resamples of runs within each budget.
+
+    A robust standard deviation (half the 16-84 % range); NaN where fewer than half the resamples
+    gave a value.
     """
     rng = np.random.default_rng(seed)
     draws = {m: [] for m in methods}
@@ -250,7 +260,7 @@ def pooled_sigma(groups: list[Budget]) -> float:
     """Residual standard deviation of the per-budget parabolas (loss units), pooled over budgets."""
     rss, dof = 0.0, 0
     for g in groups:
-        if len(g.y) > 3 and np.ptp(g.x) > 0:
+        if len(g.y) > 3 and len(np.unique(g.x)) >= 3:
             coef = np.polyfit(g.x - g.x.mean(), g.y, 2)
             r = g.y - np.polyval(coef, g.x - g.x.mean())
             rss, dof = rss + float(r @ r), dof + len(g.y) - 3
@@ -259,8 +269,10 @@ def pooled_sigma(groups: list[Budget]) -> float:
 
 @dataclass(frozen=True)
 class Reference:
-    """A scored budget's own optimum: vertex ``x`` (NaN if none inside the sampled sizes), its
-    bootstrap standard deviation ``se``, and the parabola (coefficients in ``x - mean``).
+    """A scored budget's own optimum.
+
+    Vertex ``x`` (NaN if none inside the sampled sizes), its bootstrap standard deviation ``se``,
+    and the parabola (coefficients in ``x - mean``).
     """
 
     x: float
@@ -271,8 +283,9 @@ class Reference:
     hi: float
 
     def regret(self, xpred: float) -> tuple[float, float]:
-        """Loss of the parabola at ``xpred`` (clamped to the sampled sizes) minus its minimum,
-        absolute and relative to the minimum.
+        """Parabola at ``xpred`` (clamped to the sampled sizes) minus its minimum.
+
+        Returns the regret in loss units and relative to the minimum.
         """
         if not (np.isfinite(self.x) and np.isfinite(xpred)):
             return float("nan"), float("nan")
@@ -283,9 +296,10 @@ class Reference:
 
 
 def reference(g: Budget, sigma: float, *, n_boot: int = 200, seed: int = 0) -> Reference:
-    """Vertex of a parabola of loss in ``ln N`` through one budget's runs, with the spread of the
-    vertex under a parametric bootstrap (fitted values plus normal noise of the sweep's pooled
-    parabola residual ``sigma``; vertices clamped to the sampled range).
+    """Vertex of a parabola of loss in ``ln N`` through one budget's runs, with its spread.
+
+    The spread is that of the vertex under a parametric bootstrap: fitted values plus normal noise
+    of the sweep's pooled parabola residual ``sigma``, vertices clamped to the sampled range.
     """
     x, y = g.x, g.y
     m = float(x.mean()) if len(x) else 0.0
