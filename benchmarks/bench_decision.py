@@ -1,0 +1,316 @@
+"""Decision benchmark on real ladders: compute-optimal size N* at held-out budgets, with intervals.
+
+For each of the eight public IsoFLOP sweeps (``scalefit.datasets.load("isoflops", ...)``) the two
+highest budgets are the FINAL held-out budgets (as in ``bench_isoflop_extrapolation.py``). Below
+them, ROLLING ORIGINS fit every method on the budgets ``<= b_k`` and score ``b_{k+1}, b_{k+2}``
+(every ``k`` with 3 or more training budgets with a vertex and ``b_{k+2}`` below the final ones):
+the final budgets inform no choice and no calibration.
+
+* reference optimum at a scored budget: vertex of a parabola of loss in ``ln N`` through its runs,
+  its spread ``s_ref`` from a parametric bootstrap with the sweep's pooled parabola noise; no
+  reference when the vertex falls outside the sampled sizes;
+* score: ``|ln N*_pred - ln N*_ref|`` (the ``T*`` error is the same), regret (the scored budget's
+  parabola at the prediction, clamped to the sampled sizes, minus its minimum; loss units and
+  relative), and interval coverage at 80 % and 95 %: "within its own uncertainty" is
+  ``|pred - ref| <= z sqrt(s_pred^2 + s_ref^2)``, plain is ``|pred - ref| <= z s_pred``;
+* intervals: ``s_pred^2 = s_param^2 + s_misfit(d)^2`` (``s_param`` a bootstrap of runs within
+  budgets, ``s_misfit = sqrt(s0^2 + (kappa d)^2)``, ``d = ln(C / C_max_train)``) with
+  ``(s0, kappa)`` by maximum likelihood on the rolling-origin errors of all sweeps (each sweep
+  weighted equally: "pooled"), or ``kappa`` alone on the sweep's own rolling origins when it has
+  4 or more scored budgets ("own", else pooled); "param" is ``s_param`` alone;
+* the recommended method is the one with the lowest rolling-origin mean ``|ln N*|`` error (mean over
+  sweeps of each sweep's mean), ties by regret; every method is then scored once on the finals.
+
+Misfitting's 26 budgets (0.09 dex apart, 3-10 runs each) are kept as they are: budgets with fewer
+than 4 runs give no training vertex (as in Approach 2), the reference's noise is the sweep's pooled
+one, and the equal sweep weights keep its ~20 rolling origins from outweighing the other sweeps.
+
+    SCALEFIT_DATA_DIR=../shared/data nice -n 10 python benchmarks/bench_decision.py \
+        --out docs/studies/results/decision.csv --figure docs/img/decision.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+PROBS = (0.8, 0.95)
+BASELINES = ("law_huber", "law_mse", "parabola")
+
+
+def split_final(table, hold=2):
+    """Rows below the ``hold`` highest budgets, and the rows of those budgets."""
+    from bench_isoflop_extrapolation import split
+
+    train, test, _ = split(table, hold)
+    return train, test
+
+
+def run_sweep(table, exp, *, n_boot, seed):
+    """Rolling-origin and final rows of every method on one sweep."""
+    from scalefit.isoflop._estimators import METHODS, groups_of, pooled_sigma
+    from scalefit.isoflop.decision import rolling_origins, score_origin
+
+    train, test = split_final(table)
+    rolling = rolling_origins(train, list(METHODS), n_boot=n_boot, seed=seed)
+    rolling["phase"] = "rolling"
+    final = score_origin(
+        groups_of(train),
+        groups_of(test),
+        list(METHODS),
+        sigma_ref=pooled_sigma(groups_of(table)),
+        n_boot=n_boot,
+        seed=seed,
+    )
+    final["phase"] = "final"
+    out = __import__("pandas").concat([rolling, final], ignore_index=True)
+    out.insert(0, "experiment", exp)
+    return out
+
+
+def check_parabola(table, frame, exp):
+    """Our ``parabola`` estimator is Approach 2 as the package runs it (same N* at the finals)."""
+    import warnings
+
+    import numpy as np
+
+    from scalefit.isoflop import approach2
+
+    train, _ = split_final(table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = approach2(train, method="parabola")
+    row = res.exponents.loc["params"]
+    f = frame[(frame["phase"] == "final") & (frame["method"] == "parabola")]
+    want = row["intercept"] + row["exponent"] * np.log(f["budget"].to_numpy())
+    if not np.allclose(f["pred"].to_numpy(), want, atol=1e-8):
+        raise AssertionError(f"{exp}: parabola estimator differs from approach2")
+
+
+def calibrate(frame):
+    """Pooled and own calibrations per method from the rolling rows; adds s_mis_* columns."""
+    import numpy as np
+
+    from scalefit.isoflop.decision import MIN_OWN, fit_calibration
+
+    roll = frame[frame["phase"] == "rolling"]
+    pooled, own = {}, {}
+    for m in frame["method"].unique():
+        pooled[m] = fit_calibration(roll, method=m, source="pooled", group="experiment")
+        for exp, sub in roll[roll["method"] == m].groupby("experiment"):
+            if np.isfinite(sub["err"]).sum() >= MIN_OWN:
+                own[m, exp] = fit_calibration(sub, method=m, source="own", floor=False)
+    frame = frame.copy()
+    frame["s_mis_pooled"] = [
+        float(pooled[m].s_misfit(d))
+        for m, d in zip(frame["method"], frame["distance"], strict=True)
+    ]
+    frame["s_mis_own"] = [
+        float(own.get((m, e), pooled[m]).s_misfit(d))
+        for m, e, d in zip(frame["method"], frame["experiment"], frame["distance"], strict=True)
+    ]
+    return frame, pooled, own
+
+
+def coverage_columns(frame):
+    """Coverage flags (1/0, NaN without a reference) at each probability and interval kind."""
+    import numpy as np
+    from scipy import stats
+
+    frame = frame.copy()
+    ok = np.isfinite(frame["err"])
+    sp2 = np.nan_to_num(frame["s_param"]) ** 2
+    sr2 = np.nan_to_num(frame["s_ref"]) ** 2
+    for kind, s2 in (
+        ("param", sp2),
+        ("pooled", sp2 + frame["s_mis_pooled"] ** 2),
+        ("own", sp2 + frame["s_mis_own"] ** 2),
+    ):
+        for p in PROBS:
+            z = stats.norm.ppf(0.5 + p / 2)
+            tag = f"{100 * p:g}"
+            e = frame["err"].abs()
+            frame[f"cov{tag}_{kind}"] = np.where(
+                ok, (e <= z * np.sqrt(s2 + sr2)).astype(float), np.nan
+            )
+            frame[f"cov{tag}_{kind}_plain"] = np.where(
+                ok, (e <= z * np.sqrt(s2)).astype(float), np.nan
+            )
+    return frame
+
+
+def summarise(frame):
+    """Per phase and method: sweep-mean |err|, regret, coverage (pooled over budgets)."""
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    cov = [c for c in frame.columns if c.startswith("cov")]
+    for (phase, m), sub in frame.groupby(["phase", "method"], sort=False):
+        ref = sub[np.isfinite(sub["err"])]
+        per = ref.groupby("experiment")
+        row = {
+            "phase": phase,
+            "method": m,
+            "n_scored": len(sub),
+            "n_ref": len(ref),
+            "abs_err": float(per["err"].apply(lambda e: e.abs().mean()).mean()),
+            "abs_err_pooled": float(ref["err"].abs().mean()),
+            "regret": float(per["regret"].mean().mean()),
+            "regret_rel": float(per["regret_rel"].mean().mean()),
+        }
+        row.update({c: float(ref[c].mean()) for c in cov})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def choose(summary):
+    roll = summary[summary["phase"] == "rolling"].sort_values(["abs_err", "regret"])
+    return str(roll.iloc[0]["method"])
+
+
+def figure(frame, summary, pooled, chosen, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from scalefit._io import atomic_savefig
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    ax = axes[0]
+    meths = list(summary[summary["phase"] == "rolling"].sort_values("abs_err")["method"])
+    y = np.arange(len(meths))
+    for off, phase, col in ((-0.2, "rolling", "tab:blue"), (0.2, "final", "tab:orange")):
+        s = summary[summary["phase"] == phase].set_index("method").reindex(meths)
+        ax.barh(y + off, s["abs_err"], height=0.38, color=col, label=f"{phase} budgets")
+    ax.set_yticks(y, [m + (" (chosen)" if m == chosen else "") for m in meths], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("mean |ln N* error| (mean over sweeps)")
+    ax.set_title("Point estimate: rolling origins choose, final budgets score", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="x")
+
+    ax = axes[1]
+    roll = frame[(frame["phase"] == "rolling") & (frame["method"] == chosen)]
+    fin = frame[(frame["phase"] == "final") & (frame["method"] == chosen)]
+    ax.scatter(roll["distance"], roll["err"].abs(), s=12, alpha=0.6, label="rolling origins")
+    ax.scatter(fin["distance"], fin["err"].abs(), s=28, marker="D", label="final budgets")
+    d = np.linspace(0, max(3.0, float(frame["distance"].max())), 100)
+    ax.plot(d, 1.96 * pooled[chosen].s_misfit(d), "k-", label="1.96 x s_misfit(d), pooled fit")
+    ax.set_xlabel("extrapolation distance d = ln(C / C_max train)")
+    ax.set_ylabel(f"|ln N* error| of {chosen}")
+    ax.set_title("Misfit term fitted on rolling origins only", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+    ax = axes[2]
+    fin = frame[(frame["phase"] == "final") & (frame["method"] == chosen)].reset_index(drop=True)
+    lab = [
+        f"{e.split('__')[0]} {e.split('__')[1][:8]} {b:.1e}"
+        for e, b in zip(fin["experiment"], fin["budget"], strict=True)
+    ]
+    yy = np.arange(len(fin))
+    s_tot = np.sqrt(np.nan_to_num(fin["s_param"]) ** 2 + fin["s_mis_pooled"] ** 2)
+    s_par = np.nan_to_num(fin["s_param"])
+    ax.errorbar(
+        fin["err"], yy, xerr=1.96 * s_tot, fmt="o", ms=3, capsize=2, label="95 % calibrated"
+    )
+    ax.errorbar(
+        fin["err"],
+        yy + 0.25,
+        xerr=1.96 * s_par,
+        fmt="none",
+        ecolor="tab:red",
+        label="95 % parameters only",
+    )
+    ax.errorbar(
+        np.zeros(len(fin)),
+        yy - 0.25,
+        xerr=1.96 * np.nan_to_num(fin["s_ref"]),
+        fmt="none",
+        ecolor="0.5",
+        label="reference +/- 1.96 s_ref",
+    )
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(yy, lab, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"ln N*_pred - ln N*_ref ({chosen}), final held-out budgets")
+    ax.set_title("Final budgets: error and its intervals", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=110)
+
+
+def main(argv=None) -> int:
+    from _harness import header, loadavg, pin_threads
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--boot", type=int, default=30, help="run-bootstrap resamples for s_param")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--experiments", default="", help="comma-separated ids (default: all)")
+    ap.add_argument("--out", default="decision.csv")
+    ap.add_argument("--figure", default="decision.png")
+    args = ap.parse_args(argv)
+    header(
+        "Decision benchmark: N* at held-out budgets of the public IsoFLOP sweeps", pin_threads(1)
+    )
+
+    import pandas as pd
+
+    from scalefit import datasets
+    from scalefit._io import atomic_write_csv
+
+    ids = [e for e in args.experiments.split(",") if e] or list(
+        datasets.isoflop_experiments()["experiment"]
+    )
+    t0 = time.perf_counter()
+    frames = []
+    for exp in ids:
+        table = datasets.load("isoflops", experiment=exp)
+        f = run_sweep(table, exp, n_boot=args.boot, seed=args.seed)
+        check_parabola(table, f, exp)
+        frames.append(f)
+        n_roll = int((f["phase"] == "rolling").sum() / f["method"].nunique())
+        took = time.perf_counter() - t0
+        print(
+            f"{exp}: {n_roll} rolling budgets scored, {took:.0f} s (load {loadavg()})", flush=True
+        )
+    frame, pooled, own = calibrate(pd.concat(frames, ignore_index=True))
+    frame = coverage_columns(frame)
+    summary = summarise(frame)
+    chosen = choose(summary)
+    pd.set_option("display.width", 200)
+    for phase in ("rolling", "final"):
+        s = summary[summary["phase"] == phase].sort_values("abs_err")
+        cols = ["method", "n_ref", "abs_err", "regret", "regret_rel"] + [
+            c for c in s.columns if c.startswith("cov") and "own" not in c
+        ]
+        print(f"\n{phase} budgets:\n" + s[cols].to_string(index=False, float_format="%.3f"))
+    print(f"\nchosen on the rolling origins: {chosen}")
+    print("pooled calibrations (s0, kappa, n_origins, n_scored):")
+    for m, c in pooled.items():
+        print(f"    {m!r}: ({c.s0:.4f}, {c.kappa:.4f}, {c.n_origins}, {c.n_scored}),")
+    print(f"own calibrations: {sorted({e for _, e in own})} ({len(own)} method x sweep)")
+    per = frame[(frame["phase"] == "final")].groupby(["method", "experiment"])["err"]
+    print("\nfinal |ln N*| error per sweep:")
+    print(per.apply(lambda e: e.abs().mean()).unstack().round(3).to_string())
+    out = os.path.splitext(args.out)[0]
+    atomic_write_csv(args.out, frame)
+    atomic_write_csv(out + "_summary.csv", summary)
+    cal = pd.DataFrame([{"method": m, **c.to_dict()} for m, c in pooled.items()])
+    atomic_write_csv(out + "_calibration.csv", cal)
+    figure(frame, summary, pooled, chosen, args.figure)
+    print(f"wrote {args.out}, {out}_summary.csv, {out}_calibration.csv, {args.figure}")
+    print(f"total {time.perf_counter() - t0:.0f} s; load average at end: {loadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""Point estimators of ``N*`` at new budgets, their run bootstrap, and the reference optimum.
+
+Private pieces of :mod:`scalefit.isoflop.decision`.
+
+Everything works on ``x = ln N`` and ``ln C``. A training table is split into :class:`Budget`
+groups (one per budget); every estimator maps the groups to ``ln N*`` at target ``ln C``.
+
+* ``law_huber`` / ``law_mse``: the Chinchilla law ``E + A/N^α + B/T^β`` fitted by
+  :func:`scalefit.fit` on log loss (Huber δ = 1e-3, or squared error); ``N*`` in closed form.
+* ``law_frontier``: the same Huber fit with each run weighted by ``exp(-½ ((x - x_b)/h)²)``,
+  ``x_b`` its budget's parabola vertex (or its best run), ``h`` = :data:`FRONTIER_WIDTH`: the runs
+  near each budget's optimum, where the decision is made, count most.
+* ``parabola``: Hoffmann et al.'s Approach 2 (a parabola of loss in ``x`` per budget with 4 or
+  more runs, an ordinary least-squares line of the vertices against ``ln C``).
+* ``parabola_wls``: the same line weighted by the vertices' delta-method precision.
+* ``parabola_recent``: the ordinary line through the three highest training vertices only.
+* ``anchored``: the law's exponent ``a = β/(α+β)`` (Huber fit) with the intercept placed through
+  the vertices (precision-weighted mean of ``x* - a ln C``).
+* ``average``: the mean ``ln N*`` of ``parabola``, ``parabola_wls`` and ``anchored``;
+  ``average_all`` adds the three law fits.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ScaleFitError
+from ._curves import fit_parabolas
+
+METHODS = (
+    "law_huber",
+    "law_mse",
+    "law_frontier",
+    "parabola",
+    "parabola_wls",
+    "parabola_recent",
+    "anchored",
+    "average",
+    "average_all",
+)
+#: Parts averaged by the model-averaging estimators.
+AVERAGES = {
+    "average": ("parabola", "parabola_wls", "anchored"),
+    "average_all": ("parabola", "parabola_wls", "anchored", "law_huber", "law_mse", "law_frontier"),
+}
+#: Law fits each estimator needs.
+LAW_NEEDS = {
+    "law_huber": ("law_huber",),
+    "law_mse": ("law_mse",),
+    "law_frontier": ("law_frontier",),
+    "anchored": ("law_huber",),
+    "average": ("law_huber",),
+    "average_all": ("law_huber", "law_mse", "law_frontier"),
+}
+#: Width (in ln N) of the frontier weights of ``law_frontier``.
+FRONTIER_WIDTH = 0.7
+#: A budget needs this many runs to give a vertex to the Approach-2 estimators.
+MIN_RUNS = 4
+DELTA = 1e-3
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The runs of one budget: ``ln C`` and per-run ``params, tokens, loss``."""
+
+    logc: float
+    n: np.ndarray
+    t: np.ndarray
+    y: np.ndarray
+
+    @property
+    def x(self) -> np.ndarray:
+        return np.log(self.n)
+
+    def resample(self, rng: np.random.Generator) -> Budget:
+        i = rng.integers(0, len(self.y), len(self.y))
+        return Budget(self.logc, self.n[i], self.t[i], self.y[i])
+
+
+def groups_of(table: pd.DataFrame, where: str = "recommend") -> list[Budget]:
+    """Budgets of an IsoFLOP table (``params, tokens, loss, budget``), sorted by compute."""
+    need = {"params", "tokens", "loss", "budget"}
+    if not need <= set(table.columns):
+        raise ScaleFitError(
+            f"{where}: the table needs columns {sorted(need)}. "
+            f"Got {sorted(map(str, table.columns))} instead."
+        )
+    cols = table[sorted(need)].to_numpy(float)
+    if not np.all(np.isfinite(cols) & (cols > 0)):
+        raise ScaleFitError(f"{where}: params, tokens, loss and budget must be finite and > 0.")
+    out = []
+    for c, rows in table.groupby("budget", sort=True):
+        out.append(
+            Budget(
+                float(np.log(c)),
+                rows["params"].to_numpy(float),
+                rows["tokens"].to_numpy(float),
+                rows["loss"].to_numpy(float),
+            )
+        )
+    return out
+
+
+def usable(groups: list[Budget]) -> list[Budget]:
+    """Budgets that can give a vertex: :data:`MIN_RUNS` runs or more over distinct sizes."""
+    return [g for g in groups if len(g.y) >= MIN_RUNS and np.ptp(g.x) > 0]
+
+
+def _vertices(groups: list[Budget]):
+    """``(ln C, x*, se of x*)`` of the budgets whose parabola has a minimum."""
+    good = usable(groups)
+    if len(good) < 1:
+        return np.array([]), np.array([]), np.array([])
+    opt = fit_parabolas([(g.x, g.y) for g in good])
+    ok = opt.ok & np.isfinite(opt.x)
+    se = np.sqrt(np.clip(np.diag(opt.cov), 1e-12, None))
+    if not np.all(np.isfinite(se)):  # no residual degree of freedom: equal weights
+        se = np.ones_like(se)
+    lc = np.array([g.logc for g in good])
+    return lc[ok], opt.x[ok], se[ok]
+
+
+def _line(lc, xv, w=None):
+    if len(lc) < 3:
+        return None
+    return np.polyfit(lc, xv, 1, w=None if w is None else np.sqrt(w))
+
+
+def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None:
+    from .. import fit
+    from ..errors import ConvergenceWarning
+
+    n = np.concatenate([g.n for g in groups])
+    t = np.concatenate([g.t for g in groups])
+    y = np.concatenate([g.y for g in groups])
+    w = np.concatenate([_frontier_weights(g) for g in groups]) if kind == "law_frontier" else None
+    # a resample repeats runs: fit each distinct run once, weighted by its multiplicity
+    rows, inv, count = np.unique(
+        np.stack([n, t, y], 1), axis=0, return_inverse=True, return_counts=True
+    )
+    weights = count.astype(float)
+    if w is not None:
+        weights = np.bincount(inv.ravel(), weights=w, minlength=len(rows))
+    table = pd.DataFrame({"params": rows[:, 0], "tokens": rows[:, 1], "loss": rows[:, 2]})
+    if np.all(weights == 1.0):
+        weights = None
+    loss = "mse" if kind == "law_mse" else "huber"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = fit(
+            table,
+            "chinchilla",
+            loss=loss,
+            delta=DELTA,
+            weights=weights,
+            starts=64 if x0 is None else 8,
+            seed=seed,
+            x0=x0,
+            progress=False,
+        )
+    p = dict(res.params)
+    return p if all(np.isfinite(list(p.values()))) else None
+
+
+def _frontier_weights(g: Budget) -> np.ndarray:
+    x = g.x
+    centre = x[np.argmin(g.y)]
+    if len(np.unique(x)) >= 3:
+        c2, c1, _ = np.polyfit(x - x.mean(), g.y, 2)
+        if c2 > 0:
+            xs = x.mean() - c1 / (2 * c2)
+            if x.min() <= xs <= x.max():
+                centre = xs
+    return np.exp(-0.5 * ((x - centre) / FRONTIER_WIDTH) ** 2)
+
+
+def _law_nstar(p: dict | None, logc: np.ndarray) -> np.ndarray:
+    from ..allocate import chinchilla_optimum
+
+    if p is None:
+        return np.full(len(logc), np.nan)
+    n, _ = chinchilla_optimum(p["E"], p["A"], p["B"], p["alpha"], p["beta"], np.exp(logc))
+    return np.log(n)
+
+
+def estimate(
+    groups: list[Budget],
+    logc: np.ndarray,
+    methods,
+    *,
+    seed: int = 0,
+    x0: dict | None = None,
+) -> tuple[dict[str, np.ndarray], dict]:
+    """``ln N*`` at ``logc`` per method (NaN where it cannot be computed), and the law fits."""
+    logc = np.asarray(logc, float)
+    needs = {k for m in methods for k in LAW_NEEDS.get(m, ())}
+    laws = {k: _law_fit(groups, k, seed, (x0 or {}).get(k)) for k in sorted(needs)}
+    lc, xv, se = _vertices(groups)
+    nan = np.full(len(logc), np.nan)
+    out: dict[str, np.ndarray] = {}
+    for k in ("law_huber", "law_mse", "law_frontier"):
+        if k in laws:
+            out[k] = _law_nstar(laws[k], logc)
+    line = _line(lc, xv)
+    out["parabola"] = nan if line is None else np.polyval(line, logc)
+    line = _line(lc, xv, 1 / se**2)
+    out["parabola_wls"] = nan if line is None else np.polyval(line, logc)
+    line = _line(lc[-3:], xv[-3:])
+    out["parabola_recent"] = nan if line is None else np.polyval(line, logc)
+    p = laws.get("law_huber")
+    if p is not None and len(lc) >= 1:
+        a = p["beta"] / (p["alpha"] + p["beta"])
+        w = 1 / se**2
+        out["anchored"] = float(np.sum(w * (xv - a * lc)) / np.sum(w)) + a * logc
+    else:
+        out["anchored"] = nan
+    for name, parts in AVERAGES.items():
+        if all(q in out for q in parts):
+            out[name] = np.mean([out[q] for q in parts], axis=0)
+    return {m: out[m] for m in methods}, laws
+
+
+def bootstrap(
+    groups: list[Budget], logc: np.ndarray, methods, laws: dict, *, n_boot: int, seed: int
+) -> dict[str, np.ndarray]:
+    """Spread of ``ln N*`` over ``n_boot`` resamples of runs within each budget.
+
+    A robust standard deviation (half the 16-84 % range); NaN where fewer than half the resamples
+    gave a value.
+    """
+    rng = np.random.default_rng(seed)
+    draws = {m: [] for m in methods}
+    for b in range(n_boot):
+        res = [g.resample(rng) for g in groups]
+        est, _ = estimate(res, logc, methods, seed=seed + b + 1, x0=laws)
+        for m in methods:
+            draws[m].append(est[m])
+    out = {}
+    for m in methods:
+        d = np.asarray(draws[m], float).reshape(n_boot, len(logc))
+        ok = np.isfinite(d)
+        s = np.full(len(logc), np.nan)
+        for j in range(len(logc)):
+            if ok[:, j].sum() >= max(3, n_boot // 2):
+                q16, q84 = np.quantile(d[ok[:, j], j], [0.16, 0.84])
+                s[j] = 0.5 * (q84 - q16)
+        out[m] = s
+    return out
+
+
+# ---- the reference optimum of a scored budget --------------------------------------------------
+
+
+def pooled_sigma(groups: list[Budget]) -> float:
+    """Residual standard deviation of the per-budget parabolas (loss units), pooled over budgets."""
+    rss, dof = 0.0, 0
+    for g in groups:
+        if len(g.y) > 3 and len(np.unique(g.x)) >= 3:
+            coef = np.polyfit(g.x - g.x.mean(), g.y, 2)
+            r = g.y - np.polyval(coef, g.x - g.x.mean())
+            rss, dof = rss + float(r @ r), dof + len(g.y) - 3
+    return float(np.sqrt(rss / dof)) if dof > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A scored budget's own optimum.
+
+    Vertex ``x`` (NaN if none inside the sampled sizes), its bootstrap standard deviation ``se``,
+    and the parabola (coefficients in ``x - mean``).
+    """
+
+    x: float
+    se: float
+    coef: np.ndarray
+    mean: float
+    lo: float
+    hi: float
+
+    def regret(self, xpred: float) -> tuple[float, float]:
+        """Parabola at ``xpred`` (clamped to the sampled sizes) minus its minimum.
+
+        Returns the regret in loss units and relative to the minimum.
+        """
+        if not (np.isfinite(self.x) and np.isfinite(xpred)):
+            return float("nan"), float("nan")
+        at = float(np.clip(xpred, self.lo, self.hi))
+        best = np.polyval(self.coef, self.x - self.mean)
+        r = float(np.polyval(self.coef, at - self.mean) - best)
+        return r, r / float(best)
+
+
+def reference(g: Budget, sigma: float, *, n_boot: int = 200, seed: int = 0) -> Reference:
+    """Vertex of a parabola of loss in ``ln N`` through one budget's runs, with its spread.
+
+    The spread is that of the vertex under a parametric bootstrap: fitted values plus normal noise
+    of the sweep's pooled parabola residual ``sigma``, vertices clamped to the sampled range.
+    """
+    x, y = g.x, g.y
+    m = float(x.mean()) if len(x) else 0.0
+    nan = Reference(float("nan"), float("nan"), np.full(3, np.nan), m, np.nan, np.nan)
+    if len(np.unique(x)) < 3:
+        return nan
+    u = x - m
+    coef = np.polyfit(u, y, 2)
+    lo, hi = float(x.min()), float(x.max())
+    if coef[0] <= 0:
+        return nan
+    xs = m - coef[1] / (2 * coef[0])
+    if not lo <= xs <= hi:
+        return Reference(float("nan"), float("nan"), coef, m, lo, hi)
+    se = float("nan")
+    if np.isfinite(sigma) and sigma > 0:
+        rng = np.random.default_rng(seed)
+        design = np.stack([u * u, u, np.ones_like(u)], axis=1)
+        fitted = design @ coef
+        ys = fitted[None, :] + rng.normal(0.0, sigma, (n_boot, len(y)))
+        cb = np.linalg.lstsq(design, ys.T, rcond=None)[0]  # (3, n_boot)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = m - cb[1] / (2 * cb[0])
+        edge = np.where(np.polyval(coef, lo - m) < np.polyval(coef, hi - m), lo, hi)
+        v = np.where(cb[0] > 0, v, edge)
+        v = np.clip(v, lo, hi)
+        q16, q84 = np.quantile(v, [0.16, 0.84])
+        se = float(0.5 * (q84 - q16))
+    return Reference(float(xs), se, coef, m, lo, hi)

@@ -1,0 +1,71 @@
+"""The decision benchmark on the eight public IsoFLOP sweeps (slow: the full protocol)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from scalefit.datasets import DATASETS
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_decision.py"
+_DIR = os.environ.get("SCALEFIT_DATA_DIR")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (_DIR and (Path(_DIR) / DATASETS["isoflops"].filename).exists()),
+        reason="the IsoFLOP collection is not in SCALEFIT_DATA_DIR",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def summary(tmp_path_factory):
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_decision", BENCH)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        out = tmp_path_factory.mktemp("decision")
+        assert module.main(["--boot", "20", "--out", str(out / "d.csv"),
+                            "--figure", str(out / "d.png")]) == 0  # fmt: skip
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    summary = pd.read_csv(out / "d_summary.csv").set_index(["phase", "method"])
+    summary.attrs["calibration"] = pd.read_csv(out / "d_calibration.csv").set_index("method")
+    return summary
+
+
+def test_acceptance_numbers(summary):
+    from scalefit.isoflop.decision import DEFAULT_METHOD
+
+    roll = summary.loc["rolling"].sort_values(["abs_err", "regret"])
+    assert roll.index[0] == DEFAULT_METHOD  # the library's default is the rolling-origin choice
+    fin = summary.loc["final"]
+    ours = fin.loc[DEFAULT_METHOD]
+    # reached (bench_decision.py --boot 20): pooled-calibrated 95 % intervals contain the
+    # reference within its own uncertainty at 16/16 final budgets, 80 % at 14/16
+    assert ours["cov95_pooled"] >= 0.90
+    assert 0.72 <= ours["cov80_pooled"] <= 0.90
+    # the parameter-only interval does not reach 90 % at 95 %: the misfit term is needed
+    assert ours["cov95_param"] < 0.90
+    # NOT reached: the issue's 0.131 (Approach 2's parabola); the chosen method scores 0.170
+    assert ours["abs_err"] < fin.loc["law_huber", "abs_err"]
+    assert fin.loc["parabola", "abs_err"] == pytest.approx(0.131, abs=0.002)  # peers.md's number
+    assert fin["regret"].notna().all()
+
+
+def test_pooled_constants_are_the_benchmarks(summary):
+    # the library's shipped calibration is what this protocol fits (rolling origins only)
+    from scalefit.isoflop.decision import POOLED
+
+    cal = summary.attrs["calibration"]
+    assert set(POOLED) == set(cal.index)
+    for m, (s0, kappa, n_origins, n_scored) in POOLED.items():
+        assert cal.loc[m, "s0"] == pytest.approx(s0, abs=2e-4)
+        assert cal.loc[m, "kappa"] == pytest.approx(kappa, abs=2e-4)
+        assert (cal.loc[m, "n_origins"], cal.loc[m, "n_scored"]) == (n_origins, n_scored)
