@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 
 from .._readonly import ReadOnlyMappings
-from .._validation import Interval, validate
+from .._validation import Interval, Options, validate
 from ..accounting import flops_text
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
+from . import misfit
+from .misfit import Calibration
 from .practical import Constraints, best_widths, candidates, depth_grid, rank
 from .solve import solve
 from .space import Accounting, Space
@@ -171,6 +173,8 @@ class Allocation(ReadOnlyMappings):
     shapes: dict[float, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     not_identified: tuple[str, ...] = ()
+    interval: str = ""
+    calibration: Calibration | None = None
 
     def alternatives(self, budget: float, *, within: str = "interval") -> pd.DataFrame:
         """Practical shapes whose loss lies within the best one's interval (or ``"eps"``)."""
@@ -193,6 +197,7 @@ def allocate(
     ci_prob: float | None = None,
     use_draws: bool = True,
     draw_sets: bool | None = None,
+    interval: str = "calibrated",
 ) -> Allocation:
     """Compute-optimal allocation of FLOP budgets under a fitted (or given) law.
 
@@ -219,6 +224,14 @@ def allocate(
     draw_sets : bool, optional
         Compute the near-optimal depth set of every draw (default: only when the point
         estimate's optimum is flat, where the plateau's ends are what the draws describe).
+    interval : {"calibrated", "draws"}, default "calibrated"
+        What the ``*_star`` intervals include. ``"calibrated"``: the draws' spread plus the law's
+        misfit in ``N*`` (:mod:`scalefit.allocate.misfit`: measured out of sample on public
+        IsoFLOP sweeps, growing with the distance past the fit's largest training compute), carried
+        to tokens at the same budget and to depth and width along the law's own frontier; where
+        it cannot be applied (a law with given parameters, a fit without compute) the draws alone,
+        and :attr:`Allocation.interval` says why. ``"draws"``: the draws alone (the parameters'
+        uncertainty, not the law's error). Either way :attr:`Allocation.interval` names it.
 
     Returns
     -------
@@ -233,6 +246,7 @@ def allocate(
     """
     src = resolve(source, params, law_options, ci_prob)
     budgets = check_budgets(budgets)
+    validate("allocate", {"interval": interval}, {"interval": [Options({"calibrated", "draws"})]})
     cons = Constraints(head_dim, min_depth, max_depth, aspect_max)
     space = Space.of(src.law, accounting)
     validate("allocate", {"eps": eps}, {"eps": [Interval(float, 0, None, closed="neither")]})
@@ -285,7 +299,59 @@ def allocate(
         shapes=shapes,
         not_identified=src.not_identified,
     )
+    alloc = _with_interval(alloc, space, src, source, interval, depth_range, eps)
     return dataclasses.replace(alloc, warnings=_warnings(alloc))
+
+
+def _with_interval(alloc, space, src, source, interval, depth_range, eps) -> Allocation:
+    """Widen the ``*_star`` intervals by the law's misfit (``interval="calibrated"``)."""
+    from ..fit import FitResult
+
+    pct = f"{100 * src.prob:g}%"
+    draws = (
+        "" if alloc.draws is None else f"over {int(alloc.draws['set'].max()) + 1} draws of the fit"
+    )
+    if interval == "draws":
+        text = (
+            f"{pct} {draws}: the parameters' uncertainty only, not the law's misfit"
+            if draws
+            else ""
+        )
+        return dataclasses.replace(alloc, interval=text or "none (no draws)")
+    if isinstance(source, FitResult):
+        cal, c_max, why = misfit.for_fit(source.conventions)
+    else:
+        cal, c_max, why = None, np.nan, "a law with given parameters has no training compute"
+    if cal is None:
+        base = f"{pct} {draws}" if draws else "none (no draws)"
+        return dataclasses.replace(alloc, interval=f"{base}; not calibrated: {why}")
+    summary = misfit.widen(
+        alloc.summary, cal, c_max, src.prob, _elasticity(space, src, alloc, depth_range, eps)
+    )
+    text = (
+        f"{pct} calibrated: {draws + ' plus ' if draws else ''}the law's misfit in N*, "
+        f"{cal.describe()}; carried to tokens at the same budget and to depth and width along "
+        f"the law's own frontier; loss intervals: {'the draws' if draws else 'none'}"
+    )
+    return dataclasses.replace(alloc, summary=summary, interval=text, calibration=cal)
+
+
+def _elasticity(space, src, alloc, depth_range, eps) -> dict[str, np.ndarray]:
+    """Elasticities d ln q* / d ln N* along the point estimate's frontier, per budget."""
+    one = {k: np.array([v]) for k, v in src.point.items()}
+    step = 0.25
+    sides = [
+        solve(space, one, alloc.budgets * np.exp(s), depth_range=depth_range, eps=eps, sets=False)
+        for s in (-step, step)
+    ]
+    dn = np.log(sides[1]["params"].to_numpy(float) / sides[0]["params"].to_numpy(float))
+    out = {"params": np.ones(len(alloc.budgets)), "tokens": np.ones(len(alloc.budgets))}
+    for q in ("depth", "width"):
+        if q in sides[0]:
+            dq = np.log(sides[1][q].to_numpy(float) / sides[0][q].to_numpy(float))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[q] = np.nan_to_num(dq / dn, nan=1.0)
+    return out
 
 
 def _optima(space, src, budgets, depth_range, eps, use_draws, draw_sets) -> tuple:

@@ -53,13 +53,13 @@ def header_text(alloc: Allocation) -> str:
             f"embeddings (vocab {acc.vocab}){', norms' if acc.norms else ''}; practical "
             f"shapes: integer depth, width a multiple of {c.head_dim}, {bounds}"
         )
+    if alloc.interval:
+        lines.append(f"intervals of the optimum: {alloc.interval}")
     if alloc.draws is not None:
-        n = int(alloc.draws["set"].max()) + 1
-        lines.append(f"intervals: {100 * alloc.ci_prob:g}% over {n} draws of the fit")
         if alloc.kind == "shape":
             lines.append(DECISION_RULE)
     else:
-        lines.append("intervals: none (no draws; fit with --bootstrap B for intervals)")
+        lines.append("no draws: fit with --bootstrap B for the parameters' part of the intervals")
     return "\n".join(lines)
 
 

@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from .._validation import Interval, Options, validate
+from ..allocate.misfit import POOLED, Calibration, pooled
 from ..errors import ScaleFitError
 from ._estimators import METHODS, Budget, bootstrap, estimate, groups_of, pooled_sigma, reference
 from ._estimators import usable as _usable
@@ -38,55 +39,6 @@ DEFAULT_METHOD = "average"
 MIN_OWN = 4
 #: Fewest training budgets with a vertex for an estimate (and at each rolling origin).
 MIN_TRAIN = 3
-
-#: ``(s0, kappa, n_origins, n_scored)`` per method, by maximum likelihood on the rolling origins
-#: of the eight public IsoFLOP sweeps (each sweep weighted equally; their two highest budgets
-#: never used). Regenerate with ``benchmarks/bench_decision.py`` (it prints these numbers).
-POOLED: dict[str, tuple[float, float, int, int]] = {
-    "law_huber": (0.0415, 0.1575, 35, 65),
-    "law_mse": (0.1091, 0.1343, 35, 65),
-    "law_frontier": (0.0352, 0.1540, 35, 65),
-    "parabola": (0.0644, 0.1338, 33, 62),
-    "parabola_wls": (0.0539, 0.1358, 33, 62),
-    "parabola_recent": (0.0578, 0.1087, 33, 62),
-    "anchored": (0.0584, 0.1483, 35, 65),
-    "average": (0.0622, 0.1255, 33, 62),
-    "average_all": (0.0251, 0.1463, 33, 62),
-}
-POOLED_SOURCE = "rolling origins of the eight public IsoFLOP sweeps (benchmarks/bench_decision.py)"
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Misfit term ``s_misfit(d) = sqrt(s0² + (kappa·d)²)`` of the ``ln N*`` error.
-
-    Attributes
-    ----------
-    s0, kappa : float
-        Error floor (``ln N*`` units) and growth per unit of ``d = ln(C / C_max_train)``.
-    n_origins, n_scored : int
-        Rolling origins and scored budgets it was fitted to.
-    source : str
-        Which data (``"pooled: ..."`` or ``"own: ..."``).
-    method : str
-        Estimator it calibrates.
-    """
-
-    s0: float
-    kappa: float
-    n_origins: int
-    n_scored: int
-    source: str
-    method: str
-
-    def s_misfit(self, d) -> np.ndarray:
-        """Misfit standard deviation of ``ln N*`` at extrapolation distance ``d``."""
-        d = np.clip(np.asarray(d, float), 0.0, None)
-        return np.sqrt(self.s0**2 + (self.kappa * d) ** 2)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dictionary."""
-        return {k: getattr(self, k) for k in ("s0", "kappa", "n_origins", "n_scored", "source")}
 
 
 @dataclass(frozen=True)
@@ -287,8 +239,7 @@ def _calibration(table, method, calibration, n_boot, seed) -> tuple[Calibration 
     if calibration == "pooled":
         if method not in POOLED:
             return None, f"no pooled calibration for {method!r}: parameters only"
-        s0, kappa, n_o, n_s = POOLED[method]
-        return Calibration(s0, kappa, n_o, n_s, "pooled: " + POOLED_SOURCE, method), ""
+        return pooled(method), ""
     errors = rolling_origins(table, method, n_boot=n_boot, seed=seed)
     n = int(np.isfinite(errors["err"]).sum()) if len(errors) else 0
     if n < MIN_OWN:
