@@ -102,29 +102,33 @@ def test_widen_by_hand():
 def test_allocate_intervals_cover_on_the_public_sweeps():
     """Out of sample: fit each public sweep below its two highest budgets, allocate at them.
 
-    The pooled misfit term never saw these budgets (bench_decision.py's final budgets). Counts a
-    reference optimum as covered when it lies within the interval widened by its own spread.
+    The pooled misfit term never saw these budgets (bench_decision.py's final budgets). The
+    reference optimum is the held-out budget's parabola vertex; it counts as covered when
+    ``|ln N*_pred - ref|`` is within the interval's half-width widened by the vertex's own spread
+    (``sqrt(h² + (z·s_ref)²)``, the benchmark's rule), and plainly when inside the interval.
     """
+    from scalefit.isoflop._estimators import groups_of, pooled_sigma, reference
     from scalefit.isoflop_data import EXPERIMENTS
 
+    z = 1.959963984540054
     hits, plain, n = 0, 0, 0
     for exp in EXPERIMENTS:
         tab = scalefit.datasets.load("isoflops", experiment=exp)
-        budgets = np.sort(tab["budget"].unique())[-2:]
-        train = tab[tab["budget"] < budgets[0]]
+        groups = groups_of(tab)
+        sigma = pooled_sigma(groups[:-2])
+        train = tab[tab["budget"] < np.exp(groups[-2].logc) * (1 - 1e-9)]
         res = scalefit.fit(train, "chinchilla", loss="huber", bootstrap=20, seed=0)
-        s = allocate(res, budgets).summary
-        for c, row in zip(budgets, s.itertuples(), strict=True):
-            rows = tab[tab["budget"] == c]
-            x, y = np.log(rows["params"].to_numpy(float)), rows["loss"].to_numpy(float)
-            a2, a1, _ = np.polyfit(x, y, 2)
-            ref = -a1 / (2 * a2)
-            if not (a2 > 0 and x.min() <= ref <= x.max()):
+        s = allocate(res, np.exp([g.logc for g in groups[-2:]])).summary
+        for g, row in zip(groups[-2:], s.itertuples(), strict=True):
+            ref = reference(g, sigma)
+            if not np.isfinite(ref.x):
                 continue
             n += 1
+            x = np.log(row.params_star)
             lo, hi = np.log(row.params_star_lo), np.log(row.params_star_hi)
-            plain += lo <= ref <= hi
-            hits += lo - 0.1 <= ref <= hi + 0.1
-    assert n >= 14
+            plain += lo <= ref.x <= hi
+            half = (x - lo) if ref.x < x else (hi - x)
+            hits += abs(ref.x - x) <= np.hypot(half, z * ref.se)
     print(f"covered {hits}/{n} (plain {plain}/{n})")
+    assert n >= 14
     assert hits / n >= 0.9, (hits, plain, n)
