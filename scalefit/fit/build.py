@@ -229,7 +229,7 @@ def build_result(
     if active is None:
         pub = {k: float(v) for k, v in law.to_public(z, problem.refs).items()}
         check = check_point(problem, z, solver_converged=optimum.solver_converged, scale=scale)
-        stderr, corr = check.stderr, check.corr
+        stderr, corr, stderr_na = check.stderr, check.corr, dict(check.stderr_na)
     else:
         sub, zr, held, opt = active
         red = sub.law
@@ -239,6 +239,7 @@ def build_result(
         check = check_point(sub, zr, solver_converged=opt.solver_converged, scale=scale)
         stderr = _expand(law, red, check.stderr, float("nan"))
         corr = _expand_corr(law, red, check.corr)
+        stderr_na = dict(check.stderr_na)
     pred = np.asarray(law.evaluate(pub, tab), dtype=float)
     ranges = validity_reasons(law, pub)
     at_bound = [n for n in law.param_names if n in held or n in check.at_zero]
@@ -260,6 +261,8 @@ def build_result(
         "hessian_cond": check.cond,
         "checks_failed": reasons,
         "at_bound": at_bound,
+        **{k: v for k, v in check.info.items() if k.startswith("huber_")},
+        **({"stderr_na": stderr_na} if stderr_na else {}),
     }
     return FitResult(
         law=law,

@@ -51,12 +51,15 @@ def format_report(res: Any) -> str:
     header += f"{pct + ' lo':>14}{pct + ' hi':>14}" if res.ci else ""
     lines.append(header)
     at_bound = set(res.diagnostics.get("at_bound", ()))
+    stderr_na = res.diagnostics.get("stderr_na", {})
     for name, value in res.params.items():
         if name in at_bound and not np.isfinite(res.stderr.get(name, np.nan)):
             se = f"{'at bound':>16}"
         elif name in res.not_identified:
             se = f"{NOT_IDENTIFIED:>16}"
-        elif conv.get("loss") == "lad" and not np.isfinite(res.stderr.get(name, np.nan)):
+        elif (conv.get("loss") == "lad" or name in stderr_na) and not np.isfinite(
+            res.stderr.get(name, np.nan)
+        ):
             se = f"{'n/a: bootstrap':>16}"
         else:
             se = f"{res.stderr.get(name, np.nan):>16.3g}"
@@ -73,6 +76,9 @@ def format_report(res: Any) -> str:
             "\nstderr n/a: no asymptotic standard errors for LAD; use the bootstrap "
             "(bootstrap=B in Python, --bootstrap B on the command line) for intervals."
         )
+    for reason in dict.fromkeys(stderr_na.values()):
+        who = ", ".join(n for n, r in stderr_na.items() if r == reason)
+        lines.append(f"\nstderr n/a ({who}): {reason}.")
     if at_bound:
         lines.append(f"at bound   {', '.join(n for n in res.params if n in at_bound)}")
     if res.not_identified:

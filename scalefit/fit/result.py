@@ -218,8 +218,15 @@ class FitResult(ReadOnlyMappings):
 
         ``identified`` is False for every parameter in :attr:`not_identified`, whose standard
         error is NaN; its interval, when there is one, says how far the draws wander, not where
-        the parameter is.
+        the parameter is. ``stderr_note`` says why a standard error is not given ("n/a:
+        bootstrap: ..." for LAD, and for Huber where the sandwich cannot be trusted); empty
+        otherwise.
         """
+        na = self.diagnostics.get("stderr_na", {})
+        if self.conventions.get("loss") == "lad":
+            na = {
+                n: "no asymptotic standard errors for LAD; use the bootstrap" for n in self.params
+            }
         rows = []
         for name, value in self.params.items():
             lo, hi = self.ci.get(name, (np.nan, np.nan))
@@ -232,6 +239,7 @@ class FitResult(ReadOnlyMappings):
                     "ci_lo": lo,
                     "ci_hi": hi,
                     "identified": ident,
+                    "stderr_note": f"n/a: bootstrap: {na[name]}" if name in na else "",
                 }
             )
         return pd.DataFrame(rows).set_index("param")

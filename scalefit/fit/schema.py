@@ -148,6 +148,7 @@ DIAGNOSTICS = Record(
         "boot_failed": Leaf((COUNT,)),
         "resample": Leaf((TEXT,)),
         "checks_failed": ListOf(Leaf((TEXT,))),
+        "stderr_na": MapOf(Leaf((TEXT,)), keys="params"),
         "grad_max": num(NONNEG),
         "hessian_cond": num(NONNEG),
         "hdi": MapOf(PAIR, keys="params"),
