@@ -118,9 +118,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 #: Import cycles kept on purpose -> reason. A cycle is a set of modules, or of packages
 #: (``scalefit.x``, a top-level module or subpackage with everything under it).
 CYCLES: dict[frozenset[str], str] = {
-    frozenset({"scalefit._io", "scalefit._manifest"}): (
-        "_manifest writes through _io; _io's checkpoint loader verifies through _manifest (lazily)."
-    ),
     frozenset({"scalefit.experimental", "scalefit.fit"}): (
         "the hold-out scores with the calibrated predictive when asked (the Bayesian hold-out's "
         "default), which refits by least squares through fit; fit.discrepancy is its alias "
