@@ -190,36 +190,25 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _open_lock_file(path: Path):
-    """Open (or create) a lock file for reading and writing; only a regular file is accepted.
-
-    The lock file is opened without following a link and non-blocking, so a FIFO, a device or
-    a link put in its place is one clear error, never a hang or a write into a device.
-    """
+def _refuse_odd_lock(path: Path) -> None:
+    """A lock file that exists but is a link, FIFO, device or folder is one clear error."""
     from .errors import ScaleFitError
 
-    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
-    except OSError as exc:
-        raise ScaleFitError(
-            f"{path}: cannot open this lock file ({exc.strerror or exc}); expected a regular "
-            f"file (delete it)."
-        ) from None
-    mode = os.fstat(fd).st_mode
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
     if not stat.S_ISREG(mode):
-        os.close(fd)
         raise ScaleFitError(f"{path}: is {_kind(mode)}; expected a regular lock file (delete it).")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "r+", encoding="utf-8")
 
 
 @contextlib.contextmanager
 def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "folder") -> Iterator:
-    """Hold an exclusive OS lock (``fcntl.flock``) on ``folder/.scalefit.lock``.
+    """Hold an exclusive OS lock (:class:`filelock.FileLock`) on ``folder/.scalefit.lock``.
 
     The kernel releases the lock when the holder exits or is killed, so a crash never leaves a
-    folder locked. A second process either waits (with one warning naming the holder) or gets a
+    folder locked. The holder writes who it is to ``.scalefit.lock.owner``; a second process
+    either waits (with one warning naming the holder) or gets a
     :class:`~scalefit.errors.ScaleFitError`.
 
     Parameters
@@ -234,43 +223,43 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
     Raises
     ------
     ScaleFitError
-        If ``wait`` is false and another process holds the lock.
+        If ``wait`` is false and another process holds the lock, or the lock file (or its owner
+        file) is not a regular file.
     """
-    import fcntl
+    from filelock import FileLock, Timeout
 
     from .errors import ScaleFitError
 
-    folder = Path(folder)
-    ensure_folder(folder)
-    path = folder / ".scalefit.lock"
-    with _open_lock_file(path) as fh:
+    folder = ensure_folder(folder)
+    path, owner = folder / ".scalefit.lock", folder / ".scalefit.lock.owner"
+    for file in (path, owner):
+        _refuse_odd_lock(file)
+    lock = FileLock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
         try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            if not wait:
-                raise ScaleFitError(
-                    f"{folder}: this {what} is in use by {holder} (lock {path.name}); wait for "
-                    f"it to finish or choose another output folder."
-                ) from None
-            warnings.warn(
-                f"{folder}: this {what} is in use by {holder}; waiting for it to finish.",
-                UserWarning,
-                stacklevel=3,
-            )
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            fh.seek(0)
-            fh.truncate()
-            fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-            fh.flush()
-            yield path
-        finally:
-            with contextlib.suppress(OSError):
-                fh.seek(0)
-                fh.truncate()
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            holder = read_input_bytes(owner, what="lock owner", max_bytes=512).decode().strip()
+        except (ScaleFitError, UnicodeDecodeError):
+            holder = ""
+        holder = holder or "another process"
+        if not wait:
+            raise ScaleFitError(
+                f"{folder}: this {what} is in use by {holder} (lock {path.name}); wait for "
+                f"it to finish or choose another output folder."
+            ) from None
+        warnings.warn(
+            f"{folder}: this {what} is in use by {holder}; waiting for it to finish.",
+            UserWarning,
+            stacklevel=3,
+        )
+        lock.acquire()
+    try:
+        atomic_write_text(owner, f"pid {os.getpid()} on {socket.gethostname()}\n")
+        yield path
+    finally:
+        owner.unlink(missing_ok=True)
+        lock.release()
 
 
 #: Largest input file read by default (bytes): tables, result files, configurations.
@@ -295,6 +284,8 @@ def _kind(mode: int) -> str:
         return "a block device"
     if stat.S_ISSOCK(mode):
         return "a socket"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
     return "not a regular file"
 
 
@@ -793,65 +784,3 @@ def _json_safe(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
-
-
-def load_torch(
-    path: str | os.PathLike,
-    *,
-    what: str,
-    map_location: Any = "cpu",
-    remedy: str = "write it again with scalefit.",
-) -> Any:
-    """Load a checkpoint scalefit wrote, as tensors and plain data only; never run code from it.
-
-    The file's raw bytes are first checked against its folder's ``checksums.json``
-    (:mod:`scalefit._manifest`): a file scalefit did not write, or one changed since, is refused
-    before any byte is parsed. Then ``torch.load(weights_only=True)`` refuses any pickled object
-    that is not a tensor, a plain container or a number/string, so even a crafted file with a
-    matching checksum cannot execute anything.
-
-    Parameters
-    ----------
-    path : path-like
-        The file.
-    what : str
-        What the file should be, for messages (e.g. ``"toy model"``).
-    map_location : optional
-        Passed to :func:`torch.load`.
-    remedy : str
-        What the user can do about a refused file (ends the message).
-
-    Returns
-    -------
-    object
-        The loaded payload.
-
-    Raises
-    ------
-    ScaleFitError
-        If the file is missing, unreadable, not covered by matching checksums, not a torch file,
-        or holds anything but tensors and plain data.
-    """
-    import pickle
-    import zipfile
-
-    import torch
-
-    from ._manifest import MAX_CHECKPOINT_BYTES, open_verified
-    from .errors import ScaleFitError
-
-    path = Path(path)
-    fh = open_verified(path, what=what, remedy=remedy, max_bytes=MAX_CHECKPOINT_BYTES)
-    try:
-        with fh:
-            return torch.load(fh, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()
-        detail = next((ln for ln in first if "Unsupported" in ln or "global" in ln), "")
-        raise ScaleFitError(
-            f"{path}: refused to load: a {what} file may hold only tensors and plain data "
-            f"(numbers, strings, lists, dicts){'; ' + detail.strip() if detail else ''}."
-        ) from None
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable {what} file ({msg}).") from None

@@ -25,8 +25,9 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
-from ._io import atomic_write_json, check_input_file, open_input, read_json
+from ._io import atomic_write_bytes, atomic_write_json, check_input_file, open_input, read_json
 from .errors import ScaleFitError
 
 #: The file name of a folder's checksums.
@@ -294,8 +295,6 @@ def record(
         Entries of the previous checksums for which ``forget(relative path)`` is true are
         dropped from the new ones (files about to be removed).
     """
-    from ._io import atomic_write_bytes
-
     folder = Path(folder)
     write = write or {}
     old = _read_own(folder)
@@ -327,3 +326,62 @@ def _read_own(folder: Path) -> dict:
     except ScaleFitError:
         return {}
     return dict(manifest["files"]) if manifest else {}
+
+
+def load_torch(
+    path: str | os.PathLike,
+    *,
+    what: str,
+    map_location: Any = "cpu",
+    remedy: str = "write it again with scalefit.",
+) -> Any:
+    """Load a checkpoint scalefit wrote, as tensors and plain data only; never run code from it.
+
+    The file's raw bytes are first checked against its folder's ``checksums.json``
+    (this module): a file scalefit did not write, or one changed since, is refused
+    before any byte is parsed. Then ``torch.load(weights_only=True)`` refuses any pickled object
+    that is not a tensor, a plain container or a number/string, so even a crafted file with a
+    matching checksum cannot execute anything.
+
+    Parameters
+    ----------
+    path : path-like
+        The file.
+    what : str
+        What the file should be, for messages (e.g. ``"toy model"``).
+    map_location : optional
+        Passed to :func:`torch.load`.
+    remedy : str
+        What the user can do about a refused file (ends the message).
+
+    Returns
+    -------
+    object
+        The loaded payload.
+
+    Raises
+    ------
+    ScaleFitError
+        If the file is missing, unreadable, not covered by matching checksums, not a torch file,
+        or holds anything but tensors and plain data.
+    """
+    import pickle
+    import zipfile
+
+    import torch
+
+    path = Path(path)
+    fh = open_verified(path, what=what, remedy=remedy, max_bytes=MAX_CHECKPOINT_BYTES)
+    try:
+        with fh:
+            return torch.load(fh, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()
+        detail = next((ln for ln in first if "Unsupported" in ln or "global" in ln), "")
+        raise ScaleFitError(
+            f"{path}: refused to load: a {what} file may hold only tensors and plain data "
+            f"(numbers, strings, lists, dicts){'; ' + detail.strip() if detail else ''}."
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScaleFitError(f"{path}: not a readable {what} file ({msg}).") from None

@@ -1,9 +1,10 @@
 """The declared schema of a result file, checked before anything reads it.
 
 A result file is what :meth:`~scalefit.fit.result.FitResult.save` writes (least squares, with or
-without bootstrap draws and a hold-out check, and Bayesian fits alike). :func:`check_result`
-checks a parsed file against the declarations below, field by field, with the constraints of
-:mod:`scalefit._validation`, so every refusal has one shape::
+without bootstrap draws and a hold-out check, and Bayesian fits alike). The declarations below
+are JSON Schema (draft 2020-12), checked with :mod:`jsonschema`; the schema of the per-parameter
+fields is built from the file's law. Each node's ``description`` holds the words of the
+message, so every refusal has one shape::
 
     r.json: field 'n_rows' must be an int >= 1. Got 'abc' instead.
 
@@ -20,7 +21,7 @@ What is checked
 - A Bayesian result (``method`` "bayes") also carries its draws, an interval and an HDI for
   every parameter and the posterior median noise scale (what its readers use).
 - ``null`` stands where ``save()`` wrote a NaN (a failed resample, an undefined correlation);
-  numeric fields that may hold it read it back as NaN.
+  numeric fields that may hold it (``"x-float"`` in the schema) read it back as NaN.
 
 Unknown fields
 --------------
@@ -31,25 +32,15 @@ here; any other key is kept as data and read by nothing.
 """
 
 import math
+import sys
 from typing import Any
 
-from .._validation import Interval, IsType, Matches, Options, check_field, fmt_value
+import numpy as np
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError, best_match
+
+from .._validation import Interval, did_you_mean, fmt_value
 from ..errors import ScaleFitError
-from ._schema_nodes import (
-    ABSURD,
-    Ctx,
-    Either,
-    Leaf,
-    ListOf,
-    MapOf,
-    Param,
-    ParamName,
-    Record,
-    check,
-    fail,
-    got,
-    num,
-)
 
 __all__ = ["READABLE_VERSIONS", "SCHEMA_VERSION", "check_result"]
 
@@ -57,254 +48,417 @@ __all__ = ["READABLE_VERSIONS", "SCHEMA_VERSION", "check_result"]
 SCHEMA_VERSION = 2
 #: The versions this package reads; any other is refused.
 READABLE_VERSIONS = (2,)
+#: Largest magnitude a stored parameter value may have: beyond it a value is damage, not a fit.
+ABSURD = 1e100
+_BIG = sys.float_info.max  # the bound of an unbounded side: refuses 1e999 (read as infinity)
 
-NAME = Matches(r"[A-Za-z_][A-Za-z0-9_]{0,63}", "an identifier (letters, digits, _; 1-64 chars)")
-LABEL = Matches(r"[^\x00-\x1f\x7f]{1,200}", "a one-line name of 1-200 characters")
-TEXT = IsType(str, "a string")
-BOOL = "boolean"
-FINITE = Interval(float, finite=True)
-NONNEG = Interval(float, 0, None, finite=True)
-PROB_OPEN = Interval(float, 0, 1, closed="neither")
-UNIT = Interval(float, 0, 1)
-COUNT = Interval(int, 0, None)
-POSITIVE_INT = Interval(int, 1, None)
-SCALAR = IsType((str, int, float, bool), "a string, number or bool")
-
-
-PAIR = ListOf(Param(null=True), length=2, ordered=True)
-SCORES = {
-    "predictive": Leaf((TEXT,)),
-    "coverage": num(UNIT),
-    "coverage_50": num(UNIT),
-    "width_log": num(NONNEG),
-    "lpd": Leaf((FINITE, None)),  # null: not available ("n/a" in the report)
-    "pit": Either(ListOf(num(UNIT))),
-}
-HOLDOUT = Record(
-    {
-        "fraction": Leaf((PROB_OPEN,)),
-        "split_by": Leaf((NAME,)),
-        "threshold": num(FINITE),
-        "n_train": Leaf((POSITIVE_INT,)),
-        "n_test": Leaf((POSITIVE_INT,)),
-        "mae_log": num(NONNEG),
-        "mae": num(NONNEG),
-        "max_rel_err": num(NONNEG),
-        **SCORES,
-        "band_prob": Leaf((PROB_OPEN,)),
-        "train_params": MapOf(Param(), keys="params!"),
-        "train_converged": Leaf((BOOL,)),
-        "uncalibrated": Record(SCORES, frozenset({"predictive", "coverage"})),
-        "calibration": MapOf(num(FINITE)),
-    },
-    frozenset({"n_train", "n_test", "mae_log", "max_rel_err", "coverage", "band_prob"}),
-)
-METRICS = Record(
-    {
-        "r2": num(Interval(float, None, 1, finite=True)),
-        "rmse": num(NONNEG),
-        "rmse_log": num(NONNEG),
-        "mean_rel_err": num(NONNEG),
-        "max_rel_err": num(NONNEG),
-    },
-)
-#: Keys of ``conventions`` that readers use (report, predict, bootstrap, Bayes predictive).
-CONVENTIONS = Record(
-    {
-        "law": Leaf((LABEL,)),
-        "law_options": MapOf(Leaf((SCALAR, None))),
-        "loss": Leaf((Options({"mse", "huber", "lad", "bayes"}),)),
-        "delta": Leaf((Interval(float, 0, None, closed="neither", finite=True),)),
-        "residuals": Leaf((Options({"log", "linear"}),)),
-        "likelihood": Leaf((Options({"student_t", "normal"}),)),
-        "weights": Leaf((TEXT, None)),
-        "weight_column": Leaf((TEXT, None)),
-        "starts": Leaf((POSITIVE_INT,)),
-        "seed": Leaf((COUNT, None)),
-        "ci_method": Leaf((Options({"percentile", "bca"}),)),
-        "outlier_rule": Leaf((TEXT,)),
-        "derived": ListOf(Leaf((TEXT,))),
-        "source": Leaf((TEXT, None)),
-        "dataset": Leaf((TEXT, None)),
-        "n_read": Leaf((COUNT,)),
-        "drop_highest": Leaf((COUNT,)),
-        "reference_points": MapOf(num(Interval(float, 0, None, finite=True))),
-        "data_range": MapOf(
-            ListOf(num(Interval(float, 0, None, closed="neither", finite=True)), length=2)
-        ),
-        "bootstrap": Leaf((COUNT,)),
-        "chains": Leaf((POSITIVE_INT,)),
-        "draws": Leaf((POSITIVE_INT,)),
-    },
-    extra="keep",
-)
-#: Keys of ``diagnostics`` that readers use (report, Bayes summary and plots, comparison).
-DIAGNOSTICS = Record(
-    {
-        "n_starts": Leaf((POSITIVE_INT,)),
-        "n_best": Leaf((COUNT,)),
-        "n_converged": Leaf((COUNT,)),
-        "n_boot": Leaf((COUNT,)),
-        "boot_failed": Leaf((COUNT,)),
-        "resample": Leaf((TEXT,)),
-        "checks_failed": ListOf(Leaf((TEXT,))),
-        "stderr_na": MapOf(Leaf((TEXT,)), keys="params"),
-        "grad_max": num(NONNEG),
-        "hessian_cond": num(NONNEG),
-        "hdi": MapOf(PAIR, keys="params"),
-        "hdi_prob": Leaf((PROB_OPEN,)),
-        "noise": MapOf(Leaf((Interval(float, 0, None, closed="neither", finite=True),))),
-        "r_hat": MapOf(num(NONNEG)),
-        "ess_bulk": MapOf(num(NONNEG)),
-        "ess_tail": MapOf(num(NONNEG)),
-        "r_hat_max": num(NONNEG),
-        "ess_bulk_min": num(NONNEG),
-        "ess_tail_min": num(NONNEG),
-        "divergences": Leaf((COUNT,)),
-        "chains": Leaf((POSITIVE_INT,)),
-        "draws": Leaf((POSITIVE_INT,)),
-        "loo": MapOf(num(FINITE)),
-        "ppc": MapOf(num(UNIT)),
-        "total_seconds": num(NONNEG),
-    },
-    extra="keep",
-)
-#: A schema-2 result file (what ``FitResult.save`` writes). Every field is required.
-RESULT = Record(
-    {
-        "schema_version": Leaf((Options(set(READABLE_VERSIONS)),)),
-        "law": Leaf((LABEL,)),
-        "law_spec": None,  # checked first, by _law (it fixes the parameters)
-        "params": MapOf(Param(), keys="params!"),
-        "method": Leaf((Options({"jax", "lmfit", "varpro", "bayes"}),)),
-        "objective": num(NONNEG),
-        "converged": Leaf((BOOL,)),
-        "n_rows": Leaf((POSITIVE_INT,)),
-        "metrics": METRICS,
-        "stderr": MapOf(num(NONNEG), keys="params"),
-        "corr": ListOf(ListOf(num(Interval(float, -1, 1)), length="P"), length="P", empty=True),
-        "ci": MapOf(PAIR, keys="params"),
-        "ci_prob": Leaf((PROB_OPEN,)),
-        "draws": Either(ListOf(ListOf(Param(null=True), length="P", per_param=True))),
-        "warnings": ListOf(Leaf((TEXT,))),
-        "conventions": CONVENTIONS,
-        "diagnostics": DIAGNOSTICS,
-        "holdout": Either(HOLDOUT),
-        "internal": ListOf(Leaf((FINITE,)), length="P", empty=True),
-        "refs": MapOf(Leaf((FINITE,)), keys="pivots"),
-        "not_identified": ListOf(ParamName()),
-        "n_boot": Leaf((COUNT,)),
-    },
-    frozenset(
-        {
-            "schema_version",
-            "law",
-            "law_spec",
-            "params",
-            "method",
-            "objective",
-            "converged",
-            "n_rows",
-            "metrics",
-            "stderr",
-            "corr",
-            "ci",
-            "ci_prob",
-            "draws",
-            "warnings",
-            "conventions",
-            "diagnostics",
-            "holdout",
-            "internal",
-            "refs",
-            "not_identified",
-            "n_boot",
-        }
+# An int in a result file is a JSON integer literal: not a bool, not 2.0.
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: type(value) is int
     ),
 )
 
-#: The law spec of a formula law (``Law.from_formula``).
-FORMULA_PARAM = Record(
+
+# ------------------------------------------------------------------------------ node builders
+def num(
+    kind: type = float,
+    lo: float | None = None,
+    hi: float | None = None,
+    closed: str = "both",
+    *,
+    finite: bool = False,
+    null: bool = False,
+    nan: bool | None = None,
+) -> dict:
+    """A number in a range (:class:`~scalefit._validation.Interval` gives the words).
+
+    ``null``: ``null`` is allowed; ``nan`` (default: ``null`` for floats): it stands for a NaN
+    ``save()`` wrote, and floats are read back as floats (``"x-float"``).
+    """
+    words = Interval(kind, lo, hi, closed, finite).describe()
+    node: dict[str, Any] = {"type": ["integer" if kind is int else "number"]}
+    node["minimum" if closed in ("both", "left") or lo is None else "exclusiveMinimum"] = (
+        -_BIG if lo is None else lo
+    )
+    node["maximum" if closed in ("both", "right") or hi is None else "exclusiveMaximum"] = (
+        _BIG if hi is None else hi
+    )
+    if null:
+        node["type"].append("null")
+        words += " or null"
+    if kind is float and (null if nan is None else nan):
+        node["x-float"] = True
+    return {**node, "description": f"must be {words}"}
+
+
+def one_of(*values: Any, null: bool = False) -> dict:
+    """One of ``values`` (strings)."""
+    words = "one of " + ", ".join(repr(v) for v in sorted(values, key=str))
+    return {
+        "type": ["string", "null"] if null else "string",
+        "enum": [*values, None] if null else list(values),
+        "description": f"must be {words}{' or null' if null else ''}",
+    }
+
+
+def text(pattern: str | None = None, words: str = "a string", *, null: bool = False) -> dict:
+    """A string (matching ``pattern`` in full)."""
+    node: dict[str, Any] = {"type": ["string", "null"] if null else "string"}
+    if pattern is not None:
+        node["pattern"] = rf"^(?:{pattern})\Z"
+    return {**node, "description": f"must be {words}{' or null' if null else ''}"}
+
+
+def list_of(item: Any, n: int | None = None, *, words: str | None = None, null=False) -> dict:
+    """A list of ``item`` (of exactly ``n``)."""
+    node: dict[str, Any] = {"type": ["array", "null"] if null else "array", "items": item}
+    if n is not None:
+        node |= {"minItems": n, "maxItems": n}
+    words = words or ("a list" if n is None else f"a list of {n} value{'s' * (n != 1)}")
+    return {**node, "description": f"must be {words}{' or null' if null else ''}"}
+
+
+def record(fields: dict, required: Any = (), *, open_: bool = False, null=False) -> dict:
+    """A JSON object with declared ``fields``; unknown keys refused unless ``open_``."""
+    return {
+        "type": ["object", "null"] if null else "object",
+        "properties": fields,
+        "required": sorted(required),
+        "additionalProperties": open_,
+        "description": f"must be a JSON object{' or null' if null else ''}",
+    }
+
+
+def map_of(value: Any) -> dict:
+    """A JSON object with any keys and ``value`` items."""
+    return {"type": "object", "additionalProperties": value, "description": "must be a JSON object"}
+
+
+def keyed(names: tuple[str, ...], value: Any, what: str, *, exact: bool = False) -> dict:
+    """A JSON object keyed by some (``exact``: all, in order) of ``names``; ``value(name)``."""
+    must = "name exactly the" if exact else "name only"
+    order = ", in that order" if exact else ""
+    return {
+        "type": "object",
+        "properties": {k: value(k) for k in names},
+        "required": list(names) if exact else [],
+        "additionalProperties": False,
+        "x-keys": True,
+        "description": f"must {must} {what} of the law ({', '.join(names) or 'none'}{order})",
+    }
+
+
+# ------------------------------------------------------------------------------ declarations
+NAME = text(r"[A-Za-z_][A-Za-z0-9_]{0,63}", "an identifier (letters, digits, _; 1-64 chars)")
+LABEL = text(r"[^\x00-\x1f\x7f]{1,200}", "a one-line name of 1-200 characters")
+TEXT = text()
+BOOL = {"type": "boolean", "description": "must be a bool"}
+NONNEG = num(float, 0, finite=True, null=True)
+PROB_OPEN = num(float, 0, 1, "neither")
+UNIT = num(float, 0, 1, null=True)
+COUNT = num(int, 0)
+POSITIVE_INT = num(int, 1)
+FINITE_NULL = num(float, finite=True, null=True)
+POSITIVE = num(float, 0, None, "neither", finite=True)
+SCALAR = {
+    "type": ["string", "number", "boolean", "null"],
+    "description": "must be a string, number or bool or null",
+}
+TEXT_LIST = list_of(TEXT)
+
+SCORES = {
+    "predictive": TEXT,
+    "coverage": UNIT,
+    "coverage_50": UNIT,
+    "width_log": NONNEG,
+    "lpd": num(float, finite=True, null=True, nan=False),  # null: not available ("n/a")
+    "pit": list_of(UNIT, null=True),
+}
+#: Keys of ``conventions`` that readers use (report, predict, bootstrap, Bayes predictive).
+CONVENTIONS = record(
     {
-        "name": Leaf((NAME,)),
-        "kind": Leaf((Options({"free", "positive", "exponent"}),)),
-        "start": ListOf(Leaf((Interval(float, -ABSURD, ABSURD),)), length=2, ordered=True),
-        "bounds": ListOf(Leaf((FINITE, None)), length=2, ordered=True),
+        "law": LABEL,
+        "law_options": map_of(SCALAR),
+        "loss": one_of("mse", "huber", "lad", "bayes"),
+        "delta": POSITIVE,
+        "residuals": one_of("log", "linear"),
+        "likelihood": one_of("student_t", "normal"),
+        "weights": text(null=True),
+        "weight_column": text(null=True),
+        "starts": POSITIVE_INT,
+        "seed": num(int, 0, null=True),
+        "ci_method": one_of("percentile", "bca"),
+        "outlier_rule": TEXT,
+        "derived": TEXT_LIST,
+        "source": text(null=True),
+        "dataset": text(null=True),
+        "n_read": COUNT,
+        "drop_highest": COUNT,
+        "reference_points": map_of(num(float, 0, finite=True, null=True)),
+        "data_range": map_of(list_of(num(float, 0, None, "neither", finite=True, null=True), 2)),
+        "bootstrap": COUNT,
+        "chains": POSITIVE_INT,
+        "draws": POSITIVE_INT,
     },
-    frozenset({"name", "kind", "start", "bounds"}),
+    open_=True,
 )
-FORMULA_SPEC = Record(
+METRICS = record(
     {
-        "type": Leaf((Options({"formula"}),)),
-        "name": Leaf((LABEL,)),
-        "formula": Leaf((Matches(r"[^\x00-\x1f\x7f]{1,2000}", "formula text (1-2000 chars)"),)),
-        "inputs": ListOf(Leaf((NAME,))),
-        "params": ListOf(FORMULA_PARAM),
-        "start_points": ListOf(MapOf(Leaf((Interval(float, -ABSURD, ABSURD),)))),
+        "r2": num(float, None, 1, finite=True, null=True),
+        **dict.fromkeys(("rmse", "rmse_log", "mean_rel_err", "max_rel_err"), NONNEG),
+    }
+)
+
+#: The law spec of a formula law (``Law.from_formula``).
+_BOUNDED = num(float, -ABSURD, ABSURD)
+FORMULA_SPEC = record(
+    {
+        "type": one_of("formula"),
+        "name": LABEL,
+        "formula": text(r"[^\x00-\x1f\x7f]{1,2000}", "formula text (1-2000 chars)"),
+        "inputs": list_of(NAME),
+        "params": list_of(
+            record(
+                {
+                    "name": NAME,
+                    "kind": one_of("free", "positive", "exponent"),
+                    "start": list_of(_BOUNDED, 2, words="a pair [lo, hi]"),
+                    "bounds": list_of(
+                        num(float, finite=True, null=True, nan=False), 2, words="a pair [lo, hi]"
+                    ),
+                },
+                {"name", "kind", "start", "bounds"},
+            )
+        ),
+        "start_points": list_of(map_of(_BOUNDED)),
     },
-    frozenset({"type", "name", "formula", "inputs", "params"}),
+    {"type", "name", "formula", "inputs", "params"},
 )
 #: The law spec of a registered law; options of the built-in laws are declared here.
-REGISTERED_SPEC = Record(
-    {
-        "type": Leaf((Options({"registered"}),)),
-        "name": Leaf((LABEL,)),
-        "options": MapOf(Leaf((SCALAR, None))),
-    },
-    frozenset({"type", "name", "options"}),
+REGISTERED_SPEC = record(
+    {"type": one_of("registered"), "name": LABEL, "options": map_of(SCALAR)},
+    {"type", "name", "options"},
 )
 _CRITICAL_DEPTH = {
-    "vocab": Leaf((Interval(float, 1, 1e8),)),
-    "embeddings": Leaf((Options({"tied", "untied", "excluded"}),)),
-    "params_from": Leaf((Options({"accounting", "column"}),)),
+    "vocab": num(float, 1, 1e8),
+    "embeddings": one_of("tied", "untied", "excluded"),
+    "params_from": one_of("accounting", "column"),
 }
 BUILTIN_OPTIONS = {
-    "chinchilla": Record({}),
-    "decomposed": Record({}),
-    "depth_power": Record({}),
-    "critical_depth": Record({"form": Leaf((Options({"log", "power"}),)), **_CRITICAL_DEPTH}),
-    "critical_depth_power": Record({"form": Leaf((Options({"power"}),)), **_CRITICAL_DEPTH}),
+    "chinchilla": record({}),
+    "decomposed": record({}),
+    "depth_power": record({}),
+    "critical_depth": record({"form": one_of("log", "power"), **_CRITICAL_DEPTH}),
+    "critical_depth_power": record({"form": one_of("power"), **_CRITICAL_DEPTH}),
 }
+
+
+def _low(kind: str) -> float:
+    """The smallest value a parameter of ``kind`` may have."""
+    return 0.0 if kind in ("coef", "positive", "floor") else -ABSURD
+
+
+def result_schema(law: Any) -> dict:
+    """The schema of a result file of ``law`` (its parameters fix names, ranges and shapes)."""
+    names = tuple(law.param_names)
+    kinds = {p.name: p.kind for p in law.params}
+    pivots = tuple(dict.fromkeys(p.pivot[1] for p in law.params if p.kind == "coef"))
+    p = len(names)
+
+    def param(name: str, null: bool = False) -> dict:
+        return {**num(float, _low(kinds[name]), ABSURD, null=null), "x-float": True}
+
+    def params(value=param, exact=False) -> dict:
+        return keyed(names, value, "parameters", exact=exact)
+
+    def pair(name: str) -> dict:
+        return list_of(param(name, null=True), 2, words="a pair [lo, hi]")
+
+    per_param = f"a list of {p} value{'s' * (p != 1)} (one per parameter of the law)"
+    draw = {**list_of(None, p, words=per_param), "prefixItems": [param(n, True) for n in names]}
+    del draw["items"]
+    holdout = record(
+        {
+            "fraction": PROB_OPEN,
+            "split_by": NAME,
+            "threshold": FINITE_NULL,
+            "n_train": POSITIVE_INT,
+            "n_test": POSITIVE_INT,
+            "mae_log": NONNEG,
+            "mae": NONNEG,
+            "max_rel_err": NONNEG,
+            **SCORES,
+            "band_prob": PROB_OPEN,
+            "train_params": params(exact=True),
+            "train_converged": BOOL,
+            "uncalibrated": record(SCORES, {"predictive", "coverage"}),
+            "calibration": map_of(FINITE_NULL),
+        },
+        {"n_train", "n_test", "mae_log", "max_rel_err", "coverage", "band_prob"},
+        null=True,
+    )
+    diagnostics = record(
+        {
+            **dict.fromkeys(("n_best", "n_converged", "n_boot", "boot_failed"), COUNT),
+            **dict.fromkeys(("n_starts", "chains", "draws"), POSITIVE_INT),
+            "resample": TEXT,
+            "checks_failed": TEXT_LIST,
+            "stderr_na": params(lambda name: TEXT),
+            "hdi": params(pair),
+            "hdi_prob": PROB_OPEN,
+            "noise": map_of(POSITIVE),
+            **dict.fromkeys(("r_hat", "ess_bulk", "ess_tail"), map_of(NONNEG)),
+            **dict.fromkeys(("grad_max", "hessian_cond", "total_seconds"), NONNEG),
+            **dict.fromkeys(("r_hat_max", "ess_bulk_min", "ess_tail_min"), NONNEG),
+            "divergences": COUNT,
+            "loo": map_of(FINITE_NULL),
+            "ppc": map_of(UNIT),
+        },
+        open_=True,
+    )
+    corr_row = list_of(num(float, -1, 1, null=True), p, words=per_param)
+    empty_or_p = [  # the words on each branch: the message of whichever fails
+        {"maxItems": 0, "description": f"must be {per_param} or []"},
+        {"minItems": p, "maxItems": p, "description": f"must be {per_param} or []"},
+    ]
+    fields = {
+        "schema_version": {},  # checked first, by check_result
+        "law": LABEL,
+        "law_spec": {},  # checked first, by _law (it fixes the parameters)
+        "params": params(exact=True),
+        "method": one_of("jax", "lmfit", "varpro", "bayes"),
+        "objective": NONNEG,
+        "converged": BOOL,
+        "n_rows": POSITIVE_INT,
+        "metrics": METRICS,
+        "stderr": params(lambda _: NONNEG),
+        "corr": {
+            **list_of(corr_row, words=per_param + " or []"),
+            "anyOf": empty_or_p,
+        },
+        "ci": params(pair),
+        "ci_prob": PROB_OPEN,
+        "draws": list_of(draw, null=True),
+        "warnings": TEXT_LIST,
+        "conventions": CONVENTIONS,
+        "diagnostics": diagnostics,
+        "holdout": holdout,
+        "internal": {
+            **list_of(num(float, finite=True), words=per_param + " or []"),
+            "anyOf": empty_or_p,
+        },
+        "refs": keyed(pivots, lambda _: num(float, finite=True), "pivot inputs"),
+        "not_identified": {
+            **list_of(one_of(*names)),
+            "uniqueItems": True,
+            "description": "must be a list of parameters of the law, none repeated",
+        },
+        "n_boot": COUNT,
+    }
+    return record(fields, fields)
 
 
 # ------------------------------------------------------------------------------ checking
-# ------------------------------------------------------------------------------ the law
-def _law(ctx: Ctx, data: dict) -> Any:
+def _path(parts: Any) -> str:
+    out = ""
+    for key in parts:
+        out = f"{out}[{key}]" if isinstance(key, int) else (f"{out}.{key}" if out else key)
+    return out
+
+
+def _message(where: str, error: ValidationError, prefix: tuple) -> str:
+    """One line for the first schema error: the file, the field, what it must be, what it is."""
+    parts = (*prefix, *error.absolute_path)
+    node, value, field = error.schema, error.instance, _path(parts)
+    if error.validator in ("required", "additionalProperties") and not node.get("x-keys"):
+        if error.validator == "required":
+            key = next(k for k in error.validator_value if k not in value)
+            return f"{where}: field {_path((*parts, key))!r} is missing (every result file has it)."
+        key = next(k for k in value if k not in node.get("properties", {}))
+        owner = repr(field) if field else "a result file"
+        known = ", ".join(sorted(node.get("properties", {}))) or "none"
+        return (
+            f"{where}: unknown field {_path((*parts, key))!r} (the fields of {owner} are: {known})."
+        )
+    if isinstance(value, dict) and node.get("x-keys"):
+        got = ", ".join(map(str, value)) or "none"
+    elif isinstance(value, list) and error.validator in ("minItems", "maxItems", "anyOf"):
+        got = f"a list of {len(value)}"
+    else:
+        got = "null" if value is None else fmt_value(value)
+    options = [v for v in node.get("enum", ()) if isinstance(v, str)]
+    hint = did_you_mean(value, options) if isinstance(value, str) and options else ""
+    return f"{where}: field {field!r} {node['description']}. Got {got} instead.{hint}"
+
+
+def _check(where: str, schema: dict, value: Any, prefix: tuple = ()) -> Any:
+    """Check ``value`` against ``schema``; return it with NaN-able nulls read back as NaN."""
+    error = best_match(_Validator(schema).iter_errors(value))
+    if error is not None:
+        raise ScaleFitError(_message(where, error, prefix))
+    return _read(schema, value)
+
+
+def _read(node: Any, value: Any) -> Any:
+    """``value`` as read: in ``"x-float"`` nodes a null is NaN and an int a float."""
+    if not isinstance(node, dict):
+        return value
+    if node.get("x-float"):
+        return math.nan if value is None else float(value)
+    if isinstance(value, dict):
+        props, extra = node.get("properties", {}), node.get("additionalProperties")
+        return {k: _read(props.get(k, extra), v) for k, v in value.items()}
+    if isinstance(value, list):
+        if "prefixItems" in node:
+            if None not in value and all(type(v) is float for v in value):
+                return value  # a row of draws: the common case, fast
+            return [_read(n, v) for n, v in zip(node["prefixItems"], value, strict=True)]
+        return [_read(node.get("items"), v) for v in value]
+    return value
+
+
+def _fail(where: str, field: str, what: str) -> ScaleFitError:
+    return ScaleFitError(f"{where}: field {field!r} {what}")
+
+
+def _law(where: str, data: dict) -> Any:
     """Check ``law_spec`` and build the law it describes (no code runs: a name or a formula)."""
     from ..laws import get_law, law_from_spec, list_laws
 
     spec = data["law_spec"]
     if not isinstance(spec, dict):
-        raise fail(
-            ctx,
+        raise _fail(
+            where,
             "law_spec",
-            f"must be a JSON object (a registered law or a formula). Got {got(spec)} instead.",
+            "must be a JSON object (a registered law or a formula). Got "
+            f"{'null' if spec is None else fmt_value(spec)} instead.",
         )
     kind = spec.get("type")
     if kind not in ("registered", "formula"):
-        check_field(ctx.where, "law_spec.type", kind, (Options({"registered", "formula"}),))
+        _check(where, one_of("registered", "formula"), kind, ("law_spec", "type"))
     if kind == "registered":
-        spec = check(ctx, REGISTERED_SPEC, spec, "law_spec")
-        check_field(ctx.where, "law_spec.name", spec["name"], (Options(set(list_laws())),))
+        spec = _check(where, REGISTERED_SPEC, spec, ("law_spec",))
+        _check(where, one_of(*list_laws()), spec["name"], ("law_spec", "name"))
         opts = BUILTIN_OPTIONS.get(spec["name"])
         if opts is not None:
-            check(ctx, opts, spec["options"], "law_spec.options")
+            _check(where, opts, spec["options"], ("law_spec", "options"))
         try:
             law = get_law(spec["name"], **spec["options"])
         except ScaleFitError as exc:
-            raise fail(ctx, "law_spec.options", f"is not accepted: {exc}") from None
+            raise _fail(where, "law_spec.options", f"is not accepted: {exc}") from None
     else:
-        spec = check(ctx, FORMULA_SPEC, spec, "law_spec")
-        _check_formula(ctx, spec)
+        spec = _check(where, FORMULA_SPEC, spec, ("law_spec",))
+        _check_formula(where, spec)
         try:
-            law = law_from_spec(spec, where=ctx.where)
+            law = law_from_spec(spec, where=where)
         except ScaleFitError as exc:
-            text = str(exc)
-            prefix = f"{ctx.where}: "
-            raise ScaleFitError(text if text.startswith(prefix) else prefix + text) from None
+            msg, prefix = str(exc), f"{where}: "
+            raise ScaleFitError(msg if msg.startswith(prefix) else prefix + msg) from None
     if data["law"] != law.name:
-        raise fail(
-            ctx,
+        raise _fail(
+            where,
             "law",
             f"must be the name of the law in 'law_spec' ({law.name!r}). Got "
             f"{fmt_value(data['law'])} instead; the file was edited or is damaged.",
@@ -312,46 +466,58 @@ def _law(ctx: Ctx, data: dict) -> Any:
     return law
 
 
-def _check_formula(ctx: Ctx, spec: dict) -> None:
+def _check_formula(where: str, spec: dict) -> None:
     """The formula parses in the grammar and reads exactly its declared inputs and parameters."""
     from ..expr import CONSTANTS, parse
 
     inputs, names = spec["inputs"], [p["name"] for p in spec["params"]]
     if not inputs:
-        raise fail(ctx, "law_spec.inputs", "must name at least one input column. Got [].")
+        raise _fail(where, "law_spec.inputs", "must name at least one input column. Got [].")
     if not names:
-        raise fail(ctx, "law_spec.params", "must declare at least one parameter. Got [].")
+        raise _fail(where, "law_spec.params", "must declare at least one parameter. Got [].")
     for key, items in (("inputs", inputs), ("params", names)):
         dup = sorted({n for n in items if items.count(n) > 1})
         if dup:
-            raise fail(ctx, f"law_spec.{key}", f"must not repeat a name. Got {dup} twice.")
+            raise _fail(where, f"law_spec.{key}", f"must not repeat a name. Got {dup} twice.")
     clash = sorted((set(inputs) & set(names)) | ((set(inputs) | set(names)) & set(CONSTANTS)))
     if clash:
-        raise fail(
-            ctx, "law_spec", f"names {clash} as more than one of input, parameter, constant."
+        raise _fail(
+            where, "law_spec", f"names {clash} as more than one of input, parameter, constant."
         )
     if "loss" in inputs:
-        raise fail(ctx, "law_spec.inputs", "must not name 'loss', the response column.")
+        raise _fail(where, "law_spec.inputs", "must not name 'loss', the response column.")
+    for i, p in enumerate(spec["params"]):
+        for key in ("start", "bounds"):
+            _ordered(where, f"law_spec.params[{i}].{key}", p[key])
     for i, point in enumerate(spec.get("start_points", [])):
         extra = sorted(set(point) - set(names))
         if extra:
-            raise fail(
-                ctx, f"law_spec.start_points[{i}]", f"names {extra}, which are not parameters."
+            raise _fail(
+                where, f"law_spec.start_points[{i}]", f"names {extra}, which are not parameters."
             )
     try:
         expression = parse(spec["formula"], kind="formula")
     except ScaleFitError as exc:
-        raise fail(ctx, "law_spec.formula", f"is not a formula: {exc}") from None
+        raise _fail(where, "law_spec.formula", f"is not a formula: {exc}") from None
     except (RecursionError, ValueError, ArithmeticError, MemoryError) as exc:
-        raise fail(ctx, "law_spec.formula", f"is not a formula ({type(exc).__name__}).") from None
+        raise _fail(
+            where, "law_spec.formula", f"is not a formula ({type(exc).__name__})."
+        ) from None
     read = set(expression.names) - set(CONSTANTS)
     if read != set(inputs) | set(names):
-        raise fail(
-            ctx,
+        raise _fail(
+            where,
             "law_spec.formula",
             f"must read exactly the declared inputs and parameters "
             f"{sorted(set(inputs) | set(names))}. It reads {sorted(read)}.",
         )
+
+
+def _ordered(where: str, field: str, pair: list) -> None:
+    """A ``[lo, hi]`` pair has ``lo <= hi`` where both are numbers (a NaN or null: no order)."""
+    lo, hi = (math.nan if v is None else float(v) for v in pair)
+    if lo > hi:
+        raise _fail(where, field, f"must be [lo, hi] with lo <= hi. Got {fmt_value(pair)} instead.")
 
 
 # ------------------------------------------------------------------------------ the result
@@ -379,92 +545,114 @@ def check_result(data: Any, *, where: str) -> tuple[Any, dict[str, Any]]:
         One line: ``"<where>: field '<name>' must be <allowed>. Got <value> instead."``, or a
         missing, unknown or inconsistent field named the same way.
     """
-    ctx = Ctx(where)
     if not isinstance(data, dict):
         raise ScaleFitError(
             f"{where}: not a scalefit result file (a JSON object with 'schema_version', 'law', "
             f"'params', ...). Got {type(data).__name__ if data is not None else 'null'}."
         )
     if "schema_version" not in data:
-        raise fail(ctx, "schema_version", "is missing: not a scalefit result file.")
+        raise _fail(where, "schema_version", "is missing: not a scalefit result file.")
     version = data["schema_version"]
     if type(version) is not int or version not in READABLE_VERSIONS:
-        readable = ", ".join(map(str, READABLE_VERSIONS))
-        raise fail(
-            ctx,
+        raise _fail(
+            where,
             "schema_version",
-            f"must be one of {readable} (the versions this scalefit reads). Got "
-            f"{fmt_value(version)} instead.",
+            f"must be one of {', '.join(map(str, READABLE_VERSIONS))} (the versions this "
+            f"scalefit reads). Got {fmt_value(version)} instead.",
         )
     for key in ("law", "law_spec"):
         if key not in data:
-            raise fail(ctx, key, "is missing (every result file has it).")
-    check_field(where, "law", data["law"], RESULT.fields["law"].constraints)
-    law = _law(ctx, data)
-    ctx.names = tuple(law.param_names)
-    ctx.kinds = {p.name: p.kind for p in law.params}
-    ctx.pivots = tuple(dict.fromkeys(p.pivot[1] for p in law.params if p.kind == "coef"))
-    out = check(ctx, RESULT, data, "")
-    _consistent(ctx, out)
+            raise _fail(where, key, "is missing (every result file has it).")
+    _check(where, LABEL, data["law"], ("law",))
+    law = _law(where, data)
+    draws = data.get("draws")
+    plain = _plain_draws(law, draws)  # checked at once: a million rows is common
+    out = _check(where, result_schema(law), {**data, "draws": []} if plain else data)
+    if plain:
+        out["draws"] = draws
+    _consistent(where, law, out)
     return law, out
 
 
-def _consistent(ctx: Ctx, out: dict[str, Any]) -> None:
-    """Checks across fields: counts that must agree, draws that must be usable."""
+def _plain_draws(law: Any, draws: Any) -> bool:
+    """Whether ``draws`` is a non-empty list of rows of P floats each in its parameter's range."""
+    p = len(law.param_names)
+    if not isinstance(draws, list) or not draws:
+        return False
+    if not all(type(r) is list and len(r) == p and all(type(v) is float for v in r) for r in draws):
+        return False
+    low = [_low(x.kind) for x in law.params]
+    values = np.asarray(draws)
+    return bool(((values >= np.asarray(low)) & (values <= ABSURD)).all())
+
+
+def _consistent(where: str, law: Any, out: dict[str, Any]) -> None:
+    """Checks across fields: orders, counts that must agree, draws that must be usable."""
+    names = tuple(law.param_names)
+    hold = out["holdout"]
+    train = None if hold is None else hold.get("train_params")
+    for field, params in (("params", out["params"]), ("holdout.train_params", train)):
+        if params is not None and tuple(params) != names:
+            raise _fail(
+                where,
+                field,
+                f"must name exactly the parameters of the law ({', '.join(names)}, in that "
+                f"order). Got {', '.join(params)} instead.",
+            )
+    for field, pairs in (("ci", out["ci"]), ("diagnostics.hdi", out["diagnostics"].get("hdi"))):
+        for name, pair in (pairs or {}).items():
+            _ordered(where, f"{field}.{name}", pair)
     draws = out["draws"]
     n = 0 if draws is None else len(draws)
     if out["n_boot"] != n:
-        raise fail(
-            ctx, "n_boot", f"must be the number of rows of 'draws' ({n}). Got {out['n_boot']}."
+        raise _fail(
+            where, "n_boot", f"must be the number of rows of 'draws' ({n}). Got {out['n_boot']}."
         )
     if n and not any(all(math.isfinite(v) for v in row) for row in draws):
-        raise fail(
-            ctx,
+        raise _fail(
+            where,
             "draws",
             f"has {n} rows and none is usable (every row holds a null); re-run the bootstrap "
             "or write null.",
         )
-    if len(set(out["not_identified"])) != len(out["not_identified"]):
-        raise fail(ctx, "not_identified", "must not repeat a parameter.")
-    conv, diag, hold = out["conventions"], out["diagnostics"], out["holdout"]
+    conv, diag = out["conventions"], out["diagnostics"]
     if out["method"] == "bayes":
-        _bayes_complete(ctx, out)
+        _bayes_complete(where, names, out)
     if conv.get("loss") == "huber" and "delta" not in conv:
-        raise fail(ctx, "conventions.delta", "is missing (the Huber loss needs its delta).")
+        raise _fail(where, "conventions.delta", "is missing (the Huber loss needs its delta).")
     if "n_best" in diag:
         if "n_starts" not in diag:
-            raise fail(ctx, "diagnostics.n_starts", "is missing (n_best counts among them).")
+            raise _fail(where, "diagnostics.n_starts", "is missing (n_best counts among them).")
         if diag["n_best"] > diag["n_starts"]:
-            raise fail(
-                ctx,
+            raise _fail(
+                where,
                 "diagnostics.n_best",
                 f"must be at most n_starts ({diag['n_starts']}). Got {diag['n_best']}.",
             )
     if hold is not None and hold.get("pit") is not None and len(hold["pit"]) != hold["n_test"]:
-        raise fail(
-            ctx,
+        raise _fail(
+            where,
             "holdout.pit",
             f"must hold one value per held-out row ({hold['n_test']}). Got {len(hold['pit'])}.",
         )
 
 
-def _bayes_complete(ctx: Ctx, out: dict[str, Any]) -> None:
+def _bayes_complete(where: str, names: tuple[str, ...], out: dict[str, Any]) -> None:
     """A Bayesian result has what its readers use: draws, every interval and HDI, the noise."""
-    names = set(ctx.names)
     if not out["draws"]:
-        raise fail(ctx, "draws", "must hold the posterior draws of a Bayesian fit. Got none.")
+        raise _fail(where, "draws", "must hold the posterior draws of a Bayesian fit. Got none.")
     for path, value in (("ci", out["ci"]), ("diagnostics.hdi", out["diagnostics"].get("hdi"))):
-        if value is None or set(value) != names:
+        if value is None or set(value) != set(names):
             got = "none" if value is None else ", ".join(value) or "none"
-            raise fail(
-                ctx,
+            raise _fail(
+                where,
                 path,
-                f"must give every parameter of a Bayesian fit ({', '.join(ctx.names)}). "
+                f"must give every parameter of a Bayesian fit ({', '.join(names)}). "
                 f"Got {got} instead.",
             )
     if "sigma" not in out["diagnostics"].get("noise", {}):
-        raise fail(
-            ctx,
+        raise _fail(
+            where,
             "diagnostics.noise.sigma",
             "is missing (the posterior median noise scale of a Bayesian fit).",
         )

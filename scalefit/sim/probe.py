@@ -22,7 +22,7 @@ def load_model(path: str | os.PathLike) -> dict:
         (:class:`~scalefit.sim.model.Teacher` with the saved weights) and ``students``
         (``{(depth, replica): weights}``).
     """
-    from .._io import load_torch
+    from .._manifest import load_torch
     from .config import ToyConfig
     from .model import Teacher
     from .sweep_task import MODEL_FILE

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .._io import load_torch
-from .._manifest import record
+from .._manifest import load_torch, record
 from .._torch import pick_device, seed_all
 from ..errors import ScaleFitError
 from .config import ToyConfig

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_csv, load_torch
-from .._manifest import record
+from .._io import atomic_write_csv
+from .._manifest import load_torch, record
 from .._progress import progress_bar
 from .._readonly import ReadOnlyMappings
 from .._torch import pick_device, seed_all

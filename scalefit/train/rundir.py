@@ -1,23 +1,24 @@
 """Run-folder rules of the trainer: one process at a time, and no silent change of settings.
 
-:func:`claim` takes an OS file lock (``fcntl.flock`` on ``<run>/.lock``, released by the kernel
-when the process dies, so a killed run never leaves a stale lock), then compares the settings with
-the ones the folder was started with (``train_config.json``, or the checkpoint's for folders written
-before that file existed). A difference is refused with the keys named; ``overwrite=True``
-removes the folder's previous results first, without reading them (so a folder whose checkpoint
-is refused, e.g. one without ``checksums.json``, can always be started afresh).
+:func:`claim` takes an OS file lock (:class:`filelock.FileLock` on ``<run>/.lock``, released by
+the kernel when the process dies, so a killed run never leaves a stale lock), then compares the
+settings with the ones the folder was started with (``train_config.json``, or the checkpoint's
+for folders written before that file existed). A difference is refused with the keys named;
+``overwrite=True`` removes the folder's previous results first, without reading them (so a folder
+whose checkpoint is refused, e.g. one without ``checksums.json``, can always be started afresh).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES, atomic_write_json, load_torch, read_json
-from .._manifest import MANIFEST_FILE
+from filelock import FileLock, Timeout
+
+from .._io import MAX_CONFIG_BYTES, atomic_write_json, read_json
+from .._manifest import MANIFEST_FILE, load_torch
 from ..errors import ScaleFitError
 from .config import TrainConfig, config_diff
 
@@ -65,18 +66,22 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
-def _lock(run_dir: Path):
+def _lock(run_dir: Path) -> FileLock:
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    lock = FileLock(run_dir / ".lock")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+        lock.acquire(timeout=0)
+    except Timeout:
         raise ScaleFitError(
             f"Run folder {run_dir} is in use by another training process; wait for it to finish "
             "or choose another --out."
         ) from None
-    return fd
+    except OSError as exc:  # a link, folder or device in the lock file's place
+        raise ScaleFitError(
+            f"{run_dir / '.lock'}: cannot lock the run folder ({exc.strerror or exc}); expected "
+            "a regular file (delete it)."
+        ) from None
+    return lock
 
 
 @contextlib.contextmanager
@@ -104,7 +109,7 @@ def claim(
     if run_dir is None or not owner:
         yield
         return
-    fd = _lock(run_dir)
+    lock = _lock(run_dir)
     try:
         saved = None if overwrite else _saved_config(run_dir)
         current = cfg.to_dict()
@@ -121,5 +126,4 @@ def claim(
             atomic_write_json(run_dir / "train_config.json", current)
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        lock.release()

@@ -579,7 +579,7 @@ def _saved(folder: Path, name="state.pt", value=1.0) -> Path:
 
 
 def _load(path):
-    from scalefit._io import load_torch
+    from scalefit._manifest import load_torch
 
     return load_torch(path, what="toy training state", remedy="delete it.")
 
