@@ -38,8 +38,11 @@ def format_report(res: Any) -> str:
     """A readable text report of a fit result.
 
     Standard errors of parameters in ``res.not_identified`` are printed as "not identified", with
-    a pointer to the interval that does mean something.
+    a pointer to the interval that does mean something. A Bayesian fit (``method="bayes"``) gets
+    its own layout: posterior medians and intervals, R-hat, ESS, divergences and PSIS-LOO.
     """
+    if res.method == "bayes":
+        return _bayes_report(res)
     conv = res.conventions
     lines = _header(res)
     if conv.get("outlier_rule") and conv["outlier_rule"] != "none":
@@ -107,6 +110,48 @@ def format_report(res: Any) -> str:
             f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, max rel err "
             f"{h['max_rel_err']:.3%}, {100 * h['band_prob']:g}% interval coverage "
             f"{h['coverage']:.0%}"
+        )
+        lines.extend(predictive_lines(h))
+    for w in res.warnings:
+        lines.append(f"warning    {w}")
+    return "\n".join(lines)
+
+
+def _bayes_report(res: Any) -> str:
+    """Text report of a Bayesian fit: header, posterior table, diagnostics, LOO, warnings."""
+    import pandas as pd
+
+    from .bayes import hdi_frame
+
+    d = res.diagnostics
+    c = res.conventions
+    pct = f"{100 * res.ci_prob:g}%"
+    lines = [
+        f"law        {res.law_name}: {res.law.formula}",
+        f"method     bayes (NUTS), likelihood {c['likelihood']}, {res.n_rows} rows, "
+        f"{d['chains']} chains x ({d['warmup']} warm-up + {d['draws']} draws), seed {c['seed']}",
+        f"converged  {'yes' if res.converged else 'NO'}: R-hat max {d['r_hat_max']:.4f}, "
+        f"bulk ESS min {d['ess_bulk_min']:.0f}, tail ESS min {d['ess_tail_min']:.0f}, "
+        f"{d['divergences']} divergences, BFMI min {d['bfmi_min']:.2f}",
+        f"timing     sampling {d['mcmc_seconds']:.1f} s wall, "
+        f"{d.get('mcmc_cpu_seconds', float('nan')):.1f} s CPU (incl. compilation); "
+        f"{d['ess_bulk_per_s_min']:.0f} bulk-ESS per wall second for the slowest parameter",
+        "metrics    " + ", ".join(f"{k} {v:.4g}" for k, v in res.metrics.items()),
+        f"loo        elpd_loo {d['loo']['elpd_loo']:.2f} (se {d['loo']['se']:.2f}), p_loo "
+        f"{d['loo']['p_loo']:.1f}, Pareto k max {d['loo']['pareto_k_max']:.2f}; elpd_waic "
+        f"{d['loo']['elpd_waic']:.2f}",
+        "ppc        "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in d.get("ppc", {}).items()),
+        f"\nposterior medians; {pct} equal-tailed (eti) and highest-density (hdi) intervals",
+    ]
+    with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
+        lines.append(hdi_frame(res).to_string())
+    if res.holdout:
+        h = res.holdout
+        lines.append(
+            f"\nholdout    trained on the lowest-compute {h['n_train']} rows, tested on "
+            f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, {100 * h['band_prob']:g}% "
+            f"predictive coverage {h['coverage']:.0%}, 50% coverage {h['coverage_50']:.0%}"
         )
         lines.extend(predictive_lines(h))
     for w in res.warnings:

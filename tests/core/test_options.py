@@ -111,8 +111,12 @@ def test_choices_are_the_implemented_ones():
     from scalefit.fit.engine import LOSSES
     from scalefit.fit.observation import RESIDUALS
 
-    values = {n: next(c for c in o.allowed if isinstance(c, Options)).values
-              for n, o in VOCABULARY.items() if any(isinstance(c, Options) for c in o.allowed)}  # fmt: skip
+    values = {
+        name: c.values
+        for name, option in VOCABULARY.items()
+        for c in option.allowed
+        if isinstance(c, Options)
+    }
     assert set(values["loss"]) == set(LOSSES)
     assert set(values["residuals"]) == set(RESIDUALS)
     assert set(values["method"]) == set(fit_api.METHODS)
