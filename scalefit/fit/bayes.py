@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import math
 import os
 import time
 import warnings
@@ -31,6 +30,7 @@ from ..table import require_columns
 from .build import FitSettings, provenance
 from .data import group_codes
 from .observation import add_noise, residual, response, standard_noise
+from .report import hdi_frame as hdi_frame  # public here: docs/bayes.md
 from .result import FitResult
 
 LIKELIHOODS = ("student_t", "normal")
@@ -652,28 +652,6 @@ def load_netcdf(path: str | os.PathLike):
             f"found groups {_arviz.group_names(obj)}."
         )
     return obj
-
-
-def hdi_frame(result: FitResult) -> pd.DataFrame:
-    """Posterior summary: median, equal-tailed interval, HDI, R-hat and ESS per parameter."""
-    d = result.diagnostics
-    rows = []
-    for n, v in result.params.items():
-        rows.append(
-            {
-                "param": n,
-                "median": v,
-                "sd": result.stderr.get(n, math.nan),
-                "eti_lo": result.ci[n][0],
-                "eti_hi": result.ci[n][1],
-                "hdi_lo": d["hdi"][n][0],
-                "hdi_hi": d["hdi"][n][1],
-                "r_hat": d.get("r_hat", {}).get(n, math.nan),
-                "ess_bulk": d.get("ess_bulk", {}).get(n, math.nan),
-                "ess_tail": d.get("ess_tail", {}).get(n, math.nan),
-            }
-        )
-    return pd.DataFrame(rows).set_index("param")
 
 
 def holdout_bayes(

@@ -231,7 +231,11 @@ def group_codes(
     codes, labels = pd.factorize(values.astype(str) if sort else values, sort=sort)
     top = len(tab) - 1 if fewer_than_rows else None
     if len(labels) < 2 or (top is not None and len(labels) > top):
-        rule = "at least 2 groups" + (" and fewer groups than rows" if top is not None else "")
+        rule = "at least 2 groups" + (
+            " and fewer groups than rows (else the group offsets are not told apart from the noise)"
+            if top is not None
+            else ""
+        )
         raise ScaleFitError(
             f"{where}: {name} column {column!r} must have {rule}; it has {len(labels)} group(s) "
             f"in {len(tab)} rows."

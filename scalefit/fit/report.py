@@ -97,12 +97,7 @@ def format_report(res: Any) -> str:
             f"({(d['n_boot'] - d.get('boot_failed', 0)) / d['n_boot']:.0%}), {pct} interval "
             f"{conv.get('ci_method', 'percentile')}"
         )
-    if d.get("groups"):
-        g = d["groups"]
-        lines.append(
-            f"\ngroups     {g['n_groups']} of column {g['column']!r}, each a random offset of log "
-            f"loss; tau {g['tau']:.3g} ({pct} {g['tau_ci'][0]:.3g} to {g['tau_ci'][1]:.3g})"
-        )
+    lines.extend(_groups_lines(res))
     if res.holdout:
         h = res.holdout
         lines.append(
@@ -120,8 +115,6 @@ def format_report(res: Any) -> str:
 def _bayes_report(res: Any) -> str:
     """Text report of a Bayesian fit: header, posterior table, diagnostics, LOO, warnings."""
     import pandas as pd
-
-    from .bayes import hdi_frame
 
     d = res.diagnostics
     c = res.conventions
@@ -146,6 +139,7 @@ def _bayes_report(res: Any) -> str:
     ]
     with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
         lines.append(hdi_frame(res).to_string())
+    lines.extend(_groups_lines(res))
     if res.holdout:
         h = res.holdout
         lines.append(
@@ -157,6 +151,52 @@ def _bayes_report(res: Any) -> str:
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def _groups_lines(res: Any) -> list[str]:
+    """The line of a fit with a random offset per group (``group=``), else nothing."""
+    g = res.diagnostics.get("groups")
+    if not g:
+        return []
+    pct = f"{100 * res.ci_prob:g}%"
+    return [
+        f"\ngroups     {g['n_groups']} of column {g['column']!r}, each a random offset of log "
+        f"loss; tau {g['tau']:.3g} ({pct} {g['tau_ci'][0]:.3g} to {g['tau_ci'][1]:.3g})"
+    ]
+
+
+def hdi_frame(result: Any):
+    """Posterior summary: median, equal-tailed interval, HDI, R-hat and ESS per parameter.
+
+    Parameters
+    ----------
+    result : FitResult
+        A Bayesian fit (``method="bayes"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per parameter.
+    """
+    import pandas as pd
+
+    d = result.diagnostics
+    rows = [
+        {
+            "param": n,
+            "median": v,
+            "sd": result.stderr.get(n, np.nan),
+            "eti_lo": result.ci[n][0],
+            "eti_hi": result.ci[n][1],
+            "hdi_lo": d["hdi"][n][0],
+            "hdi_hi": d["hdi"][n][1],
+            "r_hat": d.get("r_hat", {}).get(n, np.nan),
+            "ess_bulk": d.get("ess_bulk", {}).get(n, np.nan),
+            "ess_tail": d.get("ess_tail", {}).get(n, np.nan),
+        }
+        for n, v in result.params.items()
+    ]
+    return pd.DataFrame(rows).set_index("param")
 
 
 def predictive_lines(holdout: dict) -> list[str]:
