@@ -32,6 +32,8 @@ Examples
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import difflib
 import functools
 import math
@@ -50,8 +52,11 @@ __all__ = [
     "Interval",
     "IsType",
     "Matches",
+    "Option",
     "Options",
+    "VOCABULARY",
     "check_field",
+    "constraints",
     "did_you_mean",
     "renamed_attribute",
     "renamed_keyword",
@@ -64,6 +69,9 @@ __all__ = [
 
 #: Largest random seed accepted anywhere (numpy, JAX and torch all take seeds in [0, 2**32)).
 MAX_SEED = 2**32 - 1
+#: Most random starts (and bootstrap resamples) one fit accepts: beyond this the start matrix
+#: alone would not fit in memory.
+MAX_STARTS = 100_000
 
 
 def fmt_value(value: Any) -> str:
@@ -430,3 +438,198 @@ def renamed_attribute(old: str, new: str, *, until: str = "0.2") -> property:
         return getattr(self, new)
 
     return property(get)
+
+
+# ---- the option vocabulary: each option declared once, for the API and the command line ----
+
+#: The one seed rule of every entry point (numpy, JAX and torch all take seeds in [0, 2**32)).
+SEED = Interval(int, 0, MAX_SEED)
+_UNIT = Interval(float, 0, 1, closed="neither")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: what it allows, its default, its help and its command-line spelling.
+
+    The API validates an argument with :func:`constraints` (one message shape); the command
+    line's parser is generated with :meth:`argparse_kwargs` (same default, same choices, the
+    same range checked by :meth:`parse`), so the two cannot drift apart.
+
+    Parameters
+    ----------
+    name : str
+        The Python keyword; the flag is ``--`` + the name with dashes (:attr:`flag`).
+    allowed : tuple
+        Constraints (see :func:`validate`); a value must satisfy one.
+    default : any
+        The default of the keyword and of the flag.
+    help : str
+        One line for ``--help`` (the parser adds the default).
+    metavar : str, optional
+        The placeholder in ``--help``.
+    shown : str, optional
+        Words for a default that is not a value (``"every row"``).
+    """
+
+    name: str
+    allowed: tuple
+    default: Any = None
+    help: str = ""
+    metavar: str | None = None
+    shown: str | None = None
+
+    @property
+    def flag(self) -> str:
+        """The command-line spelling, e.g. ``--ci-method``."""
+        return "--" + self.name.replace("_", "-")
+
+    def but(self, **changes: Any) -> Option:
+        """A copy with ``changes`` (a command's own default or help)."""
+        return dataclasses.replace(self, **changes)
+
+    def parse(self, text: str) -> Any:
+        """Read a command-line value and check it against :attr:`allowed` (argparse's ``type``)."""
+        kind = next(c.kind for c in self.allowed if isinstance(c, Interval))
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "whole number" if kind is int else "number"
+            raise argparse.ArgumentTypeError(f"not a {noun}: {text!r}") from None
+        if not any(_named(c)[0](value) for c in self.allowed if c is not None):
+            allowed, _ = _allowed(value, [c for c in self.allowed if c is not None])
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
+        return value
+
+    def argparse_kwargs(self, **changes: Any) -> dict[str, Any]:
+        """Keywords of ``add_argument`` generated from the declaration (``changes`` on top)."""
+        kw: dict[str, Any] = {"default": self.default, "help": self.help}
+        if self.metavar:
+            kw["metavar"] = self.metavar
+        if self.shown:
+            kw["shown"] = self.shown
+        choices = [c for c in self.allowed if isinstance(c, Options)]
+        if choices:
+            kw["choices"] = sorted(choices[0].values, key=str)
+        elif any(isinstance(c, Interval) for c in self.allowed):
+            kw["type"] = self.parse
+        return {**kw, **changes}
+
+
+def _opt(name: str, allowed: Any, default: Any = None, help: str = "", **kw: Any) -> Option:
+    allowed = tuple(allowed) if isinstance(allowed, list) else (allowed,)
+    return Option(name, allowed, default, help, **kw)
+
+
+_COLUMN = IsType(str, "a column name")
+
+#: Every option shared by the API and the command line, declared once. Choices that name an
+#: implementation (losses, methods) are checked against the modules that implement them by
+#: ``tests/core/test_options.py``.
+VOCABULARY: dict[str, Option] = {
+    o.name: o
+    for o in (
+        _opt("seed", SEED, 0, "random seed"),
+        _opt("starts", Interval(int, 1, MAX_STARTS), 256, "random starts of the optimiser"),
+        _opt(
+            "bootstrap",
+            Interval(int, 0, MAX_STARTS),
+            0,
+            "bootstrap resamples (0: none)",
+            metavar="B",
+        ),  # fmt: skip
+        _opt("n_boot", Interval(int, 1, MAX_STARTS), 200, "bootstrap resamples", metavar="B"),
+        _opt("boot_starts", Interval(int, 0, MAX_STARTS), 7, "random starts per resample"),
+        _opt(
+            "cluster",
+            [None, _COLUMN],
+            None,
+            "resample whole groups sharing this column's value (every row needs a value)",
+            metavar="COLUMN",
+            shown="rows resampled one by one",
+        ),  # fmt: skip
+        _opt("ci_prob", _UNIT, 0.95, "probability of the intervals", metavar="P"),
+        _opt(
+            "ci_method",
+            Options({"percentile", "bca"}),
+            "percentile",
+            "bootstrap interval: percentile or bias-corrected and accelerated (bca)",
+        ),  # fmt: skip
+        _opt(
+            "holdout",
+            [None, _UNIT],
+            None,
+            "also fit on the lowest-compute rows and test on this share of the rest",
+            metavar="FRACTION",
+            shown="no held-out check",
+        ),  # fmt: skip
+        _opt(
+            "predictive",
+            Options({"law", "calibrated"}),
+            "law",
+            "predictive that scores the --holdout rows: bootstrap draws with the training "
+            "RMSE's noise (law) or the calibrated one (see docs/extrapolation.md)",
+        ),  # fmt: skip
+        _opt(
+            "loss",
+            Options({"mse", "huber", "lad"}),
+            "mse",
+            "loss of the residuals: squared (mse), Huber, or absolute (lad)",
+        ),  # fmt: skip
+        _opt(
+            "delta",
+            Interval(float, 0, None, closed="neither"),
+            1e-3,
+            "Huber threshold (residual units)",
+        ),  # fmt: skip
+        _opt(
+            "residuals",
+            Options({"log", "linear"}),
+            "log",
+            "residuals on log loss (log y - log f) or on loss (y - f)",
+        ),  # fmt: skip
+        _opt(
+            "method",
+            Options({"jax", "varpro", "lmfit"}),
+            "jax",
+            "optimiser: scalefit's own (jax), the same with variable projection of the "
+            "coefficients the law is linear in (varpro), or lmfit's least squares",
+        ),  # fmt: skip
+        _opt(
+            "drop_highest",
+            Interval(int, 0, None),
+            0,
+            "drop the K highest losses (keeps rows strictly below the K-th highest)",
+            metavar="K",
+        ),  # fmt: skip
+        _opt(
+            "weights",
+            [None, _COLUMN, "array-like"],
+            None,
+            "per-row weights column",
+            metavar="COLUMN",
+            shown="every row weighs the same",
+        ),  # fmt: skip
+        _opt("chains", Interval(int, 1, None), 4, "number of chains"),
+        _opt("draws", Interval(int, 10, None), 1000, "kept draws per chain"),
+        _opt("warmup", Interval(int, 10, None), 1000, "warm-up steps per chain"),
+        _opt(
+            "likelihood",
+            Options({"student_t", "normal"}),
+            "student_t",
+            "noise model of log loss: Student-t (robust to outliers) or normal",
+        ),  # fmt: skip
+        _opt("target_accept", _UNIT, 0.99, "target acceptance rate of NUTS"),
+        _opt(
+            "chain_method",
+            Options({"vectorized", "parallel", "sequential"}),
+            "vectorized",
+            "how the chains run",
+        ),  # fmt: skip
+        _opt("progress", [None, "boolean"], None, "show progress bars"),
+    )
+}
+
+
+def constraints(*names: str) -> dict[str, list[Any]]:
+    """The validation constraints of the named options of :data:`VOCABULARY`."""
+    return {n: list(VOCABULARY[n].allowed) for n in names}

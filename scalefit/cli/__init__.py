@@ -1,7 +1,7 @@
 """The ``scalefit`` command line.
 
-Each sub-module of :mod:`scalefit.cli` that defines ``register(subparsers)`` adds its commands;
-``main`` discovers them, so a feature's commands live beside each other and nothing else changes.
+Each command module of :mod:`scalefit.cli` defines ``register(subparsers)``; :data:`COMMANDS`
+names the module of every command, and only the command that runs has its parser built.
 Errors of type :class:`~scalefit.errors.ScaleFitError` become one line on stderr and exit code 2.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import re
 import sys
 import warnings
@@ -179,6 +178,7 @@ class Parser(argparse.ArgumentParser):
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # a removed --plot is not read as --plots
         self.options: list[argparse.Action] = []
         self.fallbacks: dict[str, Any] = {}
         self.commands: dict[str, Parser] = {}
@@ -357,8 +357,64 @@ def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     return ""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the top-level parser with every discovered sub-command."""
+#: Every command: its module in :mod:`scalefit.cli` and its one-line help. The parser of a
+#: command is built only when that command runs (``scalefit fit`` imports no other command's
+#: module); the others are listed by name and help alone.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "allocate": ("allocate", "compute-optimal depth, width and tokens for FLOP budgets"),
+    "bayes": ("bayes", "fit a scaling law by Bayesian inference (NUTS)"),
+    "compare": ("bayes", "compare laws on one table by PSIS-LOO"),
+    "curves": (
+        "curves",
+        "fit schedule-aware laws to loss curves (every checkpoint, not only the last)",
+    ),
+    "data": ("train", "offline corpora for the trainer"),
+    "demo": (
+        "demo",
+        "fit the Chinchilla depth/width table (else a bundled one) and recommend shapes",
+    ),
+    "design": (
+        "design",
+        "choose the next runs that most shrink the uncertainty at a target budget",
+    ),
+    "fit": ("fit", "fit a scaling law by robust least squares"),
+    "isoflop": (
+        "isoflop",
+        "IsoFLOP approaches 1, 2 (parabola, weighted parabola, profile) and 3 side by side",
+    ),
+    "laws": ("fit", "list the registered laws with their formulas"),
+    "probe": (
+        "probe",
+        "hidden-state probes: a saved toy model, or a Hugging Face language model (hf)",
+    ),
+    "toy": ("toy", "teacher–student toy: run sweeps, fit α_ℓ"),
+    "train": ("train", "train reference transformers (one run, a grid, diagnostics)"),
+}
+
+
+class _Only:
+    """The sub-command action as a command module sees it: only ``wanted`` is really added."""
+
+    def __init__(self, sub: _Commands, wanted: str) -> None:
+        self._sub = sub
+        self._wanted = wanted
+
+    def add_parser(self, name: str, **kwargs: Any) -> Parser:
+        """The sub-command ``name`` with its help from :data:`COMMANDS` (else a scratch parser)."""
+        if name != self._wanted:
+            return Parser(prog=name)
+        return self._sub.add_parser(name, **{**kwargs, "help": COMMANDS[name][1]})
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Build the top-level parser, each command's own parser only where it is needed.
+
+    Parameters
+    ----------
+    command : str, optional
+        Build only this command's parser; the others are listed by name and help (an unknown
+        name or ``""``: none is built). ``None`` builds every command (the help tests walk them).
+    """
     from .. import __version__
 
     parser = Parser(
@@ -368,14 +424,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"scalefit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(sub)
+    for name, (module, text) in COMMANDS.items():
+        if command is None or name == command:
+            importlib.import_module(f"{__name__}.{module}").register(_Only(sub, name))
+        else:
+            sub.add_parser(name, help=text)
     return parser
+
+
+def _command_word(argv: Sequence[str] | None) -> str:
+    """The command a command line names: its first word that is not an option."""
+    given = sys.argv[1:] if argv is None else argv
+    return next((word for word in given if not word.startswith("-")), "")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -393,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command_word(argv))
     _ACTIVE.clear()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._validation import MAX_SEED
+from .._validation import VOCABULARY, Interval, Option
 from ..errors import ScaleFitError
 
-#: The options several commands share, each defined once: the same flag means the same thing,
-#: with the same help, everywhere. A command adds one with :func:`add_option`, overriding only
-#: what differs (its help, its default). Every other option is declared beside its command;
-#: :class:`scalefit.cli.Parser` writes each option's default (or "required") into its help.
+#: The command-line options with no keyword in the API, each defined once. Options that the
+#: API has too (``--seed``, ``--bootstrap``, ``--cluster``, ...) are generated from
+#: :data:`scalefit._validation.VOCABULARY`. A command adds either with :func:`add_option`,
+#: overriding only what differs (its help, its default); :class:`scalefit.cli.Parser` writes
+#: each option's default (or "required") into its help.
 OPTIONS: dict[str, dict] = {
-    "--seed": {"type": None, "default": 0, "help": "random seed"},
     "--plots": {"default": None, "metavar": "DIR", "help": "write the figures into DIR"},
     "--budget": {
         "type": None,
@@ -29,12 +29,6 @@ OPTIONS: dict[str, dict] = {
         "help": "training budget in FLOPs, e.g. 1e21; repeat the option for several budgets",
     },
     "--no-progress": {"action": "store_true", "help": "hide the progress bars"},
-    "--bootstrap": {
-        "type": int,
-        "default": 0,
-        "metavar": "B",
-        "help": "bootstrap resamples (0: none)",
-    },
     "--executor": {
         "choices": ["local", "slurm"],
         "default": "local",
@@ -46,44 +40,22 @@ OPTIONS: dict[str, dict] = {
         "metavar": "K=V,...",
         "help": "law options, e.g. form=power,vocab=32000 for critical_depth",
     },
-    "--holdout": {
-        "type": float,
-        "default": None,
-        "metavar": "FRACTION",
-        "help": "also fit on the lowest-compute rows and test on this share of the rest",
-        "shown": "no held-out check",
-    },
 }
 
 
 def add_option(p: argparse.ArgumentParser, flag: str, **changes) -> argparse.Action:
-    """Add the shared option ``flag`` (see :data:`OPTIONS`) to ``p``, with ``changes`` applied."""
+    """Add the shared option ``flag`` to ``p``, with ``changes`` applied.
+
+    An option of the API (:data:`scalefit._validation.VOCABULARY`) gets the API's default,
+    choices and range; a command-line-only one comes from :data:`OPTIONS`.
+    """
+    option = VOCABULARY.get(flag.lstrip("-").replace("-", "_"))
+    if option is not None:
+        return p.add_argument(flag, **option.argparse_kwargs(**changes))
     kwargs = {**OPTIONS[flag], **changes}
-    if flag == "--seed" and kwargs["type"] is None:
-        kwargs["type"] = seed_arg
     if flag == "--budget" and kwargs["type"] is None:
         kwargs["type"] = positive_flops
     return p.add_argument(flag, **kwargs)
-
-
-def add_deprecated(p: argparse.ArgumentParser, flag: str, **kwargs) -> argparse.Action:
-    """An old spelling still accepted but hidden from the help (see :func:`deprecated`)."""
-    return p.add_argument(flag, help=argparse.SUPPRESS, **kwargs)
-
-
-def deprecated(old: str, new: str) -> None:
-    """Say on stderr, in one line, that ``old`` is an old spelling of ``new``."""
-    import sys
-
-    print(f"scalefit: warning: {old} is deprecated; use {new}", file=sys.stderr)
-
-
-def renamed_flag(args: argparse.Namespace, old: str, new: str) -> None:
-    """Move a value given under the old spelling ``--old`` to ``--new``, saying so in one line."""
-    value = getattr(args, old.lstrip("-").replace("-", "_"))
-    if value is not None:
-        deprecated(old, new)
-        setattr(args, new.lstrip("-").replace("-", "_"), value)
 
 
 def add_table_args(p: argparse.ArgumentParser) -> None:
@@ -94,13 +66,7 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
         help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion, "
         "lm_grid_shakespeare)",
     )
-    p.add_argument(
-        "--drop-highest",
-        type=int,
-        default=0,
-        metavar="K",
-        help="drop the K highest losses (keeps rows strictly below the K-th highest)",
-    )
+    add_option(p, "--drop-highest")
     p.add_argument(
         "--data-dir",
         default=None,
@@ -224,14 +190,9 @@ def plots_dir(path: str | None) -> Path | None:
 
 
 def figure_paths(args: argparse.Namespace, figure: str) -> list:
-    """Where a command's one figure goes: the deprecated ``--plot`` file and ``--plots``/figure."""
+    """Where a command's one figure goes: ``--plots DIR``/figure (none without ``--plots``)."""
     folder = plots_dir(args.plots)
-    return [p for p in (args.plot, folder / figure if folder is not None else None) if p]
-
-
-#: Figure formats matplotlib writes without extra software (the suffix of a --plot file; PGF
-#: needs LaTeX).
-FIGURE_FORMATS = frozenset("eps gif jpeg jpg pdf png ps raw rgba svg svgz tif tiff webp".split())
+    return [] if folder is None else [folder / figure]
 
 
 def check_paths(
@@ -239,7 +200,6 @@ def check_paths(
     inputs: dict[str, str | os.PathLike | None] | list | None = None,
     files: dict[str, str | os.PathLike | None] | None = None,
     folders: dict[str, str | os.PathLike | None] | None = None,
-    figures: dict[str, str | os.PathLike | None] | None = None,
     max_bytes: int | None = None,
 ) -> None:
     """Refuse unusable input and output paths at once, before a command does any work.
@@ -260,9 +220,6 @@ def check_paths(
     folders : dict
         Option name (``"--plots"``) to a folder that will be written into (or None): it must
         not exist, or be a folder; its parent must be (or become) a folder.
-    figures : dict
-        Option name (``"--plot"``) to a figure file (or None): checked as ``files``, and its
-        suffix must name a format matplotlib writes (no suffix: PNG).
     max_bytes : int, optional
         Size limit of the inputs (default :data:`scalefit._io.MAX_INPUT_BYTES`).
 
@@ -277,14 +234,7 @@ def check_paths(
     for what, path in pairs:
         if path is not None and str(path) != "":
             check_input_file(path, what=what, max_bytes=max_bytes or MAX_INPUT_BYTES)
-    for option, path in (figures or {}).items():
-        suffix = Path(path).suffix.lower().lstrip(".") if path else ""
-        if suffix and suffix not in FIGURE_FORMATS:
-            raise ScaleFitError(
-                f"{option} {path}: unknown figure format '.{suffix}'; expected one of "
-                f"{', '.join('.' + f for f in sorted(FIGURE_FORMATS))}."
-            )
-    checks = [(k, v, False) for k, v in {**(files or {}), **(figures or {})}.items()]
+    checks = [(k, v, False) for k, v in (files or {}).items()]
     checks += [(k, v, True) for k, v in (folders or {}).items()]
     for option, path, want_dir in checks:
         if path is not None and str(path) != "":
@@ -388,25 +338,9 @@ def positive_flops(text: str) -> float:
     return value
 
 
-def int_at_least(low: int, high: int | None = None):
-    """Argparse type factory for a whole number ``>= low`` (and ``<= high`` when given)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if high is not None and not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}]; got {text!r}")
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}; got {text!r}")
-        return value
-
-    return parse
-
-
-#: Argparse type of ``--seed``: a whole number in [0, 2**32 - 1].
-seed_arg = int_at_least(0, MAX_SEED)
+def int_at_least(low: int):
+    """Argparse type for a whole number ``>= low`` (the vocabulary's range check)."""
+    return Option("value", (Interval(int, low, None),)).parse
 
 
 def flops_text(value: float) -> str:

@@ -7,13 +7,11 @@ import argparse
 from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import (
-    add_deprecated,
     add_option,
     check_paths,
     law_options_arg,
     parse_mapping,
     plots_dir,
-    renamed_flag,
     tidy_table,
 )
 
@@ -30,7 +28,6 @@ def register(sub: Subcommands) -> None:
     """Add the ``allocate`` command."""
     p = sub.add_parser(
         "allocate",
-        help="compute-optimal depth, width and tokens for FLOP budgets",
         description="Compute-optimal allocation of FLOP budgets (C = 6 params tokens) under a "
         "fitted law (RESULT.json from `scalefit fit --out`) or a law with explicit parameters "
         "(--law NAME --params k=v,...). Prints, per budget, the recommended practical shape, "
@@ -48,7 +45,6 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--eps", type=float, default=1e-3, help="loss tolerance (nats) of the near-optimal set"
     )
-    add_deprecated(p, "--prob", type=float, default=None)
     p.add_argument(
         "--ci-prob",
         type=float,
@@ -215,7 +211,6 @@ def run_allocate(args: argparse.Namespace) -> int:
     source, values, law_options = _source(args)
     _refuse_shape_options(args, source, law_options)
     acc = _accounting(args, source, law_options)
-    renamed_flag(args, "--prob", "--ci-prob")
     kw = {"params": values, "law_options": law_options, "accounting": acc, "ci_prob": args.ci_prob}
     alloc = allocate(
         source,

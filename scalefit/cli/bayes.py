@@ -11,7 +11,6 @@ from ._common import (
     add_option,
     add_table_args,
     check_paths,
-    int_at_least,
     law_options_arg,
     load_table_arg,
     plots_dir,
@@ -19,16 +18,9 @@ from ._common import (
 
 
 def _sampler_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--chains", type=int_at_least(1), default=4, help="number of chains")
-    p.add_argument("--draws", type=int_at_least(1), default=1000, help="kept draws per chain")
-    p.add_argument("--warmup", type=int_at_least(1), default=1000, help="warm-up steps per chain")
+    for flag in ("--chains", "--draws", "--warmup", "--likelihood"):
+        add_option(p, flag)
     add_option(p, "--seed", help="seed of the sampler")
-    p.add_argument(
-        "--likelihood",
-        default="student_t",
-        choices=["student_t", "normal"],
-        help="noise model of log loss: Student-t (robust to outliers) or normal",
-    )
     add_option(p, "--no-progress")
 
 
@@ -74,7 +66,6 @@ def register(sub: Subcommands) -> None:
     """Add the ``bayes`` and ``compare`` commands."""
     p = sub.add_parser(
         "bayes",
-        help="fit a scaling law by Bayesian inference (NUTS)",
         description="Sample the posterior of a law's parameters with numpyro's NUTS; report "
         "medians, intervals, R-hat, ESS, divergences, BFMI and PSIS-LOO.",
     )
@@ -90,9 +81,9 @@ def register(sub: Subcommands) -> None:
         "--holdout",
         help="also fit on the lowest-compute rows and report predictive coverage on the rest",
     )
-    p.add_argument(
+    add_option(
+        p,
         "--predictive",
-        choices=["calibrated", "law"],
         default="calibrated",
         help="predictive that scores the --holdout rows: the calibrated one (random effect + "
         "discrepancy beyond the data, Student-t tails; see docs/extrapolation.md; the law's own "
@@ -105,7 +96,6 @@ def register(sub: Subcommands) -> None:
 
     q = sub.add_parser(
         "compare",
-        help="compare laws on one table by PSIS-LOO",
         description="Fit each law with NUTS and rank them by expected log predictive density "
         "(PSIS-LOO on log loss), with Pareto-k and WAIC.",
     )
@@ -134,7 +124,7 @@ def _priors(args: argparse.Namespace, table) -> dict:
 def run_bayes(args: argparse.Namespace) -> int:
     """Run ``scalefit bayes``; exit code 3 when the chains did not converge."""
     from ..errors import ConvergenceWarning
-    from ..fit.bayes import fit_bayes, hdi_frame, save_netcdf
+    from ..fit.bayes import fit_bayes, save_netcdf
     from . import EXIT_NOT_CONVERGED
 
     check_paths(
@@ -162,7 +152,7 @@ def run_bayes(args: argparse.Namespace) -> int:
             predictive=args.predictive,
             progress=False if args.no_progress else None,
         )
-    print(report_bayes(res, hdi_frame))
+    print(res.report())
     if args.out:
         res.save(args.out)
         print(f"\nwrote {args.out}")
@@ -177,48 +167,6 @@ def run_bayes(args: argparse.Namespace) -> int:
         for path in written:
             print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
-
-
-def report_bayes(res, hdi_frame) -> str:
-    """Text report of a Bayesian fit: header, posterior table, diagnostics, LOO, warnings."""
-    import pandas as pd
-
-    from ..fit.report import predictive_lines
-
-    d = res.diagnostics
-    c = res.conventions
-    pct = f"{100 * res.ci_prob:g}%"
-    lines = [
-        f"law        {res.law_name}: {res.law.formula}",
-        f"method     bayes (NUTS), likelihood {c['likelihood']}, {res.n_rows} rows, "
-        f"{d['chains']} chains x ({d['warmup']} warm-up + {d['draws']} draws), seed {c['seed']}",
-        f"converged  {'yes' if res.converged else 'NO'}: R-hat max {d['r_hat_max']:.4f}, "
-        f"bulk ESS min {d['ess_bulk_min']:.0f}, tail ESS min {d['ess_tail_min']:.0f}, "
-        f"{d['divergences']} divergences, BFMI min {d['bfmi_min']:.2f}",
-        f"timing     sampling {d['mcmc_seconds']:.1f} s wall, "
-        f"{d.get('mcmc_cpu_seconds', float('nan')):.1f} s CPU (incl. compilation); "
-        f"{d['ess_bulk_per_s_min']:.0f} bulk-ESS per wall second for the slowest parameter",
-        "metrics    " + ", ".join(f"{k} {v:.4g}" for k, v in res.metrics.items()),
-        f"loo        elpd_loo {d['loo']['elpd_loo']:.2f} (se {d['loo']['se']:.2f}), p_loo "
-        f"{d['loo']['p_loo']:.1f}, Pareto k max {d['loo']['pareto_k_max']:.2f}; elpd_waic "
-        f"{d['loo']['elpd_waic']:.2f}",
-        "ppc        "
-        + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in d.get("ppc", {}).items()),
-        f"\nposterior medians; {pct} equal-tailed (eti) and highest-density (hdi) intervals",
-    ]
-    with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
-        lines.append(hdi_frame(res).to_string())
-    if res.holdout:
-        h = res.holdout
-        lines.append(
-            f"\nholdout    trained on the lowest-compute {h['n_train']} rows, tested on "
-            f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, {100 * h['band_prob']:g}% "
-            f"predictive coverage {h['coverage']:.0%}, 50% coverage {h['coverage_50']:.0%}"
-        )
-        lines.extend(predictive_lines(h))
-    for w in res.warnings:
-        lines.append(f"warning    {w}")
-    return "\n".join(lines)
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import warnings
 
 from . import EXIT_NOT_CONVERGED, Subcommands
-from ._common import add_option, check_paths, parse_mapping, plots_dir, seed_arg
+from ._common import add_option, check_paths, parse_mapping, plots_dir
 
 FORMATS = ("auto", "csv", "jsonl", "tensorboard", "wandb", "trainer")
 
@@ -15,7 +15,6 @@ def register(sub: Subcommands) -> None:
     """Add the ``curves`` command group."""
     group = sub.add_parser(
         "curves",
-        help="fit schedule-aware laws to loss curves (every checkpoint, not only the last)",
         description="Loss curves: read training logs, fit a schedule-aware law, forecast.",
     )
     cmds = group.add_subparsers(dest="curves_command", metavar="COMMAND")
@@ -55,18 +54,16 @@ def register(sub: Subcommands) -> None:
         help="resample (or, with --bayes, offset) the runs sharing a value of this column "
         "together, e.g. a main run with its cooldown branches",
     )
-    p.add_argument("--starts", type=int, default=64, help="random starts")
+    add_option(p, "--starts", default=64)
     p.add_argument(
         "--bayes",
         action="store_true",
         help="Bayesian fit (NUTS) with a random log-loss offset per run",
     )
-    p.add_argument(
-        "--draws", type=int, default=1000, help="with --bayes: draws and warm-up per chain"
-    )
-    p.add_argument("--seed", type=seed_arg, default=0)
+    add_option(p, "--draws", help="with --bayes: draws and warm-up per chain")
+    add_option(p, "--seed")
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
-    p.add_argument("--plots", default=None, metavar="DIR", help="write figures into DIR")
+    add_option(p, "--plots")
     p.set_defaults(func=run_curves_fit)
     group.set_defaults(func=lambda args: _no_command(group))
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..accounting import flops_text
 from ..errors import ScaleFitError
 from . import Subcommands
-from ._common import int_at_least, positive_flops, seed_arg, tidy_table
+from ._common import add_option, int_at_least, positive_flops, tidy_table
 
 CHINCHILLA = {
     "table": "chinchilla",
@@ -69,7 +69,6 @@ def register(sub: Subcommands) -> None:
     """Add the ``demo`` command."""
     p = sub.add_parser(
         "demo",
-        help="fit the Chinchilla depth/width table (else a bundled one) and recommend shapes",
         description="Fits Liu et al.'s decomposed law (width, depth, tokens) to the Chinchilla "
         "depth/width table when it is found (--data-dir, SCALEFIT_DATA_DIR, shared/data beside "
         "the checkout, the user cache or a checksummed download), else to a bundled table, and "
@@ -89,7 +88,7 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--bootstrap", type=int_at_least(2), default=100, metavar="B", help="bootstrap resamples"
     )
-    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the bootstrap")
+    add_option(p, "--seed", help="seed of the bootstrap")
     p.add_argument(
         "--data-dir",
         default=None,

@@ -7,10 +7,8 @@ import argparse
 from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import (
-    add_deprecated,
     add_option,
     check_paths,
-    deprecated,
     figure_paths,
     int_at_least,
     positive_flops,
@@ -25,7 +23,6 @@ def register(sub: Subcommands) -> None:
     """Add the ``design`` command."""
     p = sub.add_parser(
         "design",
-        help="choose the next runs that most shrink the uncertainty at a target budget",
         description="Pick up to K runs (depth, width, params, tokens) from a candidate set whose "
         "total compute 6·N·T stays within --compute and that minimise the expected variance of "
         "the recommendation at --target (log N* by default), using the fit's draws and a "
@@ -72,7 +69,6 @@ def register(sub: Subcommands) -> None:
     )
     p.add_argument("--out", default=None, metavar="CSV", help="write the runs to train")
     add_option(p, "--plots", help=f"write the design figure into DIR as {FIGURE}")
-    add_deprecated(p, "--plot", default=None, metavar="PNG")
     p.set_defaults(func=run)
 
 
@@ -88,11 +84,8 @@ def run(args: argparse.Namespace) -> int:
     check_paths(
         inputs={"fit result (JSON)": args.result, "candidates CSV file": args.candidates},
         files={"--out": args.out},
-        figures={"--plot": args.plot},
         folders={"--plots": args.plots},
     )
-    if args.plot:
-        deprecated("--plot PNG", "--plots DIR")
     cand = read_csv(args.candidates) if args.candidates else None
     result = FitResult.load(args.result)
     if args.quantity in ("log_depth", "log_width") and "depth" not in result.law.inputs:

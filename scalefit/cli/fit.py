@@ -17,74 +17,31 @@ from ._common import (
     plots_dir,
 )
 
+#: The options of :func:`scalefit.fit` the command offers (declared once, in the vocabulary).
+_OPTIONS = (
+    "loss", "delta", "residuals", "weights", "starts", "bootstrap", "cluster", "ci_method",
+    "holdout", "predictive", "method",
+)  # fmt: skip
+
 
 def register(sub: Subcommands) -> None:
     """Add the ``fit`` and ``laws`` commands."""
     p = sub.add_parser(
         "fit",
-        help="fit a scaling law by robust least squares",
         description="Fit a scaling law to a loss table (multi-start, converged, "
         "optional bootstrap and held-out check).",
     )
     add_table_args(p)
     _add_law_options(p)
-    p.add_argument(
-        "--loss",
-        default="mse",
-        choices=["mse", "huber", "lad"],
-        help="loss of the residuals: squared (mse), Huber, or absolute (lad)",
-    )
-    p.add_argument("--delta", type=float, default=1e-3, help="Huber threshold (residual units)")
-    p.add_argument(
-        "--residuals",
-        default="log",
-        choices=["log", "linear"],
-        help="residuals on log loss (log y - log f) or on loss (y - f)",
-    )
-    p.add_argument(
-        "--weights",
-        default=None,
-        metavar="COLUMN",
-        help="per-row weights column",
-        shown="every row weighs the same",
-    )
-    p.add_argument("--starts", type=int, default=256, help="random starts of the optimiser")
-    add_option(p, "--bootstrap")
-    p.add_argument(
-        "--cluster",
-        default=None,
-        metavar="COLUMN",
-        help="resample whole groups sharing this column's value",
-        shown="rows resampled one by one",
-    )
-    p.add_argument(
-        "--ci-method",
-        default="percentile",
-        choices=["percentile", "bca"],
-        help="bootstrap interval: percentile or bias-corrected and accelerated (bca)",
-    )
-    add_option(p, "--holdout")
-    p.add_argument(
-        "--predictive",
-        choices=["law", "calibrated"],
-        default="law",
-        help="predictive that scores the --holdout rows: bootstrap draws with the training "
-        "RMSE's noise (law) or the calibrated one (see docs/extrapolation.md)",
-    )
-    p.add_argument(
-        "--method",
-        default="jax",
-        choices=["jax", "varpro", "lmfit"],
-        help="optimiser: scalefit's own (jax), the same with variable projection of the "
-        "coefficients the law is linear in (varpro), or lmfit's least squares",
-    )
+    for name in _OPTIONS:
+        add_option(p, "--" + name.replace("_", "-"))
     add_option(p, "--seed", help="seed of the random starts and the bootstrap")
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
     add_option(p, "--plots")
     add_option(p, "--no-progress")
     p.set_defaults(func=run_fit)
 
-    q = sub.add_parser("laws", help="list the registered laws with their formulas")
+    q = sub.add_parser("laws")
     q.set_defaults(func=run_laws)
 
 
@@ -137,20 +94,10 @@ def run_fit(args: argparse.Namespace) -> int:
             law,
             formula=formula,
             x0=x0,
-            loss=args.loss,
-            delta=args.delta,
-            residuals=args.residuals,
-            weights=args.weights,
-            starts=args.starts,
             seed=args.seed,
-            method=args.method,
-            bootstrap=args.bootstrap,
-            cluster=args.cluster,
-            ci_method=args.ci_method,
-            holdout=args.holdout,
-            predictive=args.predictive,
             law_options=law_options_arg(args.law_option),
             progress=False if args.no_progress else None,
+            **{name: getattr(args, name) for name in _OPTIONS},
         )
     print(cli_terms(res.report()))
     if args.out:

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import (
-    add_deprecated,
     add_option,
     add_table_args,
     check_paths,
-    deprecated,
     figure_paths,
     load_table_arg,
-    positive_flops,
-    renamed_flag,
     tidy_table,
 )
 
@@ -29,7 +24,6 @@ def register(sub: Subcommands) -> None:
     """Add the ``isoflop`` command."""
     p = sub.add_parser(
         "isoflop",
-        help="IsoFLOP approaches 1, 2 (parabola, weighted parabola, profile) and 3 side by side",
         description="Group runs by training budget, fit an IsoFLOP curve per budget (Hoffmann's "
         "parabola with its unweighted line as published, the same parabolas with a weighted "
         "line, and the law's asymmetric profile, which corrects off-centre sampling), fit "
@@ -45,7 +39,6 @@ def register(sub: Subcommands) -> None:
         help="nominal budget in FLOPs, e.g. 1e21; repeat the option for several budgets",
         shown="clusters of runs detected in the table",
     )
-    add_deprecated(p, "--budgets", default=None, metavar="C1,C2,...")
     p.add_argument("--tol", type=float, default=0.06, help="budget half-width in dex")
     p.add_argument(
         "--interval",
@@ -54,7 +47,6 @@ def register(sub: Subcommands) -> None:
         help="interval of the exponents",
     )
     p.add_argument("--ci-prob", type=float, default=0.95, help="interval probability")
-    add_deprecated(p, "--prob", type=float, default=None)
     p.add_argument("--curves", default=None, metavar="LONG.csv", help="Approach 1: long table")
     p.add_argument(
         "--run-column",
@@ -71,24 +63,7 @@ def register(sub: Subcommands) -> None:
     add_option(p, "--seed", help="seed of the bootstrap intervals")
     p.add_argument("--out", default=None, metavar="CSV", help="write the comparison table")
     add_option(p, "--plots", help=f"write the IsoFLOP figure into DIR as {FIGURE}")
-    add_deprecated(p, "--plot", default=None, metavar="PNG")
     p.set_defaults(func=run)
-
-
-def _budgets(args: argparse.Namespace) -> list[float] | None:
-    """The repeated --budget values, with the old --budgets C1,C2 spelling still accepted."""
-    budgets = list(args.budget or [])
-    if args.budgets:
-        deprecated("--budgets C1,C2", "--budget C1 --budget C2")
-        for text in args.budgets.split(","):
-            try:
-                budgets.append(positive_flops(text))
-            except argparse.ArgumentTypeError:
-                raise ScaleFitError(
-                    f"The '--budgets' option must be comma-separated positive FLOP counts. Got "
-                    f"{args.budgets!r} instead."
-                ) from None
-    return budgets or None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,11 +77,8 @@ def run(args: argparse.Namespace) -> int:
     check_paths(
         inputs={"long table (CSV)": args.curves, "fit result (JSON)": args.result},
         files={"--out": args.out},
-        figures={"--plot": args.plot},
         folders={"--plots": args.plots},
     )
-    if args.plot:
-        deprecated("--plot PNG", "--plots DIR")
     result = None
     if args.result:  # checked before any work
         from ..fit import FitResult
@@ -116,8 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     long = read_csv(args.curves) if args.curves else None  # read before any work
     table = load_table_arg(args)
-    budgets = _budgets(args)
-    renamed_flag(args, "--prob", "--ci-prob")
+    budgets = args.budget or None
     kw = dict(
         budgets=budgets, tol=args.tol, ci_prob=args.ci_prob, interval=args.interval, seed=args.seed
     )

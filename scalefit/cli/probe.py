@@ -12,7 +12,7 @@ import os
 
 from ..errors import ScaleFitError, require
 from . import Subcommands
-from ._common import add_deprecated, add_option, check_paths, deprecated, figure_paths
+from ._common import add_option, check_paths, figure_paths
 
 #: The file name of the probe-curves figure in the --plots folder.
 FIGURE = "probes.png"
@@ -22,7 +22,6 @@ def register(subparsers: Subcommands) -> None:
     """Add the ``probe`` command with its ``toy`` (default) and ``hf`` forms."""
     probe = subparsers.add_parser(
         "probe",
-        help="hidden-state probes: a saved toy model, or a Hugging Face language model (hf)",
         description="Probe the residual stream layer by layer. `scalefit probe STATE` is short "
         "for `scalefit probe toy STATE`.",
     )
@@ -35,7 +34,6 @@ def register(subparsers: Subcommands) -> None:
     add_option(toy, "--seed", help="seed of the probe inputs")
     toy.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
     add_option(toy, "--plots", help=f"write the probe curves into DIR as {FIGURE}")
-    add_deprecated(toy, "--plot", default=None, metavar="PNG")
     toy.set_defaults(func=_probe_toy)
     _register_hf(sub)
 
@@ -130,13 +128,9 @@ def _probe_toy(args: argparse.Namespace) -> int:
     from .._io import atomic_savefig, atomic_write_csv
     from ..sim.probe import probe_saved_model
 
-    check_paths(
-        files={"--out": args.out}, figures={"--plot": args.plot}, folders={"--plots": args.plots}
-    )
+    check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
     if args.tokens < 4:
         raise ScaleFitError(f"--tokens must be ≥ 4, got {args.tokens}.")
-    if args.plot:
-        deprecated("--plot PNG", "--plots DIR")
     report = probe_saved_model(args.model, tokens=args.tokens, seed=args.seed)
     summary = report["summary"]
     with pd.option_context("display.width", 140):

@@ -13,7 +13,7 @@ from ._common import add_option
 
 def register(subparsers) -> None:
     """Add the ``toy`` command."""
-    toy = subparsers.add_parser("toy", help="teacher–student toy: run sweeps, fit α_ℓ")
+    toy = subparsers.add_parser("toy")
     sub = toy.add_subparsers(dest="toy_command", metavar="ACTION", required=True)
 
     run = sub.add_parser("run", help="run (or resume) a toy sweep spec")

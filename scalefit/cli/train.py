@@ -11,12 +11,12 @@ from pathlib import Path
 from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json
 from .._validation import fmt_value
 from ..errors import ScaleFitError
-from ._common import add_deprecated, add_option, check_paths, deprecated
+from ._common import add_option, check_paths
 
 
 def register(sub) -> None:
     """Add the ``train`` and ``data`` commands."""
-    p = sub.add_parser("train", help="train reference transformers (one run, a grid, diagnostics)")
+    p = sub.add_parser("train")
     tsub = p.add_subparsers(dest="train_command", metavar="SUBCOMMAND")
     _register_run(tsub)
     _register_grid(tsub)
@@ -103,7 +103,6 @@ def _register_report(tsub) -> None:
     rep.add_argument("out_dir", metavar="DIR", help="a sweep folder written by `train grid`")
     rep.add_argument("--table", default=None, metavar="CSV", help="write the loss table here")
     add_option(rep, "--plots", help="write the PNG figures into DIR")
-    add_deprecated(rep, "--img", default=None, metavar="DIR")
     rep.add_argument(
         "--with",
         dest="extra",
@@ -118,7 +117,7 @@ def _register_report(tsub) -> None:
 
 
 def _register_data(sub) -> None:
-    d = sub.add_parser("data", help="offline corpora for the trainer")
+    d = sub.add_parser("data")
     dsub = d.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
     prep = dsub.add_parser("prepare", help="fetch a corpus into the cache and tokenise it")
     prep.add_argument(
@@ -341,14 +340,12 @@ def _cmd_report(args) -> int:
     check_paths(
         inputs=[("loss table (CSV)", p) for p in args.extra],
         files={"--table": args.table},
-        folders={"--img": args.img, "--plots": args.plots},
+        folders={"--plots": args.plots},
     )
-    if args.img:
-        deprecated("--img DIR", "--plots DIR")
     out = grid_report(
         args.out_dir,
         table_path=args.table,
-        img_dir=args.plots or args.img,
+        img_dir=args.plots,
         extra_tables=args.extra,
         bootstrap=args.bootstrap,
         seed=args.seed,

@@ -14,47 +14,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._validation import MAX_SEED, Interval, IsType, Options, validate
+from .._validation import IsType, constraints, validate
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
-from .bootstrap import CI_METHODS
 from .bootstrap import bootstrap as run_bootstrap
 from .build import FitSettings
 from .data import as_table, names_read, resolve_weights
 from .device import fit_device, on_device
-from .engine import LOSSES
 from .holdout import holdout_check
 from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
 from .lsq import JaxBackend, least_squares
-from .observation import RESIDUALS
 from .result import FitResult
 from .split import n_holdout
 
 METHODS = ("jax", "lmfit", "varpro")
-#: Most random starts (and bootstrap resamples) one fit accepts: beyond this the start matrix
-#: alone would not fit in memory.
-MAX_STARTS = 100_000
 
+#: The options of :func:`fit` (declared once in :data:`scalefit._validation.VOCABULARY`, which
+#: the command line is generated from too).
+OPTIONS = (
+    "loss", "delta", "residuals", "starts", "seed", "method", "bootstrap", "boot_starts",
+    "cluster", "ci_prob", "ci_method", "holdout", "predictive", "drop_highest", "progress",
+)  # fmt: skip
 _CONSTRAINTS = {
+    **constraints(*OPTIONS),
     "law": [IsType(str, "a law name"), IsType(Law, "a Law")],
-    "loss": [Options(set(LOSSES))],
-    "delta": [Interval(float, 0, None, closed="neither")],
-    "residuals": [Options(set(RESIDUALS))],
-    "starts": [Interval(int, 1, MAX_STARTS)],
-    "seed": [Interval(int, 0, MAX_SEED)],
-    "method": [Options(set(METHODS))],
-    "bootstrap": [Interval(int, 0, MAX_STARTS)],
-    "boot_starts": [Interval(int, 0, MAX_STARTS)],
-    "cluster": [None, IsType(str, "a column name")],
-    "ci_prob": [Interval(float, 0, 1, closed="neither")],
-    "ci_method": [Options(set(CI_METHODS))],
-    "holdout": [None, Interval(float, 0, 1, closed="neither")],
-    "predictive": [Options({"law", "calibrated"})],
-    "drop_highest": [Interval(int, 0, None)],
     "law_options": [None, IsType(Mapping, "a mapping")],
     "formula": [None, IsType(str, "a formula string")],
     "x0": [None, IsType(Mapping, "a mapping of parameter values")],
-    "progress": [None, "boolean"],
 }
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import math
 import os
 import time
 import warnings
@@ -24,12 +23,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import MAX_SEED, Interval, Options, validate
+from .._validation import constraints, validate
 from ..errors import ConvergenceWarning, ScaleFitError, require
 from ..laws import Law, get_law
 from ..table import require_columns
 from .build import FitSettings, provenance
-from .observation import RESIDUALS, add_noise, residual, response, standard_noise
+from .data import group_codes
+from .observation import add_noise, residual, response, standard_noise
+from .report import hdi_frame as hdi_frame  # public here: docs/bayes.md
 from .result import FitResult
 
 LIKELIHOODS = ("student_t", "normal")
@@ -42,18 +43,15 @@ _PACKAGES = ("jax", "numpyro", "arviz")
 #: its mass below 0.067 and 95 % below 0.2, i.e. runs whose losses differ by up to about 20 %.
 TAU_PRIOR = {"dist": "halfnormal", "scale": 0.1}
 
-_UNIT = [Interval(float, 0, 1, closed="neither")]
+#: The validated options of :func:`fit_bayes` (declared once in
+#: :data:`scalefit._validation.VOCABULARY`, which the command line is generated from too).
+OPTIONS = (
+    "likelihood", "chain_method", "chains", "draws", "warmup", "seed", "ci_prob",
+    "target_accept", "residuals", "drop_highest", "holdout", "progress",
+)  # fmt: skip
 _CONSTRAINTS = {
-    "likelihood": [Options(set(LIKELIHOODS))],
-    "chain_method": [Options(set(CHAIN_METHODS))],
-    "chains": [Interval(int, 1, None)],
-    "draws": [Interval(int, 10, None)],
-    "warmup": [Interval(int, 10, None)],
-    "seed": [Interval(int, 0, MAX_SEED)],
-    "ci_prob": _UNIT,
-    "target_accept": _UNIT,
-    "residuals": [Options(set(RESIDUALS))],
-    "predictive": [Options(set(PREDICTIVES))],
+    **constraints(*OPTIONS),
+    "predictive": constraints("predictive")["predictive"],
 }
 
 
@@ -327,24 +325,10 @@ def _groups(tab: pd.DataFrame, column: str | None) -> tuple[tuple[np.ndarray, in
     """Each row's group index and the number of groups of ``column``, and the group labels."""
     if column is None:
         return None, ()
-    where = tab.attrs.get("scalefit", {}).get("source", "<table>")
-    if not isinstance(column, str) or column not in tab.columns:
-        raise ScaleFitError(
-            f"The 'group' parameter of fit_bayes must name a column of {where}; got "
-            f"{column!r}, columns are {', '.join(map(str, tab.columns))}."
-        )
-    values = tab[column]
-    if values.isna().any():
-        row = int(np.flatnonzero(values.isna().to_numpy())[0])
-        raise ScaleFitError(f"{where}: group column {column!r} is empty in row {row}.")
-    labels, index = np.unique(values.astype(str).to_numpy(), return_inverse=True)
-    if not 2 <= len(labels) < len(tab):
-        raise ScaleFitError(
-            f"{where}: group column {column!r} must have at least 2 groups and fewer groups than "
-            f"rows (else the group offsets are not told apart from the noise); it has "
-            f"{len(labels)} group(s) in {len(tab)} rows."
-        )
-    return (index.astype(np.int32), len(labels)), tuple(labels.tolist())
+    index, labels = group_codes(
+        tab, column, owner="fit_bayes", name="group", fewer_than_rows=True, sort=True
+    )
+    return (index.astype(np.int32), len(labels)), tuple(labels)
 
 
 def _sample(d: _Prepared, s: BayesSettings) -> tuple[Any, float, float]:
@@ -668,28 +652,6 @@ def load_netcdf(path: str | os.PathLike):
             f"found groups {_arviz.group_names(obj)}."
         )
     return obj
-
-
-def hdi_frame(result: FitResult) -> pd.DataFrame:
-    """Posterior summary: median, equal-tailed interval, HDI, R-hat and ESS per parameter."""
-    d = result.diagnostics
-    rows = []
-    for n, v in result.params.items():
-        rows.append(
-            {
-                "param": n,
-                "median": v,
-                "sd": result.stderr.get(n, math.nan),
-                "eti_lo": result.ci[n][0],
-                "eti_hi": result.ci[n][1],
-                "hdi_lo": d["hdi"][n][0],
-                "hdi_hi": d["hdi"][n][1],
-                "r_hat": d.get("r_hat", {}).get(n, math.nan),
-                "ess_bulk": d.get("ess_bulk", {}).get(n, math.nan),
-                "ess_tail": d.get("ess_tail", {}).get(n, math.nan),
-            }
-        )
-    return pd.DataFrame(rows).set_index("param")
 
 
 def holdout_bayes(

@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress_bar
-from .._validation import Interval, IsType, Options, validate
+from .._validation import IsType, constraints, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
 from ..laws.base import outside_range
-from .data import as_table, inputs_of
+from .data import as_table, group_codes, inputs_of
 from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_psi, robust_rho
 from .lsq import solve_many
 from .result import FitResult
@@ -103,18 +103,8 @@ def _clusters(tab: pd.DataFrame, cluster: str | None) -> tuple[np.ndarray | None
     """Cluster codes per row and the number of clusters (validated), or (None, rows)."""
     if cluster is None:
         return None, len(tab)
-    if cluster not in tab.columns:
-        raise ScaleFitError(
-            f"The 'cluster' column {cluster!r} is not in the table; columns: "
-            f"{', '.join(map(str, tab.columns))}."
-        )
-    codes, uniques = pd.factorize(tab[cluster])
-    g = len(uniques)
-    if g < 2:
-        raise ScaleFitError(
-            f"The 'cluster' column {cluster!r} has a single value; need ≥ 2 groups."
-        )
-    return codes, g
+    codes, labels = group_codes(tab, cluster, owner="bootstrap", name="cluster")
+    return codes, len(labels)
 
 
 def _bca(draws: np.ndarray, theta: np.ndarray, jack: np.ndarray, prob: float) -> np.ndarray:
@@ -253,13 +243,7 @@ def bootstrap(
 
 _CONSTRAINTS = {
     "res": [IsType(FitResult, "a FitResult")],
-    "n_boot": [Interval(int, 1, None)],
-    "boot_starts": [Interval(int, 0, None)],
-    "cluster": [None, IsType(str, "a column name")],
-    "seed": [Interval(int)],
-    "ci_prob": [Interval(float, 0, 1, closed="neither")],
-    "ci_method": [Options(set(CI_METHODS))],
-    "progress": [None, "boolean"],
+    **constraints("n_boot", "boot_starts", "cluster", "seed", "ci_prob", "ci_method", "progress"),
     "screen": ["boolean"],
 }
 
@@ -576,8 +560,8 @@ def _jackknife_linear(
     w = np.ones(problem.n) if problem.weights is None else problem.weights
     g = (w * psi)[:, None] * jac
     if cluster is not None:
-        codes, uniques = pd.factorize(tab[cluster])
-        gc = np.zeros((len(uniques), p))
+        codes, n_groups = _clusters(tab, cluster)
+        gc = np.zeros((n_groups, p))
         np.add.at(gc, codes, g)
         g = gc
     h = problem.curvature(z)["h_internal"]

@@ -172,3 +172,72 @@ def check_design(tab: pd.DataFrame, law: Law, y: np.ndarray, weights: np.ndarray
             f"every loss in the table is {fmt_value(float(yk[0]))}: a constant response "
             f"identifies none of law {law.name!r}'s parameters."
         )
+
+
+def group_codes(
+    tab: pd.DataFrame,
+    column: Any,
+    *,
+    owner: str,
+    name: str,
+    fewer_than_rows: bool = False,
+    sort: bool = False,
+) -> tuple[np.ndarray, list]:
+    """Each row's group and the group labels of ``column``: the one grouping check of scalefit.
+
+    Every path that groups rows (the clustered bootstrap, the Bayesian per-group offsets, the
+    curves' run clusters) calls this, so a grouping is refused the same way everywhere: a name
+    that is not a column, an empty cell (a row without a group: never resampled with another
+    group), fewer than two groups.
+
+    Parameters
+    ----------
+    tab : DataFrame
+        The table.
+    column : str
+        The grouping column.
+    owner, name : str
+        The function and its keyword (``"bootstrap"``, ``"cluster"``), for the messages.
+    fewer_than_rows : bool, default False
+        Also require fewer groups than rows (group offsets told apart from the noise).
+    sort : bool, default False
+        Number the groups in sorted order of their labels (as text) instead of by first row.
+
+    Returns
+    -------
+    codes : ndarray of int
+        The group index of each row.
+    labels : list
+        The group labels.
+
+    Raises
+    ------
+    ScaleFitError
+        On any of the refusals above, in one line naming the column and the row.
+    """
+    where = tab.attrs.get("scalefit", {}).get("source", "the table")
+    if not isinstance(column, str) or column not in tab.columns:
+        raise ScaleFitError(
+            f"The {name!r} parameter of {owner} must name a column of {where}; got "
+            f"{fmt_value(column)}, columns are {', '.join(map(str, tab.columns))}."
+        )
+    values = tab[column]
+    empty = values.isna().to_numpy() | (values.astype(str).str.strip() == "").to_numpy()
+    if empty.any():
+        raise ScaleFitError(
+            f"{where}: {name} column {column!r} is empty in row {int(np.flatnonzero(empty)[0])}; "
+            "every row needs a group."
+        )
+    codes, labels = pd.factorize(values.astype(str) if sort else values, sort=sort)
+    top = len(tab) - 1 if fewer_than_rows else None
+    if len(labels) < 2 or (top is not None and len(labels) > top):
+        rule = "at least 2 groups" + (
+            " and fewer groups than rows (else the group offsets are not told apart from the noise)"
+            if top is not None
+            else ""
+        )
+        raise ScaleFitError(
+            f"{where}: {name} column {column!r} must have {rule}; it has {len(labels)} group(s) "
+            f"in {len(tab)} rows."
+        )
+    return codes.astype(np.int64), list(labels)

@@ -38,8 +38,11 @@ def format_report(res: Any) -> str:
     """A readable text report of a fit result.
 
     Standard errors of parameters in ``res.not_identified`` are printed as "not identified", with
-    a pointer to the interval that does mean something.
+    a pointer to the interval that does mean something. A Bayesian fit (``method="bayes"``) gets
+    its own layout: posterior medians and intervals, R-hat, ESS, divergences and PSIS-LOO.
     """
+    if res.method == "bayes":
+        return _bayes_report(res)
     conv = res.conventions
     lines = _header(res)
     if conv.get("outlier_rule") and conv["outlier_rule"] != "none":
@@ -100,12 +103,7 @@ def format_report(res: Any) -> str:
             f"({(d['n_boot'] - d.get('boot_failed', 0)) / d['n_boot']:.0%}), {pct} interval "
             f"{conv.get('ci_method', 'percentile')}"
         )
-    if d.get("groups"):
-        g = d["groups"]
-        lines.append(
-            f"\ngroups     {g['n_groups']} of column {g['column']!r}, each a random offset of log "
-            f"loss; tau {g['tau']:.3g} ({pct} {g['tau_ci'][0]:.3g} to {g['tau_ci'][1]:.3g})"
-        )
+    lines.extend(_groups_lines(res))
     if res.holdout:
         h = res.holdout
         lines.append(
@@ -118,6 +116,93 @@ def format_report(res: Any) -> str:
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def _bayes_report(res: Any) -> str:
+    """Text report of a Bayesian fit: header, posterior table, diagnostics, LOO, warnings."""
+    import pandas as pd
+
+    d = res.diagnostics
+    c = res.conventions
+    pct = f"{100 * res.ci_prob:g}%"
+    lines = [
+        f"law        {res.law_name}: {res.law.formula}",
+        f"method     bayes (NUTS), likelihood {c['likelihood']}, {res.n_rows} rows, "
+        f"{d['chains']} chains x ({d['warmup']} warm-up + {d['draws']} draws), seed {c['seed']}",
+        f"converged  {'yes' if res.converged else 'NO'}: R-hat max {d['r_hat_max']:.4f}, "
+        f"bulk ESS min {d['ess_bulk_min']:.0f}, tail ESS min {d['ess_tail_min']:.0f}, "
+        f"{d['divergences']} divergences, BFMI min {d['bfmi_min']:.2f}",
+        f"timing     sampling {d['mcmc_seconds']:.1f} s wall, "
+        f"{d.get('mcmc_cpu_seconds', float('nan')):.1f} s CPU (incl. compilation); "
+        f"{d['ess_bulk_per_s_min']:.0f} bulk-ESS per wall second for the slowest parameter",
+        "metrics    " + ", ".join(f"{k} {v:.4g}" for k, v in res.metrics.items()),
+        f"loo        elpd_loo {d['loo']['elpd_loo']:.2f} (se {d['loo']['se']:.2f}), p_loo "
+        f"{d['loo']['p_loo']:.1f}, Pareto k max {d['loo']['pareto_k_max']:.2f}; elpd_waic "
+        f"{d['loo']['elpd_waic']:.2f}",
+        "ppc        "
+        + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in d.get("ppc", {}).items()),
+        f"\nposterior medians; {pct} equal-tailed (eti) and highest-density (hdi) intervals",
+    ]
+    with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
+        lines.append(hdi_frame(res).to_string())
+    lines.extend(_groups_lines(res))
+    if res.holdout:
+        h = res.holdout
+        lines.append(
+            f"\nholdout    trained on the lowest-compute {h['n_train']} rows, tested on "
+            f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, {100 * h['band_prob']:g}% "
+            f"predictive coverage {h['coverage']:.0%}, 50% coverage {h['coverage_50']:.0%}"
+        )
+        lines.extend(predictive_lines(h))
+    for w in res.warnings:
+        lines.append(f"warning    {w}")
+    return "\n".join(lines)
+
+
+def _groups_lines(res: Any) -> list[str]:
+    """The line of a fit with a random offset per group (``group=``), else nothing."""
+    g = res.diagnostics.get("groups")
+    if not g:
+        return []
+    pct = f"{100 * res.ci_prob:g}%"
+    return [
+        f"\ngroups     {g['n_groups']} of column {g['column']!r}, each a random offset of log "
+        f"loss; tau {g['tau']:.3g} ({pct} {g['tau_ci'][0]:.3g} to {g['tau_ci'][1]:.3g})"
+    ]
+
+
+def hdi_frame(result: Any):
+    """Posterior summary: median, equal-tailed interval, HDI, R-hat and ESS per parameter.
+
+    Parameters
+    ----------
+    result : FitResult
+        A Bayesian fit (``method="bayes"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per parameter.
+    """
+    import pandas as pd
+
+    d = result.diagnostics
+    rows = [
+        {
+            "param": n,
+            "median": v,
+            "sd": result.stderr.get(n, np.nan),
+            "eti_lo": result.ci[n][0],
+            "eti_hi": result.ci[n][1],
+            "hdi_lo": d["hdi"][n][0],
+            "hdi_hi": d["hdi"][n][1],
+            "r_hat": d.get("r_hat", {}).get(n, np.nan),
+            "ess_bulk": d.get("ess_bulk", {}).get(n, np.nan),
+            "ess_tail": d.get("ess_tail", {}).get(n, np.nan),
+        }
+        for n, v in result.params.items()
+    ]
+    return pd.DataFrame(rows).set_index("param")
 
 
 def predictive_lines(holdout: dict) -> list[str]:

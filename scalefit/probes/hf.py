@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .._progress import progress_bar
-from .._validation import Interval, IsType, validate
+from .._validation import SEED, Interval, validate
 from ..errors import ScaleFitError, require
 from ._assemble import HFProbeResult, assemble, with_pruning
 from ._hfmodel import FAMILIES, LoadedModel, blocks_of, load_model, wrap_model
@@ -56,7 +56,7 @@ _CONSTRAINTS = {
     "prune_tokens": [Interval(int, 0, None)],
     "bootstrap": [Interval(int, 0, None)],
     "reservoir": [Interval(int, 4, None)],
-    "seed": [IsType(int)],
+    "seed": [SEED],
 }
 CHECKPOINT_SECONDS = 20.0
 #: model_type → (attribute of the block holding its attention sub-layer, whether the residual is

@@ -77,3 +77,37 @@ def _modules_jax_imports_to_load_a_program() -> set[str]:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+DRIVER = """
+import contextlib, io, json, sys
+from scalefit.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+cli = sorted(m for m in sys.modules if m.startswith("scalefit.cli"))
+print(json.dumps({"code": code, "cli": cli}))
+"""
+
+
+def _cli_modules(*args) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, *args], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_fit_builds_only_its_own_parser(tmp_path):
+    """`scalefit fit --help` and a `scalefit fit` run import no other command's module."""
+    from scalefit.fit.synthetic import simulate_table
+
+    path = tmp_path / "t.csv"
+    simulate_table("chinchilla", seed=0).iloc[:40].to_csv(path, index=False)
+    own = ["scalefit.cli", "scalefit.cli._common", "scalefit.cli.fit"]
+    assert _cli_modules("fit", "--help") == {"code": 0, "cli": own}
+    run = ["fit", str(path), "--law", "chinchilla", "--starts", "4", "--no-progress"]
+    assert _cli_modules(*run) == {"code": 0, "cli": own}
+    assert _cli_modules("--help")["cli"] == ["scalefit.cli"]

@@ -78,12 +78,12 @@ def test_probe_command(sweep, tmp_path, capsys):
     layers = pd.read_csv(csv)
     assert set(layers["model"]) == {"teacher", "student_2", "student_3", "student_4", "student_6"}
     assert_png(figs / "probes.png")
-    # the old spelling: the same figure where it was asked, and one deprecation line
+    # the old spelling of 0.1.0 (never released) is gone, not read as a prefix of --plots
     png = tmp_path / "probe.png"
-    assert main(["probe", str(run_dir), "--tokens", "64", "--plot", str(png)]) == 0
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--plot PNG is deprecated; use --plots DIR" in err
-    assert_png(png)
+    with pytest.raises(SystemExit) as exc:
+        main(["probe", str(run_dir), "--tokens", "64", "--plot", str(png)])
+    assert exc.value.code == 2 and "Did you mean '--plots'?" in capsys.readouterr().err
+    assert not png.exists()
 
 
 def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys):

@@ -18,7 +18,10 @@ BUDGETS = [1e18, 3e18, 1e19, 3e19]
 
 
 def _run(argv, capsys):
-    code = main([str(a) for a in argv])
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # a usage error
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -56,29 +59,20 @@ def test_isoflop_repeated_budget_and_plots_folder(runs, tmp_path, capsys):
     assert first[0] == "1e18" and "e+18" not in out.splitlines()[1]
 
 
-def test_isoflop_old_spellings_still_work_with_one_line_each(runs, tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("old", "hint"),
+    [
+        (["--budgets", "1e19,1e20"], "--budget"),
+        (["--plot", "fig.png"], "--plots"),
+        (["--prob", "0.9"], "--ci-prob"),
+    ],
+)
+def test_isoflop_old_spellings_are_gone(runs, old, hint, capsys):
+    """0.1.0 was never released: its old spellings are usage errors with a did-you-mean."""
     csv, _ = runs
-    new = ["isoflop", csv, "--out", tmp_path / "new.csv"]
-    for b in BUDGETS:
-        new += ["--budget", f"{b:g}"]
-    assert _run(new, capsys)[0] == 0
-    old = ["isoflop", csv, "--budgets", ",".join(f"{b:g}" for b in BUDGETS)]
-    old += ["--out", tmp_path / "old.csv", "--plot", tmp_path / "fig.png"]
-    code, out, err = _run(old, capsys)
-    assert code == 0
-    lines = err.splitlines()
-    assert len(lines) == 2 and all(line.startswith("scalefit: warning:") for line in lines)
-    assert "--plots DIR" in err and "--budget C1 --budget C2" in err
-    assert f"wrote {tmp_path / 'fig.png'}" in out
-    assert_png(tmp_path / "fig.png")
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "old.csv"), pd.read_csv(new[3]))
-
-
-def test_isoflop_bad_old_budget_list_is_one_line(runs, capsys):
-    csv, _ = runs
-    code, _, err = _run(["isoflop", csv, "--budgets", "1e19,abc"], capsys)
-    assert code == 2 and err.count("\n") == 2  # the deprecation line, then the error
-    assert "'--budgets' option" in err.splitlines()[1] and "'1e19,abc'" in err
+    code, _, err = _run(["isoflop", csv, *old], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert f"unrecognized arguments: {old[0]}" in err and f"Did you mean '{hint}'?" in err
 
 
 def test_no_python_syntax_in_messages(tmp_path, capsys):
@@ -115,12 +109,13 @@ def test_design_plots_folder_wrote_lines_and_no_nan_shape(runs, tmp_path, capsys
     assert {"depth", "width", "params", "tokens"} <= set(table.columns)
 
 
-def test_design_old_plot_spelling(runs, tmp_path, capsys):
+def test_design_old_plot_spelling_is_gone(runs, tmp_path, capsys):
     _, pilot = runs
     argv = ["design", pilot, "--target", "1e24", "--compute", "1e21", "--k", "2"]
-    code, out, err = _run([*argv, "--plot", tmp_path / "d.png"], capsys)
-    assert code == 0 and err.count("\n") == 1 and "--plot PNG is deprecated" in err
-    assert f"wrote {tmp_path / 'd.png'}" in out
+    code, _, err = _run([*argv, "--plot", tmp_path / "d.png"], capsys)
+    assert (
+        code == 2 and "unrecognized arguments: --plot" in err and not (tmp_path / "d.png").exists()
+    )
 
 
 def test_design_refuses_a_shape_quantity_for_a_law_without_shape(runs, capsys):
@@ -210,13 +205,11 @@ def test_compare_exits_3_when_a_law_did_not_converge(tmp_path, capsys):
     assert code == 3 and "did not converge" in out
 
 
-def test_train_report_takes_plots_and_still_reads_img():
+def test_train_report_takes_plots():
     from scalefit.cli import build_parser
 
     args = build_parser().parse_args(["train", "report", "grid", "--plots", "figs"])
-    assert args.plots == "figs" and args.img is None
-    args = build_parser().parse_args(["train", "report", "grid", "--img", "old"])
-    assert args.img == "old" and args.plots is None
+    assert args.plots == "figs" and not hasattr(args, "img")
 
 
 def test_demo_tables_write_budgets_and_widths_as_numbers_read(tmp_path, capsys):
