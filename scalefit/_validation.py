@@ -35,11 +35,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import functools
 import math
 import numbers
 import re
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +56,6 @@ __all__ = [
     "check_field",
     "constraints",
     "did_you_mean",
-    "renamed_attribute",
-    "renamed_keyword",
     "field_message",
     "fmt_value",
     "validate",
@@ -399,45 +395,6 @@ def validate_mapping(
                     f"Known keys: {', '.join(sorted(constraints))}."
                 )
     validate(where, data, constraints, noun="key")
-
-
-def renamed_keyword(old: str, new: str, *, until: str = "0.2") -> Callable[[Callable], Callable]:
-    """Decorator: keyword ``old`` works until ``until``, warning to use ``new`` (not both)."""
-
-    def wrap(func: Callable) -> Callable:
-        @functools.wraps(func)
-        def inner(*args: Any, **kwargs: Any) -> Any:
-            if old in kwargs:
-                owner = func.__qualname__
-                if new in kwargs:
-                    raise ScaleFitError(f"{owner} got {new!r} and its old name {old!r}; give one.")
-                warnings.warn(
-                    f"The {old!r} parameter of {owner} is deprecated; use {new!r} "
-                    f"({old!r} goes in scalefit {until}).",
-                    DeprecationWarning,
-                    stacklevel=2,
-                )
-                kwargs[new] = kwargs.pop(old)
-            return func(*args, **kwargs)
-
-        return inner
-
-    return wrap
-
-
-def renamed_attribute(old: str, new: str, *, until: str = "0.2") -> property:
-    """A read-only property ``old`` that returns ``new``, warning to use ``new`` until ``until``."""
-
-    def get(self: Any) -> Any:
-        warnings.warn(
-            f"{type(self).__name__}.{old} is deprecated; use .{new} ({old!r} goes in scalefit "
-            f"{until}).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(self, new)
-
-    return property(get)
 
 
 # ---- the option vocabulary: each option declared once, for the API and the command line ----
