@@ -13,11 +13,11 @@ intervals an allocation draws from a fit's bootstrap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def widen(
     out = summary.copy()
     d = np.log(out["budget"].to_numpy(float) / c_max)
     s = cal.s_misfit(d)
-    z = float(stats.norm.ppf((1 + prob) / 2))
+    z = NormalDist().inv_cdf((1 + prob) / 2)
     out["distance"], out["misfit_sd"] = np.maximum(d, 0.0), s
     for q, e in elasticity.items():
         point = out.get(f"{q}_star")

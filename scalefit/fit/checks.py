@@ -19,7 +19,9 @@ barely constrain are listed as *not identified*; their asymptotic standard error
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
@@ -137,16 +139,43 @@ def _design_inverse(jac: np.ndarray, w: np.ndarray) -> np.ndarray:
         return np.full((p, p), np.nan)
 
 
+def _plateau(theta: np.ndarray, curv: dict, at_zero) -> tuple[np.ndarray, list[int]]:
+    """Relative sensitivity of the residuals to each public parameter, and the ones with none."""
+    col = np.sqrt(np.clip(np.diag(curv["gn_public"]), 0, None))  # |d r / d theta| (weighted)
+    sens = np.where(theta != 0, np.abs(theta), 1.0) * col
+    top = float(np.nanmax(sens)) if np.isfinite(sens).any() else 0.0
+    return sens, [
+        i for i in range(len(theta)) if not sens[i] > PLATEAU_RTOL * top and i not in at_zero
+    ]
+
+
+def _flat_directions(gn: np.ndarray, free: list[int]) -> set[int]:
+    """Parameters in flat directions of the exact Gauss-Newton matrix (PSD, no difference noise)."""
+    flat: set[int] = set()
+    if free:
+        ev, vec = _eig(gn[np.ix_(free, free)])
+        for k in np.flatnonzero(np.isfinite(ev) & (np.abs(ev) < FLAT_TOL)):
+            flat |= {free[j] for j in np.flatnonzero(np.abs(vec[:, k]) > FLAT_WEIGHT)}
+    return flat
+
+
+def _huber_bread(problem: Problem, loc: dict) -> tuple[np.ndarray, float]:
+    """Each row's smoothed ``E psi'(r)`` and the kernel bandwidth (rows of weight 0 left out)."""
+    rr = np.asarray(loc["resid"])[: problem.n]
+    bandwidth = huber_bandwidth(rr[_row_weights(problem) > 0])
+    return huber_slopes(rr, problem.delta, bandwidth), bandwidth
+
+
 def hall_sheather(n: int, alpha: float = 0.05) -> float:
     """Hall and Sheather's (1988) bandwidth, in probability units, for the median's sparsity.
 
     ``n^(-1/3) z_(1-alpha/2)^(2/3) (1.5 phi(0)^2)^(1/3)`` (the ``tau = 0.5`` case of
     ``quantreg::bandwidth.rq(hs = TRUE)``); about 0.195 at ``n = 123``.
     """
-    from scipy.stats import norm
-
     return float(
-        n ** (-1 / 3) * norm.ppf(1 - alpha / 2) ** (2 / 3) * (1.5 * norm.pdf(0) ** 2) ** (1 / 3)
+        n ** (-1 / 3)
+        * _NORM.inv_cdf(1 - alpha / 2) ** (2 / 3)
+        * (1.5 * _NORM.pdf(0) ** 2) ** (1 / 3)
     )
 
 
@@ -158,15 +187,13 @@ def huber_bandwidth(r: np.ndarray) -> float:
     (:func:`hall_sheather`) carried to the residual scale as ``(Phi^-1(0.5 + h) -
     Phi^-1(0.5 - h)) * min(sd, IQR / 1.34)`` of the residuals. 0 when they have no spread.
     """
-    from scipy.stats import norm
-
     r = np.asarray(r, dtype=float)
     if len(r) < 2:
         return 0.0
     h = min(hall_sheather(len(r)), 0.49)
     q75, q25 = np.percentile(r, [75, 25])
     spread = min(float(np.std(r, ddof=1)), float(q75 - q25) / 1.34)
-    return float((norm.ppf(0.5 + h) - norm.ppf(0.5 - h)) * max(spread, 0.0))
+    return float((_NORM.inv_cdf(0.5 + h) - _NORM.inv_cdf(0.5 - h)) * max(spread, 0.0))
 
 
 def huber_slopes(r: np.ndarray, delta: float, bandwidth: float) -> np.ndarray:
@@ -179,12 +206,20 @@ def huber_slopes(r: np.ndarray, delta: float, bandwidth: float) -> np.ndarray:
     asymptotic covariance instead of one resting on the few rows that happen to fall inside
     ``delta``.
     """
-    from scipy.stats import norm
-
     r = np.asarray(r, dtype=float)
     if bandwidth <= 0:
         return (np.abs(r) <= delta).astype(float)
-    return norm.cdf((delta - r) / bandwidth) - norm.cdf((-delta - r) / bandwidth)
+    return _ncdf((delta - r) / bandwidth) - _ncdf((-delta - r) / bandwidth)
+
+
+#: The standard normal (stdlib: the fit path imports no scipy.stats).
+_NORM = NormalDist()
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
+def _ncdf(x: np.ndarray) -> np.ndarray:
+    """Standard normal CDF of an array."""
+    return 0.5 * (1.0 + _ERF(np.asarray(x, dtype=float) / math.sqrt(2.0)).astype(float))
 
 
 def _covariance(
@@ -334,15 +369,9 @@ def check_point(
     if not solver_converged:
         reasons.append("the solver's gradient test did not pass (it stopped early)")
     at_zero = _boundary(law, z, scale)
-    # plateau: relative sensitivity of the residuals to each public parameter
     pub = law.to_public(z, problem.refs)
     theta = np.array([float(pub[n]) for n in names])
-    col = np.sqrt(np.clip(np.diag(curv["gn_public"]), 0, None))  # |d r / d theta| (weighted)
-    sens = np.where(theta != 0, np.abs(theta), 1.0) * col
-    top = float(np.nanmax(sens)) if np.isfinite(sens).any() else 0.0
-    plateau = [
-        i for i in range(len(names)) if not (sens[i] > PLATEAU_RTOL * top) and i not in at_zero
-    ]
+    sens, plateau = _plateau(theta, curv, at_zero)
     for i in plateau:
         reasons.append(
             f"{names[i]} = {theta[i]:.4g} has no effect on the model there (zero curvature: "
@@ -357,17 +386,8 @@ def check_point(
         reasons.extend(_lad_certificate(problem, z, loc, jac, free))
     else:
         reasons.extend(_saddle_reasons(curv, free, names))
-    flat: set[int] = set()
-    if free:  # flat directions from the exact Gauss-Newton matrix (PSD, no difference noise)
-        ev, vec = _eig(loc["gn"][np.ix_(free, free)])
-        for k in np.flatnonzero(np.isfinite(ev) & (np.abs(ev) < FLAT_TOL)):
-            flat |= {free[j] for j in np.flatnonzero(np.abs(vec[:, k]) > FLAT_WEIGHT)}
-    slopes = None
-    if loss == "huber":
-        rr = np.asarray(loc["resid"])[: problem.n]
-        live = _row_weights(problem) > 0
-        bandwidth = huber_bandwidth(rr[live])
-        slopes = huber_slopes(rr, problem.delta, bandwidth)
+    flat = _flat_directions(loc["gn"], free)
+    slopes, bandwidth = _huber_bread(problem, loc) if loss == "huber" else (None, 0.0)
     cov = _covariance(problem, loc, loss, jac, slopes)
     corr = _corr(cov)
     # whether the data separate two parameters is a property of the design: for the robust

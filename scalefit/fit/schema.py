@@ -261,7 +261,11 @@ def _low(kind: str) -> float:
 
 
 def result_schema(law: Any) -> dict:
-    """The schema of a result file of ``law`` (its parameters fix names, ranges and shapes)."""
+    """The schema of a result file of ``law`` (its parameters fix names, ranges and shapes).
+
+    Length: a flat declaration of every field of a result file, one line each, with the few
+    helpers that depend on the law's parameters; splitting it would scatter one schema.
+    """
     names = tuple(law.param_names)
     kinds = {p.name: p.kind for p in law.params}
     pivots = tuple(dict.fromkeys(p.pivot[1] for p in law.params if p.kind == "coef"))

@@ -25,13 +25,13 @@ def test_bad_ci_prob_names_the_new_name():
         allocate("decomposed", [1e20], params=DECOMPOSED, ci_prob=1.5)
 
 
-def test_cli_old_prob_flag_is_one_deprecation_line(capsys):
+def test_cli_old_prob_flag_is_refused_with_the_new_name(capsys):
     params = ",".join(f"{k}={v}" for k, v in DECOMPOSED.items())
     argv = ["allocate", "--law", "decomposed", "--params", params, "--budget", "1e20"]
     assert main([*argv, "--ci-prob", "0.8"]) == 0
-    new = capsys.readouterr()
-    assert new.err == ""
-    assert main([*argv, "--prob", "0.8"]) == 0
-    old = capsys.readouterr()
-    assert old.err == "scalefit: warning: --prob is deprecated; use --ci-prob\n"
-    assert old.out == new.out
+    assert capsys.readouterr().err == ""
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--prob", "0.8"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--ci-prob" in err
