@@ -288,6 +288,8 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
                     if ratio is not None and len(ratio)
                     else (np.nan, np.nan)
                 )
+                if alloc.calibration is not None:  # tokens/params = C / (6 N²) at the budget
+                    lo, hi = (budget / (6 * r[f"params_star_{e}"] ** 2) for e in ("hi", "lo"))
             else:
                 value = r.get(q, np.nan)
                 lo, hi = r.get(f"{q}_star_lo", np.nan), r.get(f"{q}_star_hi", np.nan)
@@ -327,12 +329,16 @@ def recommendation_text(
     """
     pct = f"{100 * alloc.ci_prob:g}%"
     n = 0 if alloc.draws is None else int(alloc.draws["set"].max()) + 1
+    what = (
+        f"over {n} bootstrap draws + the law's misfit in N*"
+        if alloc.calibration is not None
+        else f"over {n} bootstrap draws (the parameters' uncertainty only)"
+    )
     lines = [
         "== what to train: the practical shape with the lowest expected loss over the draws",
-        f"   [{pct} interval of the optimum over {n} bootstrap draws]; a value is given only "
-        f"where the interval",
-        f"   spans less than a factor of {PINNED_RATIO:g}; '?' marks what the data do not "
-        f"determine",
+        f"   [{pct} interval of the optimum {what}];",
+        f"   a value is given only where the interval spans less than a factor of "
+        f"{PINNED_RATIO:g}; '?' marks what the data do not determine",
     ]
     if unknown:
         lines.append(f"   the data do not pin down {', '.join(unknown)}: no shape is recommended")
@@ -355,9 +361,25 @@ def recommendation_text(
             for r in table.itertuples()
         )
         lines.append(f"   {'regret (nats)':<14}{cells}".rstrip())
+    lines.extend(_outside(table))
     lines.append("")
     lines.append(_paragraph(table, alloc, spec, unknown, why))
     return "\n".join(lines)
+
+
+def _outside(table) -> list[str]:
+    """A line for each printed value outside its own printed interval, saying why."""
+    out = []
+    for r in table.itertuples():
+        for q in QUANTITIES:
+            v, lo, hi = getattr(r, q), getattr(r, f"{q}_lo"), getattr(r, f"{q}_hi")
+            if getattr(r, f"{q}_determined") and not lo <= v <= hi:
+                out.append(
+                    f"   note: at {flops_text(r.budget)} FLOP the shape's {LABELS[q]} {v:.3g} lies "
+                    f"outside the interval of the continuous optimum: a practical shape has an "
+                    f"integer depth and a width on the head-size grid"
+                )
+    return out
 
 
 def _edges(table, alloc) -> tuple[str, str]:
@@ -366,6 +388,22 @@ def _edges(table, alloc) -> tuple[str, str]:
     edge = [(b, d) for b, d, e in zip(table["budget"], depth, table["boundary"], strict=True) if e]
     budgets = ", ".join(flops_text(b) for b, _ in edge)
     return budgets, " or ".join(sorted({str(int(d)) for _, d in edge if np.isfinite(d)}))
+
+
+def _covers(alloc) -> str:
+    """What the printed intervals include, in words."""
+    if alloc.calibration is not None:
+        head = (
+            "The intervals include how far the optimum could move if the runs were repeated "
+            "and the law's own error in placing the optimal size, as measured out of sample on "
+            "eight public IsoFLOP sweeps (wider past the table's largest compute)"
+        )
+    else:
+        head = "The intervals say how far the optimum could move if the runs were repeated"
+    return (
+        f"{head}; they do not cover a change of data, tokenizer or architecture, and budgets "
+        f"outside the table's range are extrapolations."
+    )
 
 
 def _paragraph(table, alloc, spec: dict, unknown: tuple[str, ...], why=()) -> str:
@@ -383,9 +421,7 @@ def _paragraph(table, alloc, spec: dict, unknown: tuple[str, ...], why=()) -> st
             f"{last['regret_mean']:.2g} nats worse than the best shape each draw would pick "
             f"(95th percentile {last['regret_p95']:.2g}), far less than the differences the "
             f"data can resolve, so the neighbouring shapes listed by `scalefit allocate` are "
-            f"just as good in practice. The intervals say how far the optimum could move if "
-            f"the runs were repeated; they do not cover a change of data, tokenizer or "
-            f"architecture, and budgets outside the table's range are extrapolations."
+            f"just as good in practice. {_covers(alloc)}"
         )
         return textwrap.fill(text, width=100)
     reasons = []
@@ -414,7 +450,8 @@ def _paragraph(table, alloc, spec: dict, unknown: tuple[str, ...], why=()) -> st
         + (
             f"What it does pin down at {budget}: {', '.join(known)}, shown with intervals above. "
             if known
-            else "The intervals above show only how far the optimum moves over the draws. "
+            else "The intervals above show only how far the optimum moves over the draws"
+            + (" and the law's misfit in N*. " if alloc.calibration is not None else ". ")
         )
         + (spec["limits"] + " " if spec.get("limits") else "")
         + "Fitting a table with more depths, widths and token budgets, for example "

@@ -583,3 +583,17 @@ def test_demo_recommends_only_what_the_draws_pin_down():
     ]
     assert undetermined and table[undetermined].isna().all().all()
     assert "? [" in recommendation_text(table, wide, FALLBACK)
+
+
+def test_demo_names_its_interval_and_explains_a_value_outside_it():
+    from scalefit.cli.demo import FALLBACK, _outside, recommendation_table, recommendation_text
+
+    alloc = allocate(_fake_result(n=40, scale=0.01), [1e21])
+    text = recommendation_text(recommendation_table(alloc), alloc, FALLBACK)
+    what = "the law's misfit in N*" if alloc.calibration is not None else "parameters' uncertainty"
+    assert what in text.splitlines()[1]
+    table = recommendation_table(alloc)
+    assert _outside(table) == []
+    table.loc[0, "width"] = table.loc[0, "width_hi"] * 2  # a practical value off its interval
+    (line,) = _outside(table)
+    assert "width" in line and "outside the interval" in line and "head-size grid" in line
