@@ -82,6 +82,14 @@ def format_report(res: Any) -> str:
     for reason in dict.fromkeys(stderr_na.values()):
         who = ", ".join(n for n, r in stderr_na.items() if r == reason)
         lines.append(f"\nstderr n/a ({who}): {reason}.")
+    outside = [n for n, v in res.params.items() if not _inside(v, res.ci.get(n))]
+    if outside:
+        lines.append(
+            f"\noutside    the estimate of {', '.join(outside)} lies outside its own "
+            f"{conv.get('ci_method', 'percentile')} interval: the resamples' estimates sit to one "
+            "side of the full data's (a skewed or biased sampling distribution); read the "
+            "interval as the spread of refits, not as centred on the estimate."
+        )
     if at_bound:
         lines.append(f"at bound   {', '.join(n for n in res.params if n in at_bound)}")
     if res.not_identified:
@@ -116,6 +124,13 @@ def format_report(res: Any) -> str:
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def _inside(value: float, ci) -> bool:
+    """Whether ``value`` lies in ``ci`` (True when there is no finite interval)."""
+    if ci is None or not (np.isfinite(ci[0]) and np.isfinite(ci[1])):
+        return True
+    return bool(ci[0] <= value <= ci[1])
 
 
 def _bayes_report(res: Any) -> str:

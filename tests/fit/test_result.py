@@ -175,3 +175,15 @@ def test_not_identified_floor_is_reported_not_printed_as_a_number():
     # on its lower bound 0 (the leg with other numpy/JAX releases lands there)
     assert "not identified" in row or "at bound" in row
     assert np.isnan(res.summary().loc["E", "stderr"]) and not res.summary().loc["E", "identified"]
+
+
+def test_report_says_why_an_estimate_lies_outside_its_interval(table):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = scalefit.fit(table, "chinchilla", starts=8, progress=False)
+    boot = scalefit.bootstrap(res, table, 8, boot_starts=0)
+    assert "outside    the estimate" not in boot.report()
+    ci = dict(boot.ci)
+    ci["alpha"] = (boot.params["alpha"] * 1.1, boot.params["alpha"] * 1.2)  # all to one side
+    text = boot.replace(ci=ci).report()
+    assert "outside    the estimate of alpha lies outside its own percentile interval" in text
