@@ -328,6 +328,9 @@ def _with_interval(alloc, space, src, source, interval, depth_range, eps) -> All
     summary = misfit.widen(
         alloc.summary, cal, c_max, src.prob, _elasticity(space, src, alloc, depth_range, eps)
     )
+    for side in ("lo", "hi"):  # the searched depths bound the optimum, widened or not
+        if f"depth_star_{side}" in summary:
+            summary[f"depth_star_{side}"] = summary[f"depth_star_{side}"].clip(*depth_range)
     text = (
         f"{pct} calibrated: {draws + ' plus ' if draws else ''}the law's misfit in N*, "
         f"{cal.describe()}; carried to tokens at the same budget and to depth and width along "
