@@ -58,6 +58,10 @@ def format_report(res: Any) -> str:
             se = f"{NOT_IDENTIFIED:>16}"
         elif conv.get("loss") == "lad" and not np.isfinite(res.stderr.get(name, np.nan)):
             se = f"{'n/a: bootstrap':>16}"
+        elif str(conv.get("stderr", "")).startswith("n/a") and not np.isfinite(
+            res.stderr.get(name, np.nan)
+        ):
+            se = f"{'n/a: run boot.':>16}"
         else:
             se = f"{res.stderr.get(name, np.nan):>16.3g}"
         line = f"{name:<10}{value:>14.6g}{se}"
@@ -73,6 +77,8 @@ def format_report(res: Any) -> str:
             "\nstderr n/a: no asymptotic standard errors for LAD; use the bootstrap "
             "(bootstrap=B in Python, --bootstrap B on the command line) for intervals."
         )
+    if conv.get("stderr"):  # a curve fit: where its standard errors come from (or why none)
+        lines.append(f"\nstderr     {conv['stderr']}")
     if at_bound:
         lines.append(f"at bound   {', '.join(n for n in res.params if n in at_bound)}")
     if res.not_identified:
@@ -99,6 +105,13 @@ def format_report(res: Any) -> str:
         lines.append(
             f"\ngroups     {g['n_groups']} of column {g['column']!r}, each a random offset of log "
             f"loss; tau {g['tau']:.3g} ({pct} {g['tau_ci'][0]:.3g} to {g['tau_ci'][1]:.3g})"
+        )
+    if d.get("ar1"):
+        a = d["ar1"]
+        lines.append(
+            f"ar1        errors within each {a['series']!r} AR(1) in {a['order']!r}: rho "
+            f"{a['rho']:.3g} ({pct} {a['rho_ci'][0]:.3g} to {a['rho_ci'][1]:.3g}) between rows "
+            f"{a['spacing']:g} apart"
         )
     if res.holdout:
         h = res.holdout
