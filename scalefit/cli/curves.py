@@ -46,7 +46,14 @@ def register(sub: Subcommands) -> None:
     )
     p.add_argument("--params", type=float, default=None, help="model size for --forecast")
     _add_allocation_args(p)
-    p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="resamples of whole runs")
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=None,
+        metavar="B",
+        help="resamples of whole runs for the intervals (0: none, printed as n/a)",
+        shown="200 with two runs or more",
+    )
     p.add_argument(
         "--cluster",
         default="run",
@@ -61,6 +68,13 @@ def register(sub: Subcommands) -> None:
         help="Bayesian fit (NUTS) with a random log-loss offset per run",
     )
     add_option(p, "--draws", help="with --bayes: draws and warm-up per chain")
+    p.add_argument(
+        "--errors",
+        default="ar1",
+        choices=("ar1", "independent"),
+        help="with --bayes: errors within a run, AR(1) in step order or independent "
+        "(besides the offset per run)",
+    )
     add_option(p, "--seed")
     p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
     add_option(p, "--plots")
@@ -239,16 +253,19 @@ def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
     return {"schedule": sched, "tokens_per_step": per, "curves": curves}
 
 
-def _interval_note(args: argparse.Namespace) -> str:
+def _interval_note(args: argparse.Namespace, n_boot: int) -> str:
     """How the report's intervals treat the checkpoints of one run."""
     group = "run (group = run id)" if args.cluster == "run" else f"value of {args.cluster!r}"
     if args.bayes:
+        within = ", AR(1) errors within each run" if args.errors == "ar1" else ""
         return (
-            f"Bayesian intervals with a random log-loss offset per {group}, "
+            f"Bayesian intervals with a random log-loss offset per {group}{within}, "
             "forecast bands for a new run"
         )
     runs = "whole runs" if args.cluster == "run" else f"whole runs grouped by {args.cluster!r}"
-    return f"intervals resample {runs if args.bootstrap else 'nothing (no --bootstrap)'}"
+    if not n_boot:
+        return "no intervals (--bootstrap 0 or one run): they would resample whole runs"
+    return f"intervals resample {runs}"
 
 
 def _prepared(args: argparse.Namespace, curves):
@@ -286,7 +303,11 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     train = truncate(curves, args.fit_fraction) if args.fit_fraction else curves
     prepared = _prepared(args, train)
     law = None if args.formula else (args.law or "lr_annealing")
-    bayes = {"bayes": True, "draws": args.draws, "warmup": args.draws} if args.bayes else {}
+    bayes = {}
+    if args.bayes:
+        bayes = {"bayes": True, "draws": args.draws, "warmup": args.draws, "errors": args.errors}
+    elif args.errors != "ar1":
+        raise ScaleFitError("--errors is the error model of --bayes; give --bayes.")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the report lists them
         res = fit_curves(
@@ -306,7 +327,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     print(
         f"\ncurves: {meta['runs']} runs, {meta['checkpoints']} checkpoints fitted (warm-up "
         f"{'kept' if args.keep_warmup else 'dropped'}, first {args.early:g} of each run dropped, "
-        f"at most {args.max_points} per run); {_interval_note(args)}."
+        f"at most {args.max_points} per run); {_interval_note(args, res.n_boot)}."
     )
     extra = {} if args.params is None else {"params": args.params}
     with warnings.catch_warnings():  # the report says "converged NO"; other warnings print

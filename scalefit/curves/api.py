@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
+from .._validation import Interval, Options, validate
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
 from .multipower import segments_of, with_quadrature
@@ -42,11 +42,12 @@ def fit_curves(
     law: str | Law | None = "lr_annealing",
     *,
     formula: str | None = None,
-    bootstrap: int = 0,
+    bootstrap: int | None = None,
     seed: int = 0,
     starts: int = 64,
     bayes: bool = False,
     cluster: str = "run",
+    errors: str = "ar1",
     **options: Any,
 ):
     """Fit a schedule-aware law (or a formula over S1, S2, lr, step, tokens, params) to curves.
@@ -61,8 +62,13 @@ def fit_curves(
         histories that :func:`scalefit.curves.prepare` keeps.
     formula : str, optional
         Instead of ``law``: a formula, e.g. ``"L0 + A*S1**(-alpha) - C*S2"``.
-    bootstrap : int, default 0
-        Bootstrap resamples of whole runs (needs two runs or more).
+    bootstrap : int, optional
+        Bootstrap resamples of whole runs (needs two runs or more). Default
+        :data:`RUN_BOOTSTRAP` (200) when the curves have two runs (clusters) or more, else
+        none. The intervals (``ci``) are the percentiles of the refits and the standard errors
+        their standard deviations. ``0`` computes none: the standard errors and intervals are
+        then "n/a" (NaN), never the row-level sandwich, which treats the autocorrelated
+        checkpoints of a run as independent evidence and is too narrow.
     cluster : str, default "run"
         Column whose values are resampled together. Each value must hold whole runs: name a
         column shared by a main run and its cooldown branches (e.g. the model), since
@@ -74,6 +80,11 @@ def fit_curves(
         of each run (of each cluster) share a random offset of log loss (needs two or more). A floor
         parameter without a given prior gets ``log floor ~ Normal(log min loss, 0.5)`` (the
         annealing term takes the loss below the floor, which the default prior excludes).
+    errors : {"ar1", "independent"}, default "ar1"
+        With ``bayes``: the error model within each run. ``"ar1"``: the residuals of
+        consecutive checkpoints of a run follow an AR(1) process with correlation ``rho``
+        per median checkpoint spacing (``rho ** (gap / spacing)`` for other gaps), ``rho ~
+        Uniform(0, 1)``, besides the offset per run; ``"independent"``: only the offset.
     **options
         Passed to :func:`scalefit.fit` (``loss``, ``residuals``, ``ci_prob``, ...) or, with
         ``bayes``, to ``fit_bayes`` (``chains``, ``draws``, ...; ``group`` is ``cluster``).
@@ -81,7 +92,8 @@ def fit_curves(
     Returns
     -------
     FitResult
-        ``conventions["curves"]`` records the checkpoint rules and that runs were resampled.
+        ``conventions["curves"]`` records the checkpoint rules and that runs were resampled;
+        ``conventions["stderr"]`` says where the standard errors come from.
     """
     from ..fit import fit
 
@@ -96,11 +108,13 @@ def fit_curves(
     n_runs = int(tab["run"].nunique())
     _check_cluster(tab, cluster)
     if bayes:
-        return _fit_curves_bayes(
-            prepared, tab, law, formula, bootstrap, seed, n_runs, {**options, "group": cluster}
-        )
+        options = {**options, "group": cluster, "errors": errors}
+        return _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options)
+    validate("fit_curves", {"bootstrap": bootstrap}, {"bootstrap": [Interval(int, 0, None), None]})
     n_groups = int(tab[cluster].nunique())
-    if bootstrap and n_groups < 2:
+    if bootstrap is None:
+        bootstrap = RUN_BOOTSTRAP if n_groups >= 2 else 0
+    elif bootstrap and n_groups < 2:
         what = "runs" if cluster == "run" else f"values of {cluster!r}"
         raise ScaleFitError(
             f"bootstrap intervals resample whole runs and need at least 2 {what}; the curves "
@@ -120,7 +134,32 @@ def fit_curves(
     meta = dict(prepared.attrs.get("scalefit_curves", {}))
     resampled = "runs" if cluster == "run" else f"runs grouped by {cluster!r}"
     meta.update(runs=n_runs, checkpoints=len(tab), resample=resampled if bootstrap else "none")
-    return res.replace(conventions={**res.conventions, "curves": meta})
+    return _run_level_stderr(res.replace(conventions={**res.conventions, "curves": meta}))
+
+
+#: Default number of run-bootstrap resamples of :func:`fit_curves`.
+RUN_BOOTSTRAP = 200
+#: ``conventions["stderr"]`` of a curve fit without a bootstrap (the report's "n/a" cells).
+NO_RUN_BOOTSTRAP = "n/a: run bootstrap (pass bootstrap=B)"
+
+
+def _run_level_stderr(res):
+    """Standard errors from the run bootstrap's draws, or NaN without them (never the sandwich).
+
+    The sandwich of least squares counts every checkpoint as independent evidence; the
+    checkpoints of one run are autocorrelated, so it is too small.
+    """
+    names = list(res.params)
+    if res.draws is None:
+        stderr = dict.fromkeys(names, float("nan"))
+        source = NO_RUN_BOOTSTRAP
+    else:
+        draws = np.asarray(res.draws, dtype=float)
+        ok = np.isfinite(draws).all(axis=1)
+        spread = draws[ok].std(axis=0, ddof=1) if ok.sum() > 1 else np.full(len(names), np.nan)
+        stderr = {n: float(v) for n, v in zip(names, spread, strict=True)}
+        source = "standard deviation of the run-bootstrap refits"
+    return res.replace(stderr=stderr, conventions={**res.conventions, "stderr": source})
 
 
 def _check_cluster(tab: pd.DataFrame, cluster: str) -> None:
@@ -147,6 +186,10 @@ def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, opti
 
     if bootstrap:
         raise ScaleFitError("fit_curves: pass bootstrap or bayes=True, not both.")
+    errors = options.pop("errors")
+    validate("fit_curves", {"errors": errors}, {"errors": [Options({"ar1", "independent"})]})
+    if errors == "ar1":
+        options["ar1"] = ("run", "step" if "step" in tab.columns else "tokens")
     if formula is not None:
         law = Law.from_formula(formula, columns=[str(c) for c in tab.columns])
     law = law if isinstance(law, Law) else get_law(law, **dict(options.pop("law_options", {})))
@@ -163,7 +206,10 @@ def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, opti
     res = fit_bayes(tab, law, seed=seed, priors=priors, **options)
     meta = dict(prepared.attrs.get("scalefit_curves", {}))
     per = "run" if options["group"] == "run" else f"value of {options['group']!r}"
-    meta.update(runs=n_runs, checkpoints=len(tab), resample=f"none (Bayes, offset per {per})")
+    within = ", AR(1) errors within each run" if errors == "ar1" else ""
+    meta.update(
+        runs=n_runs, checkpoints=len(tab), resample=f"none (Bayes, offset per {per}{within})"
+    )
     return res.replace(conventions={**res.conventions, "curves": meta})
 
 

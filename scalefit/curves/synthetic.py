@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .._validation import Interval, validate
 from ..laws import Law, get_law
 from .multipower import decay_drops, quadrature, segments_of
 from .prepare import schedule_frame
@@ -23,6 +24,7 @@ def synthetic_curves(
     every: int = 10,
     noise: float = 0.005,
     run_noise: float = 0.0,
+    ar: float = 0.0,
     momentum: float = MOMENTUM,
     seed: int,
 ) -> pd.DataFrame:
@@ -45,6 +47,10 @@ def synthetic_curves(
         Standard deviation of independent noise on log loss, per checkpoint.
     run_noise : float, default 0
         Standard deviation of a shared log-loss offset per run (correlated checkpoints).
+    ar : float, default 0
+        Lag-1 correlation of the per-checkpoint noise between consecutive logged checkpoints
+        of a run, in [0, 1): a stationary AR(1) process whose marginal standard deviation is
+        ``noise`` (innovations scaled by ``sqrt(1 - ar**2)``). 0: independent noise.
     momentum : float
         Decay factor of the annealing area.
     seed : int
@@ -55,6 +61,7 @@ def synthetic_curves(
     DataFrame
         The long table with ``run, step, loss, lr, schedule`` (and ``params``).
     """
+    validate("synthetic_curves", {"ar": ar}, {"ar": [Interval(float, 0, 1, closed="left")]})
     law_obj = get_law(law)
     rng = np.random.default_rng(seed)
     parts = []
@@ -64,12 +71,24 @@ def synthetic_curves(
         extra = {} if params is None else {"params": float(params[i])}
         frame = schedule_frame(sched, steps=steps, momentum=momentum, **extra)
         mean = np.asarray(_exact(law_obj, sched).evaluate(truth, _inputs(law_obj, sched, frame)))
-        eps = rng.normal(0.0, noise, len(frame)) + rng.normal(0.0, run_noise)
+        eps = _ar1(rng.normal(0.0, noise, len(frame)), ar) + rng.normal(0.0, run_noise)
         frame["loss"] = mean * np.exp(eps)
         frame["run"] = f"run{i}"
         frame["schedule"] = str(sched)
         parts.append(frame.drop(columns=["S1", "S2"]))
     return validate_curves(pd.concat(parts, ignore_index=True), source="<synthetic>")
+
+
+def _ar1(z: np.ndarray, rho: float) -> np.ndarray:
+    """Independent draws ``z`` turned into a stationary AR(1) series with the same marginal."""
+    if rho == 0.0 or z.size == 0:
+        return z
+    out = np.empty_like(z)
+    out[0] = z[0]
+    scale = np.sqrt(1.0 - rho**2)
+    for i in range(1, z.size):
+        out[i] = rho * out[i - 1] + scale * z[i]
+    return out
 
 
 def _changes(sched: Schedule) -> int:

@@ -28,6 +28,7 @@ from ..errors import ConvergenceWarning, ScaleFitError, require
 from ..laws import Law, get_law
 from ..table import require_columns
 from .build import FitSettings, provenance
+from .curve_marks import warn_ungrouped
 from .data import group_codes
 from .observation import add_noise, residual, response, standard_noise
 from .report import hdi_frame as hdi_frame  # public here: docs/bayes.md
@@ -76,6 +77,7 @@ class BayesSettings:
     progress: bool | None
     weights: Any
     group: str | None = None
+    ar1: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         validate("fit_bayes", vars(self), _CONSTRAINTS)
@@ -114,6 +116,8 @@ class _Prepared:
     lmin: float
     group: tuple[np.ndarray, int] | None = None  # each row's group index, number of groups
     group_labels: tuple[str, ...] = ()
+    ar: tuple[np.ndarray, np.ndarray] | None = None  # each row's previous row, gap (AR(1))
+    ar_spacing: float = 1.0  # the typical gap of the order column (rho's unit)
 
 
 class _BackgroundImport:
@@ -173,6 +177,7 @@ def fit_bayes(
     weights: Any = None,
     predictive: str = "calibrated",
     group: str | None = None,
+    ar1: tuple[str, str] | None = None,
 ) -> FitResult:
     """Fit a scaling law by Bayesian inference (NUTS) on log loss.
 
@@ -229,6 +234,14 @@ def fit_bayes(
         ``priors={"tau": ...}``). Parameter intervals then count groups, not rows, as the
         independent evidence; predictions for a new group draw a fresh ``u``
         (:func:`predictive_draws`). Default None: every row independent.
+    ar1 : (str, str), optional
+        ``(series, order)`` columns, e.g. ``("run", "step")``: the errors of the rows of one
+        series, taken in ``order``, follow a stationary AR(1) process with correlation ``rho``
+        between rows one typical gap apart (the median gap of ``order`` between consecutive
+        rows of a series; ``rho ** (gap / typical)`` for others), ``rho ~ Uniform(0, 1)``.
+        The likelihood is the exact one (each row conditional on the previous row of its
+        series, innovation scale ``sigma * sqrt(1 - phi**2)``); ``sigma`` stays the marginal
+        scale. ``diagnostics["ar1"]`` holds the posterior median and interval of ``rho``.
 
     Returns
     -------
@@ -294,9 +307,11 @@ def _prepare(table, law, s: BayesSettings) -> _Prepared:
     from .priors import check_prior, resolve_priors
 
     law_obj = get_law(law, **dict(s.law_options or {}))
-    keep = (*law_obj.inputs, *([s.group] if isinstance(s.group, str) else []))
+    keep = (*law_obj.inputs, *([s.group] if isinstance(s.group, str) else []), *(s.ar1 or ()))
     tab = as_table(table, s.drop_highest, positive_loss=s.residuals == "log", keep=keep)
     require_columns(tab, law_obj.inputs, f"law {law_obj.name!r}")
+    if s.group is None:
+        warn_ungrouped(tab, "fit_bayes without a group", "group='run'")
     tab, weight_column, weights_label = resolve_weights(tab, s.weights)
     y = tab["loss"].to_numpy(float)
     obs = response(y, s.residuals, where=tab.attrs.get("scalefit", {}).get("source", "<table>"))
@@ -318,7 +333,49 @@ def _prepare(table, law, s: BayesSettings) -> _Prepared:
         residuals=s.residuals, weight_column=weight_column, weights_label=weights_label
     )
     refs = law_obj.references(raw)
-    return _Prepared(law_obj, tab, lsq, y, obs, w, specs, raw, refs, float(y.min()), group, labels)
+    ar, spacing = _ar1_structure(tab, s.ar1)
+    return _Prepared(
+        law_obj, tab, lsq, y, obs, w, specs, raw, refs, float(y.min()), group, labels, ar, spacing
+    )
+
+
+def _ar1_structure(tab: pd.DataFrame, ar1) -> tuple[tuple[np.ndarray, np.ndarray] | None, float]:
+    """Each row's previous row in its series (-1: first), its gap in typical gaps; the gap."""
+    if ar1 is None:
+        return None, 1.0
+    where = tab.attrs.get("scalefit", {}).get("source", "<table>")
+    ok = isinstance(ar1, tuple | list) and len(ar1) == 2 and all(isinstance(c, str) for c in ar1)
+    if not ok:
+        raise ScaleFitError(
+            f"The 'ar1' parameter of fit_bayes must be a pair of column names (series, order), "
+            f"e.g. ('run', 'step'). Got {ar1!r} instead."
+        )
+    series, order = ar1
+    for col in (series, order):
+        if col not in tab.columns:
+            raise ScaleFitError(
+                f"The 'ar1' parameter of fit_bayes must name columns of {where}; got {col!r}; "
+                f"columns: {', '.join(map(str, tab.columns))}."
+            )
+    key = pd.to_numeric(tab[order], errors="coerce").to_numpy(float)
+    if not np.isfinite(key).all() or tab[series].isna().any():
+        raise ScaleFitError(
+            f"{where}: ar1 columns {series!r}, {order!r} need a value in every row."
+        )
+    codes = pd.factorize(tab[series])[0]
+    rows = np.lexsort((key, codes))  # by series, then order
+    prev = np.full(len(tab), -1)
+    same = codes[rows[1:]] == codes[rows[:-1]]
+    gaps = key[rows[1:]] - key[rows[:-1]]
+    if np.any(same & (gaps <= 0)):
+        raise ScaleFitError(f"{where}: two rows of one {series!r} share a value of {order!r}.")
+    prev[rows[1:][same]] = rows[:-1][same]
+    if not same.any():
+        raise ScaleFitError(f"{where}: ar1 needs a {series!r} with two rows or more.")
+    spacing = float(np.median(gaps[same]))
+    gap = np.ones(len(tab))
+    gap[rows[1:][same]] = gaps[same] / spacing
+    return (prev, gap), spacing
 
 
 def _groups(tab: pd.DataFrame, column: str | None) -> tuple[tuple[np.ndarray, int] | None, tuple]:
@@ -338,11 +395,13 @@ def _sample(d: _Prepared, s: BayesSettings) -> tuple[Any, float, float]:
     from . import bayes_model as bm
 
     model = bm.build_model(
-        d.law, d.specs, d.refs, d.lmin, s.likelihood, s.residuals, d.w, group=d.group
+        d.law, d.specs, d.refs, d.lmin, s.likelihood, s.residuals, d.w, group=d.group, ar=d.ar
     )
     x = {k: jnp.asarray(v) for k, v in d.law.variables(np, d.raw).items()}
     logy = jnp.asarray(d.obs)
     nuts = s.nuts if d.group is None else {**s.nuts, "group": d.group[0].tolist()}
+    if d.ar is not None:
+        nuts = {**nuts, "ar1": [d.ar[0].tolist(), d.ar[1].tolist()]}
     key = bm.program_key(d.law, d.specs, d.refs, d.lmin, s.likelihood, s.residuals, d.w, nuts)
     # the sampler's modules first, on this thread; then the sampler program is traced and
     # compiled on a helper thread (it needs the starting values' shapes only) while this thread
@@ -374,16 +433,20 @@ def _sample(d: _Prepared, s: BayesSettings) -> tuple[Any, float, float]:
     offset = None if d.group is None else samples["u"][..., d.group[0]]  # (chains, draws, rows)
     idata = bm.inference_data(
         samples, stats, d.specs, d.refs, d.lmin, d.law, d.raw, d.obs, s.likelihood,
-        seed=s.seed, residuals=s.residuals, offset=offset,
+        seed=s.seed, residuals=s.residuals, offset=offset, ar=d.ar,
     )  # fmt: skip
     return idata, seconds, cpu
 
 
 def _group_init(d: _Prepared, rmse: float) -> dict[str, Any]:
-    """Starting values of the group sites: ``tau`` at half the start's RMSE, offsets at zero."""
+    """Starting values of the group sites: ``tau`` at half the start's RMSE, offsets at zero.
+
+    With AR(1) errors, ``rho`` starts at 0.5.
+    """
+    out = {} if d.ar is None else {"rho": 0.5}
     if d.group is None:
-        return {}
-    return {"tau": max(0.5 * float(rmse), 1e-3), "u_raw": np.zeros(d.group[1])}
+        return out
+    return {**out, "tau": max(0.5 * float(rmse), 1e-3), "u_raw": np.zeros(d.group[1])}
 
 
 def _diagnose(d: _Prepared, idata, s: BayesSettings, extra: Mapping[str, Any], timing):
@@ -397,6 +460,7 @@ def _diagnose(d: _Prepared, idata, s: BayesSettings, extra: Mapping[str, Any], t
 
     names = [p.name for p in d.law.params if d.specs[p.name]["dist"] != "fixed"]
     noise = [n for n in ("sigma", "nu", "tau") if n in d.specs and d.specs[n]["dist"] != "fixed"]
+    noise += ["rho"] if d.ar is not None else []
     diag, warns = checks.diagnose(idata, names + noise, s.chains)
     loo, loo_warn = checks.loo(idata)
     diag = {
@@ -422,6 +486,16 @@ def _diagnose(d: _Prepared, idata, s: BayesSettings, extra: Mapping[str, Any], t
             "tau": float(np.median(tau)),
             "tau_ci": [float(lo), float(hi)],
         }
+    if d.ar is not None:
+        rho = np.asarray(_arviz.group(idata, "posterior")["rho"]).reshape(-1)
+        lo, hi = np.quantile(rho, [(1 - s.ci_prob) / 2, (1 + s.ci_prob) / 2])
+        diag["ar1"] = {
+            "series": s.ar1[0],
+            "order": s.ar1[1],
+            "spacing": d.ar_spacing,
+            "rho": float(np.median(rho)),
+            "rho_ci": [float(lo), float(hi)],
+        }
     return diag, warns + loo_warn
 
 
@@ -442,6 +516,20 @@ def _conventions(d: _Prepared, s: BayesSettings) -> dict[str, Any]:
         "dense_mass": True,
         "init": "least-squares optimum (32 starts), jittered by N(0, 0.05) per chain in "
         "unconstrained space",
+        **({} if d.ar is None else {"ar1": _ar1_record(d, s)}),
+    }
+
+
+def _ar1_record(d: _Prepared, s: BayesSettings) -> dict[str, Any]:
+    """What a fit with AR(1) errors records of its error model."""
+    return {
+        "series": s.ar1[0],
+        "order": s.ar1[1],
+        "spacing": d.ar_spacing,
+        "model": "errors of one series in order: e_i = phi_i e_prev + innovation, phi_i = "
+        "rho ** (gap_i / spacing), innovation scale sigma * sqrt(1 - phi_i**2); exact "
+        "conditional likelihood",
+        "rho_prior": "uniform(0, 1)",
     }
 
 

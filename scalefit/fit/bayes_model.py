@@ -48,6 +48,7 @@ def build_model(
     residuals: str = "log",
     weights: np.ndarray | None = None,
     group: tuple[np.ndarray, int] | None = None,
+    ar: tuple[np.ndarray, np.ndarray] | None = None,
 ):
     """Return ``model(x, logy=None)``: the numpyro model of ``law`` with priors ``specs``.
 
@@ -71,6 +72,9 @@ def build_model(
     group : (ndarray, int), optional
         Each row's group index and the number of groups: adds a per-group offset of log loss
         (:func:`group_offset`, prior ``specs["tau"]`` on its scale).
+    ar : (ndarray, ndarray), optional
+        Each row's previous row in its series (-1 for a series' first row) and the gap to it
+        in units of the typical spacing: AR(1) errors within each series (:func:`ar1_terms`).
     """
     import jax.numpy as jnp
     import numpyro
@@ -100,6 +104,9 @@ def build_model(
             f = f * jnp.exp(group_offset(specs["tau"], *group))
         mu = on_scale(jnp, f, residuals)
         sigma = draw("sigma", None)
+        if ar is not None:
+            rho = numpyro.sample("rho", AR1_PRIOR())
+            mu, sigma = ar1_terms(jnp, mu, sigma, rho, ar, logy)
         noise = numpyro_noise(mu, sigma, draw("nu", None) if likelihood == "student_t" else None)
         if w is not None and logy is not None:
             # weighted likelihood: each row's log density times its weight (zero allowed)
@@ -109,6 +116,34 @@ def build_model(
             numpyro.sample(OBS, noise, obs=logy)
 
     return model
+
+
+def AR1_PRIOR():  # noqa: N802 - a constant's constructor
+    """The prior of ``rho``, the AR(1) correlation per typical checkpoint spacing: Uniform(0, 1)."""
+    import numpyro.distributions as dist
+
+    return dist.Uniform(0.0, 1.0)
+
+
+def ar1_terms(xp, mu, sigma, rho, ar: tuple[np.ndarray, np.ndarray], logy):
+    """Conditional centre and scale of each row given the previous row of its series (AR(1)).
+
+    The errors ``e = logy - mu`` of one series (one run, in step order) are a stationary AR(1)
+    process with marginal scale ``sigma``: ``e_i = phi_i e_prev + innovation``, ``phi_i = rho **
+    gap_i`` (``gap_i`` is the step gap to the previous row over the typical spacing) and the
+    innovation's scale ``sigma * sqrt(1 - phi_i**2)``; a series' first row has ``phi = 0``. The
+    product of these conditional densities is the exact likelihood for normal noise (for
+    Student-t noise the innovations are Student-t). Without ``logy`` (predictive draws) the
+    marginal ``(mu, sigma)`` is returned.
+    """
+    prev, gap = ar
+    if logy is None:
+        return mu, sigma
+    has = xp.asarray(prev >= 0)
+    idx = xp.asarray(np.maximum(prev, 0))
+    phi = xp.where(has, rho ** xp.asarray(gap), 0.0)
+    centre = mu + phi * (logy[..., idx] - mu[..., idx])
+    return centre, sigma * xp.sqrt(xp.maximum(1.0 - phi**2, 1e-12))
 
 
 def group_offset(tau_spec: Mapping[str, Any], index: np.ndarray, n_groups: int):
@@ -627,11 +662,14 @@ def pointwise(
     seed: int,
     residuals: str = "log",
     offset: np.ndarray | None = None,
+    ar: tuple[np.ndarray, np.ndarray] | None = None,
 ):
     """Pointwise log likelihood and posterior-predictive log loss, each (chains, draws, rows).
 
     Computed in numpy from the public draws (no extra JAX compilation); ``offset`` (chains,
-    draws, rows) is each row's group offset of log loss (:func:`group_offset`).
+    draws, rows) is each row's group offset of log loss (:func:`group_offset`). With ``ar``
+    (AR(1) errors, :func:`ar1_terms`) each row's log likelihood is conditional on the previous
+    row of its series; the predictive draws are the marginal ones.
     """
     pub = {p.name: np.asarray(samples[p.name])[..., None] for p in law.params}
     f = np.asarray(law.evaluate(pub, raw), dtype=float)
@@ -640,7 +678,11 @@ def pointwise(
     nu = None
     if likelihood == "student_t":
         nu = np.asarray(samples["nu"])[..., None] * np.ones_like(mu)
-    ll = noise_logpdf((logy - mu) / sigma, nu) - np.log(sigma)
+    centre, scale = mu, sigma
+    if ar is not None:
+        rho = np.asarray(samples["rho"])[..., None]
+        centre, scale = ar1_terms(np, mu, sigma, rho, ar, np.broadcast_to(logy, mu.shape))
+    ll = noise_logpdf((logy - centre) / scale, nu) - np.log(scale)
     return ll, mu + sigma * standard_noise(np.random.default_rng(seed + 1), nu, mu.shape)
 
 
@@ -704,6 +746,7 @@ def inference_data(
     n_prior: int = 500,
     residuals: str = "log",
     offset: np.ndarray | None = None,
+    ar: tuple[np.ndarray, np.ndarray] | None = None,
 ):
     """ArviZ object with posterior, sample stats, log likelihood, posterior and prior predictive.
 
@@ -716,7 +759,7 @@ def inference_data(
 
     samples = {k: np.asarray(v) for k, v in samples.items()}
     ll, pp = pointwise(
-        law, samples, raw, logy, likelihood, seed=seed, residuals=residuals, offset=offset
+        law, samples, raw, logy, likelihood, seed=seed, residuals=residuals, offset=offset, ar=ar
     )
     prior, prior_pp = prior_draws(
         law, specs, refs, lmin, raw, likelihood, n=n_prior, seed=seed, residuals=residuals

@@ -26,6 +26,7 @@ from .._validation import IsType, constraints, validate
 from ..errors import ScaleFitError
 from ..laws import sample_starts
 from ..laws.base import outside_range
+from .curve_marks import warn_ungrouped
 from .data import as_table, group_codes, inputs_of
 from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_psi, robust_rho
 from .lsq import solve_many
@@ -210,6 +211,8 @@ def bootstrap(
         )
     problem = _problem(res, tab)
     _clusters(tab, cluster)  # validate the column before any work
+    if cluster is None:
+        warn_ungrouped(tab, "the row bootstrap", "cluster='run' (--cluster run)")
     fits = _Resamples(problem, res, tab, n_boot, boot_starts, seed, screen)
     fits.solve(tab, cluster, np.random.default_rng([seed, 1]), progress)
     warns = list(res.warnings)

@@ -64,6 +64,10 @@ def format_report(res: Any) -> str:
             res.stderr.get(name, np.nan)
         ):
             se = f"{'n/a: bootstrap':>16}"
+        elif str(conv.get("stderr", "")).startswith("n/a") and not np.isfinite(
+            res.stderr.get(name, np.nan)
+        ):
+            se = f"{'n/a: run boot.':>16}"
         else:
             se = f"{res.stderr.get(name, np.nan):>16.3g}"
         line = f"{name:<10}{value:>14.6g}{se}"
@@ -90,6 +94,8 @@ def format_report(res: Any) -> str:
             "side of the full data's (a skewed or biased sampling distribution); read the "
             "interval as the spread of refits, not as centred on the estimate."
         )
+    if conv.get("stderr"):  # a curve fit: where its standard errors come from (or why none)
+        lines.append(f"\nstderr     {conv['stderr']}")
     if at_bound:
         lines.append(f"at bound   {', '.join(n for n in res.params if n in at_bound)}")
     if res.not_identified:
@@ -175,15 +181,22 @@ def _bayes_report(res: Any) -> str:
 
 
 def _groups_lines(res: Any) -> list[str]:
-    """The line of a fit with a random offset per group (``group=``), else nothing."""
-    g = res.diagnostics.get("groups")
-    if not g:
-        return []
-    pct = f"{100 * res.ci_prob:g}%"
-    return [
-        f"\ngroups     {g['n_groups']} of column {g['column']!r}, each a random offset of log "
-        f"loss; tau {g['tau']:.3g} ({pct} {g['tau_ci'][0]:.3g} to {g['tau_ci'][1]:.3g})"
-    ]
+    """The lines of a fit's error structure: an offset per group (``group=``), AR(1) errors."""
+    d, pct, out = res.diagnostics, f"{100 * res.ci_prob:g}%", []
+    if d.get("groups"):
+        g = d["groups"]
+        out.append(
+            f"\ngroups     {g['n_groups']} of column {g['column']!r}, each a random offset of log "
+            f"loss; tau {g['tau']:.3g} ({pct} {g['tau_ci'][0]:.3g} to {g['tau_ci'][1]:.3g})"
+        )
+    if d.get("ar1"):
+        a = d["ar1"]
+        out.append(
+            f"ar1        errors within each {a['series']!r} AR(1) in {a['order']!r}: rho "
+            f"{a['rho']:.3g} ({pct} {a['rho_ci'][0]:.3g} to {a['rho_ci'][1]:.3g}) between rows "
+            f"{a['spacing']:g} apart"
+        )
+    return out
 
 
 def hdi_frame(result: Any):

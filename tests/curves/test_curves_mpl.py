@@ -45,6 +45,7 @@ def _curves(seed: int, kinds=("constant", "cosine", "wsd")) -> pd.DataFrame:
 def _fit(curves, law="multi_power", points=40, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
+        kw.setdefault("bootstrap", 0)  # intervals only where a test asks for them
         return fit_curves(prepare(curves, max_points=points), law, starts=16, progress=False, **kw)
 
 
@@ -201,7 +202,9 @@ def test_bayesian_fit_runs_the_law():
     prepared = with_quadrature(prepare(_curves(0), max_points=6), law)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # 30 draws: a low ESS is expected
-        res = fit_bayes(curve_table(prepared), law, chains=1, draws=30, warmup=30, seed=0)
+        res = fit_bayes(
+            curve_table(prepared), law, group="run", chains=1, draws=30, warmup=30, seed=0
+        )
     assert res.method == "bayes" and set(res.params) == set(TRUTH)
     assert all(np.isfinite(v) for v in res.params.values())
     assert res.params["alpha"] == pytest.approx(TRUTH["alpha"], rel=0.2)
