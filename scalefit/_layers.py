@@ -6,7 +6,8 @@ not import each other). The layers, bottom up:
 
 ``core``
     Errors, option validation, atomic file I/O, the progress bar, read-only result mappings, run
-    manifests, the table reader and the filter grammar, FLOP/parameter accounting, the law
+    manifests, the table reader and the filter grammar, FLOP/parameter accounting, the one
+    learning-rate schedule module (trainer and curves), the law
     catalogue, the bundled datasets, and the figure kit (``plot._base``, ``plot.style``: they
     import nothing from scalefit but each other, so the packages that draw their own figures can
     use them without reaching up to ``plot``).
@@ -82,6 +83,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "scalefit.accounting",
             "scalefit.table",
             "scalefit.expr",
+            "scalefit.schedule",
             "scalefit.laws",
             "scalefit.datasets",
             "scalefit.isoflop_data",
@@ -128,9 +130,6 @@ CYCLES: dict[frozenset[str], str] = {
     ),
     frozenset({"scalefit.plot._base", "scalefit.plot.style"}): (
         "the figure kit: axes() styles through style, style reaches pyplot through _base (lazily)."
-    ),
-    frozenset({"scalefit.train.config", "scalefit.train.schedule"}): (
-        "config validates the schedule; one schedule function takes a TrainConfig (lazily)."
     ),
 }
 
