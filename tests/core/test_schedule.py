@@ -1,4 +1,4 @@
-"""The one learning-rate schedule module (scalefit.schedule): conventions shared by trainer and curves."""
+"""The one learning-rate schedule module: conventions shared by the trainer and the curves."""
 
 import numpy as np
 import pandas as pd
