@@ -116,7 +116,7 @@ class Schedule:
     --------
     >>> s = Schedule("cosine", lr=1.0, steps=10, warmup=2, final_lr=0.1)
     >>> [round(float(x), 3) for x in s.sequence()]
-    [0.5, 1.0, 1.0, 0.966, 0.869, 0.725, 0.55, 0.375, 0.231, 0.134]
+    [0.5, 1.0, 1.0, 0.966, 0.868, 0.722, 0.55, 0.378, 0.232, 0.134]
     """
 
     kind: str
