@@ -287,8 +287,8 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     from .._validation import Interval, validate
     from ..curves import allocation, fit_curves, truncate
     from ..curves.api import UNCONVERGED
-    from ..curves.schedule import parse_schedule
     from ..errors import ConvergenceWarning, ScaleFitError
+    from ..schedule import parse_schedule
 
     check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
     cons = {"--fit-fraction": [Interval(float, 0, 1, closed="neither"), None]}

@@ -5,11 +5,11 @@
 >>> res = fit_curves(curves, "lr_annealing", bootstrap=200)  # doctest: +SKIP
 """
 
+from ..schedule import KINDS, MOMENTUM, Schedule, areas, parse_schedule
 from .api import curve_table, final_losses, fit_curves, forecast, truncate
 from .optimum import CurveAllocation, allocation, final_areas, final_loss_law
 from .prepare import lr_sequence, prepare, schedule_frame
 from .read import read_curves, read_tensorboard, read_trainer_run, read_trainer_runs, read_wandb
-from .schedule import KINDS, MOMENTUM, Schedule, areas, parse_schedule
 from .synthetic import synthetic_curves
 from .table import validate_curves
 

@@ -20,9 +20,9 @@ import pandas as pd
 from .._validation import Interval, Options, validate
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
+from ..schedule import MOMENTUM, Schedule, parse_schedule
 from .multipower import segments_of, with_quadrature
 from .prepare import schedule_frame
-from .schedule import MOMENTUM, Schedule, parse_schedule
 
 
 def curve_table(prepared: pd.DataFrame) -> pd.DataFrame:

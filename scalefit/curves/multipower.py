@@ -34,6 +34,7 @@ import pandas as pd
 from ..errors import ScaleFitError
 from ..laws import Law
 from ..laws.catalogue import MPL_SEGMENTS, mpl_inputs
+from ..schedule import decay_drops
 
 #: Key of ``DataFrame.attrs`` under which :func:`scalefit.curves.prepare` keeps lr histories.
 HISTORY_KEY = "scalefit_lr_history"
@@ -67,30 +68,6 @@ class LrHistory(Mapping):
     __hash__ = object.__hash__
 
 
-def decay_drops(lr: np.ndarray, warmup: int | None = None) -> np.ndarray:
-    """``d_k = eta_{k-1} - eta_k`` of updates ``k = 1 .. T``, zero through warm-up.
-
-    Parameters
-    ----------
-    lr : array, shape (T,)
-        Learning rate of each update.
-    warmup : int, optional
-        Warm-up steps (the lr of update ``warmup`` is the peak). Default: the updates up to the
-        first at the peak lr when the lr rises to it.
-
-    Returns
-    -------
-    ndarray, shape (T,)
-    """
-    eta = np.asarray(lr, dtype=float)
-    if warmup is None or warmup < 0:
-        peak = int(np.argmax(eta))
-        warmup = peak + 1 if peak and np.all(np.diff(eta[: peak + 1]) >= 0) else 0
-    d = np.concatenate([[0.0], eta[:-1] - eta[1:]])
-    d[: int(warmup)] = 0.0
-    return d
-
-
 def quadrature(
     lr: np.ndarray, steps, *, segments: int = MPL_SEGMENTS, warmup: int | None = None
 ) -> dict[str, np.ndarray]:
@@ -105,7 +82,7 @@ def quadrature(
     segments : int, default 16
         Nodes per checkpoint, ``K``.
     warmup : int, optional
-        As in :func:`decay_drops`.
+        As in :func:`scalefit.schedule.decay_drops`.
 
     Returns
     -------
@@ -125,12 +102,23 @@ def quadrature(
     for row, t in enumerate(idx):
         pos = nz[nz < t]  # 0-based updates k - 1 <= t - 1
         if pos.size:
-            s = area[t] - area[pos]
-            out[:, row] = _nodes(d[pos], np.log(np.maximum(eta[pos], _TINY)), _log(s), k)
+            out[:, row] = _checkpoint(d[pos], eta[pos], area[t] - area[pos], k)
     cols = {}
     for j in range(k):
         cols[f"mpl_w{j + 1}"], cols[f"mpl_loglr{j + 1}"], cols[f"mpl_logs{j + 1}"] = out[:, :, j]
     return cols
+
+
+def _checkpoint(d: np.ndarray, eta: np.ndarray, s: np.ndarray, k: int) -> np.ndarray:
+    """``(3, k)`` nodes of one checkpoint; decrements to an lr of 0 get the last node alone."""
+    zero = eta == 0
+    if not zero.any() or zero.all() or d.size <= k:
+        return _nodes(d, _log(eta), _log(s), k)
+    out = np.empty((3, k))
+    out[:, : k - 1] = _nodes(d[~zero], _log(eta[~zero]), _log(s[~zero]), k - 1)
+    mass = np.abs(d[zero])
+    out[:, k - 1] = d[zero].sum(), np.log(_TINY), np.sum(mass * _log(s[zero])) / mass.sum()
+    return out
 
 
 def _log(x: np.ndarray) -> np.ndarray:

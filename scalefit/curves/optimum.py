@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..errors import ScaleFitError
 from ..laws import Law
-from .schedule import MOMENTUM, Schedule, parse_schedule
+from ..schedule import MOMENTUM, Schedule, parse_schedule
 
 if TYPE_CHECKING:
     from ..allocate import Allocation
@@ -41,7 +41,8 @@ def final_areas(schedule: Schedule, steps, *, momentum: float = MOMENTUM):
     Parameters
     ----------
     schedule : Schedule
-        The schedule family (its own ``steps`` is ignored).
+        The schedule family (its own ``steps`` is ignored). A WSD decay must have the linear
+        or cosine shape (a ``sqrt`` decay has no closed form here).
     steps : array-like
         Run lengths ``T`` (float; whole numbers give the discrete areas exactly).
     momentum : float
@@ -60,6 +61,11 @@ def final_areas(schedule: Schedule, steps, *, momentum: float = MOMENTUM):
     >>> round(float(s1[0]), 6)
     0.085
     """
+    if schedule.kind == "wsd" and schedule.shape == "sqrt":
+        raise ScaleFitError(
+            f"{schedule}: the final areas have a closed form for a linear or cosine WSD decay "
+            "only; give shape=linear or shape=cosine."
+        )
     t = np.asarray(steps, dtype=float)
     lam, w = float(momentum), float(schedule.warmup)
     peak, fin = schedule.lr, schedule.final_lr
@@ -70,23 +76,48 @@ def final_areas(schedule: Schedule, steps, *, momentum: float = MOMENTUM):
         if schedule.kind == "constant":
             s1, s2 = warm + peak * n, np.zeros_like(n)
             ok = n >= 1
-        elif schedule.kind == "linear":  # the drop into the first update after warm-up is not fed
+        elif schedule.kind == "linear":  # every update after warm-up drops (peak - fin) / n,
+            fed = n - (w == 0)  # the first one only after a warm-up (eta_0 = eta_1 without)
             s1 = warm + n * fin + (peak - fin) * (n - 1) / 2
-            s2 = (peak - fin) / n / (1 - lam) * ((n - 1) - geo(n - 1))
+            s2 = (peak - fin) / n / (1 - lam) * (fed - geo(fed))
             ok = n >= 1
-        elif schedule.kind == "cosine":
-            th = np.pi / np.where(n >= 1, n, 1.0)
-            q = lam * np.exp(1j * th)
-            tail = np.real((np.exp(-1j * th) - 1) * q * (1 - q ** (n - 1)) / (1 - q))
-            s1 = warm + n * fin + (peak - fin) * (n - 1) / 2
-            s2 = (peak - fin) / 2 * ((1 + np.cos(th)) - tail) / (1 - lam)
+        elif schedule.kind == "cosine":  # update W + 1 at the peak, progress (j - 1) / n
+            s1 = warm + n * fin + (peak - fin) * (n + 1) / 2
+            s2 = (peak - fin) / 2 * _cosine_drops(np.pi / np.where(n >= 1, n, 1.0), n - 1, lam)
             ok = n >= 1
-        else:  # wsd: linear decay over the last decay * T updates, none of them in warm-up
+        else:  # wsd: the decay over the last decay * T updates, after the warm-up
             nd = schedule.decay * t
-            s1 = warm + peak * n - (peak - fin) * (nd + 1) / 2
-            s2 = (peak - fin) / nd / (1 - lam) * (nd - geo(nd))
-            ok = (nd >= 1) & (t - nd > w)
+            s1 = warm + peak * n - (peak - fin) * (nd + 1) / 2  # both shapes sum to (D - 1) / 2
+            if schedule.shape == "cosine":
+                th = np.pi / np.where(nd >= 1, nd, 1.0)
+                s2 = (peak - fin) / 2 * _cosine_drops(th, nd, lam)
+            else:
+                s2 = (peak - fin) / nd / (1 - lam) * (nd - geo(nd))
+            ok = (nd >= 1) & (t - nd >= max(w, 1.0))
     return np.where(ok, s1, np.nan), np.where(ok, s2, np.nan)
+
+
+def _cosine_drops(theta, m, lam: float):
+    """The annealing area of a unit cosine whose last drop is the last update.
+
+    ``sum_i d_i (1 - lam^(m-i+1)) / (1 - lam)``, ``d_i = cos((i-1) theta) - cos(i theta)``,
+    ``i = 1 .. m``.
+    """
+    p = lam * np.exp(-1j * theta)
+    tail = np.real((1 - np.exp(1j * theta)) * np.exp(1j * m * theta) * p * (1 - p**m) / (1 - p))
+    return (1 - np.cos(m * theta) - tail) / (1 - lam)
+
+
+def last_lr(schedule: Schedule, steps):
+    """Learning rate of the last update of ``schedule`` run for ``steps`` updates (float ``T``)."""
+    t = np.asarray(steps, dtype=float)
+    if schedule.kind == "constant":
+        return np.full_like(t, schedule.lr)
+    if schedule.kind != "cosine":
+        return np.full_like(t, schedule.final_lr)
+    n = np.maximum(t - schedule.warmup, 1.0)
+    amp = schedule.lr - schedule.final_lr
+    return schedule.final_lr + 0.5 * amp * (1 + np.cos(np.pi * (n - 1) / n))
 
 
 def family(schedule: str | Schedule, *, where: str = "schedule") -> Schedule:
@@ -161,12 +192,11 @@ def final_loss_law(
     if not (np.isfinite(tokens_per_step) and tokens_per_step > 0):
         raise ScaleFitError(f"tokens_per_step must be a number > 0. Got {tokens_per_step!r}.")
     per, lam, inner = float(tokens_per_step), float(momentum), law.features
-    last_lr = sched.lr if sched.kind == "constant" else sched.final_lr
 
     def features(xp, x):
         steps = np.asarray(x["tokens"], dtype=float) / per
         s1, s2 = final_areas(sched, steps, momentum=lam)
-        out = {**x, "S1": s1, "S2": s2, "step": steps, "lr": np.full_like(steps, last_lr)}
+        out = {**x, "S1": s1, "S2": s2, "step": steps, "lr": last_lr(sched, steps)}
         return {**out, **(inner(xp, out) if inner is not None else {})}
 
     params = tuple(

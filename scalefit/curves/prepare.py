@@ -20,8 +20,8 @@ import pandas as pd
 
 from .._validation import Interval, validate
 from ..errors import ScaleFitError
+from ..schedule import MOMENTUM, Schedule, areas, parse_schedule, warmup_of
 from .multipower import HISTORY_KEY, LrHistory, quadrature
-from .schedule import MOMENTUM, Schedule, areas, parse_schedule
 from .table import run_value
 
 
@@ -94,7 +94,7 @@ def prepare(
     schedule : str or Schedule, optional
         Schedule for runs that declare none and log no lr at every step.
     momentum : float, default 0.999
-        Decay factor of the annealing area (Tissue et al. 2024).
+        Decay factor of the annealing area of Tissue et al. (2024); 0.999 is our default.
     drop_warmup : bool, default True
         Drop checkpoints at or before the end of warm-up.
     early : float, default 0.1
@@ -129,9 +129,9 @@ def prepare(
         if last < 1:
             raise ScaleFitError(f"{where}: run {run!r} has no checkpoint after step 0.")
         eta, source, warm = lr_sequence(curves, run, schedule=schedule, until=last)
-        s1, s2 = areas(eta, momentum=momentum, warmup=None if warm < 0 else warm)
+        warm = warmup_of(eta) if warm < 0 else warm  # the one warm-up of S2 and the drops
+        s1, s2 = areas(eta, momentum=momentum, warmup=warm)
         history[str(run)] = (eta, warm)
-        warm = _warmup_end(eta) if warm < 0 else warm
         idx = part["step"].to_numpy(dtype=int)
         keep = idx >= 1
         part = part[keep].copy()
@@ -157,11 +157,6 @@ def prepare(
     }
     out.attrs[HISTORY_KEY] = LrHistory(history)
     return out
-
-
-def _warmup_end(eta: np.ndarray) -> int:
-    peak = int(np.argmax(eta))
-    return peak if peak and np.all(np.diff(eta[: peak + 1]) >= 0) else 0
 
 
 def _thin(part: pd.DataFrame, max_points: int | None) -> pd.DataFrame:

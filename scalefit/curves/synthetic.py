@@ -9,9 +9,9 @@ import pandas as pd
 
 from .._validation import Interval, validate
 from ..laws import Law, get_law
-from .multipower import decay_drops, quadrature, segments_of
+from ..schedule import MOMENTUM, Schedule, decay_drops, parse_schedule
+from .multipower import quadrature, segments_of
 from .prepare import schedule_frame
-from .schedule import MOMENTUM, Schedule, parse_schedule
 from .table import validate_curves
 
 

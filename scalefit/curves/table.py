@@ -3,7 +3,7 @@
 One row per checkpoint: ``run`` (a name), ``step`` (optimiser updates done when the loss was
 measured) and/or ``tokens``, ``loss``, optionally ``lr`` (the learning rate of update ``step``),
 and per-run constants ``params``, ``width``, ``depth``, ``schedule`` (a schedule string, see
-:func:`scalefit.curves.schedule.parse_schedule`) and ``tokens_per_step``. Every problem is one
+:func:`scalefit.schedule.parse_schedule`) and ``tokens_per_step``. Every problem is one
 line naming the source, the run and the row (1-based, as in the file).
 """
 
@@ -95,7 +95,7 @@ def validate_curves(
     schedule : str, optional
         A schedule template whose ``{column}`` fields name per-run columns of the file (e.g.
         ``"cosine:lr={peak_lr},steps={total_steps},warmup=50,final_lr_ratio=0.1"``,
-        :func:`scalefit.curves.schedule.template_fields`): fills each run's ``schedule``
+        :func:`scalefit.schedule.template_fields`): fills each run's ``schedule``
         column. Each field must hold one number per run.
 
     Returns
@@ -190,7 +190,7 @@ def _id_text(value) -> str:
 
 def _with_schedules(tab: pd.DataFrame, template: str, rename: dict, source: str) -> pd.DataFrame:
     """Fill each run's ``schedule`` from a template whose fields name per-run columns."""
-    from .schedule import fill_template, template_fields
+    from ..schedule import fill_template, template_fields
 
     where = f"{source}: schedule template"
     if "schedule" in tab.columns:

@@ -55,6 +55,7 @@ def format_report(res: Any) -> str:
     lines.append(header)
     at_bound = set(res.diagnostics.get("at_bound", ()))
     stderr_na = res.diagnostics.get("stderr_na", {})
+    lam = conv.get("curves", {}).get("momentum") if "S2" in res.law.inputs else None
     for name, value in res.params.items():
         if name in at_bound and not np.isfinite(res.stderr.get(name, np.nan)):
             se = f"{'at bound':>16}"
@@ -77,6 +78,8 @@ def format_report(res: Any) -> str:
                 line += f"{lo:>14.6g}{hi:>14.6g}"
             else:
                 line += f"{'n/a':>14}{'n/a':>14}"
+        if name == "C" and lam is not None:  # C is per unit of S2, whose size lam sets
+            line += f"  at momentum λ = {lam:g}"
         lines.append(line)
     if conv.get("loss") == "lad" and not res.ci:
         lines.append(

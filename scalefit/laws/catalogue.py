@@ -305,7 +305,7 @@ def lr_annealing() -> Law:
     """Tissue et al. (2024): ``L = L0 + A * S1**(-alpha) - C * S2`` along a training curve.
 
     ``S1`` is the forward area (sum of learning rates) and ``S2`` the annealing area
-    (momentum form); see :mod:`scalefit.curves.schedule`.
+    (momentum form); see :mod:`scalefit.schedule`.
     """
     return Law(
         name="lr_annealing",

@@ -1,6 +1,6 @@
 """Cooldown branches: one WSD run, final losses at several token budgets.
 
-A WSD run (:mod:`scalefit.train.schedule`) holds ``lr`` until its decay; with the warm-up given
+A WSD run (:mod:`scalefit.schedule`) holds ``lr`` until its decay; with the warm-up given
 in steps, a WSD run of a smaller budget ``t`` is the same run up to the step where its own decay
 starts, ``fork(t) = N(t) − max(1, round(decay_frac·N(t)))``. :func:`train_cooldowns` therefore
 trains the main run (budget ``tokens``) once and, when it passes ``fork(t)`` for each ``t`` of
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 from .._io import MAX_CONFIG_BYTES, read_json
 from .._readonly import ReadOnlyMappings
 from ..errors import ScaleFitError
+from ..schedule import steps_of
 from .config import TrainConfig, config_diff, config_from_dict, validate_config
-from .schedule import decay_start, steps_of, warmup_steps
 
 if TYPE_CHECKING:
     from .loop import TrainResult
@@ -79,7 +79,7 @@ def branch_config(cfg: TrainConfig, budget: int) -> TrainConfig:
     ``warmup_steps`` (the main run's warm-up, in steps).
     """
     d = cfg.to_dict()
-    d.update(tokens=int(budget), cooldowns=[], warmup_steps=warmup_steps(cfg))
+    d.update(tokens=int(budget), cooldowns=[], warmup_steps=cfg.lr_schedule().warmup)
     return config_from_dict(d, source="cooldown branch")
 
 
@@ -88,13 +88,11 @@ def plan(cfg: TrainConfig, run_dir: str | os.PathLike) -> list[Branch]:
     per_step = cfg.batch_size * cfg.model.seq_len
     out = []
     for budget in sorted(set(cfg.cooldowns)):
-        n = steps_of(budget, per_step, 1)
-        if n == cfg.steps:
+        if steps_of(budget, per_step) == cfg.steps:
             continue
         folder = Path(run_dir) / BRANCH_DIR / f"tokens_{budget}"
-        out.append(
-            Branch(budget, branch_config(cfg, budget), folder, decay_start(n, cfg.decay_frac))
-        )
+        branch = branch_config(cfg, budget)
+        out.append(Branch(budget, branch, folder, branch.lr_schedule().decay_start))
     return out
 
 

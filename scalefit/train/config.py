@@ -8,6 +8,7 @@ trainer uses it to refuse resuming a run folder that was started with other sett
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import re
@@ -18,8 +19,8 @@ from typing import Any
 from .._validation import Interval, Options, validate_mapping
 from ..accounting import BLOCKS
 from ..errors import ScaleFitError
+from ..schedule import KINDS, SHAPES, Schedule, steps_of, trainer_schedule
 from .model import VARIANTS, ModelConfig, head_layout
-from .schedule import DECAY_SHAPES, SCHEDULES, check_schedule
 
 PRECISIONS = ("auto", "fp32", "bf16")
 OPTIMIZER_IMPLS = ("auto", "fused", "foreach", "plain")
@@ -45,8 +46,9 @@ class TrainConfig:
     read back); a divergence is detected at the next read, and the steps run after the diverged
     one are not recorded.
 
-    ``schedule`` picks the learning-rate schedule (:mod:`scalefit.train.schedule`; the default
-    ``"cosine"`` is warm-up then cosine to ``min_lr_ratio·lr``); ``decay_frac`` and
+    ``schedule`` picks the learning-rate schedule (:mod:`scalefit.schedule`, the one the curve
+    laws read; the default ``"cosine"`` is warm-up then cosine to ``min_lr_ratio·lr``;
+    :meth:`lr_schedule` gives it as a :class:`~scalefit.schedule.Schedule`); ``decay_frac`` and
     ``decay_shape`` shape the WSD decay. ``cooldowns`` (WSD only) lists token budgets below
     ``tokens`` whose cooldowns branch off this run's stable phase
     (:func:`scalefit.train.branches.train_cooldowns`).
@@ -79,7 +81,7 @@ class TrainConfig:
     optimizer_impl: str = "auto"
     parallel: str = "ddp"
     threads: int = 0  # torch threads; 0 = leave as is
-    schedule: str = "cosine"  # cosine | constant | linear | wsd (scalefit.train.schedule)
+    schedule: str = "cosine"  # cosine | constant | linear | wsd (scalefit.schedule)
     decay_frac: float = 0.2  # wsd: fraction of the steps spent decaying to the floor
     decay_shape: str = "linear"  # wsd: linear | sqrt | cosine
     warmup_steps: int | None = None  # warm-up steps, overriding warmup_frac (0 or 1: none)
@@ -88,7 +90,18 @@ class TrainConfig:
     @property
     def steps(self) -> int:
         """Optimiser steps: the token budget over tokens per step, rounded up."""
-        return max(1, math.ceil(self.tokens / (self.batch_size * self.model.seq_len)))
+        return steps_of(self.tokens, self.batch_size * self.model.seq_len)
+
+    def lr_schedule(self) -> Schedule:
+        """The run's learning-rate schedule; update ``k + 1`` is step ``k`` (0-based).
+
+        Examples
+        --------
+        >>> cfg = config_from_dict({"schedule": "wsd", "tokens": 32 * 128 * 10, "warmup_frac": 0.1})
+        >>> [round(cfg.lr_schedule().lr_at(k + 1) / cfg.lr, 2) for k in range(cfg.steps)]
+        [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.55, 0.1]
+        """
+        return trainer_schedule(self.to_dict())
 
     def to_dict(self) -> dict:
         """Flat JSON-safe dict (model settings inlined), the inverse of :func:`config_from_dict`."""
@@ -219,9 +232,9 @@ CONSTRAINTS: dict[str, list] = {
     "parallel": [Options(frozenset(PARALLEL))],
     "threads": [Interval(int, 0, LIMITS["threads"])],
     "name": [_Text("a string")],
-    "schedule": [Options(frozenset(SCHEDULES))],
+    "schedule": [Options(frozenset(KINDS))],
     "decay_frac": [Interval(float, 0, 1, closed="neither")],
-    "decay_shape": [Options(frozenset(DECAY_SHAPES))],
+    "decay_shape": [Options(frozenset(SHAPES))],
     "warmup_steps": [None, Interval(int, 0, LIMITS["tokens"])],
     "cooldowns": [_Budgets()],
 }
@@ -254,7 +267,58 @@ def validate_config(d: dict, *, source: str = "config") -> None:
             f"{where}: 'width' ({width}) with {n_heads} head(s) gives a head dimension of {dim}; "
             "RoPE needs an even one (choose 'width', 'heads' or 'head_dim' to make it even)."
         )
-    check_schedule(d, where)
+    _check_schedule(d, where)
+
+
+def _check_schedule(d: dict, where: str) -> None:
+    """Cross-field schedule rules of a flat trainer configuration.
+
+    A WSD decay starts after the warm-up; ``cooldowns`` need WSD, budgets up to ``tokens`` with
+    distinct step counts, each decaying after the main warm-up.
+    """
+    base = TrainConfig().to_dict()
+    kind, cooldowns = d.get("schedule", base["schedule"]), list(d.get("cooldowns", []))
+    if cooldowns and kind != "wsd":
+        raise ScaleFitError(
+            f"{where}: 'cooldowns' need schedule = 'wsd' (branches fork from its stable phase); "
+            f"got schedule = {kind!r}."
+        )
+    if kind != "wsd":
+        return
+    main = trainer_schedule({**base, **d})
+    steps, warm, frac, tokens = (
+        main.steps,
+        main.warmup,
+        main.decay,
+        int(d.get("tokens", base["tokens"])),
+    )
+    if main.decay_start < warm:
+        raise ScaleFitError(
+            f"{where}: the WSD decay (last {frac:g} of {steps} steps, from step "
+            f"{main.decay_start}) must start after the warm-up ({warm} steps); lower "
+            "'decay_frac' or the warm-up."
+        )
+    per_step = int(d.get("batch_size", base["batch_size"])) * int(d.get("seq_len", base["seq_len"]))
+    seen: dict[int, int] = {}
+    for budget in cooldowns:
+        if budget > tokens:
+            raise ScaleFitError(
+                f"{where}: each of 'cooldowns' must be at most 'tokens' ({tokens}); got {budget}."
+            )
+        n = steps_of(budget, per_step)
+        if n in seen:
+            raise ScaleFitError(
+                f"{where}: 'cooldowns' {seen[n]} and {budget} both round to {n} steps of "
+                f"{per_step} tokens; give distinct budgets."
+            )
+        seen[n] = budget
+        start = dataclasses.replace(main, steps=n).decay_start
+        if start < warm:
+            raise ScaleFitError(
+                f"{where}: the cooldown of {budget} tokens ({n} steps) would start decaying at "
+                f"step {start}, inside the {warm}-step warm-up; give a larger budget or a "
+                "shorter warm-up."
+            )
 
 
 def config_from_dict(d: dict, *, source: str = "config") -> TrainConfig:
@@ -313,4 +377,54 @@ def runtime_choices(cfg: TrainConfig, device_type: str) -> dict:
         "compile": bool(compiled),
         "optimizer_impl": impl,
         "sync_every": int(sync),
+    }
+
+
+def run_metadata(
+    cfg: TrainConfig, *, params: int, params_nonembedding: int, branch: dict | None
+) -> dict:
+    """The JSON metadata of a run folder (``run.json``) that a curve reader picks up.
+
+    Parameters
+    ----------
+    cfg : TrainConfig
+        The run's settings.
+    params, params_nonembedding : int
+        Parameter counts of the model.
+    branch : dict or None
+        For a cooldown branch: ``{"main": folder of the main run, "fork_step": step}``.
+
+    Returns
+    -------
+    dict
+        ``params``, ``width``, ``depth``, ``tokens`` (the budget), ``steps``, ``tokens_per_step``,
+        ``schedule``, ``lr``, ``min_lr``, ``warmup_steps``, ``decay_frac``, ``decay_shape``,
+        ``schedule_text`` (the exact schedule in the grammar of
+        :func:`scalefit.schedule.parse_schedule`), ``cooldowns`` and ``branch``.
+    """
+    mc, sched = cfg.model, cfg.lr_schedule()
+    wsd = cfg.schedule == "wsd"
+    return {
+        "format": "scalefit-train-run",
+        "version": 1,
+        "params": int(params),
+        "params_nonembedding": int(params_nonembedding),
+        "width": mc.width,
+        "depth": mc.depth,
+        "variant": mc.variant,
+        "seed": cfg.seed,
+        "tokens": cfg.tokens,
+        "steps": cfg.steps,
+        "tokens_per_step": cfg.batch_size * mc.seq_len,
+        "batch_size": cfg.batch_size,
+        "seq_len": mc.seq_len,
+        "schedule": cfg.schedule,
+        "lr": cfg.lr,
+        "min_lr": sched.final_lr,
+        "warmup_steps": sched.warmup,
+        "decay_frac": cfg.decay_frac if wsd else None,
+        "decay_shape": cfg.decay_shape if wsd else None,
+        "schedule_text": str(sched),
+        "cooldowns": list(cfg.cooldowns),
+        "branch": branch,
     }

@@ -17,7 +17,7 @@ with the differing keys named, unless ``overwrite=True``.
 
 A run folder holds ``history.csv`` (one row per step: ``step``, ``tokens`` = (step+1)·batch·
 seq_len, ``lr``, ``loss`` the training loss of the step's batch, ``grad_norm``, ``diverged``,
-``time_s``) and ``run.json`` (:func:`scalefit.train.schedule.run_metadata`: parameters, shape,
+``time_s``) and ``run.json`` (:func:`scalefit.train.config.run_metadata`: parameters, shape,
 schedule, budget; ``finished`` and the result row once the run is done).
 """
 
@@ -40,12 +40,10 @@ from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
 from . import cuda, dist
-from .config import TrainConfig, config_from_dict, runtime_choices
+from .config import TrainConfig, config_from_dict, run_metadata, runtime_choices
 from .cr import regulariser
 from .data import TokenData, build_tokens
 from .model import ModelConfig, Transformer
-from .schedule import lr_at as _schedule_lr_at
-from .schedule import run_metadata
 
 __all__ = [
     "TrainConfig",
@@ -72,11 +70,11 @@ class TrainResult(ReadOnlyMappings):
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Learning rate of step ``step`` under ``cfg.schedule`` (:mod:`scalefit.train.schedule`).
+    """Learning rate of step ``step`` (0-based) under ``cfg.schedule`` (:mod:`scalefit.schedule`).
 
     The default ``"cosine"``: linear warm-up to ``lr``, then cosine decay to ``min_lr_ratio·lr``.
     """
-    return _schedule_lr_at(step, cfg)
+    return cfg.lr_schedule().lr_at(int(step) + 1)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device) -> torch.optim.AdamW:
@@ -401,6 +399,7 @@ def _train(
     )
     t0, t_start, c_start = time.perf_counter(), time.perf_counter(), time.process_time()
     sync_every = runtime_choices(cfg, device.type)["sync_every"]
+    schedule = cfg.lr_schedule()
     pending: list[dict] = []  # steps whose loss and gradient norm are still on the device
 
     def read_back() -> bool:
@@ -428,7 +427,7 @@ def _train(
     for step in range(start, end):
         if diverged:
             break
-        lr = lr_at(step, cfg)
+        lr = schedule.lr_at(step + 1)
         x, y = data.batch(step, cfg.batch_size, rank=rank, world=world)
         ce, gnorm = _step(net, model, opt, x, y, cfg, step, lr, device, world)
         pending.append({"step": step, "lr": lr, "ce": ce, "gnorm": gnorm})

@@ -7,8 +7,8 @@ import pytest
 
 from scalefit.cli import main
 from scalefit.curves import Schedule, parse_schedule, prepare, read_curves
-from scalefit.curves.schedule import fill_template, template_fields
 from scalefit.errors import ConvergenceWarning, ScaleFitError
+from scalefit.schedule import fill_template, template_fields
 
 TEMPLATE = "cosine:lr={peak_lr},steps={total_steps},warmup=5,final_lr_ratio=0.1"
 

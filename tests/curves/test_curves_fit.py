@@ -278,3 +278,15 @@ def test_forecast_says_when_its_losses_cannot_be_used():
     with pytest.warns(ConvergenceWarning, match="not a positive number at step"):
         out = forecast(steep, sched, bands=False)
     assert (out["loss"] <= 0).any()
+
+
+def test_the_report_prints_the_momentum_beside_C():
+    """C is per unit of S2, whose size the momentum sets: the report says at which."""
+    curves = _curves("wsd", 0, lengths=(1000, 2000, 3000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = fit_curves(prepare(curves, momentum=0.99), "lr_annealing", starts=4)
+        plain = fit_curves(prepare(curves), None, formula="L0 + A*S1**(-alpha)", starts=4)
+    line = next(x for x in res.report().splitlines() if x.startswith("C "))
+    assert line.endswith("at momentum λ = 0.99")
+    assert "λ" not in plain.report()  # a law without S2

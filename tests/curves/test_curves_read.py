@@ -22,9 +22,9 @@ from scalefit.errors import ScaleFitError
 def test_schedule_shapes():
     cos = Schedule("cosine", 1.0, 100, warmup=10, final_lr=0.1)
     assert cos.lr_at(5) == pytest.approx(0.5)  # warm-up: linear
-    assert cos.lr_at(10) == pytest.approx(1.0)
-    assert cos.lr_at(100) == pytest.approx(0.1)
-    assert cos.lr_at(55) == pytest.approx(0.55)  # cosine midpoint
+    assert cos.lr_at(10) == cos.lr_at(11) == pytest.approx(1.0)  # update W + 1 at the peak
+    assert cos.lr_at(100) == pytest.approx(0.1 + 0.45 * (1 + np.cos(np.pi * 89 / 90)))
+    assert cos.lr_at(56) == pytest.approx(0.55)  # cosine midpoint, progress (s - 1 - W) / 90
     lin = Schedule("linear", 2.0, 10, final_lr=0.0)
     assert lin.sequence().tolist() == pytest.approx(
         [1.8, 1.6, 1.4, 1.2, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0]

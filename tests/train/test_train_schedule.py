@@ -12,9 +12,10 @@ torch = pytest.importorskip("torch")
 from train_support import _one_torch_thread, tiny_settings, token_folder  # noqa: E402, F401
 
 from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.schedule import Schedule, parse_schedule  # noqa: E402
 from scalefit.train.branches import branch_config, plan, train_cooldowns  # noqa: E402
+from scalefit.train.config import run_metadata  # noqa: E402
 from scalefit.train.loop import config_from_dict, lr_at, train  # noqa: E402
-from scalefit.train.schedule import decay_start, schedule_text  # noqa: E402
 
 STEP = 8 * 32  # tokens per step of tiny_settings
 
@@ -80,8 +81,36 @@ def test_constant_linear_and_wsd_curves():
 
 def test_schedule_text_speaks_the_curve_readers_grammar():
     cfg = cfg_of(schedule="wsd", tokens=STEP * 50, lr=1e-3, warmup_frac=0.1, min_lr_ratio=0.0)
-    assert schedule_text(cfg) == "wsd:lr=0.001,steps=50,warmup=5,decay=0.2,final_lr=0.0"
-    assert schedule_text(cfg_of(schedule="constant", warmup_frac=0.0)).startswith("constant:")
+    assert str(cfg.lr_schedule()) == "wsd:lr=0.001,steps=50,warmup=5,decay=0.2,final_lr=0.0"
+    constant = cfg_of(schedule="constant", warmup_frac=0.0).lr_schedule()
+    assert str(constant).startswith("constant:")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"schedule": "cosine"},
+        {"schedule": "cosine", "warmup_frac": 0.0, "min_lr_ratio": 0.0},
+        {"schedule": "linear"},
+        {"schedule": "constant"},
+        {"schedule": "wsd", "decay_shape": "linear"},
+        {"schedule": "wsd", "decay_shape": "sqrt"},
+        {"schedule": "wsd", "decay_shape": "cosine"},
+        {"schedule": "linear", "warmup_steps": 60},  # all warm-up
+    ],
+)
+def test_the_curves_read_the_trainers_exact_rates(extra):
+    """run.json's schedule_text, parsed by the curve readers, gives the trainer's every rate.
+
+    Before the one schedule module the cosine was one step ahead there and a sqrt or cosine WSD
+    decay had no name.
+    """
+    cfg = cfg_of(**{"tokens": STEP * 50, "lr": 1e-3, "warmup_frac": 0.1, **extra})
+    text = run_metadata(cfg, params=1, params_nonembedding=1, branch=None)["schedule_text"]
+    declared = parse_schedule(text).sequence()
+    trainer = [lr_at(k, cfg) for k in range(cfg.steps)]
+    assert declared.tolist() == pytest.approx(trainer, rel=1e-14, abs=0)
+    assert trainer == [cfg.lr_schedule().lr_at(k + 1) for k in range(cfg.steps)]
 
 
 @pytest.mark.parametrize(
@@ -156,7 +185,7 @@ def test_a_cooldown_branch_is_the_standalone_run_of_its_budget(token_dir, tmp_pa
         assert out.branches[budget]["loss"] == alone.row["loss"]
         assert out.branches[budget]["tokens"] == budget
         meta = json.loads((folder / "run.json").read_text())
-        fork = decay_start(budget // STEP, 0.2)
+        fork = Schedule("wsd", 1e-3, budget // STEP, decay=0.2).decay_start
         assert meta["branch"] == {"main": "../..", "fork_step": fork, "budget": budget}
         # the stable phase is shared with the main run
         assert hist["loss"].tolist()[:fork] == _losses(out.main)[:fork]
