@@ -50,37 +50,9 @@ def format_report(res: Any) -> str:
     if conv.get("derived"):
         lines.append(f"derived    {'; '.join(conv['derived'])}")
     pct = f"{100 * res.ci_prob:g}%"
-    header = f"\n{'param':<10}{'value':>14}{'stderr':>16}"
-    header += f"{pct + ' lo':>14}{pct + ' hi':>14}" if res.ci else ""
-    lines.append(header)
+    lines.extend(_param_lines(res, pct))
     at_bound = set(res.diagnostics.get("at_bound", ()))
     stderr_na = res.diagnostics.get("stderr_na", {})
-    lam = conv.get("curves", {}).get("momentum") if "S2" in res.law.inputs else None
-    for name, value in res.params.items():
-        if name in at_bound and not np.isfinite(res.stderr.get(name, np.nan)):
-            se = f"{'at bound':>16}"
-        elif name in res.not_identified:
-            se = f"{NOT_IDENTIFIED:>16}"
-        elif (conv.get("loss") == "lad" or name in stderr_na) and not np.isfinite(
-            res.stderr.get(name, np.nan)
-        ):
-            se = f"{'n/a: bootstrap':>16}"
-        elif str(conv.get("stderr", "")).startswith("n/a") and not np.isfinite(
-            res.stderr.get(name, np.nan)
-        ):
-            se = f"{'n/a: run boot.':>16}"
-        else:
-            se = f"{res.stderr.get(name, np.nan):>16.3g}"
-        line = f"{name:<10}{value:>14.6g}{se}"
-        if res.ci:
-            lo, hi = res.ci.get(name, (np.nan, np.nan))
-            if np.isfinite(lo) and np.isfinite(hi):
-                line += f"{lo:>14.6g}{hi:>14.6g}"
-            else:
-                line += f"{'n/a':>14}{'n/a':>14}"
-        if name == "C" and lam is not None:  # C is per unit of S2, whose size lam sets
-            line += f"  at momentum λ = {lam:g}"
-        lines.append(line)
     if conv.get("loss") == "lad" and not res.ci:
         lines.append(
             "\nstderr n/a: no asymptotic standard errors for LAD; use the bootstrap "
@@ -133,6 +105,43 @@ def format_report(res: Any) -> str:
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def _se_cell(res: Any, name: str, at_bound: set, stderr_na: dict) -> str:
+    """The stderr column of one parameter: a number, or why there is none."""
+    conv, missing = res.conventions, not np.isfinite(res.stderr.get(name, np.nan))
+    if name in at_bound and missing:
+        return f"{'at bound':>16}"
+    if name in res.not_identified:
+        return f"{NOT_IDENTIFIED:>16}"
+    if (conv.get("loss") == "lad" or name in stderr_na) and missing:
+        return f"{'n/a: bootstrap':>16}"
+    if str(conv.get("stderr", "")).startswith("n/a") and missing:
+        return f"{'n/a: run boot.':>16}"
+    return f"{res.stderr.get(name, np.nan):>16.3g}"
+
+
+def _param_lines(res: Any, pct: str) -> list[str]:
+    """The table of parameters: value, stderr (or why none) and the interval."""
+    conv = res.conventions
+    header = f"\n{'param':<10}{'value':>14}{'stderr':>16}"
+    header += f"{pct + ' lo':>14}{pct + ' hi':>14}" if res.ci else ""
+    lines = [header]
+    at_bound = set(res.diagnostics.get("at_bound", ()))
+    stderr_na = res.diagnostics.get("stderr_na", {})
+    lam = conv.get("curves", {}).get("momentum") if "S2" in res.law.inputs else None
+    for name, value in res.params.items():
+        line = f"{name:<10}{value:>14.6g}{_se_cell(res, name, at_bound, stderr_na)}"
+        if res.ci:
+            lo, hi = res.ci.get(name, (np.nan, np.nan))
+            if np.isfinite(lo) and np.isfinite(hi):
+                line += f"{lo:>14.6g}{hi:>14.6g}"
+            else:
+                line += f"{'n/a':>14}{'n/a':>14}"
+        if name == "C" and lam is not None:  # C is per unit of S2, whose size lam sets
+            line += f"  at momentum λ = {lam:g}"
+        lines.append(line)
+    return lines
 
 
 def _inside(value: float, ci) -> bool:
