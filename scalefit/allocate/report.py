@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..accounting import flops_text
-from .api import Allocation
+from .api import QUANTITIES, Allocation
 
 
 def _g(v: float, digits: int = 3) -> str:
@@ -65,6 +65,23 @@ def header_text(alloc: Allocation) -> str:
 
 def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     """The recommendation for one budget."""
+    text = _budget_text(alloc, i, budget, show)
+    s = alloc.summary.iloc[i]
+    off = [
+        q
+        for q in QUANTITIES
+        if np.isfinite(s.get(f"{q}_star_lo", np.nan))
+        and not s[f"{q}_star_lo"] <= s[f"{q}_star"] <= s[f"{q}_star_hi"]
+    ]
+    if off:
+        text += (
+            f"\n  note         the optimum's {', '.join(off)} lies outside its own interval: the "
+            f"draws' optima sit to one side of the point estimate's (a skewed spread)"
+        )
+    return text
+
+
+def _budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     s = alloc.summary.iloc[i]
     lines = [f"== budget {flops_text(budget)} FLOP"]
     if alloc.kind == "params" and not np.isfinite(s["params"]):

@@ -132,3 +132,15 @@ def test_allocate_intervals_cover_on_the_public_sweeps():
     print(f"covered {hits}/{n} (plain {plain}/{n})")
     assert n >= 14
     assert hits / n >= 0.9, (hits, plain, n)
+
+
+def test_report_says_why_an_optimum_lies_outside_its_interval(fitted):
+    from scalefit.allocate.report import budget_text
+
+    alloc = allocate(fitted, [1e21], interval="draws")
+    assert "note" not in budget_text(alloc, 0, 1e21)
+    s = alloc.summary.copy()
+    s.loc[0, "params_star_lo"] = s.loc[0, "params_star"] * 1.1
+    s.loc[0, "params_star_hi"] = s.loc[0, "params_star"] * 1.2
+    text = budget_text(alloc.__class__(**{**alloc.__dict__, "summary": s}), 0, 1e21)
+    assert "the optimum's params lies outside its own interval" in text
