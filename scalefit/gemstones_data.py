@@ -55,10 +55,12 @@ class GemFile:
 
     @property
     def filename(self) -> str:
+        """Path inside a data folder."""
         return f"{FOLDER}/wandb_df_for_fitting_{self.key}.jsonl"
 
     @property
     def url(self) -> str:
+        """Public raw URL (the checksum guards what it serves)."""
         return URL + f"wandb_df_for_fitting_{self.key}.jsonl"
 
 
