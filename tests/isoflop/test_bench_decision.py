@@ -38,7 +38,9 @@ def summary(tmp_path_factory):
     summary = pd.read_csv(out / "d_summary.csv").set_index(["phase", "method"])
     summary.attrs["calibration"] = pd.read_csv(out / "d_calibration.csv").set_index("method")
     gem = out / "d_gemstones_summary.csv"
-    summary.attrs["gemstones"] = pd.read_csv(gem).set_index(["phase", "method"]) if gem.exists() else None
+    summary.attrs["gemstones"] = (
+        pd.read_csv(gem).set_index(["phase", "method"]) if gem.exists() else None
+    )
     return summary
 
 
