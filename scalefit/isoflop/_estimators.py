@@ -202,8 +202,9 @@ def _law_nstar(p: dict | None, logc: np.ndarray) -> np.ndarray:
 
     if p is None:
         return np.full(len(logc), np.nan)
-    n, _ = chinchilla_optimum(p["E"], p["A"], p["B"], p["alpha"], p["beta"], np.exp(logc))
-    return np.log(n)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a failed fit: NaN
+        n, _ = chinchilla_optimum(p["E"], p["A"], p["B"], p["alpha"], p["beta"], np.exp(logc))
+        return np.log(n)
 
 
 def estimate(
