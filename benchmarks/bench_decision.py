@@ -50,12 +50,12 @@ def split_final(table, hold=2):
     return train, test
 
 
-def run_sweep(table, exp, *, n_boot, seed):
-    """Rolling-origin and final rows of every method on one sweep."""
+def run_sweep(table, exp, *, n_boot, seed, split=None):
+    """Rolling-origin and final rows of every method on one sweep (``split``: (train, test))."""
     from scalefit.isoflop._estimators import METHODS, groups_of, pooled_sigma
     from scalefit.isoflop.decision import rolling_origins, score_origin
 
-    train, test = split_final(table)
+    train, test = split or split_final(table)
     rolling = rolling_origins(train, list(METHODS), n_boot=n_boot, seed=seed)
     rolling["phase"] = "rolling"
     final = score_origin(
@@ -70,6 +70,83 @@ def run_sweep(table, exp, *, n_boot, seed):
     out = __import__("pandas").concat([rolling, final], ignore_index=True)
     out.insert(0, "experiment", exp)
     return out
+
+
+#: Gemstones' compute levels: every 0.2 dex (10^18.6 .. 10^21.2 FLOPs).
+GEM_LEVELS = tuple(10 ** (18.6 + 0.2 * k) for k in range(14))
+GEM_ID = "gemstones__cool_end"
+
+
+def gemstones_profiles(table, levels=GEM_LEVELS):
+    """IsoFLOP profiles from Gemstones' cooldown finals: per level C, each shape at T = C/(6N).
+
+    Each shape's loss is interpolated linearly in ``ln T`` between its cooldown ends, and only
+    where ``C/(6N)`` lies inside that shape's observed token range (no extrapolation). One shape
+    gives a point at several levels: those points are correlated (one training run).
+    """
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for run, r in table.groupby("run", sort=True):
+        r = r.sort_values("tokens")
+        n = float(r["params"].iloc[0])
+        lt, y = np.log(r["tokens"].to_numpy(float)), r["loss"].to_numpy(float)
+        for c in levels:
+            x = np.log(c / (6 * n))
+            if lt[0] <= x <= lt[-1]:
+                rows.append(
+                    {"run": run, "params": n, "tokens": c / (6 * n), "budget": c,
+                     "loss": float(np.interp(x, lt, y))}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def gemstones_split(profiles):
+    """Levels with 4+ shapes; the two highest whose runs bracket a minimum are held out.
+
+    Returns ``(train, test, notes)``: train is every usable level below the first held-out one.
+    Levels above the held-out ones (their runs all 1-2B parameters, loss still falling with
+    size: no vertex inside the sampled sizes, so nothing to score) are reported and unused.
+    """
+    import numpy as np
+
+    from scalefit.isoflop._estimators import MIN_RUNS, groups_of, pooled_sigma, reference
+
+    counts = profiles.groupby("budget")["run"].size()
+    keep = profiles[profiles["budget"].isin(counts[counts >= MIN_RUNS].index)]
+    groups = groups_of(keep)
+    sigma = pooled_sigma(groups)
+    has_ref = [np.isfinite(reference(g, sigma).x) for g in groups]
+    idx = [i for i, ok in enumerate(has_ref) if ok][-2:]
+    cut, hold = np.exp(groups[idx[0]].logc), [np.exp(groups[i].logc) for i in idx]
+    above = [np.exp(g.logc) for g in groups[idx[-1] + 1 :]]
+    train = keep[keep["budget"] < cut * 0.999].reset_index(drop=True)
+    test = keep[np.isclose(keep["budget"].to_numpy()[:, None], hold, rtol=1e-6).any(1)]
+    notes = {
+        "levels": len(groups),
+        "held_out": hold,
+        "unused_above": above,
+        "with_reference": int(sum(has_ref)),
+    }
+    return train, test.reset_index(drop=True), notes
+
+
+def run_gemstones(*, n_boot, seed):
+    """Gemstones' IsoFLOP profiles through the same protocol (or None without its files)."""
+    from scalefit import datasets
+
+    try:
+        cool = datasets.load("gemstones", file="cool_end", download=False)
+    except datasets.TableNotFound:
+        return None, None
+    prof = gemstones_profiles(cool)
+    train, test, notes = gemstones_split(prof)
+    import pandas as pd
+
+    frame = run_sweep(pd.concat([train, test]), GEM_ID, n_boot=n_boot, seed=seed,
+                      split=(train, test))  # fmt: skip
+    return frame, notes
 
 
 def check_parabola(table, frame, exp):
@@ -248,6 +325,19 @@ def figure(frame, summary, pooled, chosen, path):
     atomic_savefig(fig, path, dpi=110)
 
 
+def print_gemstones(gem, summary):
+    """Gemstones' scores per phase and method, and its scored levels."""
+    for phase in ("rolling", "final"):
+        s = summary[summary["phase"] == phase].sort_values("abs_err")
+        cols = ["method", "n_scored", "n_ref", "abs_err", "regret", "regret_rel"]
+        cols += ["cov80_pooled", "cov95_pooled", "cov80_pooled_plain", "cov95_pooled_plain"]
+        cols += ["cov80_param", "cov95_param"]
+        print(f"\n{GEM_ID}, {phase}:\n" + s[cols].to_string(index=False, float_format="%.3f"))
+    one = gem[gem["method"] == gem["method"].iloc[0]]
+    cols = ["phase", "origin", "budget", "distance", "ref", "s_ref"]
+    print("\nscored levels:\n" + one[cols].to_string(index=False, float_format="%.3g"))
+
+
 def main(argv=None) -> int:
     from _harness import header, loadavg, pin_threads
 
@@ -286,6 +376,16 @@ def main(argv=None) -> int:
     frame = coverage_columns(frame)
     summary = summarise(frame)
     chosen = choose(summary)
+    gem, gem_notes = run_gemstones(n_boot=args.boot, seed=args.seed)
+    if gem is not None:  # beside the sweeps: scored with the sweeps' pooled calibration only
+        for col in ("s_mis_pooled", "s_mis_own"):
+            gem[col] = [
+                float(pooled[m].s_misfit(d))
+                for m, d in zip(gem["method"], gem["distance"], strict=True)
+            ]
+        gem = coverage_columns(gem)
+        gem_summary = summarise(gem)
+        print(f"\n{GEM_ID}: {gem_notes} ({time.perf_counter() - t0:.0f} s)")
     pd.set_option("display.width", 200)
     for phase in ("rolling", "final"):
         s = summary[summary["phase"] == phase].sort_values("abs_err")
@@ -302,8 +402,11 @@ def main(argv=None) -> int:
     print("\nfinal |ln N*| error per sweep:")
     print(per.apply(lambda e: e.abs().mean()).unstack().round(3).to_string())
     out = os.path.splitext(args.out)[0]
-    atomic_write_csv(args.out, frame)
+    atomic_write_csv(args.out, pd.concat([frame, gem], ignore_index=True))
     atomic_write_csv(out + "_summary.csv", summary)
+    if gem is not None:
+        print_gemstones(gem, gem_summary)
+        atomic_write_csv(out + "_gemstones_summary.csv", gem_summary)
     cal = pd.DataFrame([{"method": m, **c.to_dict()} for m, c in pooled.items()])
     atomic_write_csv(out + "_calibration.csv", cal)
     figure(frame, summary, pooled, chosen, args.figure)

@@ -112,6 +112,20 @@ DATASETS: dict[str, Dataset] = {
         url="https://raw.githubusercontent.com/Open-Athena/scaling-law-analysis/main/data/"
         "isoflops/extract/isoflops.csv",
     ),
+    # --- Gemstones (issue 36/38): five JSON-lines files under gemstones/, one table per file; see
+    # scalefit/gemstones_data.py. load("gemstones", file=KEY); this entry is the default file.
+    "gemstones": Dataset(
+        name="gemstones",
+        filename="gemstones/wandb_df_for_fitting_hot_100b+.jsonl",
+        description=(
+            "Gemstones (McLeish et al., MIT): 22 models, width 256-3072 x depth 3-80, checkpoints "
+            "to 350B tokens; files hot_100b+ (default), hot, cool_begin, cool_end, "
+            "lr_ablation_hot: load one with file=KEY."
+        ),
+        sha256="1da97ce3d1394e0223826c8f5ca081cb0fb289ec65d2707fb5430721e92e9659",
+        url="https://raw.githubusercontent.com/mcleish7/gemstone-scaling-laws/main/wandb_dfs/"
+        "wandb_df_for_fitting_hot_100b+.jsonl",
+    ),
 }
 
 
@@ -195,7 +209,10 @@ def _remember(path: Path, ds: Dataset) -> None:
 
 def fetch_command(name: str) -> str:
     """One shell command that downloads a public table into the user cache."""
-    ds = DATASETS[name]
+    return _fetch_command(DATASETS[name])
+
+
+def _fetch_command(ds: Dataset) -> str:
     target = cache_dir() / ds.filename
     return f"curl -fL --create-dirs -o {shlex.quote(str(target))} {ds.url}"
 
@@ -235,7 +252,11 @@ def locate(name: str, data_dir: str | os.PathLike | None = None, *, download: bo
         raise ScaleFitError(
             f"Unknown dataset {name!r}; expected one of {', '.join(sorted(DATASETS))}."
         )
-    ds = DATASETS[name]
+    return _locate(DATASETS[name], data_dir, download)
+
+
+def _locate(ds: Dataset, data_dir, download: bool) -> Found:
+    name = ds.name
     if ds.bundled:
         path = BUNDLED_DIR / ds.filename
         if not path.exists():
@@ -276,7 +297,7 @@ def _not_found(ds: Dataset, places: list[tuple[str, Path | None]], why: str) -> 
     return (
         f"dataset {ds.name!r} ({ds.filename}) was not found. Looked in {looked}. Not "
         f"downloaded: {why}. Its URL is {ds.url}; to fetch it into the cache run: "
-        f"{fetch_command(ds.name)}"
+        f"{_fetch_command(ds)}"
     )
 
 
@@ -319,6 +340,7 @@ def load(
     drop_highest: int = 0,
     download: bool = True,
     experiment: str | None = None,
+    file: str | None = None,
 ) -> pd.DataFrame:
     """Load a reference table by name as a validated canonical table.
 
@@ -335,6 +357,10 @@ def load(
     experiment : str, optional
         For ``"isoflops"`` only (required there): one experiment id of
         :func:`isoflop_experiments`; ``load("isoflops:ID")`` is the same.
+    file : str, optional
+        For ``"gemstones"`` only: one of ``hot_100b+`` (the default), ``hot``, ``cool_begin``,
+        ``cool_end``, ``lr_ablation_hot`` (:data:`scalefit.gemstones_data.FILES`);
+        ``load("gemstones:KEY")`` is the same.
 
     Returns
     -------
@@ -347,6 +373,17 @@ def load(
     >>> len(t), sorted(t.columns)[:3]
     (30, ['depth', 'flops', 'loss'])
     """
+    if _is_gemstones(name):
+        if experiment is not None or drop_highest:
+            raise ScaleFitError(
+                "The 'experiment' and 'drop_highest' parameters of load do not apply to "
+                f"'gemstones'. Got experiment={experiment!r}, drop_highest={drop_highest!r}."
+            )
+        return _load_gemstones(name, data_dir, file, download)
+    if file is not None:
+        raise ScaleFitError(
+            f"The 'file' parameter of load applies to 'gemstones' only. Got {file!r} for {name!r}."
+        )
     if _is_isoflops(name):
         return _load_isoflops(name, data_dir, experiment, drop_highest, download)
     if experiment is not None:
@@ -373,7 +410,9 @@ def load(
 
 def is_dataset_name(value: str) -> bool:
     """True when ``value`` names a dataset (``isoflops:ID`` included) rather than a file path."""
-    return (value in DATASETS or _is_isoflops(value)) and not Path(value).exists()
+    return (value in DATASETS or _is_isoflops(value) or _is_gemstones(value)) and not Path(
+        value
+    ).exists()
 
 
 # --- IsoFLOP collection (issue 27) ---------------------------------------------------------------
@@ -420,3 +459,28 @@ def isoflop_experiments() -> pd.DataFrame:
     from .isoflop_data import experiments
 
     return experiments()
+
+
+# --- Gemstones (issues 36, 38) --------------------------------------------------------------------
+# Five files under gemstones/, each resolved and checksummed like the Chinchilla tables; the
+# per-file facts live in scalefit/gemstones_data.py.
+
+
+def _is_gemstones(name: str) -> bool:
+    return isinstance(name, str) and (name == "gemstones" or name.startswith("gemstones:"))
+
+
+def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
+    import dataclasses
+
+    from .gemstones_data import frame_of, split_name
+
+    gem = split_name(name, file)
+    ds = dataclasses.replace(
+        DATASETS["gemstones"], filename=gem.filename, sha256=gem.sha256, url=gem.url
+    )
+    path = _locate(ds, data_dir, download).path
+    raw = _read(path)
+    if hashlib.sha256(raw).hexdigest() != gem.sha256:  # replaced since it was located
+        raise ScaleFitError(f"{path}: sha256 checksum does not match the published {gem.key!r}.")
+    return frame_of(raw, path, gem)

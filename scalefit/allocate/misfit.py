@@ -75,6 +75,9 @@ POOLED: dict[str, tuple[float, float, int, int]] = {
     "anchored": (0.0584, 0.1483, 35, 65),
     "average": (0.0622, 0.1255, 33, 62),
     "average_all": (0.0251, 0.1463, 33, 62),
+    "parabola_shared": (0.1562, 0.1318, 35, 65),
+    "parabola_sharedc": (0.0990, 0.1049, 35, 65),
+    "slope_prior": (0.0558, 0.1475, 34, 64),
 }
 POOLED_SOURCE = "rolling origins of the eight public IsoFLOP sweeps (benchmarks/bench_decision.py)"
 

@@ -18,6 +18,14 @@ groups (one per budget); every estimator maps the groups to ``ln N*`` at target 
   the vertices (precision-weighted mean of ``x* - a ln C``).
 * ``average``: the mean ``ln N*`` of ``parabola``, ``parabola_wls`` and ``anchored``;
   ``average_all`` adds the three law fits.
+* ``parabola_shared``: the per-budget parabolas fitted jointly with ONE curvature shared by all
+  budgets (per budget its own level and slope), on every budget with 3 or more distinct sizes, so
+  that a budget with few runs borrows the others' curvature; OLS line of the vertices.
+* ``parabola_sharedc``: the same with the log-curvature linear in ``ln C`` (two shared
+  parameters: the curvature in loss units shrinks as the loss falls with compute).
+* ``slope_prior``: the precision-weighted line of the ``parabola`` vertices with a normal prior
+  ``N(β/(α+β), SLOPE_PRIOR_SD²)`` on its slope from the law's exponent (Huber fit): between
+  ``parabola_wls`` (no prior) and ``anchored`` (slope fixed).
 """
 
 from __future__ import annotations
@@ -41,6 +49,9 @@ METHODS = (
     "anchored",
     "average",
     "average_all",
+    "parabola_shared",
+    "parabola_sharedc",
+    "slope_prior",
 )
 #: Parts averaged by the model-averaging estimators.
 AVERAGES = {
@@ -55,7 +66,14 @@ LAW_NEEDS = {
     "anchored": ("law_huber",),
     "average": ("law_huber",),
     "average_all": ("law_huber", "law_mse", "law_frontier"),
+    "slope_prior": ("law_huber",),
 }
+#: Prior standard deviation of the vertex line's slope about the law's exponent (``slope_prior``);
+#: set a priori (a typical spread of published ``a`` estimates, 0.45-0.55), not tuned on scores.
+SLOPE_PRIOR_SD = 0.05
+#: Bound on the log-curvature's slope in ``ln C`` (``parabola_sharedc``); under the Chinchilla law
+#: it is about ``-αβ/(α+β) ≈ -0.15``: the bound keeps a curvature from vanishing at one budget.
+CURVATURE_SLOPE = 0.5
 #: Width (in ln N) of the frontier weights of ``law_frontier``.
 FRONTIER_WIDTH = 0.7
 #: A budget needs this many runs to give a vertex to the Approach-2 estimators.
@@ -184,8 +202,9 @@ def _law_nstar(p: dict | None, logc: np.ndarray) -> np.ndarray:
 
     if p is None:
         return np.full(len(logc), np.nan)
-    n, _ = chinchilla_optimum(p["E"], p["A"], p["B"], p["alpha"], p["beta"], np.exp(logc))
-    return np.log(n)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # a failed fit: NaN
+        n, _ = chinchilla_optimum(p["E"], p["A"], p["B"], p["alpha"], p["beta"], np.exp(logc))
+        return np.log(n)
 
 
 def estimate(
@@ -219,10 +238,70 @@ def estimate(
         out["anchored"] = float(np.sum(w * (xv - a * lc)) / np.sum(w)) + a * logc
     else:
         out["anchored"] = nan
+    out["parabola_shared"] = _shared_line(groups, logc, by_budget=False)
+    out["parabola_sharedc"] = _shared_line(groups, logc, by_budget=True)
+    out["slope_prior"] = _prior_line(lc, xv, se, p, logc)
     for name, parts in AVERAGES.items():
         if all(q in out for q in parts):
             out[name] = np.mean([out[q] for q in parts], axis=0)
     return {m: out[m] for m in methods}, laws
+
+
+def _shared_line(groups: list[Budget], logc: np.ndarray, *, by_budget: bool) -> np.ndarray:
+    """``ln N*`` from jointly fitted parabolas with a shared curvature (see module docstring).
+
+    The curvature is ``exp(k0 + k1 (ln C - mean))`` (``k1 = 0`` unless ``by_budget``); given it,
+    each budget's level and slope are ordinary least squares (variable projection), and
+    ``(k0, k1)`` minimise the total squared error, ``|k1| <=`` :data:`CURVATURE_SLOPE`.
+    """
+    from scipy import optimize
+
+    good = [g for g in groups if len(np.unique(g.x)) >= 3]
+    nan = np.full(len(logc), np.nan)
+    if len(good) < 3:
+        return nan
+    lcs = np.array([g.logc for g in good])
+    lbar = float(lcs.mean())
+    us = [g.x - g.x.mean() for g in good]
+
+    def inner(k):
+        curv = np.exp(k[0] + (k[1] if by_budget else 0.0) * (lcs - lbar))
+        rss, slopes = 0.0, []
+        for g, u, c in zip(good, us, curv, strict=True):
+            r = g.y - c * u * u
+            b = float(u @ (r - r.mean()) / (u @ u))
+            rss += float(np.sum((r - r.mean() - b * u) ** 2))
+            slopes.append(b)
+        return rss, curv, np.array(slopes)
+
+    c2 = [np.polyfit(u, g.y, 2)[0] for g, u in zip(good, us, strict=True)]
+    start = np.log(max(float(np.median(c2)), 1e-4))
+    res = optimize.minimize(
+        lambda k: inner(k)[0],
+        [start, 0.0],
+        method="Nelder-Mead",
+        bounds=[(start - 10, start + 10), (-CURVATURE_SLOPE, CURVATURE_SLOPE)],
+        options={"xatol": 1e-4},
+    )
+    _, curv, slopes = inner(res.x)
+    xv = np.array([g.x.mean() for g in good]) - slopes / (2 * curv)
+    line = _line(lcs, xv)
+    return nan if line is None else np.polyval(line, logc)
+
+
+def _prior_line(lc, xv, se, p: dict | None, logc: np.ndarray) -> np.ndarray:
+    """Precision-weighted vertex line with a normal prior on its slope (the law's exponent)."""
+    if p is None or len(lc) < 2:
+        return np.full(len(logc), np.nan)
+    a = p["beta"] / (p["alpha"] + p["beta"])
+    w = 1 / se**2
+    m = float(np.sum(w * lc) / np.sum(w))
+    u = lc - m
+    xbar = float(np.sum(w * xv) / np.sum(w))
+    # posterior mode of the slope: (sum w u x + a / sd^2) / (sum w u^2 + 1 / sd^2)
+    tau = 1.0 / SLOPE_PRIOR_SD**2
+    slope = (float(np.sum(w * u * (xv - xbar))) + a * tau) / (float(np.sum(w * u * u)) + tau)
+    return xbar + slope * (logc - m)
 
 
 def bootstrap(

@@ -272,7 +272,8 @@ def recommend(
         Target budgets (FLOPs).
     method : str, default :data:`DEFAULT_METHOD`
         Point estimator: one of ``law_huber, law_mse, law_frontier, parabola, parabola_wls,
-        parabola_recent, anchored, average, average_all``
+        parabola_recent, anchored, average, average_all, parabola_shared, parabola_sharedc,
+        slope_prior``
         (see :mod:`scalefit.isoflop._estimators`).
     calibration : {"pooled", "own"}, Calibration or None, default "pooled"
         The misfit term: ``"pooled"`` the constants fitted on the public sweeps (:data:`POOLED`),

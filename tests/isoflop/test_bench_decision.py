@@ -37,6 +37,10 @@ def summary(tmp_path_factory):
         sys.path.remove(str(BENCH.parent))
     summary = pd.read_csv(out / "d_summary.csv").set_index(["phase", "method"])
     summary.attrs["calibration"] = pd.read_csv(out / "d_calibration.csv").set_index("method")
+    gem = out / "d_gemstones_summary.csv"
+    summary.attrs["gemstones"] = (
+        pd.read_csv(gem).set_index(["phase", "method"]) if gem.exists() else None
+    )
     return summary
 
 
@@ -69,3 +73,20 @@ def test_pooled_constants_are_the_benchmarks(summary):
         assert cal.loc[m, "s0"] == pytest.approx(s0, abs=2e-4)
         assert cal.loc[m, "kappa"] == pytest.approx(kappa, abs=2e-4)
         assert (cal.loc[m, "n_origins"], cal.loc[m, "n_scored"]) == (n_origins, n_scored)
+
+
+def test_new_candidates_scored_and_not_chosen(summary):
+    # issue 36 item 2: three new estimators, chosen only on rolling origins; average still wins
+    roll = summary.loc["rolling"]
+    for m in ("parabola_shared", "parabola_sharedc", "slope_prior"):
+        assert m in roll.index and m in summary.loc["final"].index
+        assert roll.loc[m, "abs_err"] > roll.loc["average", "abs_err"]
+
+
+def test_gemstones_beside_the_sweeps(summary):
+    gem = summary.attrs["gemstones"]
+    if gem is None:
+        pytest.skip("gemstones/ not in SCALEFIT_DATA_DIR")
+    final = gem.loc["final"]
+    assert (final["n_ref"] == 2).all()  # two held-out levels with an interior minimum
+    assert final.loc["average", "cov95_pooled"] == 1.0  # the sweeps' pooled calibration covers

@@ -27,7 +27,11 @@ def _truth(c):
     return float(np.log(n))
 
 
-@pytest.mark.parametrize("method", ["parabola", "parabola_wls", DEFAULT_METHOD, "law_huber"])
+@pytest.mark.parametrize(
+    "method",
+    ["parabola", "parabola_wls", DEFAULT_METHOD, "law_huber", "parabola_shared", "parabola_sharedc",
+     "slope_prior"],
+)  # fmt: skip
 def test_recovers_the_true_optimum(method):
     runs = synthetic_isoflops(sigma=0.003, seed=0)
     d = recommend(runs, [1e21, TARGET], method=method, n_boot=10, seed=0)
