@@ -58,6 +58,7 @@ __all__ = [
     "did_you_mean",
     "field_message",
     "fmt_value",
+    "spelled",
     "validate",
     "validate_mapping",
 ]
@@ -90,6 +91,31 @@ def fmt_value(value: Any) -> str:
         value = value.tolist()
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def spelled(python: str, cli: str | None = None) -> str:
+    """An argument named for both audiences of a message: Python and the command line.
+
+    Library messages are written once, in the library's words, and read the same from Python
+    and from ``scalefit``: where a message tells the user what to pass, it names both spellings.
+
+    Parameters
+    ----------
+    python : str
+        The keyword as Python takes it, e.g. ``"bootstrap=B"``.
+    cli : str, optional
+        The option as the command line takes it; by default the keyword with dashes and the
+        same value (``"--bootstrap B"``).
+
+    Returns
+    -------
+    str
+        ``"bootstrap=B (--bootstrap B on the command line)"``.
+    """
+    if cli is None:
+        name, _, value = python.partition("=")
+        cli = f"--{name.replace('_', '-')} {value}".strip()
+    return f"{python} ({cli} on the command line)"
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

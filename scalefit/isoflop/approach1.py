@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
+from .._validation import Interval, spelled, validate
 from ..accounting import tokens_for_budget, training_flops
 from ..errors import ScaleFitError
 from ._curves import PowerLawExponents
@@ -65,7 +65,7 @@ def _curves(table: pd.DataFrame, run: str, tokens_per_step: float | None = None)
     else:
         raise ScaleFitError(
             "approach1: the long table needs a 'flops' or a 'tokens' column, or a 'step' column "
-            "and tokens_per_step=..."
+            f"and {spelled('tokens_per_step=...', '--tokens-per-step N')}."
         )
     out = pd.DataFrame(
         {
