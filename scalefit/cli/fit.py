@@ -36,9 +36,9 @@ def register(sub: Subcommands) -> None:
     for name in _OPTIONS:
         add_option(p, "--" + name.replace("_", "-"))
     add_option(p, "--seed", help="seed of the random starts and the bootstrap")
-    p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
-    add_option(p, "--plots")
-    add_option(p, "--no-progress")
+    add_option(p, "--out", metavar="RESULT.json", help="write the result as JSON")
+    for flag in ("--plots", "--no-progress"):
+        add_option(p, flag)
     p.set_defaults(func=run_fit)
 
     q = sub.add_parser("laws")

@@ -24,7 +24,7 @@ from .._io import (
     remove_stale_temps,
 )
 from .._progress import progress_bar
-from .._validation import Interval, Options, spelled, validate
+from .._validation import VOCABULARY, Options, constraints, spelled, validate
 from ..errors import ScaleFitError, SweepError
 from .registry import resolve_task, task_ref
 from .spec import Run, SweepSpec
@@ -142,8 +142,8 @@ def run_sweep(
         locals(),
         {
             "executor": [Options(frozenset(_EXECUTORS))],
-            "workers": [Interval(int, 0, None)],
-            "threads_per_worker": [Interval(int, 1, None)],
+            **constraints("workers"),
+            "threads_per_worker": list(VOCABULARY["threads"].allowed),
             "overwrite": ["boolean"],
             "wait": ["boolean"],
         },
