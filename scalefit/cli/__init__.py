@@ -197,10 +197,7 @@ class Parser(argparse.ArgumentParser):
         return out
 
     def _takes_value(self, flag: str) -> bool:
-        exact = [a for a in self.options if flag in a.option_strings]
-        if not exact and flag.startswith("--") and self.allow_abbrev:
-            exact = [a for a in self.options if any(s.startswith(flag) for s in a.option_strings)]
-        return len(exact) == 1 and exact[0].nargs != 0
+        return any(flag in a.option_strings and a.nargs != 0 for a in self.options)
 
     def error(self, message: str):
         """Print ``PROG: error: MESSAGE[ Did you mean ...?]`` as one line and exit with 2."""
@@ -416,12 +413,6 @@ def _main(argv: Sequence[str] | None) -> int:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"scalefit: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as exc:
-        # A path given on the command line is of the wrong kind (a folder for a file, a file
-        # under a file, ...): name it, in one line.
-        where = exc.filename if exc.filename is not None else "a path"
-        print(f"scalefit: error: {where}: {exc.strerror or exc}.", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except UnicodeDecodeError as exc:
         print(
             f"scalefit: error: an input file is not UTF-8 text ({exc.reason} at byte "
@@ -432,13 +423,12 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return EXIT_OK
-    except (
-        OSError
-    ) as exc:  # after BrokenPipeError; e.g. a file name too long, a path the system cannot use
+    except OSError as exc:  # a path of the wrong kind (a folder for a file), a name too long, ...
         if exc.filename is None and not exc.strerror:
             raise
         where = exc.filename if exc.filename is not None else "a path"
-        print(f"scalefit: error: {str(where)[:120]}: {exc.strerror or exc}.", file=sys.stderr)
+        where = str(where) if len(str(where)) <= 200 else str(where)[:200] + "..."
+        print(f"scalefit: error: {where}: {exc.strerror or exc}.", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("scalefit: interrupted", file=sys.stderr)
