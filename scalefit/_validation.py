@@ -58,6 +58,7 @@ __all__ = [
     "did_you_mean",
     "field_message",
     "fmt_value",
+    "spelled",
     "validate",
     "validate_mapping",
 ]
@@ -90,6 +91,31 @@ def fmt_value(value: Any) -> str:
         value = value.tolist()
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def spelled(python: str, cli: str | None = None) -> str:
+    """An argument named for both audiences of a message: Python and the command line.
+
+    Library messages are written once, in the library's words, and read the same from Python
+    and from ``scalefit``: where a message tells the user what to pass, it names both spellings.
+
+    Parameters
+    ----------
+    python : str
+        The keyword as Python takes it, e.g. ``"bootstrap=B"``.
+    cli : str, optional
+        The option as the command line takes it; by default the keyword with dashes and the
+        same value (``"--bootstrap B"``).
+
+    Returns
+    -------
+    str
+        ``"bootstrap=B (--bootstrap B on the command line)"``.
+    """
+    if cli is None:
+        name, _, value = python.partition("=")
+        cli = f"--{name.replace('_', '-')} {value}".strip()
+    return f"{python} ({cli} on the command line)"
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -426,6 +452,8 @@ class Option:
         The placeholder in ``--help``.
     shown : str, optional
         Words for a default that is not a value (``"every row"``).
+    action : str, optional
+        argparse's action: ``"store_true"`` for a flag, ``"append"`` for a repeatable option.
     """
 
     name: str
@@ -434,6 +462,7 @@ class Option:
     help: str = ""
     metavar: str | None = None
     shown: str | None = None
+    action: str | None = None
 
     @property
     def flag(self) -> str:
@@ -459,7 +488,11 @@ class Option:
 
     def argparse_kwargs(self, **changes: Any) -> dict[str, Any]:
         """Keywords of ``add_argument`` generated from the declaration (``changes`` on top)."""
+        if self.action == "store_true":
+            return {"action": "store_true", "help": self.help, **changes}
         kw: dict[str, Any] = {"default": self.default, "help": self.help}
+        if self.action:
+            kw["action"] = self.action
         if self.metavar:
             kw["metavar"] = self.metavar
         if self.shown:
@@ -478,6 +511,13 @@ def _opt(name: str, allowed: Any, default: Any = None, help: str = "", **kw: Any
 
 
 _COLUMN = IsType(str, "a column name")
+_TEXT = IsType(str, "a string")
+_POSITIVE = Interval(float, 0, None, closed="neither", finite=True)
+
+
+def _flag(name: str, help: str) -> Option:
+    return Option(name, ("boolean",), False, help, action="store_true")
+
 
 #: Every option shared by the API and the command line, declared once. Choices that name an
 #: implementation (losses, methods) are checked against the modules that implement them by
@@ -583,6 +623,71 @@ VOCABULARY: dict[str, Option] = {
             "how the chains run",
         ),  # fmt: skip
         _opt("progress", [None, "boolean"], None, "show progress bars"),
+        # allocation
+        _opt("head_dim", Interval(int, 1, None), 64, "width is a multiple of this"),
+        _opt("min_depth", Interval(int, 1, None), 1, "smallest depth searched"),
+        _opt(
+            "aspect_max",
+            [None, Interval(float, 0, None, closed="neither")],
+            None,
+            "upper bound on width/depth",
+            shown="no bound",
+        ),  # fmt: skip
+        _opt(
+            "tokens_per_step",
+            [None, _POSITIVE],
+            None,
+            "tokens per optimiser step",
+            metavar="N",
+        ),  # fmt: skip
+        # sweeps and runs
+        _opt("workers", Interval(int, 0, 4096), 1, "local worker processes", metavar="N"),
+        _opt("threads", Interval(int, 1, 4096), 1, "torch threads per worker", metavar="T"),
+        _opt(
+            "executor",
+            Options({"local", "slurm"}),
+            "local",
+            "run the jobs here (local) or submit them to Slurm",
+        ),  # fmt: skip
+        _flag("overwrite", "replace what --out holds from a run with other settings"),
+        # the command line's own: inputs, outputs and what a command prints
+        _opt(
+            "budget",
+            _POSITIVE,
+            None,
+            "training budget in FLOPs, e.g. 1e21; repeat the option for several budgets",
+            metavar="FLOPS",
+            action="append",
+        ),  # fmt: skip
+        _opt("law", [None, _TEXT], None, "law name (see `scalefit laws`)"),
+        _opt(
+            "law_option",
+            [None, _TEXT],
+            None,
+            "law options, e.g. form=power,vocab=32000 for critical_depth",
+            metavar="K=V,...",
+        ),  # fmt: skip
+        _opt(
+            "columns",
+            [None, _TEXT],
+            None,
+            "explicit column mapping, e.g. 'D=tokens,N=params'",
+            metavar="SRC=CANON,...",
+        ),  # fmt: skip
+        _opt(
+            "data_dir",
+            [None, _TEXT],
+            None,
+            "folder with the public reference CSVs",
+            metavar="DIR",
+            shown="SCALEFIT_DATA_DIR, then the cache, then a checksummed download",
+        ),  # fmt: skip
+        _opt("text_field", _TEXT, "text", "text field of .jsonl or parquet", metavar="FIELD"),
+        _opt("out", [None, _TEXT], None, "write the output here", metavar="PATH"),
+        _opt("plots", [None, _TEXT], None, "write the figures into DIR", metavar="DIR"),
+        _flag("no_plots", "skip the figures"),
+        _flag("no_progress", "hide the progress bars"),
+        _flag("quiet", "no progress bar"),
     )
 }
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import decode_utf8, read_input_bytes
-from ._validation import Interval, fmt_value, validate
+from ._validation import Interval, fmt_value, spelled, validate
 from .accounting import tokens_for_budget, training_flops
 from .errors import ScaleFitError
 
@@ -229,9 +229,10 @@ def _rename(
                 continue
         if dst is None:
             if col.lower() == "d":
+                example = spelled("columns={'D': 'tokens'}", "--columns D=tokens")
                 raise ScaleFitError(
                     f"{where}: column 'D' is ambiguous (tokens in Chinchilla, depth in Fahim & "
-                    f"Karim); map it explicitly, e.g. columns={{'D': 'tokens'}}."
+                    f"Karim); map it explicitly, e.g. {example}."
                 )
             continue
         if dst in targets:
@@ -361,9 +362,10 @@ def read_table(
         )
     frame, renamed = _rename(frame, columns, where, keep)
     if "loss" not in frame.columns:
+        mapping = spelled("columns={...: 'loss'}", "--columns NAME=loss")
         raise ScaleFitError(
             f"{where}: no loss column; expected one of 'loss', 'val_loss', 'test_loss' "
-            f"(or map yours with columns={{...: 'loss'}}). Columns: {list(frame.columns)}."
+            f"(or map yours with {mapping}). Columns: {list(frame.columns)}."
         )
     frame = _check_values(frame, where, positive_loss)
     derived: list[str] = []
@@ -428,11 +430,34 @@ def drop_highest_losses(frame: pd.DataFrame, k: int) -> pd.DataFrame:
 
 
 def require_columns(frame: pd.DataFrame, needed, what: str) -> None:
-    """Raise :class:`ScaleFitError` unless every column in ``needed`` is in ``frame``."""
+    """Raise :class:`ScaleFitError` unless every column in ``needed`` is in ``frame``.
+
+    The message suggests a ``columns`` mapping for each missing name that some column of the
+    table resembles: one that contains the name (``num_params`` for ``params``), else the most
+    similar one (``difflib``).
+    """
     missing = [c for c in needed if c not in frame.columns]
     if missing:
         src = frame.attrs.get("scalefit", {}).get("source", "<table>")
+        have = [str(c) for c in frame.columns]
         raise ScaleFitError(
             f"{src}: {what} needs column(s) {', '.join(missing)}; the table has "
-            f"{', '.join(map(str, frame.columns))}."
+            f"{', '.join(have)}.{_mapping_hint(missing, have)}"
         )
+
+
+def _mapping_hint(missing: list[str], have: list[str]) -> str:
+    """`` Did you mean columns={'num_params': 'params'} (...)?`` or ``""`` when none is close."""
+    import difflib
+
+    spare = [c for c in have if c not in missing and c not in CANONICAL]
+    pairs = {}
+    for name in missing:
+        inside = [c for c in spare if name in c.lower() or c.lower() in name]
+        close = inside or difflib.get_close_matches(name, spare, n=1, cutoff=0.6)
+        if close:
+            pairs[close[0]] = name
+    if not pairs:
+        return ""
+    cli = ",".join(f"{k}={v}" for k, v in pairs.items())
+    return f" Did you mean {spelled(f'columns={pairs!r}', f'--columns {cli}')}?"

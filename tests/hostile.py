@@ -9,6 +9,7 @@ no partial output left behind.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -54,6 +55,11 @@ def cli_process(
     return done.returncode, done.stdout, done.stderr
 
 
+#: The one line of a refusal: the command's (``scalefit: error: ...``) or the parser's, for a
+#: value outside an option's declared range (``scalefit toy run: error: argument --workers: ...``).
+ERROR_LINE = re.compile(r"scalefit( [a-z]+)*: error: ")
+
+
 def error_lines(err: str) -> list[str]:
     """The stderr lines that are not warnings."""
     return [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("scalefit: warning:")]
@@ -89,7 +95,7 @@ def assert_refused(
     assert code != "traceback" and "Traceback" not in err, f"TRACEBACK: {where}"
     assert code == 2, f"WRONG EXIT: {where}"
     lines = error_lines(err)
-    assert len(lines) == 1 and lines[0].startswith("scalefit: error: "), f"NOT ONE LINE: {where}"
+    assert len(lines) == 1 and ERROR_LINE.match(lines[0]), f"NOT ONE LINE: {where}"
     if names:
         assert any(n in lines[0] for n in names), f"NAMES NONE OF {names}: {where}"
     for path in outputs:

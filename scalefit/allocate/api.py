@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._readonly import ReadOnlyMappings
-from .._validation import Interval, Options, validate
+from .._validation import Interval, Options, spelled, validate
 from ..accounting import flops_text
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
@@ -77,7 +77,8 @@ def resolve(
         law = get_law(source, **(law_options or {}))
         if params is None:
             raise ScaleFitError(
-                f"law {law.name!r}: give parameter values (params=... or --params k=v,...)."
+                f"law {law.name!r}: give parameter values "
+                f"({spelled('params=...', '--params k=v,...')})."
             )
         missing = sorted(set(law.param_names) - set(params))
         extra = sorted(set(params) - set(law.param_names))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
+from .._validation import Interval, constraints, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from .profile import inner
@@ -43,13 +43,10 @@ class Constraints:
     aspect_max: float | None = None
 
     def __post_init__(self):
-        for name, cons in (
-            ("head_dim", [Interval(int, 1, None)]),
-            ("min_depth", [Interval(int, 1, None)]),
-            ("max_depth", [Interval(int, self.min_depth, None), None]),  # min_depth checked first
-            ("aspect_max", [Interval(float, 0, None, closed="neither"), None]),
-        ):
-            validate("Constraints", {name: getattr(self, name)}, {name: cons})
+        declared = constraints("head_dim", "min_depth", "aspect_max")
+        declared["max_depth"] = [Interval(int, self.min_depth, None), None]
+        for name in ("head_dim", "min_depth", "max_depth", "aspect_max"):  # min_depth first
+            validate("Constraints", {name: getattr(self, name)}, {name: declared[name]})
 
 
 def depth_grid(cap: float, cons: Constraints) -> np.ndarray:

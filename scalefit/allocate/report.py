@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import spelled
 from ..accounting import flops_text
 from .api import QUANTITIES, Allocation
 
@@ -59,7 +60,9 @@ def header_text(alloc: Allocation) -> str:
         if alloc.kind == "shape":
             lines.append(DECISION_RULE)
     else:
-        lines.append("no draws: fit with --bootstrap B for the parameters' part of the intervals")
+        lines.append(
+            f"no draws: fit with {spelled('bootstrap=B')} for the parameters' part of the intervals"
+        )
     return "\n".join(lines)
 
 

@@ -41,63 +41,6 @@ _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|nan)$", re.IGN
 _CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 
-#: Library messages that name a Python argument, in the command line's terms: what a command
-#: prints (reports, errors) goes through :func:`cli_terms`.
-CLI_TERMS = {
-    "pass budgets=[...] or a 'budget' column": "give --budget FLOPS (repeat it for several) or "
-    "add a 'budget' column",
-    "(bootstrap=B in Python, --bootstrap B on the command line)": "(--bootstrap B)",
-    "a bootstrap (bootstrap=B)": "a bootstrap (--bootstrap B)",
-    "give noise=... (the result has no rmse_log)": "give --noise SD (the result has no rmse_log)",
-    "; pass candidates=...": "; give --candidates CSV",
-    "or a 'step' column and tokens_per_step=...": "or a 'step' column and --tokens-per-step N",
-    "(--data-dir DIR on the command line, data_dir=DIR in Python)": "(--data-dir DIR)",
-    "(params=... or --params k=v,...)": "(--params k=v,...)",
-    "fit with bootstrap=B or Bayes": "fit with --bootstrap B or `scalefit bayes`",
-    "map it explicitly, e.g. columns={'D': 'tokens'}": "map it explicitly, e.g. --columns D=tokens",
-    "(or map yours with columns={...: 'loss'})": "(or map yours with --columns NAME=loss)",
-}
-
-
-def cli_terms(text: str) -> str:
-    """``text`` with the Python spellings of :data:`CLI_TERMS` replaced by command-line ones.
-
-    A message saying that a table lacks a column also gets a ``--columns`` hint naming the
-    table's closest column (:func:`column_hint`).
-    """
-    for python, cli in CLI_TERMS.items():
-        text = text.replace(python, cli)
-    return text + column_hint(text)
-
-
-_CANONICAL = ("params", "tokens", "flops", "width", "depth", "loss")
-_MISSING = re.compile(r"needs column\(s\) ([\w, ]+); the table has (.*?)\.?$")
-
-
-def column_hint(message: str) -> str:
-    """`` Did you mean --columns num_params=params?`` for a message naming a missing column.
-
-    The closest column of the table is the one that contains the missing name
-    (``num_params`` for ``params``), else the most similar name (``difflib``); no hint when
-    no column is close.
-    """
-    import difflib
-
-    match = _MISSING.search(message)
-    if not match:
-        return ""
-    missing = [m.strip() for m in match.group(1).split(",") if m.strip()]
-    have = [c.strip() for c in match.group(2).split(",") if c.strip()]
-    pairs = []
-    for name in missing:
-        spare = [c for c in have if c not in missing and c not in _CANONICAL]
-        inside = [c for c in spare if name in c.lower() or c.lower() in name]
-        close = inside or difflib.get_close_matches(name, spare, n=1, cutoff=0.6)
-        if close:
-            pairs.append(f"{close[0]}={name}")
-    return f" Did you mean --columns {','.join(pairs)}?" if pairs else ""
-
-
 class Subcommands(Protocol):
     """What a command module's ``register`` receives: ``add_parser`` makes one sub-command."""
 
@@ -254,10 +197,7 @@ class Parser(argparse.ArgumentParser):
         return out
 
     def _takes_value(self, flag: str) -> bool:
-        exact = [a for a in self.options if flag in a.option_strings]
-        if not exact and flag.startswith("--") and self.allow_abbrev:
-            exact = [a for a in self.options if any(s.startswith(flag) for s in a.option_strings)]
-        return len(exact) == 1 and exact[0].nargs != 0
+        return any(flag in a.option_strings and a.nargs != 0 for a in self.options)
 
     def error(self, message: str):
         """Print ``PROG: error: MESSAGE[ Did you mean ...?]`` as one line and exit with 2."""
@@ -440,7 +380,7 @@ def _command_word(argv: Sequence[str] | None) -> str:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Print warnings as one line (``scalefit: warning: ...``), not with source context."""
-    print(f"scalefit: warning: {cli_terms(str(message))}", file=file or sys.stderr)
+    print(f"scalefit: warning: {message}", file=file or sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -471,13 +411,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_BAD_INPUT
     except (ScaleFitError, MissingExtraError, FileNotFoundError, SweepError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"scalefit: error: {cli_terms(msg)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as exc:
-        # A path given on the command line is of the wrong kind (a folder for a file, a file
-        # under a file, ...): name it, in one line.
-        where = exc.filename if exc.filename is not None else "a path"
-        print(f"scalefit: error: {where}: {exc.strerror or exc}.", file=sys.stderr)
+        print(f"scalefit: error: {msg}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except UnicodeDecodeError as exc:
         print(
@@ -489,13 +423,12 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return EXIT_OK
-    except (
-        OSError
-    ) as exc:  # after BrokenPipeError; e.g. a file name too long, a path the system cannot use
+    except OSError as exc:  # a path of the wrong kind (a folder for a file), a name too long, ...
         if exc.filename is None and not exc.strerror:
             raise
         where = exc.filename if exc.filename is not None else "a path"
-        print(f"scalefit: error: {str(where)[:120]}: {exc.strerror or exc}.", file=sys.stderr)
+        where = str(where) if len(str(where)) <= 200 else str(where)[:200] + "..."
+        print(f"scalefit: error: {where}: {exc.strerror or exc}.", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("scalefit: interrupted", file=sys.stderr)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import os
 import stat
 from pathlib import Path
@@ -14,48 +13,19 @@ import pandas as pd
 from .._validation import VOCABULARY, Interval, Option
 from ..errors import ScaleFitError
 
-#: The command-line options with no keyword in the API, each defined once. Options that the
-#: API has too (``--seed``, ``--bootstrap``, ``--cluster``, ...) are generated from
-#: :data:`scalefit._validation.VOCABULARY`. A command adds either with :func:`add_option`,
-#: overriding only what differs (its help, its default); :class:`scalefit.cli.Parser` writes
-#: each option's default (or "required") into its help.
-OPTIONS: dict[str, dict] = {
-    "--plots": {"default": None, "metavar": "DIR", "help": "write the figures into DIR"},
-    "--budget": {
-        "type": None,
-        "action": "append",
-        "default": None,
-        "metavar": "FLOPS",
-        "help": "training budget in FLOPs, e.g. 1e21; repeat the option for several budgets",
-    },
-    "--no-progress": {"action": "store_true", "help": "hide the progress bars"},
-    "--executor": {
-        "choices": ["local", "slurm"],
-        "default": "local",
-        "help": "run the jobs here (local) or submit them to Slurm",
-    },
-    "--law": {"default": None, "help": "law name (see `scalefit laws`)"},
-    "--law-option": {
-        "default": None,
-        "metavar": "K=V,...",
-        "help": "law options, e.g. form=power,vocab=32000 for critical_depth",
-    },
-}
 
+def add_option(p: argparse.ArgumentParser, flag: str, later: bool = False, **changes):
+    """Add the option ``flag`` of :data:`scalefit._validation.VOCABULARY` to ``p``.
 
-def add_option(p: argparse.ArgumentParser, flag: str, **changes) -> argparse.Action:
-    """Add the shared option ``flag`` to ``p``, with ``changes`` applied.
-
-    An option of the API (:data:`scalefit._validation.VOCABULARY`) gets the API's default,
-    choices and range; a command-line-only one comes from :data:`OPTIONS`.
+    The option's default, choices, range and help come from its one declaration; ``changes``
+    are what a command says differently (its help, its default). With ``later``, an option not
+    given reads None and the command applies the declared default itself (shown in the help):
+    for options refused where they do not apply, or filled in from a saved result.
     """
-    option = VOCABULARY.get(flag.lstrip("-").replace("-", "_"))
-    if option is not None:
-        return p.add_argument(flag, **option.argparse_kwargs(**changes))
-    kwargs = {**OPTIONS[flag], **changes}
-    if flag == "--budget" and kwargs["type"] is None:
-        kwargs["type"] = positive_flops
-    return p.add_argument(flag, **kwargs)
+    option = VOCABULARY[flag.lstrip("-").replace("-", "_")]
+    if later:
+        changes = {"default": None, "fallback": option.default, **changes}
+    return p.add_argument(flag, **option.argparse_kwargs(**changes))
 
 
 def add_table_args(p: argparse.ArgumentParser) -> None:
@@ -66,21 +36,9 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
         help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion, "
         "lm_grid_shakespeare)",
     )
-    add_option(p, "--drop-highest")
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        metavar="DIR",
-        help="folder with the public reference CSVs",
-        shown="SCALEFIT_DATA_DIR, then the cache, then a checksummed download",
-    )
-    p.add_argument(
-        "--columns",
-        default=None,
-        metavar="SRC=CANON,...",
-        help="explicit column mapping, e.g. 'D=tokens,N=params'",
-        shown="canonical names and their known aliases",
-    )
+    for flag in ("--drop-highest", "--data-dir"):
+        add_option(p, flag)
+    add_option(p, "--columns", shown="canonical names and their known aliases")
     p.add_argument(
         "--where",
         default=None,
@@ -327,15 +285,8 @@ def _stat(path: Path, where: str) -> os.stat_result | None:
         raise ScaleFitError(f"{where}: cannot be used ({exc.strerror or exc}).") from None
 
 
-def positive_flops(text: str) -> float:
-    """Argparse type for a FLOP count: a finite number > 0 (e.g. ``1e21``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of FLOPs; got {text!r}")
-    return value
+#: Argparse type for a FLOP count: a finite number > 0 (e.g. ``1e21``).
+positive_flops = VOCABULARY["budget"].parse
 
 
 def int_at_least(low: int):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._validation import VOCABULARY
 from ..errors import ScaleFitError
 from . import Subcommands
 from ._common import (
@@ -15,9 +16,6 @@ from ._common import (
     tidy_table,
 )
 
-#: What --head-dim and --min-depth mean when not given (scalefit.allocate.allocate's defaults).
-HEAD_DIM = 64
-MIN_DEPTH = 1
 #: Options of the search over depth and width: refused for a law of params alone.
 SHAPE_OPTIONS = ("vocab", "embeddings", "head_dim", "min_depth", "max_depth", "aspect_max", "audit")
 
@@ -45,14 +43,7 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--eps", type=float, default=1e-3, help="loss tolerance (nats) of the near-optimal set"
     )
-    p.add_argument(
-        "--ci-prob",
-        type=float,
-        default=None,
-        help="interval probability",
-        fallback=0.95,
-        shown="or the fit's own interval probability",
-    )
+    add_option(p, "--ci-prob", later=True, shown="or the fit's own interval probability")
     p.add_argument("--show", type=int, default=5, metavar="K", help="runner-ups to print")
     p.add_argument("--no-draws", action="store_true", help="ignore the result's draws")
     p.add_argument(
@@ -66,7 +57,7 @@ def register(sub: Subcommands) -> None:
         metavar="NAME=DxW,...",
         help="critical-depth audit of shapes, e.g. 7B-32L=32x4096,7B-64L=64x2816",
     )
-    p.add_argument("--out", default=None, metavar="FILE.csv", help="one row per budget")
+    add_option(p, "--out", metavar="FILE.csv", help="one row per budget")
     p.add_argument(
         "--shapes-out",
         default=None,
@@ -74,9 +65,7 @@ def register(sub: Subcommands) -> None:
         help="every practical candidate shape with its loss interval",
     )
     add_option(p, "--plots")
-    p.add_argument(
-        "--quiet", action="store_true", help="print no report, only the names of the files written"
-    )
+    add_option(p, "--quiet", help="print no report, only the names of the files written")
     p.set_defaults(func=run_allocate)
 
 
@@ -107,12 +96,8 @@ def _add_shape_options(p) -> None:
         choices=["standard", "swiglu"],
         help="transformer block of the parameter accounting",
     )
-    shape.add_argument(
-        "--head-dim", type=int, default=None, help="width is a multiple of this", fallback=HEAD_DIM
-    )
-    shape.add_argument(
-        "--min-depth", type=int, default=None, help="smallest depth searched", fallback=MIN_DEPTH
-    )
+    for flag in ("--head-dim", "--min-depth"):
+        add_option(shape, flag, later=True)
     shape.add_argument(
         "--max-depth",
         type=int,
@@ -120,13 +105,7 @@ def _add_shape_options(p) -> None:
         help="largest depth searched",
         shown="no bound beyond the search's own range",
     )
-    shape.add_argument(
-        "--aspect-max",
-        type=float,
-        default=None,
-        help="upper bound on width/depth",
-        shown="no bound",
-    )
+    add_option(shape, "--aspect-max")
 
 
 def _source(args: argparse.Namespace):
@@ -215,8 +194,8 @@ def run_allocate(args: argparse.Namespace) -> int:
     alloc = allocate(
         source,
         args.budget,
-        head_dim=HEAD_DIM if args.head_dim is None else args.head_dim,
-        min_depth=MIN_DEPTH if args.min_depth is None else args.min_depth,
+        head_dim=args.head_dim or VOCABULARY["head_dim"].default,
+        min_depth=args.min_depth or VOCABULARY["min_depth"].default,
         max_depth=args.max_depth,
         aspect_max=args.aspect_max,
         eps=args.eps,

@@ -89,7 +89,7 @@ def register(sub: Subcommands) -> None:
         "discrepancy beyond the data, Student-t tails; see docs/extrapolation.md; the law's own "
         "scores are reported beside it) or the law's own posterior predictive",
     )
-    p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
+    add_option(p, "--out", metavar="RESULT.json", help="write the result as JSON")
     p.add_argument("--netcdf", default=None, metavar="FILE.nc", help="write the posterior")
     add_option(p, "--plots")
     p.set_defaults(func=run_bayes)
@@ -102,7 +102,7 @@ def register(sub: Subcommands) -> None:
     add_table_args(q)
     q.add_argument("--laws", required=True, metavar="A,B[,...]", help="laws to compare")
     _sampler_args(q)
-    q.add_argument("--out", default=None, metavar="FILE.csv", help="write the table as CSV")
+    add_option(q, "--out", metavar="FILE.csv", help="write the table as CSV")
     q.set_defaults(func=run_compare)
 
 

@@ -46,18 +46,18 @@ def register(sub: Subcommands) -> None:
     )
     p.add_argument("--params", type=float, default=None, help="model size for --forecast")
     _add_allocation_args(p)
-    p.add_argument(
+    add_option(
+        p,
         "--bootstrap",
-        type=int,
         default=None,
-        metavar="B",
         help="resamples of whole runs for the intervals (0: none, printed as n/a)",
         shown="200 with two runs or more",
     )
-    p.add_argument(
+    add_option(
+        p,
         "--cluster",
         default="run",
-        metavar="COLUMN",
+        shown=None,
         help="resample (or, with --bayes, offset) the runs sharing a value of this column "
         "together, e.g. a main run with its cooldown branches",
     )
@@ -76,7 +76,7 @@ def register(sub: Subcommands) -> None:
         "(besides the offset per run)",
     )
     add_option(p, "--seed")
-    p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
+    add_option(p, "--out", metavar="RESULT.json", help="write the result as JSON")
     add_option(p, "--plots")
     p.set_defaults(func=run_curves_fit)
     group.set_defaults(func=lambda args: _no_command(group))
@@ -110,9 +110,7 @@ def _add_reading_args(p) -> None:
         "any other folder TensorBoard event files)",
     )
     which = p.add_mutually_exclusive_group()
-    which.add_argument(
-        "--law", default=None, help="law name (see `scalefit laws`)", shown="lr_annealing"
-    )
+    add_option(which, "--law", shown="lr_annealing")
     which.add_argument(
         "--formula",
         metavar="EXPR",
@@ -126,7 +124,7 @@ def _add_reading_args(p) -> None:
         "wsd:lr=3e-3,steps=10000,warmup=100,decay=0.2; {column} fields fill it per run "
         "from a CSV/JSON file, e.g. cosine:lr={peak_lr},steps={total_steps},warmup=50",
     )
-    p.add_argument("--columns", default=None, metavar="A=B,...", help="rename columns")
+    add_option(p, "--columns", help="rename columns")
     p.add_argument(
         "--run-columns",
         default=None,
@@ -153,10 +151,9 @@ def _add_allocation_args(p) -> None:
         "wsd:lr=3e-3,warmup=100,decay=0.2",
         shown="the schedule the fitted runs share",
     )
-    p.add_argument(
+    add_option(
+        p,
         "--tokens-per-step",
-        type=float,
-        default=None,
         help="tokens per update for --budget",
         shown="the curves' tokens_per_step column or tokens/step",
     )
@@ -244,8 +241,6 @@ def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
     if not args.formula:
         check_law(get_law(args.law or "lr_annealing"))
     per = args.tokens_per_step
-    if per is not None and not (per > 0 and per < float("inf")):
-        raise ScaleFitError(f"--tokens-per-step must be a number > 0. Got {per!r}.")
     sched = args.train_schedule
     if sched is not None:
         sched = family(sched, where="--train-schedule")

@@ -85,14 +85,12 @@ def register(sub: Subcommands) -> None:
         help="training budget in FLOPs; repeat the option for several budgets",
         shown="1e19 1e20 1e21 on Chinchilla, 1e13 1e14 1e15 on the bundled table",
     )
-    p.add_argument(
-        "--bootstrap", type=int_at_least(2), default=100, metavar="B", help="bootstrap resamples"
-    )
+    add_option(p, "--bootstrap", type=int_at_least(2), default=100, help="bootstrap resamples")
     add_option(p, "--seed", help="seed of the bootstrap")
-    p.add_argument(
+    add_option(
+        p,
         "--data-dir",
-        default=None,
-        metavar="DIR",
+        shown=None,
         help="folder holding chinchilla_depth_width.csv (else SCALEFIT_DATA_DIR, shared/data "
         "beside the checkout, the user cache, a download)",
     )
@@ -104,7 +102,8 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--bundled", action="store_true", help="use the bundled table even if Chinchilla is here"
     )
-    p.add_argument(
+    add_option(
+        p,
         "--out",
         default="results/demo",
         metavar="DIR",

@@ -67,7 +67,7 @@ def register(sub: Subcommands) -> None:
         choices=["greedy", "exhaustive"],
         help="greedy choice, or every subset of the candidates (small cases only)",
     )
-    p.add_argument("--out", default=None, metavar="CSV", help="write the runs to train")
+    add_option(p, "--out", metavar="CSV", help="write the runs to train")
     add_option(p, "--plots", help=f"write the design figure into DIR as {FIGURE}")
     p.set_defaults(func=run)
 

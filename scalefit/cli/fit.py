@@ -36,9 +36,9 @@ def register(sub: Subcommands) -> None:
     for name in _OPTIONS:
         add_option(p, "--" + name.replace("_", "-"))
     add_option(p, "--seed", help="seed of the random starts and the bootstrap")
-    p.add_argument("--out", default=None, metavar="RESULT.json", help="write the result as JSON")
-    add_option(p, "--plots")
-    add_option(p, "--no-progress")
+    add_option(p, "--out", metavar="RESULT.json", help="write the result as JSON")
+    for flag in ("--plots", "--no-progress"):
+        add_option(p, flag)
     p.set_defaults(func=run_fit)
 
     q = sub.add_parser("laws")
@@ -82,7 +82,7 @@ def run_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit fit``; exit code 3 when the fit did not converge."""
     from ..errors import ConvergenceWarning
     from ..fit import fit
-    from . import EXIT_NOT_CONVERGED, cli_terms
+    from . import EXIT_NOT_CONVERGED
 
     check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
     table = load_table_arg(args)
@@ -99,7 +99,7 @@ def run_fit(args: argparse.Namespace) -> int:
             progress=False if args.no_progress else None,
             **{name: getattr(args, name) for name in _OPTIONS},
         )
-    print(cli_terms(res.report()))
+    print(res.report())
     if args.out:
         res.save(args.out)
         print(f"\nwrote {args.out}")
@@ -170,19 +170,13 @@ def formula_law_args(args: argparse.Namespace, table) -> tuple:
         for name, text in starts_text.items()
     }
     bounds = {name: _range(text, "--bound", name) for name, text in bounds_text.items()}
-    try:
-        law = Law.from_formula(
-            args.formula,
-            columns=[str(c) for c in table.columns],
-            kinds=kinds,
-            bounds=bounds,
-            starts=starts,
-        )
-    except ScaleFitError as exc:  # say it in command-line terms
-        msg = str(exc)
-        for what, option in (("starts", "--start"), ("bounds", "--bound"), ("kinds", "--kind")):
-            msg = msg.replace(f"The {what!r} parameter of Law.from_formula", option)
-        raise ScaleFitError(msg) from None
+    law = Law.from_formula(
+        args.formula,
+        columns=[str(c) for c in table.columns],
+        kinds=kinds,
+        bounds=bounds,
+        starts=starts,
+    )
     return law, None, None
 
 

@@ -46,22 +46,21 @@ def register(sub: Subcommands) -> None:
         choices=["analytic", "bootstrap"],
         help="interval of the exponents",
     )
-    p.add_argument("--ci-prob", type=float, default=0.95, help="interval probability")
+    add_option(p, "--ci-prob")
     p.add_argument("--curves", default=None, metavar="LONG.csv", help="Approach 1: long table")
     p.add_argument(
         "--run-column",
         default="run",
         help="run id column of the long table ('params' groups the TABLE's rows by model size)",
     )
-    p.add_argument(
+    add_option(
+        p,
         "--tokens-per-step",
-        type=float,
-        default=None,
         help="tokens per step, when the long table has 'step' but no 'tokens'/'flops'",
     )
     p.add_argument("--result", default=None, metavar="RESULT.json", help="Approach 3: a law fit")
     add_option(p, "--seed", help="seed of the bootstrap intervals")
-    p.add_argument("--out", default=None, metavar="CSV", help="write the comparison table")
+    add_option(p, "--out", metavar="CSV", help="write the comparison table")
     add_option(p, "--plots", help=f"write the IsoFLOP figure into DIR as {FIGURE}")
     p.set_defaults(func=run)
 

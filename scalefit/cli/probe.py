@@ -32,7 +32,7 @@ def register(subparsers: Subcommands) -> None:
     toy.add_argument("model", metavar="MODEL", help="a toy run folder or its model.pt")
     toy.add_argument("--tokens", type=int, default=1024, help="probe inputs")
     add_option(toy, "--seed", help="seed of the probe inputs")
-    toy.add_argument("--out", default=None, metavar="CSV", help="per-layer table (CSV)")
+    add_option(toy, "--out", metavar="CSV", help="per-layer table (CSV)")
     add_option(toy, "--plots", help=f"write the probe curves into DIR as {FIGURE}")
     toy.set_defaults(func=_probe_toy)
     _register_hf(sub)
@@ -49,7 +49,8 @@ def _register_hf(sub) -> None:
     hf.add_argument("model", metavar="MODEL", help="local model folder, or a cached hub name")
     _add_corpus_options(hf)
     hf.add_argument("--tokens", type=int, default=65_536, help="token budget")
-    hf.add_argument(
+    add_option(
+        hf,
         "--out",
         required=True,
         metavar="DIR",
@@ -79,9 +80,7 @@ def _register_hf(sub) -> None:
         help="do not build the same architecture at initialisation (saves a second copy of the "
         "model; the mechanism verdict then abstains)",
     )
-    hf.add_argument(
-        "--bootstrap", type=int, default=200, help="bootstrap resamples over windows (0: none)"
-    )
+    add_option(hf, "--bootstrap", default=200, help="bootstrap resamples over windows (0: none)")
     hf.add_argument(
         "--reservoir", type=int, default=20_000, help="tokens sampled for the early-exit split"
     )
@@ -98,8 +97,8 @@ def _register_hf(sub) -> None:
         action="store_true",
         help="let transformers (and datasets) download a hub name (needs network)",
     )
-    hf.add_argument("--no-plots", action="store_true", help="skip the figures")
-    hf.add_argument("--quiet", action="store_true", help="no progress bar")
+    for flag in ("--no-plots", "--quiet"):
+        add_option(hf, flag)
     hf.set_defaults(func=_probe_hf)
 
 
@@ -119,7 +118,7 @@ def _add_corpus_options(hf) -> None:
     )
     hf.add_argument("--dataset-config", default=None, metavar="CONFIG", help="dataset config")
     hf.add_argument("--split", default="train", help="dataset split")
-    hf.add_argument("--text-field", default="text", help="dataset text column")
+    add_option(hf, "--text-field", help="dataset text column")
 
 
 def _probe_toy(args: argparse.Namespace) -> int:

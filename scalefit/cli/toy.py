@@ -18,19 +18,17 @@ def register(subparsers) -> None:
 
     run = sub.add_parser("run", help="run (or resume) a toy sweep spec")
     run.add_argument("spec", metavar="SPEC.toml", help="the sweep spec (TOML)")
-    run.add_argument("--workers", type=int, default=1, help="local worker processes")
-    add_option(run, "--executor")
-    run.add_argument(
-        "--out", default=None, metavar="DIR", help="output folder", shown="runs/NAME of the spec"
-    )
-    run.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    for flag in ("--workers", "--executor"):
+        add_option(run, flag)
+    add_option(run, "--out", metavar="DIR", help="output folder", shown="runs/NAME of the spec")
+    add_option(run, "--threads")
     run.add_argument("--slurm-partition", default=None, help="Slurm partition (executor slurm)")
     run.add_argument("--timeout-min", type=int, default=None, help="per-job limit (slurm)")
     run.add_argument("--cluster", default=None, help="submitit cluster (e.g. 'local' to test)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument(
+    add_option(run, "--quiet")
+    add_option(
+        run,
         "--overwrite",
-        action="store_true",
         help="replace a sweep of the same name that ran in --out with other settings",
     )
     run.add_argument(
@@ -48,13 +46,11 @@ def register(subparsers) -> None:
         default="test_loss",
         help="which loss column to fit",
     )
-    fit.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples (0: none)")
+    add_option(fit, "--bootstrap", default=200)
     add_option(fit, "--seed", help="seed of the bootstrap")
     fit.add_argument("--final-only", action="store_true", help="only each run's last checkpoint")
-    fit.add_argument(
-        "--out", default=None, metavar="CSV", help="the exponents table", shown="DIR/alpha.csv"
-    )
-    fit.add_argument("--no-plots", action="store_true", help="skip the figures")
+    add_option(fit, "--out", metavar="CSV", help="the exponents table", shown="DIR/alpha.csv")
+    add_option(fit, "--no-plots")
     fit.set_defaults(func=_fit)
 
 
@@ -65,15 +61,11 @@ def _run(args: argparse.Namespace) -> int:
     validate(
         "toy run",
         {
-            "--workers": args.workers,
-            "--threads": args.threads,
             "--timeout-min": args.timeout_min,
             "--slurm-partition": args.slurm_partition,
             "--cluster": args.cluster,
         },
         {
-            "--workers": [Interval(int, 0, 4096)],
-            "--threads": [Interval(int, 1, 4096)],
             "--timeout-min": [None, Interval(int, 1, 10**6)],
             "--slurm-partition": [None, _Name()],
             "--cluster": [None, _Name()],

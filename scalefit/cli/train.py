@@ -29,9 +29,7 @@ def register(sub) -> None:
 def _register_run(tsub) -> None:
     run = tsub.add_parser("run", help="train one configuration (works under torchrun)")
     run.add_argument("config", metavar="CONFIG.toml", help="flat TOML of trainer settings")
-    run.add_argument(
-        "--out", default=None, metavar="DIR", help="run folder", shown="runs/NAME of the config"
-    )
+    add_option(run, "--out", metavar="DIR", help="run folder", shown="runs/NAME of the config")
     run.add_argument(
         "--set",
         action="append",
@@ -40,9 +38,9 @@ def _register_run(tsub) -> None:
         help="override a setting (TOML value syntax), repeatable",
     )
     add_option(run, "--no-progress", help="hide the progress bar")
-    run.add_argument(
+    add_option(
+        run,
         "--overwrite",
-        action="store_true",
         help="discard what --out holds (a run started with other settings is refused otherwise)",
     )
     run.set_defaults(func=_cmd_run)
@@ -56,17 +54,10 @@ def _register_grid(tsub) -> None:
         metavar="GRID.toml",
         help="sweep spec(s) with task = 'train'; several share one output folder",
     )
-    grid.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes")
-    add_option(grid, "--executor")
-    grid.add_argument(
-        "--threads", type=int, default=1, metavar="T", help="torch threads per worker"
-    )
-    grid.add_argument(
-        "--out",
-        default=None,
-        metavar="DIR",
-        help="sweep folder",
-        shown="runs/NAME of the first spec",
+    for flag in ("--workers", "--executor", "--threads"):
+        add_option(grid, flag)
+    add_option(
+        grid, "--out", metavar="DIR", help="sweep folder", shown="runs/NAME of the first spec"
     )
     grid.add_argument(
         "--table",
@@ -74,9 +65,9 @@ def _register_grid(tsub) -> None:
         metavar="CSV",
         help="also write the loss table (canonical columns first) here",
     )
-    grid.add_argument(
+    add_option(
+        grid,
         "--overwrite",
-        action="store_true",
         help="replace a grid spec of the same name that ran in --out with other settings",
     )
     grid.set_defaults(func=_cmd_grid)
@@ -85,12 +76,8 @@ def _register_grid(tsub) -> None:
 def _register_diagnose(tsub) -> None:
     diag = tsub.add_parser("diagnose", help="per-layer diagnostics of a checkpoint")
     diag.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint.pt of a run")
-    diag.add_argument(
-        "--out",
-        default=None,
-        metavar="CSV",
-        help="tidy CSV",
-        shown="diagnostics.csv beside the checkpoint",
+    add_option(
+        diag, "--out", metavar="CSV", help="tidy CSV", shown="diagnostics.csv beside the checkpoint"
     )
     diag.add_argument(
         "--eval-tokens", type=int, default=16_384, metavar="N", help="tokens of the evaluation"
@@ -139,7 +126,7 @@ def _register_data(sub) -> None:
         action="store_true",
         help="write memory-mapped token shards + manifest.json for streaming (a real corpus)",
     )
-    prep.add_argument("--out", default=None, metavar="DIR", help="shard folder (with --shards)")
+    add_option(prep, "--out", metavar="DIR", help="shard folder (with --shards)")
     prep.add_argument(
         "--shard-tokens", type=int, default=1 << 24, metavar="N", help="tokens per shard"
     )
@@ -150,9 +137,7 @@ def _register_data(sub) -> None:
         metavar="F",
         help="share of the documents held out for validation",
     )
-    prep.add_argument(
-        "--text-field", default="text", metavar="FIELD", help="text field of .jsonl or parquet"
-    )
+    add_option(prep, "--text-field")
     prep.set_defaults(func=_cmd_prepare)
     d.set_defaults(func=lambda a: _usage(d))
 

@@ -58,11 +58,13 @@ def default_candidates(
                 p = float(space.accounting.params(depth, width, exact=True))
                 rows.append({"depth": depth, "width": width, "params": p, "budget": b})
     if not rows:
+        from .._validation import spelled
         from ..errors import ScaleFitError
 
         raise ScaleFitError(
             f"no candidate runs: the point estimate has no finite compute-optimal size at any "
-            f"budget from {budgets[0]:.3g} to {budgets[-1]:.3g} FLOPs; pass candidates=..."
+            f"budget from {budgets[0]:.3g} to {budgets[-1]:.3g} FLOPs; pass "
+            f"{spelled('candidates=...', '--candidates CSV')}."
         )
     frame = pd.DataFrame(rows).drop_duplicates(["depth", "width", "params", "budget"])
     frame["tokens"] = np.floor(tokens_for_budget(frame["budget"], frame["params"]))

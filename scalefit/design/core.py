@@ -10,7 +10,7 @@ import pandas as pd
 from scipy import stats
 
 from .._io import atomic_write_csv
-from .._validation import Interval, Options, validate
+from .._validation import Interval, Options, spelled, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
 from . import _update
@@ -296,6 +296,9 @@ def _noise(result: Any, noise: float | None) -> float:
         metrics = getattr(result, "metrics", {}) or {}
         noise = metrics.get("rmse_log")
         if noise is None:
-            raise ScaleFitError("next_runs: give noise=... (the result has no rmse_log).")
+            raise ScaleFitError(
+                f"next_runs: give {spelled('noise=...', '--noise SD')} "
+                "(the result has no rmse_log)."
+            )
     validate("next_runs", {"noise": noise}, {"noise": [Interval(float, 0, None, closed="neither")]})
     return float(noise)

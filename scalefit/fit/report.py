@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import spelled
+
 NOT_IDENTIFIED = "not identified"
 
 
@@ -56,7 +58,7 @@ def format_report(res: Any) -> str:
     if conv.get("loss") == "lad" and not res.ci:
         lines.append(
             "\nstderr n/a: no asymptotic standard errors for LAD; use the bootstrap "
-            "(bootstrap=B in Python, --bootstrap B on the command line) for intervals."
+            f"({spelled('bootstrap=B')}) for intervals."
         )
     for reason in dict.fromkeys(stderr_na.values()):
         who = ", ".join(n for n, r in stderr_na.items() if r == reason)
@@ -77,7 +79,7 @@ def format_report(res: Any) -> str:
         where = (
             "the interval above, which only says how far the draws wander"
             if res.ci
-            else "a bootstrap (bootstrap=B), a posterior or a profile"
+            else f"a bootstrap ({spelled('bootstrap=B')}), a posterior or a profile"
         )
         lines.append(
             f"\nnot identified: {', '.join(res.not_identified)} — the data do not pin "

@@ -20,6 +20,7 @@ import pandas as pd
 
 from .._io import atomic_write_json, read_json
 from .._readonly import ReadOnlyMappings
+from .._validation import spelled
 from ..errors import ScaleFitError
 from ..laws import Law, get_law, law_to_spec
 from .schema import SCHEMA_VERSION
@@ -198,7 +199,9 @@ class FitResult(ReadOnlyMappings):
         if not bands:
             return mean
         if self.draws is None:
-            raise ScaleFitError("predict(bands=True) needs draws: fit with bootstrap=B or Bayes.")
+            raise ScaleFitError(
+                f"predict(bands=True) needs draws: fit with {spelled('bootstrap=B')} or Bayes."
+            )
         ci_prob = self.ci_prob if ci_prob is None else ci_prob
         d = np.asarray(self.draws)
         pd_draws = {k: d[:, i][:, None] for i, k in enumerate(self.params)}

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
+from .._validation import Interval, constraints, spelled, validate
 from ..accounting import tokens_for_budget, training_flops
 from ..errors import ScaleFitError
 from ._curves import PowerLawExponents
@@ -65,7 +65,7 @@ def _curves(table: pd.DataFrame, run: str, tokens_per_step: float | None = None)
     else:
         raise ScaleFitError(
             "approach1: the long table needs a 'flops' or a 'tokens' column, or a 'step' column "
-            "and tokens_per_step=..."
+            f"and {spelled('tokens_per_step=...', '--tokens-per-step N')}."
         )
     out = pd.DataFrame(
         {
@@ -162,10 +162,8 @@ def approach1(
         {
             "n_grid": [Interval(int, 10, None)],
             "min_runs": [Interval(int, 1, None)],
-            "ci_prob": [Interval(float, 0, 1, closed="neither")],
             "n_boot": [Interval(int, 0, None)],
-            "seed": [Interval(int, 0, None)],
-            "tokens_per_step": [Interval(float, 0, None, closed="neither"), None],
+            **constraints("ci_prob", "seed", "tokens_per_step"),
         },
     )
     cur = _curves(table, run, tokens_per_step)

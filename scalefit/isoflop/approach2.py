@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._readonly import ReadOnlyMappings
-from .._validation import Interval, Options, validate
+from .._validation import Interval, Options, constraints, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from ._curves import SHAPE_BOUNDS, Optima, PowerLawExponents, fit_parabolas, fit_profile, power_law
@@ -207,10 +207,9 @@ def approach2(
         locals(),
         {
             "method": [Options(set(METHODS))],
-            "ci_prob": [Interval(float, 0, 1, closed="neither")],
+            **constraints("ci_prob", "seed"),
             "interval": [Options({"analytic", "bootstrap"})],
             "n_boot": [Interval(int, 10, None)],
-            "seed": [Interval(int, 0, None)],
             "target": [Interval(float, 0, None, closed="neither"), None],
         },
     )

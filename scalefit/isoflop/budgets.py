@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
+from .._validation import Interval, spelled, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
 
@@ -120,7 +120,7 @@ def assign_budgets(
     if nominal.size == 0:
         raise ScaleFitError(
             f"{where}: found no cluster of at least {min_runs} runs within {tol} dex of one "
-            "budget; pass budgets=[...] or a 'budget' column."
+            f"budget; pass {spelled('budgets=[...]', '--budget FLOPS')} or add a 'budget' column."
         )
     dist = np.abs(np.log10(flops)[:, None] - np.log10(nominal)[None, :])
     nearest = dist.argmin(axis=1)

@@ -490,6 +490,11 @@ def _formula_inputs(text: str, names: set[str], inputs, columns) -> tuple[str, .
     return inputs
 
 
+def _formula_arg(what: str) -> str:
+    """``The 'starts' parameter of Law.from_formula (--start on the command line)``."""
+    return f"The {what!r} parameter of Law.from_formula (--{what[:-1]} on the command line)"
+
+
 def _formula_params(
     text: str, pnames: list[str], kinds, bounds, starts
 ) -> tuple[list[Param], dict[str, float]]:
@@ -501,7 +506,7 @@ def _formula_params(
         extra = sorted(set(given) - set(pnames))
         if extra:
             raise ScaleFitError(
-                f"The {what!r} parameter of Law.from_formula names {extra}, which are not "
+                f"{_formula_arg(what)} names {extra}, which are not "
                 f"parameters of {text!r} (parameters: {', '.join(pnames)})."
             )
     params, point = [], {}
@@ -509,7 +514,7 @@ def _formula_params(
         kind = kinds.get(p, "free")
         if kind not in ("free", "positive", "exponent"):
             raise ScaleFitError(
-                f"The 'kinds' parameter of Law.from_formula must map {p!r} to one of "
+                f"{_formula_arg('kinds')} must map {p!r} to one of "
                 f"'free', 'positive', 'exponent'. Got {kind!r} instead."
             )
         lo, hi = (float(v) for v in bounds.get(p, (-np.inf, np.inf)))
@@ -520,7 +525,7 @@ def _formula_params(
     if point and len(point) != len(pnames):
         missing = sorted(set(pnames) - set(point))
         raise ScaleFitError(
-            f"The 'starts' parameter of Law.from_formula gives a starting value for some "
+            f"{_formula_arg('starts')} gives a starting value for some "
             f"parameters but not for {missing}; give all or none."
         )
     return params, point
@@ -532,7 +537,7 @@ def _default_range(kind: str, lo: float, hi: float, start: Any) -> tuple[float, 
         a, b = (float(v) for v in start)
         if not (math.isfinite(a) and math.isfinite(b) and a < b) or (kind == "positive" and a <= 0):
             raise ScaleFitError(
-                f"The 'starts' parameter of Law.from_formula must give a range (lo, hi) with "
+                f"{_formula_arg('starts')} must give a range (lo, hi) with "
                 f"lo < hi{' and lo > 0' if kind == 'positive' else ''}. Got {(a, b)!r} instead."
             )
         return a, b
@@ -540,7 +545,7 @@ def _default_range(kind: str, lo: float, hi: float, start: Any) -> tuple[float, 
         v = float(start)
         if not math.isfinite(v) or (kind == "positive" and v <= 0):
             raise ScaleFitError(
-                f"The 'starts' parameter of Law.from_formula must give finite starting values"
+                f"{_formula_arg('starts')} must give finite starting values"
                 f"{' (> 0 for a positive parameter)' if kind == 'positive' else ''}. "
                 f"Got {v!r} instead."
             )

@@ -30,7 +30,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._validation import Options, validate
+from .._validation import Options, spelled, validate
 from ..errors import ScaleFitError, require
 
 #: model_type → (path of the block list from the base model, final norm attribute or None,
@@ -258,8 +258,8 @@ def load_model(
             ) from exc
         raise ScaleFitError(
             f"{name}: not a local folder and not in the local Hugging Face cache; a hub name "
-            "needs network to download (pass --allow-download on a machine with network, or "
-            "give a local folder)."
+            f"needs network to download (pass {spelled('allow_download=True', '--allow-download')} "
+            "on a machine with network, or give a local folder)."
         ) from exc
     if config.model_type not in FAMILIES:
         raise ScaleFitError(_unsupported(config.model_type))

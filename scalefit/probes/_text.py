@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import iter_input_lines, iter_jsonl_texts
+from .._validation import spelled
 from ..errors import ScaleFitError
 
 
@@ -131,7 +132,8 @@ class DatasetDocuments:
         if not Path(name).exists() and not allow_download:
             raise ScaleFitError(
                 f"dataset {name!r} is not a local folder; a hub dataset needs network (pass "
-                "--allow-download on a machine with network, or give a local folder)."
+                f"{spelled('allow_download=True', '--allow-download')} on a machine with "
+                "network, or give a local folder)."
             )
         self.name, self.config, self.split, self.text_field = name, config, split, text_field
 

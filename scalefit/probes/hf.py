@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .._progress import progress_bar
-from .._validation import SEED, Interval, validate
+from .._validation import Interval, constraints, validate
 from ..errors import ScaleFitError, require
 from ._assemble import HFProbeResult, assemble, with_pruning
 from ._hfmodel import FAMILIES, LoadedModel, blocks_of, load_model, wrap_model
@@ -54,9 +54,8 @@ _CONSTRAINTS = {
     "batch_size": [Interval(int, 1, None)],
     "max_block": [Interval(int, 1, None)],
     "prune_tokens": [Interval(int, 0, None)],
-    "bootstrap": [Interval(int, 0, None)],
     "reservoir": [Interval(int, 4, None)],
-    "seed": [SEED],
+    **constraints("bootstrap", "seed"),
 }
 CHECKPOINT_SECONDS = 20.0
 #: model_type → (attribute of the block holding its attention sub-layer, whether the residual is

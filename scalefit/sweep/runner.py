@@ -24,7 +24,7 @@ from .._io import (
     remove_stale_temps,
 )
 from .._progress import progress_bar
-from .._validation import Interval, Options, validate
+from .._validation import VOCABULARY, Options, constraints, spelled, validate
 from ..errors import ScaleFitError, SweepError
 from .registry import resolve_task, task_ref
 from .spec import Run, SweepSpec
@@ -142,8 +142,8 @@ def run_sweep(
         locals(),
         {
             "executor": [Options(frozenset(_EXECUTORS))],
-            "workers": [Interval(int, 0, None)],
-            "threads_per_worker": [Interval(int, 1, None)],
+            **constraints("workers"),
+            "threads_per_worker": list(VOCABULARY["threads"].allowed),
             "overwrite": ["boolean"],
             "wait": ["boolean"],
         },
@@ -212,8 +212,9 @@ def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool)
         if diff and not overwrite:
             raise ScaleFitError(
                 f"{out}: sweep {spec.name!r} was started here with other settings "
-                f"({'; '.join(diff[:8])}{'; ...' if len(diff) > 8 else ''}); use --overwrite "
-                f"to replace its runs, or another output folder."
+                f"({'; '.join(diff[:8])}{'; ...' if len(diff) > 8 else ''}); use "
+                f"{spelled('overwrite=True', '--overwrite')} to replace its runs, or another "
+                "output folder."
             )
         if diff:
             _drop_old_runs(out, old, {r.run_id for r in runs})

@@ -10,7 +10,7 @@ import warnings
 
 import pandas as pd
 
-from .._validation import Options, validate
+from .._validation import Options, constraints, validate
 from ..errors import ScaleFitError
 from ..sim.analysis import LAW, LOSS_COLUMNS, group_keys
 
@@ -55,8 +55,8 @@ def fit_depth_exponents(
 
     validate(
         "fit_depth_exponents",
-        {"loss_column": loss_column},
-        {"loss_column": [Options(set(LOSS_COLUMNS))]},
+        {"loss_column": loss_column, "bootstrap": bootstrap, "seed": seed},
+        {"loss_column": [Options(set(LOSS_COLUMNS))], **constraints("bootstrap", "seed")},
     )
     if final_only and "final" in table.columns:
         table = table[table["final"].astype(str).str.lower() == "true"]

@@ -450,17 +450,6 @@ def test_cli_flat_optimum_prints_a_range(capsys):
         ["allocate", "--law", "chinchilla", "--params", "E=x", "--budget", "1e20"],
         ["allocate", "--budget", "1e20"],
         ["allocate", "missing.json", "--budget", "1e20"],
-        [
-            "allocate",
-            "--law",
-            "decomposed",
-            "--params",
-            ",".join(f"{k}={v}" for k, v in DECOMPOSED.items()),
-            "--budget",
-            "1e20",
-            "--head-dim",
-            "0",
-        ],
         ["allocate", "--law", "depth_power", "--params", "c=1,alpha=1,L0=1", "--budget", "1e20"],
     ],
 )
@@ -470,10 +459,17 @@ def test_cli_bad_input_exits_2_with_one_line(args, capsys):
     assert err.startswith("scalefit: error:") and err.count("\n") == 1
 
 
-def test_cli_bad_budget_is_a_usage_error(capsys):
+@pytest.mark.parametrize(
+    ("law", "extra"),
+    [("chinchilla", ["--budget", "-5"]), ("decomposed", ["--budget", "1e20", "--head-dim", "0"])],
+)
+def test_cli_value_outside_its_declared_range_is_a_usage_error(law, extra, capsys):
+    params = ",".join(f"{k}={v}" for k, v in DECOMPOSED.items())
     with pytest.raises(SystemExit) as exc:
-        _cli(["allocate", "--law", "chinchilla", "--budget", "-5"], capsys)
-    assert exc.value.code == 2
+        _cli(["allocate", "--law", law, "--params", params, *extra], capsys)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert f"argument {extra[-2]}: must be" in err
 
 
 def test_cli_plots(tmp_path, capsys):

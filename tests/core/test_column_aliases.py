@@ -169,8 +169,14 @@ def test_cli_start_ranges_bounds_and_kinds_reach_the_law(tmp_path, capsys):
         (["--law", "chinchilla", "--start", "alpha=0:1"], "a range LO:HI applies"),
         (["--formula", "E + A/params**a", "--start", "a=x"], "is not a number"),
         (["--formula", "E + A/params**a", "--bound", "a=2:1"], "needs LO < HI"),
-        (["--formula", "E + A/params**a", "--start", "a=0.5,E=1:2"], "--start gives a starting"),
-        (["--formula", "E + A/params**a", "--kind", "a=weird"], "--kind must map 'a'"),
+        (
+            ["--formula", "E + A/params**a", "--start", "a=0.5,E=1:2"],
+            "(--start on the command line) gives a starting",
+        ),
+        (
+            ["--formula", "E + A/params**a", "--kind", "a=weird"],
+            "(--kind on the command line) must map 'a'",
+        ),
     ],
 )
 def test_cli_start_options_refused_with_one_line(extra, message, capsys):

@@ -263,9 +263,12 @@ def test_cli_prints_an_allocation_from_the_bundled_curves(capsys):
         ),
         (
             ["--law", "lr_annealing_params", "--budget", "1e12", "--tokens-per-step", "0"],
-            "--tokens-per-step must be",
+            "--tokens-per-step: must be a finite float > 0",
         ),
-        (["--law", "lr_annealing_params", "--budget", "-5"], "positive number of FLOPs"),
+        (
+            ["--law", "lr_annealing_params", "--budget", "-5"],
+            "--budget: must be a finite float > 0",
+        ),
     ],
 )
 def test_cli_bad_inputs_are_one_stderr_line_and_exit_2(capsys, extra, match):

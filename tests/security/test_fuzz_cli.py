@@ -18,7 +18,7 @@ import textwrap
 
 import pandas as pd
 import pytest
-from hostile import cli
+from hostile import ERROR_LINE, cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +37,7 @@ def assert_clean(code, out, err, names, case=""):
     assert "Traceback" not in err and "np.float64" not in err + out, where
     if code == 2:
         lines = [ln for ln in err.splitlines() if not ln.startswith("scalefit: warning:")]
-        assert len(lines) == 1 and lines[0].startswith("scalefit: error: "), where
+        assert len(lines) == 1 and ERROR_LINE.match(lines[0]), where
         assert any(n in lines[0] for n in names), where
 
 

@@ -250,7 +250,10 @@ def test_changed_spec_on_a_folder_is_refused_unless_overwrite(tmp_path):
     assert len(list(out.glob("runs/*/result.json"))) == 4
     with pytest.raises(ScaleFitError, match=r"other settings \(fixed.n: <unset> -> 20; grid.seed"):
         run_sweep(_spec([0], n=20), out, workers=0, progress=False)
-    with pytest.raises(ScaleFitError, match=r"grid.seed: \[0, 1\] -> \[1, 2\]\); use --overwrite"):
+    with pytest.raises(
+        ScaleFitError,
+        match=r"grid.seed: \[0, 1\] -> \[1, 2\]\); use overwrite=True \(--overwrite on",
+    ):
         run_sweep(_spec([1, 2]), out, workers=0, progress=False)
     grown = run_sweep(_spec([0, 1, 2]), out, workers=0, progress=False)  # a grid may grow
     assert len(grown.attrs["sweep"]["ran"]) == 2 and len(grown) == 6
