@@ -546,6 +546,13 @@ VOCABULARY: dict[str, Option] = {
         ),  # fmt: skip
         _opt("ci_prob", _UNIT, 0.95, "probability of the intervals", metavar="P"),
         _opt(
+            "interval",
+            Options({"calibrated", "draws"}),
+            "calibrated",
+            "what the optimum's intervals include: the fit's draws plus the law's misfit in N* "
+            "(measured on public IsoFLOP sweeps), or the draws alone",
+        ),  # fmt: skip
+        _opt(
             "ci_method",
             Options({"percentile", "bca"}),
             "percentile",

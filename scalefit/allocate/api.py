@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._readonly import ReadOnlyMappings
-from .._validation import Interval, Options, spelled, validate
+from .._validation import Interval, constraints, spelled, validate
 from ..accounting import flops_text
 from ..errors import ScaleFitError
 from ..laws import Law, get_law
@@ -247,7 +247,7 @@ def allocate(
     """
     src = resolve(source, params, law_options, ci_prob)
     budgets = check_budgets(budgets)
-    validate("allocate", {"interval": interval}, {"interval": [Options({"calibrated", "draws"})]})
+    validate("allocate", {"interval": interval}, constraints("interval"))
     cons = Constraints(head_dim, min_depth, max_depth, aspect_max)
     space = Space.of(src.law, accounting)
     validate("allocate", {"eps": eps}, {"eps": [Interval(float, 0, None, closed="neither")]})

@@ -46,6 +46,7 @@ def register(sub: Subcommands) -> None:
     add_option(p, "--ci-prob", later=True, shown="or the fit's own interval probability")
     p.add_argument("--show", type=int, default=5, metavar="K", help="runner-ups to print")
     p.add_argument("--no-draws", action="store_true", help="ignore the result's draws")
+    add_option(p, "--interval")
     p.add_argument(
         "--exponents",
         action="store_true",
@@ -200,6 +201,7 @@ def run_allocate(args: argparse.Namespace) -> int:
         aspect_max=args.aspect_max,
         eps=args.eps,
         use_draws=not args.no_draws,
+        interval=args.interval,
         **kw,
     )
     if not args.quiet:

@@ -144,3 +144,17 @@ def test_report_says_why_an_optimum_lies_outside_its_interval(fitted):
     s.loc[0, "params_star_hi"] = s.loc[0, "params_star"] * 1.2
     text = budget_text(alloc.__class__(**{**alloc.__dict__, "summary": s}), 0, 1e21)
     assert "the optimum's params lies outside its own interval" in text
+
+
+def test_cli_interval_option_is_the_apis(tmp_path, capsys):
+    from scalefit.cli import main
+
+    params = ",".join(f"{k}={v}" for k, v in TRUTH.items())
+    argv = ["allocate", "--law", "chinchilla", "--params", params, "--budget", "1e21"]
+    assert main([*argv, "--interval", "draws"]) == 0
+    assert "intervals of the optimum: none (no draws)" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "not calibrated: a law with given parameters" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--interval", "wide"])
+    assert exc.value.code == 2
