@@ -81,7 +81,7 @@ def test_cli_writes_runs_within_compute(pilot, tmp_path):
     _, path = pilot
     out, png = tmp_path / "runs.csv", tmp_path / "design.png"
     code = main(["design", str(path), "--target", "1e24", "--compute", "1e21", "--k", "12",
-                 "--out", str(out), "--plot", str(png)])  # fmt: skip
+                 "--out", str(out), "--plots", str(tmp_path)])  # fmt: skip
     assert code == 0
     assert_png(png)
     runs = pd.read_csv(out)

@@ -523,13 +523,13 @@ OUT_CASES = [
     (
         "isoflop --out",
         "file",
-        ["isoflop", "{OK}/t.csv", "--out", "{O}", "--plot", "{OK}/p.png"],
-        ["p.png"],
+        ["isoflop", "{OK}/t.csv", "--out", "{O}", "--plots", "{OK}/plots"],
+        ["plots"],
     ),
     (
-        "isoflop --plot",
-        "file",
-        ["isoflop", "{OK}/t.csv", "--plot", "{O}", "--out", "{OK}/o.csv"],
+        "isoflop --plots",
+        "folder",
+        ["isoflop", "{OK}/t.csv", "--plots", "{O}", "--out", "{OK}/o.csv"],
         ["o.csv"],
     ),
     (
@@ -544,14 +544,14 @@ OUT_CASES = [
             "1e19",
             "--out",
             "{O}",
-            "--plot",
-            "{OK}/p.png",
+            "--plots",
+            "{OK}/plots",
         ],
-        ["p.png"],
+        ["plots"],
     ),
     (
-        "design --plot",
-        "file",
+        "design --plots",
+        "folder",
         [
             "design",
             "{OK}/r.json",
@@ -559,7 +559,7 @@ OUT_CASES = [
             "1e21",
             "--compute",
             "1e19",
-            "--plot",
+            "--plots",
             "{O}",
             "--out",
             "{OK}/o.csv",
@@ -579,13 +579,13 @@ OUT_CASES = [
     (
         "train report --table",
         "file",
-        ["train", "report", "{OK}/grid", "--table", "{O}", "--img", "{OK}/img"],
+        ["train", "report", "{OK}/grid", "--table", "{O}", "--plots", "{OK}/img"],
         ["img"],
     ),
     (
-        "train report --img",
+        "train report --plots",
         "folder",
-        ["train", "report", "{OK}/grid", "--img", "{O}", "--table", "{OK}/o.csv"],
+        ["train", "report", "{OK}/grid", "--plots", "{O}", "--table", "{OK}/o.csv"],
         ["o.csv"],
     ),
     ("train diagnose --out", "file", ["train", "diagnose", "{OK}/r.json", "--out", "{O}"], []),
@@ -598,13 +598,13 @@ OUT_CASES = [
     (
         "probe toy --out",
         "file",
-        ["probe", "{OK}/r.json", "--out", "{O}", "--plot", "{OK}/p.png"],
-        ["p.png"],
+        ["probe", "{OK}/r.json", "--out", "{O}", "--plots", "{OK}/plots"],
+        ["plots"],
     ),
     (
-        "probe toy --plot",
-        "file",
-        ["probe", "{OK}/r.json", "--plot", "{O}", "--out", "{OK}/o.csv"],
+        "probe toy --plots",
+        "folder",
+        ["probe", "{OK}/r.json", "--plots", "{O}", "--out", "{OK}/o.csv"],
         ["o.csv"],
     ),
     (
@@ -1225,20 +1225,6 @@ def test_an_output_folder_holding_a_fifo_or_device_is_refused_first(
         result = cli(capsys, argv)
     assert_refused(result, name, outputs=[])
     assert sorted(os.listdir(folder)) == [name] and _snapshot(target) is not None
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["isoflop", "{OK}/t.csv", "--plot", "{OK}/fig.xyz", "--out", "{OK}/o.csv"],
-        ["design", "{OK}/r.json", "--target", "1e21", "--compute", "1e19", "--plot", "{OK}/f.pgf"],
-        ["probe", "{OK}/r.json", "--plot", "{OK}/fig.docx", "--out", "{OK}/o.csv"],
-    ],
-    ids=["isoflop", "design", "probe toy"],
-)
-def test_a_figure_name_of_an_unknown_format_is_refused_first(ok, capsys, argv):
-    result = cli(capsys, [a.replace("{OK}", str(ok)) for a in argv])
-    assert_refused(result, "--plot", outputs=[ok / "o.csv"])
 
 
 @pytest.mark.parametrize(
