@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..style import TITLE_SIZE, axes, log_ticks
+from .style import TITLE_SIZE, axes, log_ticks
 
 TOY = "toy teacher–student (width 32)"
 

@@ -6,7 +6,7 @@ ticks (plain numbers when an axis spans less than two decades, powers of ten oth
 is applied to each axes explicitly (:func:`style_axes`), so importing scalefit never changes a
 user's matplotlib settings. :func:`axes` makes styled axes (with a headless backend when no
 display is set) and :func:`layout_problems` finds text that leaves a figure or overlaps other text.
-Every module that draws uses it: ``plot`` and the figures of ``design``, ``isoflop`` and ``curves``.
+Every figure of :mod:`scalefit.plot` uses it.
 """
 
 from __future__ import annotations
