@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..isoflop import assign_budgets
-from .style import axes
+from .style import axes, error_bars
 
 
 def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None):
@@ -50,10 +50,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
             left.errorbar(
                 row["params_opt"],
                 row["loss_opt"],
-                xerr=[
-                    [row["params_opt"] - row["params_lo"]],
-                    [row["params_hi"] - row["params_opt"]],
-                ],
+                xerr=error_bars(row["params_opt"], row["params_lo"], row["params_hi"]),
                 fmt="D",
                 color=color,
                 ms=5,
@@ -69,10 +66,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     right.errorbar(
         bud["budget"][ok],
         bud["params_opt"][ok],
-        yerr=[
-            (bud["params_opt"] - bud["params_lo"])[ok],
-            (bud["params_hi"] - bud["params_opt"])[ok],
-        ],
+        yerr=error_bars(bud["params_opt"], bud["params_lo"], bud["params_hi"])[:, ok],
         fmt="o",
         color="k",
         label=f"optimum per budget ({100 * iso.ci_prob:g}% interval)",
@@ -117,10 +111,7 @@ def plot_comparison(frame: pd.DataFrame, *, ax=None, truth: tuple | None = None,
     y = np.arange(len(frame))[::-1]
     for axis, q in ((left, "a"), (right, "b")):
         v = frame[q].to_numpy(float)
-        lo = frame[f"{q}_lo"].to_numpy(float)
-        hi = frame[f"{q}_hi"].to_numpy(float)
-        err = np.array([v - np.where(np.isfinite(lo), lo, v), np.where(np.isfinite(hi), hi, v) - v])
-        err = np.clip(err, 0, None)  # published points are rounded: some lie outside their CI
+        err = error_bars(v, frame[f"{q}_lo"], frame[f"{q}_hi"])  # published points are rounded
         pub = frame["approach"].str.contains("published").to_numpy()
         axis.errorbar(v[~pub], y[~pub], xerr=err[:, ~pub], fmt="o", color="C0", label="this data")
         axis.errorbar(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .style import axes, suptitle
+from .style import TITLE_SIZE, axes, suptitle
 
 
 def _short(name: str) -> str:
@@ -44,7 +44,7 @@ def angles_figure(result):
     ax1.axhline(np.pi / 2, color="grey", ls=":", lw=1, label="π/2 (orthogonal)")
     ax1.set_xlabel("block l")
     ax1.set_ylabel("angle (rad)")
-    ax1.set_title("hidden-state angles per block")
+    ax1.set_title("hidden-state angles per block", fontsize=TITLE_SIZE)
     suptitle(fig, f"{name}: {result.summary.get('tokens', '?')} tokens, 95% bootstrap bands")
     ax1.legend(fontsize=8)
     for n, grp in result.distances.groupby("n"):
@@ -52,7 +52,7 @@ def angles_figure(result):
     ax2.axhline(0.2, color="grey", ls=":", lw=1, label="0.2 (Sun et al.'s 'prunable')")
     ax2.set_xlabel("first block l of the span")
     ax2.set_ylabel("angular distance d(l, l+n) = θ/π")
-    ax2.set_title("angular distance between block inputs l and l+n")
+    ax2.set_title("angular distance between block inputs l and l+n", fontsize=TITLE_SIZE)
     ax2.legend(fontsize=8)
     _integer_ticks(ax1, ax2)
     return fig
@@ -70,9 +70,8 @@ def pruning_figure(result):
         if metric.startswith("angular")
         else f"drop in {metric}"
     )
-    ax.set_title(
-        f"{_short(result.summary.get('model', 'model'))}: one block removed, no fine-tuning"
-    )
+    name = _short(result.summary.get("model", "model"))
+    ax.set_title(f"{name}: one block removed, no fine-tuning", fontsize=TITLE_SIZE)
     _integer_ticks(ax)
     return fig
 
@@ -89,7 +88,7 @@ def split_figure(result):
     sep = "separated" if split["separated"] else "not separated"
     ax.set_xlabel("block l")
     ax.set_ylabel("mean step angle θ(h_{l−1}, h_l) (rad)")
-    ax.set_title(f"PCA split of {split['tokens']} sampled tokens ({sep})")
+    ax.set_title(f"PCA split of {split['tokens']} sampled tokens ({sep})", fontsize=TITLE_SIZE)
     ax.legend(fontsize=8)
     _integer_ticks(ax)
     return fig

@@ -120,6 +120,20 @@ def log_ticks(ax, which: str = "both") -> None:
             axis.set_major_locator(LogLocator(base=100, numticks=12))
 
 
+def error_bars(value, lo, hi) -> np.ndarray:
+    """``[value - lo, hi - value]`` for ``xerr``/``yerr``: clipped at 0, a missing bound NaN."""
+    value, lo, hi = (np.asarray(a, dtype=float) for a in (value, lo, hi))
+    return np.clip(np.vstack([value - lo, hi - value]), 0, None)
+
+
+def value_ticks(*axs, values) -> None:
+    """Ticks of each x axis at exactly ``values`` (the depths run, say), plain, no minor ticks."""
+    values = sorted(set(values))
+    for ax in axs:
+        ax.set_xticks(values, [f"{v:g}" for v in values])
+        ax.minorticks_off()
+
+
 def data_name(result: Any) -> str:
     """The dataset a result was fitted to, for titles (``chinchilla``, a file stem, or 'data')."""
     conv = getattr(result, "conventions", None) or {}
