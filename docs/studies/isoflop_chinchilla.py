@@ -29,7 +29,8 @@ import pandas as pd
 
 from scalefit import datasets, fit
 from scalefit._io import atomic_savefig, atomic_write_csv
-from scalefit.isoflop import approach1, approach2, compare_approaches, plot_comparison
+from scalefit.isoflop import approach1, approach2, compare_approaches
+from scalefit.plot.isoflop import plot_comparison, plot_isoflops
 
 
 def main() -> None:
@@ -49,8 +50,6 @@ def main() -> None:
     out, img = Path(args.out), Path(args.img)
     atomic_write_csv(out / "isoflop_chinchilla.csv", frame)
     atomic_write_csv(out / "isoflop_chinchilla_budgets.csv", isos[-1].budgets)
-    from scalefit.isoflop import plot_isoflops
-
     fig = plot_isoflops(
         isos[-1],
         tab,

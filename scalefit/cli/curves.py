@@ -336,7 +336,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     folder = plots_dir(args.plots)
     if folder is not None:
         from .._io import atomic_savefig
-        from ..curves.plot import plot_curves
+        from ..plot.curves import plot_curves
 
         fig = plot_curves(res, _prepared(args, curves), forecasts=frames)
         path = atomic_savefig(fig, folder / f"curves_{res.law_name}.png", dpi=120)

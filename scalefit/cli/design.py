@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from .._io import atomic_savefig, atomic_write_csv
     from ..design import next_runs
     from ..fit import FitResult
+    from ..plot.design import plot_design
     from ..table import read_csv
 
     check_paths(
@@ -115,5 +116,5 @@ def run(args: argparse.Namespace) -> int:
         # every column kept (one schema for every law); a law without shapes leaves depth empty
         print(f"wrote {atomic_write_csv(args.out, tidy_table(d.runs))}")
     for path in figure_paths(args, FIGURE):
-        print(f"wrote {atomic_savefig(d.plot(), path, dpi=120)}")
+        print(f"wrote {atomic_savefig(plot_design(d), path, dpi=120)}")
     return 0

@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from .._io import atomic_savefig, atomic_write_csv
     from ..isoflop import approach1, approach2, compare_approaches
     from ..isoflop.approach2 import METHODS
+    from ..plot.isoflop import plot_isoflops
 
     check_paths(
         inputs={"long table (CSV)": args.curves, "fit result (JSON)": args.result},
@@ -117,5 +118,5 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, frame)}")
     for path in figure_paths(args, FIGURE):
-        print(f"wrote {atomic_savefig(isos[-1].plot(table), path, dpi=120)}")
+        print(f"wrote {atomic_savefig(plot_isoflops(isos[-1], table), path, dpi=120)}")
     return 0

@@ -214,6 +214,11 @@ def _probe_hf(args: argparse.Namespace) -> int:
     if s.get("cr_batch"):
         print(f"CR: on each block's {s['cr_on']}, batches of {s['cr_batch']} windows")
     print(result.verdict.report())
-    for path in result.save(args.out, figures=not args.no_plots):
+    paths = result.save(args.out)
+    if not args.no_plots:
+        from ..plot.probes import write_probe_plots
+
+        paths += write_probe_plots(result, args.out)
+    for path in paths:
         print(f"wrote {path}")
     return 0

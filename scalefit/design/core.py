@@ -104,12 +104,6 @@ class DesignResult:
         """Write the runs to train as CSV (atomically)."""
         atomic_write_csv(path, self.runs)
 
-    def plot(self, *, ax=None):
-        """Candidates, chosen runs, interval path; see :func:`scalefit.design.plot_design`."""
-        from .plot import plot_design
-
-        return plot_design(self, ax=ax)
-
 
 def quantity_draws(src, space, budget: float, quantity: str) -> tuple[float, np.ndarray, dict]:
     """The quantity at the target budget for the point estimate and every draw."""

@@ -6,7 +6,7 @@
   a line weighted by the optima's covariance for ``"parabola_weighted"`` and ``"profile"``);
 * :func:`approach1` — the envelope of loss curves from a long table (run id, step, loss);
 * :func:`approach3` and :func:`compare_approaches` — the law fit's exponents and one table with all
-  three; :func:`plot_isoflops` and :func:`plot_comparison` draw them;
+  three (:mod:`scalefit.plot.isoflop` draws them);
 * :func:`recommend` — ``N*`` and ``T*`` at new budgets with intervals that include the law's
   misfit, calibrated on rolling origins (:mod:`scalefit.isoflop.decision`);
 * :func:`synthetic_isoflops` — sweeps with a known optimum.
@@ -17,7 +17,6 @@ from .approach2 import IsoFLOPResult, approach2
 from .budgets import assign_budgets, detect_budgets
 from .compare import PUBLISHED, approach3, compare_approaches
 from .decision import Calibration, Decision, fit_calibration, recommend, rolling_origins
-from .plot import plot_comparison, plot_isoflops
 from .synthetic import CHINCHILLA_BUDGETS, HOFFMANN, synthetic_isoflops, true_exponents
 
 __all__ = [
@@ -35,8 +34,6 @@ __all__ = [
     "compare_approaches",
     "detect_budgets",
     "fit_calibration",
-    "plot_comparison",
-    "plot_isoflops",
     "recommend",
     "rolling_origins",
     "synthetic_isoflops",

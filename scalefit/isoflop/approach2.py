@@ -12,7 +12,15 @@ from .._readonly import ReadOnlyMappings
 from .._validation import Interval, Options, constraints, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
-from ._curves import SHAPE_BOUNDS, Optima, PowerLawExponents, fit_parabolas, fit_profile, power_law
+from ._curves import (
+    SHAPE_BOUNDS,
+    Optima,
+    PowerLawExponents,
+    fit_parabolas,
+    fit_profile,
+    power_law,
+    profile_value,
+)
 from .budgets import assign_budgets
 
 METHODS = ("parabola", "parabola_weighted", "profile")
@@ -97,11 +105,17 @@ class IsoFLOPResult(PowerLawExponents, ReadOnlyMappings):
             lines.append(f"  warning: {w}")
         return "\n".join(lines)
 
-    def plot(self, table: pd.DataFrame, *, ax=None):
-        """IsoFLOP curves and their optima; see :func:`scalefit.isoflop.plot_isoflops`."""
-        from .plot import plot_isoflops
-
-        return plot_isoflops(self, table, ax=ax)
+    def curve_loss(self, j: int, log_params) -> np.ndarray | None:
+        """Loss on budget ``j``'s fitted curve at ``log_params`` (natural log); None if unfitted."""
+        curve = self.curves[j] if j < len(self.curves) else None
+        if curve is None:
+            return None
+        x = np.asarray(log_params, dtype=float)
+        if curve["kind"] == "parabola":
+            c0, c1, c2 = curve["coef"]
+            return c0 + c1 * (x - curve["mean"]) + c2 * (x - curve["mean"]) ** 2
+        alpha, beta = self.shape["alpha"], self.shape["beta"]
+        return profile_value(x, curve["e"], curve["g"], curve["x"], alpha, beta)
 
 
 def _groups(table: pd.DataFrame, budgets, tol: float) -> tuple[np.ndarray, list, list[str]]:

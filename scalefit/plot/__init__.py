@@ -1,1 +1,20 @@
-"""Matplotlib figures (imported lazily; every function takes ``ax=None`` and returns the figure)."""
+"""Every figure of scalefit (matplotlib, imported lazily).
+
+Each drawing function takes ``ax=None`` and returns the figure; a ``write_*_plots`` function saves
+a result's standard figures into a folder. ``fit`` (data against fit, draws), ``bayes`` (chains,
+corner, predictive), ``allocate`` (iso-FLOP depth curves, frontier), ``isoflop`` (Approach 2
+profiles, exponents by approach), ``design`` (next runs), ``curves`` (loss curves, forecasts),
+``probes`` (a language model's hidden-state angles), ``toy`` and ``train``; ``style`` is the one
+style they share.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_figures(folder: str | Path, figures: dict, *, dpi: int = 120) -> list[Path]:
+    """Save ``{file name: figure}`` into ``folder`` atomically, closing each; returns the paths."""
+    from .._io import atomic_savefig
+
+    return [atomic_savefig(fig, Path(folder) / name, dpi=dpi) for name, fig in figures.items()]

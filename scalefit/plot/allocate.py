@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..style import axes, flops_text, log_ticks, suptitle
+from .style import axes, flops_text, log_ticks, suptitle
 
 
 def _bowl(c: pd.DataFrame, rise: float) -> pd.DataFrame:
@@ -53,7 +53,7 @@ def plot_isoflop(
     -------
     matplotlib Figure
     """
-    from ..style import label, ordered_colours, title
+    from .style import label, ordered_colours, title
 
     fig, ax = axes(ax, figsize=(6.4, 4.6))
     colours = ordered_colours(len(curves))
@@ -162,7 +162,7 @@ def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
     -------
     matplotlib Figure
     """
-    from ..style import PALETTE, label, title
+    from .style import PALETTE, label, title
 
     panels = [q for q in ("depth", "width", "tokens", "params") if f"{q}_star" in summary]
     grid = (2, 2) if len(panels) > 2 else (1, len(panels))
@@ -238,17 +238,17 @@ def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
 
 def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list[Path]:
     """Write ``isoflop_<law>.png`` (shape laws) and ``frontier_<law>.png`` into ``folder``."""
-    from .._io import atomic_savefig
     from ..allocate import allocate
     from ..allocate.analysis import isoflop_curve
+    from . import write_figures
 
-    folder = Path(folder)
-    paths = []
+    figures = {}
+    src = source if hasattr(source, "method") else None
     if alloc.kind == "shape":
         curves = {float(b): isoflop_curve(source, b, **kw) for b in alloc.budgets}
-        src = source if hasattr(source, "method") else None
-        fig = plot_isoflop(curves, summary=alloc.summary, eps=alloc.eps, source=src)
-        paths.append(atomic_savefig(fig, folder / f"isoflop_{alloc.law}.png", dpi=120))
+        figures[f"isoflop_{alloc.law}.png"] = plot_isoflop(
+            curves, summary=alloc.summary, eps=alloc.eps, source=src
+        )
     lo, hi = np.log10(alloc.budgets.min()) - 1, np.log10(alloc.budgets.max()) + 1
     cons = alloc.constraints
     wide = allocate(
@@ -262,6 +262,5 @@ def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list
         use_draws=alloc.draws is not None,
         **kw,
     )
-    fig = plot_frontier(wide.summary, source=source if hasattr(source, "method") else None)
-    paths.append(atomic_savefig(fig, folder / f"frontier_{alloc.law}.png", dpi=120))
-    return paths
+    figures[f"frontier_{alloc.law}.png"] = plot_frontier(wide.summary, source=src)
+    return write_figures(folder, figures)

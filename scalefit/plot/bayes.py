@@ -36,7 +36,7 @@ def plot_trace(result, names=None):
     -------
     matplotlib.figure.Figure
     """
-    from ..style import axes, ordered_colours, suptitle, title
+    from .style import axes, ordered_colours, suptitle, title
 
     names = list(names or result.params)
     fig, grid = axes(nrows=len(names), ncols=2, figsize=(4.6, 1.7))
@@ -79,7 +79,7 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
     -------
     matplotlib.figure.Figure
     """
-    from ..style import PALETTE, axes, suptitle, title
+    from .style import PALETTE, axes, suptitle, title
 
     frame = result.draws_frame().dropna()
     names = list(names or frame.columns)
@@ -135,7 +135,7 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     """
     from ..fit.bayes import predictive_draws
     from ..fit.holdout import compute_key
-    from ..style import PALETTE, axes, label, log_ticks, suptitle, title
+    from .style import PALETTE, axes, label, log_ticks, suptitle, title
 
     fig, ax = axes(ax, figsize=(5.6, 4.2))
     key, xval = compute_key(table, result.law)
@@ -190,7 +190,7 @@ def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = 
     matplotlib.figure.Figure
     """
     from ..fit.bayes import predictive_draws
-    from ..style import PALETTE, axes, label, log_ticks, suptitle, title
+    from .style import PALETTE, axes, label, log_ticks, suptitle, title
 
     fig, ax = axes(ax)
     sims = predictive_draws(result, grid, noise=noise)
@@ -212,15 +212,9 @@ def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = 
 
 def write_bayes_plots(result, table, folder) -> list[Path]:
     """Write trace/rank, corner and predictive figures into ``folder``; returns the paths."""
-    from .._io import atomic_savefig
+    from . import write_figures
 
-    folder = Path(folder)
-    paths = []
-    for stem, make in (
-        ("trace", lambda: plot_trace(result)),
-        ("corner", lambda: plot_corner(result)),
-        ("predictive", lambda: plot_predictive(result, table)),
-    ):
-        fig = make()
-        paths.append(atomic_savefig(fig, folder / f"{stem}_{result.law_name}.png", dpi=110))
-    return paths
+    law = result.law_name
+    figures = {f"trace_{law}.png": plot_trace(result), f"corner_{law}.png": plot_corner(result)}
+    figures[f"predictive_{law}.png"] = plot_predictive(result, table)
+    return write_figures(folder, figures, dpi=110)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..style import axes
+from .style import axes
 
 
 def _colour_key(table, law):
@@ -30,7 +30,7 @@ def plot_fit(result, table, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from ..style import SEQUENTIAL, label, log_ticks, suptitle, title
+    from .style import SEQUENTIAL, label, log_ticks, suptitle, title
 
     fig, (a0, a1) = axes(ax, ncols=2, figsize=(4.6, 4.0))
     law = result.law
@@ -87,7 +87,7 @@ def plot_draws(result, names=None, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from ..style import PALETTE, suptitle, title
+    from .style import PALETTE, suptitle, title
 
     frame = result.draws_frame().dropna()
     if names is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..style import TITLE_SIZE, axes, log_ticks
+from .style import TITLE_SIZE, axes, error_bars, log_ticks, value_ticks
 
 TOY = "toy teacher–student (width 32)"
 
@@ -56,9 +56,7 @@ def loss_vs_depth(
             curve = fit["c"] / grid ** fit["alpha"] + fit["L0"]
             ax.loglog(grid, curve, "--", color=line.get_color(), lw=1)
     log_ticks(ax, "y")
-    depths = sorted(table["depth"].unique())
-    ax.set_xticks(depths, [str(d) for d in depths])
-    ax.minorticks_off()
+    value_ticks(ax, values=table["depth"])
     ax.set_xlabel("student depth ℓ (blocks)")
     what = {"test_loss": "test KL(teacher ‖ student)", "train_loss": "training KL"}
     ax.set_ylabel(f"{what.get(loss_column, loss_column.replace('_', ' '))} (nats)")
@@ -97,10 +95,7 @@ def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None, ylim=(0.0, 5.0)):
         group = group.sort_values("steps")
         err = None
         if {"alpha_lo", "alpha_hi"} <= set(group.columns) and group["alpha_lo"].notna().any():
-            err = np.vstack(
-                [group["alpha"] - group["alpha_lo"], group["alpha_hi"] - group["alpha"]]
-            )
-            err = np.clip(err, 0, None)
+            err = error_bars(group["alpha"], group["alpha_lo"], group["alpha_hi"])
         bars = ax.errorbar(
             group["steps"], group["alpha"], yerr=err, marker="o", capsize=3,
             label=f"{_label(mode, rho)}, τ = {tau:g}",
@@ -136,11 +131,7 @@ def alpha_vs_temperature(alphas: pd.DataFrame, *, ax=None):
     ]
     for (mode, rho), group in last.groupby(["teacher_mode", "rho"]):
         group = group.sort_values("temperature")
-        err = np.clip(
-            np.vstack([group["alpha"] - group["alpha_lo"], group["alpha_hi"] - group["alpha"]]),
-            0,
-            None,
-        )
+        err = error_bars(group["alpha"], group["alpha_lo"], group["alpha_hi"])
         ax.errorbar(group["temperature"], group["alpha"], yerr=err, marker="o", capsize=3,
                     label=_label(mode, rho))  # fmt: skip
     ax.set_xscale("log")
@@ -162,10 +153,7 @@ def probe_summary(final: pd.DataFrame, *, ax=None):
         left.loglog(stats.index, stats["theta_mid"], "o-", label=label)
         right.semilogx(stats.index, stats["dtheta_mid"], "o-", label=label)
     right.axhline(np.pi / 2, color="grey", lw=0.8, ls=":")
-    depths = sorted(final["depth"].unique())
-    for axis in (left, right):
-        axis.set_xticks(depths, [str(d) for d in depths])
-        axis.minorticks_off()
+    value_ticks(left, right, values=final["depth"])
     log_ticks(left, "y")
     left.set_xlabel("student depth ℓ (blocks)")
     left.set_ylabel("angle between consecutive states θ(h_l, h_l+1) (rad)")

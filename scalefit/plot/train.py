@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ScaleFitError
-from ..style import axes
+from .style import axes
 
 LABELS = {
     "angular_distance": "angular distance arccos(cos)/π",
@@ -81,7 +81,7 @@ def plot_variant_comparison(
 
 def plot_loss_grid(table, *, ax=None, variant: str | None = None):
     """Validation loss against depth: one line per (width, tokens), log-scaled depth axis."""
-    from ..style import TITLE_SIZE, log_ticks, ordered_colours
+    from .style import TITLE_SIZE, log_ticks, ordered_colours, value_ticks
 
     fig, ax = axes(ax, figsize=(7.0, 4.2))
     sel = table if variant is None else table[table["variant"] == variant]
@@ -100,9 +100,7 @@ def plot_loss_grid(table, *, ax=None, variant: str | None = None):
             label=f"width {width}, {tokens / 1e6:.2g}M tokens",
         )
     ax.set_xscale("log", base=2)
-    depths = sorted(sel["depth"].unique())
-    ax.set_xticks(depths, [str(int(d)) for d in depths])
-    ax.minorticks_off()
+    value_ticks(ax, values=sel["depth"])
     log_ticks(ax, "y")
     ax.set_xlabel("depth ℓ (blocks)")
     ax.set_ylabel("validation loss (nats/token)")

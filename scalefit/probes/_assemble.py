@@ -56,26 +56,20 @@ class HFProbeResult(ReadOnlyMappings):
         split = {k: v for k, v in self.split.items() if np.ndim(v) == 0}
         return {**self.summary, "split": split, "verdict": self.verdict.to_dict()}
 
-    def save(self, out: str | Path, *, figures: bool = True) -> list[Path]:
-        """Write the CSVs, ``summary.json`` and (with ``figures``) PNG figures into ``out``.
+    def save(self, out: str | Path) -> list[Path]:
+        """Write ``layers.csv``, ``block_distance.csv``, ``pruning.csv`` and ``summary.json``.
 
-        Files: ``layers.csv``, ``block_distance.csv``, ``pruning.csv``, ``summary.json``,
-        ``angles.png``, ``split.png``, ``pruning.png``. Returns the paths written.
+        Returns the paths written; :func:`scalefit.plot.probes.write_probe_plots` draws the figures.
         """
         from .._io import atomic_write_csv, atomic_write_json
 
         out = Path(out)
-        paths = [
+        return [
             atomic_write_csv(out / "layers.csv", self.layers),
             atomic_write_csv(out / "block_distance.csv", self.distances),
             atomic_write_csv(out / "pruning.csv", self.pruning),
             atomic_write_json(out / "summary.json", self.to_dict()),
         ]
-        if figures:
-            from ._figures import save_figures
-
-            paths += save_figures(self, out)
-        return paths
 
 
 def refusal_of(lm: LoadedModel) -> str | None:

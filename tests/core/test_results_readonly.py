@@ -78,7 +78,7 @@ def test_results_still_write_out_and_refine(results, tmp_path):
     for result in results[2:4]:
         json.dumps(result.to_dict())
     probe = results[4]
-    probe.save(tmp_path / "probe", figures=False)
+    probe.save(tmp_path / "probe")
     saved = json.loads((tmp_path / "probe" / "summary.json").read_text())
     assert saved["split"] == {"share": 0.5}
 

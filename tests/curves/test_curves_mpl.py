@@ -194,7 +194,7 @@ def test_forecasts_and_the_figure_read_the_quadrature(mixed_fit, tmp_path):
     assert again.law.options == {"segments": MPL_SEGMENTS}
     assert np.allclose(forecast(again, sched, steps=[8000])["loss"], pred["loss"].iloc[-1:])
     pytest.importorskip("matplotlib")
-    from scalefit.curves.plot import plot_curves
+    from scalefit.plot.curves import plot_curves
 
     fig = plot_curves(res, prepare(curves, max_points=20))
     assert len(fig.axes[0].lines) > 12

@@ -79,11 +79,11 @@ def test_cli_writes_runs_within_compute(pilot, tmp_path):
     from scalefit.cli import main
 
     _, path = pilot
-    out, png = tmp_path / "runs.csv", tmp_path / "design.png"
+    out = tmp_path / "runs.csv"
     code = main(["design", str(path), "--target", "1e24", "--compute", "1e21", "--k", "12",
                  "--out", str(out), "--plots", str(tmp_path)])  # fmt: skip
     assert code == 0
-    assert_png(png)
+    assert_png(tmp_path / "design.png")
     runs = pd.read_csv(out)
     assert {"depth", "width", "params", "tokens", "flops", "gain"} <= set(runs.columns)
     assert runs["flops"].sum() <= 1e21 * (1 + 1e-9) and len(runs) <= 12

@@ -15,11 +15,11 @@ from scalefit.isoflop import (
     assign_budgets,
     compare_approaches,
     detect_budgets,
-    plot_comparison,
     synthetic_isoflops,
     true_exponents,
 )
 from scalefit.laws import get_law
+from scalefit.plot.isoflop import plot_comparison, plot_isoflops
 
 
 def test_true_exponents_match_the_closed_form():
@@ -122,7 +122,7 @@ def test_compare_table_has_every_approach_and_plots():
         .any()
     )  # Hoffmann's exponents only on request
     fig = plot_comparison(tab, truth=true_exponents())
-    fig2 = isos[1].plot(runs)
+    fig2 = plot_isoflops(isos[1], runs)
     assert len(fig.axes) == 2 and len(fig2.axes) == 2
 
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 import scalefit  # noqa: E402
-from scalefit.style import layout_problems, pyplot  # noqa: E402
+from scalefit.plot.style import layout_problems, pyplot  # noqa: E402
 
 LAWS = {
     "one exponent": {"law": None, "formula": "E + A/params**alpha"},
@@ -88,22 +88,18 @@ def test_allocation_figures(results, name):
 
 def test_design_figure(results):
     from scalefit.design import next_runs
+    from scalefit.plot.design import plot_design
 
-    _clean(next_runs(results["decomposed"], 1e22, 1e20, k=6).plot())
+    _clean(plot_design(next_runs(results["decomposed"], 1e22, 1e20, k=6)))
 
 
 def test_isoflop_figures():
-    from scalefit.isoflop import (
-        approach2,
-        compare_approaches,
-        plot_comparison,
-        synthetic_isoflops,
-        true_exponents,
-    )
+    from scalefit.isoflop import approach2, compare_approaches, synthetic_isoflops, true_exponents
+    from scalefit.plot.isoflop import plot_comparison, plot_isoflops
 
     runs = synthetic_isoflops(sigma=0.003, seed=1)
     isos = [approach2(runs, method=m) for m in ("parabola", "profile")]
-    _clean(isos[0].plot(runs))
+    _clean(plot_isoflops(isos[0], runs))
     _clean(plot_comparison(compare_approaches(isoflops=isos), truth=true_exponents()))
 
 
@@ -157,7 +153,7 @@ def test_bayes_figures(bayes_result, table):
 
 def test_curves_figure():
     from scalefit.curves import fit_curves, forecast, prepare, synthetic_curves
-    from scalefit.curves.plot import plot_curves
+    from scalefit.plot.curves import plot_curves
 
     truth = {"L0": 2.0, "A": 1.5, "alpha": 0.5, "C": 0.8}
     schedules = [f"cosine:lr=0.003,steps={n},warmup=50,final_lr=0.0003" for n in (800, 1200)]

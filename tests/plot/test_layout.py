@@ -1,4 +1,4 @@
-"""scalefit.style.layout_problems as such: what it counts as a problem and what it leaves out.
+"""scalefit.plot.style.layout_problems as such: what it counts as a problem and what it leaves out.
 
 tests/plot/test_figures.py shows it finds a planted overlap and a cut title; these tests pin the
 rules that keep it from crying wolf (hidden text, tick labels outside the view, the tolerance).
@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from scalefit.style import axes, layout_problems, pyplot  # noqa: E402
+from scalefit.plot.style import axes, layout_problems, pyplot  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

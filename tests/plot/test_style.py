@@ -1,4 +1,4 @@
-"""scalefit.style: texts, colours, ticks and axes of every figure."""
+"""scalefit.plot.style: texts, colours, ticks and axes of every figure."""
 
 import math
 from types import SimpleNamespace
@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from scalefit import style  # noqa: E402
-from scalefit.style import axes, pyplot  # noqa: E402
+from scalefit.plot import style  # noqa: E402
+from scalefit.plot.style import axes, pyplot  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

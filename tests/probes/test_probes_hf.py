@@ -340,7 +340,7 @@ def test_verdict_across_depths_from_saved_summaries(tokenizer, tmp_path):
     runs = []
     for depth in (2, 4):
         res = _probe(_model("llama", tokenizer, depth=depth), tokenizer, _documents(), prune=False)
-        res.save(tmp_path / str(depth), figures=False)
+        res.save(tmp_path / str(depth))
         runs.append(json.loads((tmp_path / str(depth) / "summary.json").read_text()))
     keys = ("depth", "theta_mid", "dtheta_mid", "theta_first", "theta_last", "norm_ratio")
     summaries = {r["depth"]: {k: r[k] for k in keys} for r in runs}
@@ -398,8 +398,8 @@ def test_datasets_source_local_folder_and_refusals(tmp_path, tokenizer, capsys):
 
 
 def test_probe_figures_have_no_text_off_the_canvas_or_overlapping(tokenizer):
-    from scalefit.probes._figures import angles_figure, pruning_figure, split_figure
-    from scalefit.style import layout_problems, pyplot
+    from scalefit.plot.probes import angles_figure, pruning_figure, split_figure
+    from scalefit.plot.style import layout_problems, pyplot
 
     res = _probe(_model("gpt2", tokenizer), tokenizer, _documents(), prune_blocks=(1, 2))
     for fig in (angles_figure(res), split_figure(res), pruning_figure(res)):

@@ -26,8 +26,8 @@ def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
     """
     from matplotlib.lines import Line2D
 
-    from ..style import PALETTE, axes, label, ordered_colours, suptitle, title
-    from .multipower import with_quadrature
+    from ..curves.multipower import with_quadrature
+    from .style import PALETTE, axes, label, ordered_colours, suptitle, title
 
     fig, ax = axes(ax, figsize=(7.0, 4.6))
     prepared = with_quadrature(prepared, result.law)

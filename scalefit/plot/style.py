@@ -6,7 +6,7 @@ ticks (plain numbers when an axis spans less than two decades, powers of ten oth
 is applied to each axes explicitly (:func:`style_axes`), so importing scalefit never changes a
 user's matplotlib settings. :func:`axes` makes styled axes (with a headless backend when no
 display is set) and :func:`layout_problems` finds text that leaves a figure or overlaps other text.
-Every module that draws uses it: ``plot`` and the figures of ``design``, ``isoflop`` and ``curves``.
+Every figure of :mod:`scalefit.plot` uses it.
 """
 
 from __future__ import annotations
@@ -118,6 +118,20 @@ def log_ticks(ax, which: str = "both") -> None:
         axis.set_minor_formatter(NullFormatter())
         if decades > 6:  # too many labels: keep every other power of ten
             axis.set_major_locator(LogLocator(base=100, numticks=12))
+
+
+def error_bars(value, lo, hi) -> np.ndarray:
+    """``[value - lo, hi - value]`` for ``xerr``/``yerr``: clipped at 0, a missing bound NaN."""
+    value, lo, hi = (np.asarray(a, dtype=float) for a in (value, lo, hi))
+    return np.clip(np.vstack([value - lo, hi - value]), 0, None)
+
+
+def value_ticks(*axs, values) -> None:
+    """Ticks of each x axis at exactly ``values`` (the depths run, say), plain, no minor ticks."""
+    values = sorted(set(values))
+    for ax in axs:
+        ax.set_xticks(values, [f"{v:g}" for v in values])
+        ax.minorticks_off()
 
 
 def data_name(result: Any) -> str:

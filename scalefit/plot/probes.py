@@ -1,8 +1,16 @@
-"""Figures of a language-model probe: angles, distances, pruning drop, the early-exit split."""
+"""Figures of a language-model probe: angles, distances, pruning drop, the early-exit split.
+
+Each takes a :class:`~scalefit.probes.hf.HFProbeResult` (from :func:`scalefit.probes.hf.probe_hf`);
+:func:`write_probe_plots` saves them beside the result's tables.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
+
+from .style import TITLE_SIZE, axes, suptitle
 
 
 def _short(name: str) -> str:
@@ -11,10 +19,10 @@ def _short(name: str) -> str:
     return "/".join(parts[-2:]) if parts else "model"
 
 
-def _integer_ticks(*axes) -> None:
+def _integer_ticks(*axs) -> None:
     from matplotlib.ticker import MaxNLocator
 
-    for ax in axes:
+    for ax in axs:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
@@ -27,38 +35,33 @@ def _band(ax, x, frame, col, label, color=None):
 
 def angles_figure(result):
     """Step angle, increment angle and angular distance against depth (95% bootstrap bands)."""
-    import matplotlib.pyplot as plt
-
     name = _short(result.summary.get("model", "model"))
     layers = result.layers
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax1, ax2) = axes(ncols=2, figsize=(5.5, 4.0))
     x = layers["layer"]
     _band(ax1, x, layers, "theta", "θ(h_{l−1}, h_l): step angle")
     _band(ax1, x, layers, "dtheta", "θ(Δh_{l−1}, Δh_l): increment angle")
-    ax1.axhline(3.14159265 / 2, color="grey", ls=":", lw=1, label="π/2 (orthogonal)")
+    ax1.axhline(np.pi / 2, color="grey", ls=":", lw=1, label="π/2 (orthogonal)")
     ax1.set_xlabel("block l")
     ax1.set_ylabel("angle (rad)")
-    ax1.set_title("hidden-state angles per block")
-    fig.suptitle(f"{name}: {result.summary.get('tokens', '?')} tokens, 95% bootstrap bands")
+    ax1.set_title("hidden-state angles per block", fontsize=TITLE_SIZE)
+    suptitle(fig, f"{name}: {result.summary.get('tokens', '?')} tokens, 95% bootstrap bands")
     ax1.legend(fontsize=8)
     for n, grp in result.distances.groupby("n"):
         _band(ax2, grp["layer"], grp.reset_index(drop=True), "distance", f"n = {n}")
     ax2.axhline(0.2, color="grey", ls=":", lw=1, label="0.2 (Sun et al.'s 'prunable')")
     ax2.set_xlabel("first block l of the span")
     ax2.set_ylabel("angular distance d(l, l+n) = θ/π")
-    ax2.set_title("angular distance between block inputs l and l+n")
+    ax2.set_title("angular distance between block inputs l and l+n", fontsize=TITLE_SIZE)
     ax2.legend(fontsize=8)
     _integer_ticks(ax1, ax2)
-    fig.tight_layout()
     return fig
 
 
 def pruning_figure(result):
     """Pruning drop (metric without block l minus full) against depth."""
-    import matplotlib.pyplot as plt
-
     metric = result.summary.get("prune_metric", "metric")
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = axes(figsize=(6.0, 4.0))
     ax.plot(result.layers["layer"], result.layers["prune_drop"], marker="o")
     ax.axhline(0, color="grey", lw=1)
     ax.set_xlabel("removed block l")
@@ -67,20 +70,16 @@ def pruning_figure(result):
         if metric.startswith("angular")
         else f"drop in {metric}"
     )
-    ax.set_title(
-        f"{_short(result.summary.get('model', 'model'))}: one block removed, no fine-tuning"
-    )
+    name = _short(result.summary.get("model", "model"))
+    ax.set_title(f"{name}: one block removed, no fine-tuning", fontsize=TITLE_SIZE)
     _integer_ticks(ax)
-    fig.tight_layout()
     return fig
 
 
 def split_figure(result):
     """Mean per-layer step angle of the two groups of the early-exit split."""
-    import matplotlib.pyplot as plt
-
     split = result.split
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = axes(figsize=(6.0, 4.0))
     x = range(1, len(split["profile_uniform"]) + 1)
     share = split["raw_fraction"]
     ax.plot(x, split["profile_uniform"], marker="o", label=f"uniform update ({1 - share:.1%})")
@@ -89,22 +88,17 @@ def split_figure(result):
     sep = "separated" if split["separated"] else "not separated"
     ax.set_xlabel("block l")
     ax.set_ylabel("mean step angle θ(h_{l−1}, h_l) (rad)")
-    ax.set_title(f"PCA split of {split['tokens']} sampled tokens ({sep})")
+    ax.set_title(f"PCA split of {split['tokens']} sampled tokens ({sep})", fontsize=TITLE_SIZE)
     ax.legend(fontsize=8)
     _integer_ticks(ax)
-    fig.tight_layout()
     return fig
 
 
-def save_figures(result, out: str | Path) -> list[Path]:
-    """Write ``angles.png``, ``pruning.png`` (if pruned) and ``split.png`` into ``out``."""
-    from .._io import atomic_savefig
+def write_probe_plots(result, folder: str | Path) -> list[Path]:
+    """Write ``angles.png``, ``split.png`` and (if pruned) ``pruning.png`` into ``folder``."""
+    from . import write_figures
 
-    out = Path(out)
-    figs = {"angles.png": angles_figure(result), "split.png": split_figure(result)}
+    figures = {"angles.png": angles_figure(result), "split.png": split_figure(result)}
     if result.layers["prune_drop"].notna().any():
-        figs["pruning.png"] = pruning_figure(result)
-    paths = []
-    for name, fig in figs.items():
-        paths.append(atomic_savefig(fig, out / name, dpi=110))
-    return paths
+        figures["pruning.png"] = pruning_figure(result)
+    return write_figures(folder, figures, dpi=110)

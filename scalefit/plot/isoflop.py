@@ -1,21 +1,12 @@
-"""Figures: IsoFLOP curves with their optima, and the approaches side by side."""
+"""Figures of :mod:`scalefit.isoflop`: IsoFLOP curves with their optima, approaches side by side."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..style import axes
-from ._curves import profile_value
-from .budgets import assign_budgets
-
-
-def _curve_y(curve: dict, x: np.ndarray, shape: dict) -> np.ndarray:
-    if curve["kind"] == "parabola":
-        c0, c1, c2 = curve["coef"]
-        u = x - curve["mean"]
-        return c0 + c1 * u + c2 * u * u
-    return profile_value(x, curve["e"], curve["g"], curve["x"], shape["alpha"], shape["beta"])
+from ..isoflop import assign_budgets
+from .style import axes, error_bars
 
 
 def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None):
@@ -36,7 +27,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     -------
     matplotlib.figure.Figure
     """
-    from ..style import SEQUENTIAL, flops_text, label, log_ticks, suptitle
+    from .style import SEQUENTIAL, flops_text, label, log_ticks, suptitle
 
     fig, (left, right) = axes(ax, ncols=2)
     lab = assign_budgets(table, iso.budgets["budget"].to_numpy(), tol=iso.tol).to_numpy()
@@ -52,16 +43,14 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
         n = table["params"].to_numpy(float)[sel]
         left.scatter(n, table["loss"].to_numpy(float)[sel], s=12, color=color)
         x = np.linspace(np.log(n.min()) - 0.2, np.log(n.max()) + 0.2, 100)
-        if iso.curves and iso.curves[j] is not None:
-            left.plot(np.exp(x), _curve_y(iso.curves[j], x, iso.shape), color=color, lw=1)
+        curve = iso.curve_loss(j, x)
+        if curve is not None:
+            left.plot(np.exp(x), curve, color=color, lw=1)
         if np.isfinite(row["params_opt"]):
             left.errorbar(
                 row["params_opt"],
                 row["loss_opt"],
-                xerr=[
-                    [row["params_opt"] - row["params_lo"]],
-                    [row["params_hi"] - row["params_opt"]],
-                ],
+                xerr=error_bars(row["params_opt"], row["params_lo"], row["params_hi"]),
                 fmt="D",
                 color=color,
                 ms=5,
@@ -77,10 +66,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     right.errorbar(
         bud["budget"][ok],
         bud["params_opt"][ok],
-        yerr=[
-            (bud["params_opt"] - bud["params_lo"])[ok],
-            (bud["params_hi"] - bud["params_opt"])[ok],
-        ],
+        yerr=error_bars(bud["params_opt"], bud["params_lo"], bud["params_hi"])[:, ok],
         fmt="o",
         color="k",
         label=f"optimum per budget ({100 * iso.ci_prob:g}% interval)",
@@ -125,10 +111,7 @@ def plot_comparison(frame: pd.DataFrame, *, ax=None, truth: tuple | None = None,
     y = np.arange(len(frame))[::-1]
     for axis, q in ((left, "a"), (right, "b")):
         v = frame[q].to_numpy(float)
-        lo = frame[f"{q}_lo"].to_numpy(float)
-        hi = frame[f"{q}_hi"].to_numpy(float)
-        err = np.array([v - np.where(np.isfinite(lo), lo, v), np.where(np.isfinite(hi), hi, v) - v])
-        err = np.clip(err, 0, None)  # published points are rounded: some lie outside their CI
+        err = error_bars(v, frame[f"{q}_lo"], frame[f"{q}_hi"])  # published points are rounded
         pub = frame["approach"].str.contains("published").to_numpy()
         axis.errorbar(v[~pub], y[~pub], xerr=err[:, ~pub], fmt="o", color="C0", label="this data")
         axis.errorbar(
