@@ -115,7 +115,8 @@ def widen(
     Each side's half-width in log units ``h`` becomes ``sqrt(h² + (e·z·s_misfit)²)`` about the
     point estimate, with ``e`` the quantity's elasticity to ``N*`` (1 for params, -1 for tokens at
     a fixed budget, the law's own frontier slope for depth and width) and ``z`` the normal quantile
-    of ``prob``. The draws' intervals stay as ``*_star_lo_draws`` / ``*_star_hi_draws``; the new
+    of ``prob``. Where the point estimate has no optimum the centre is the draws' median.
+    The draws' intervals stay as ``*_star_lo_draws`` / ``*_star_hi_draws``; the new
     columns ``distance`` (``ln(C / c_max)``, 0 inside the data) and ``misfit_sd`` give the term.
     """
     out = summary.copy()
@@ -127,12 +128,18 @@ def widen(
         point = out.get(f"{q}_star")
         if point is None:
             continue
-        x = np.log(point.to_numpy(float))
+        centre = point.to_numpy(float)
+        if f"{q}_star_median" in out:  # no optimum under the point estimate: the draws' median
+            median = out[f"{q}_star_median"].to_numpy(float)
+            centre = np.where(np.isfinite(centre), centre, median)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            x = np.log(centre)
         add = (np.asarray(e, float) * z * s) ** 2
         for side, sign in (("lo", -1.0), ("hi", 1.0)):
             col = f"{q}_star_{side}"
             old = out[col].to_numpy(float) if col in out else np.full(len(out), np.nan)
             out[f"{col}_draws"] = old
             h = np.where(np.isfinite(old), np.abs(x - np.log(np.where(old > 0, old, 1.0))), 0.0)
-            out[col] = np.exp(x + sign * np.sqrt(h**2 + add))
+            widened = np.exp(x + sign * np.sqrt(h**2 + add))
+            out[col] = np.where(np.isfinite(x), widened, old)
     return out
