@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import scalefit.datasets
 from scalefit import ScaleFitError
 from scalefit.datasets import TableNotFound, is_dataset_name, load
 from scalefit.gemstones_data import FILES
@@ -29,6 +30,8 @@ def offline(tmp_path, monkeypatch):
         shutil.copy(Path(_DIR) / f.filename, folder / f.filename)
     monkeypatch.delenv("SCALEFIT_DATA_DIR", raising=False)
     monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    # a checkout with nothing beside it (this one and CI's clone have ../shared/data)
+    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
     return folder
 
 
