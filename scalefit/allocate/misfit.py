@@ -79,6 +79,18 @@ POOLED: dict[str, tuple[float, float, int, int]] = {
     "parabola_sharedc": (0.0990, 0.1049, 35, 65),
     "slope_prior": (0.0558, 0.1475, 34, 64),
 }
+#: Weights of the ``stack`` estimator's parts (``scalefit.isoflop._estimators.STACK_PARTS``) on
+#: ``ln N*``: the convex combination with the least mean |error| on the rolling origins of the eight
+#: public IsoFLOP sweeps (each sweep weighted equally; their two highest budgets never used), by
+#: :func:`scalefit.isoflop.decision.fit_stack_weights`. ``benchmarks/bench_decision.py``
+#: regenerates them (and scores the stack leave-one-sweep-out); its slow test checks they match.
+STACK_WEIGHTS: dict[str, float] = {
+    "parabola": 0.2,
+    "parabola_wls": 0.2,
+    "anchored": 0.2,
+    "law_huber": 0.2,
+    "parabola_sharedc": 0.2,
+}
 POOLED_SOURCE = "rolling origins of the eight public IsoFLOP sweeps (benchmarks/bench_decision.py)"
 
 

@@ -26,6 +26,10 @@ groups (one per budget); every estimator maps the groups to ``ln N*`` at target 
 * ``slope_prior``: the precision-weighted line of the ``parabola`` vertices with a normal prior
   ``N(β/(α+β), SLOPE_PRIOR_SD²)`` on its slope from the law's exponent (Huber fit): between
   ``parabola_wls`` (no prior) and ``anchored`` (slope fixed).
+* ``stack``: a weighted mean of the ``ln N*`` of :data:`STACK_PARTS` (weights non-negative,
+  summing to 1), the weights learned from rolling-origin errors
+  (:func:`scalefit.isoflop.decision.fit_stack_weights`); by default the constants
+  :data:`scalefit.allocate.misfit.STACK_WEIGHTS` learned on the public sweeps.
 """
 
 from __future__ import annotations
@@ -52,7 +56,10 @@ METHODS = (
     "parabola_shared",
     "parabola_sharedc",
     "slope_prior",
+    "stack",
 )
+#: Base estimators the ``stack`` weighs (fixed a priori, not chosen on scores).
+STACK_PARTS = ("parabola", "parabola_wls", "anchored", "law_huber", "parabola_sharedc")
 #: Parts averaged by the model-averaging estimators.
 AVERAGES = {
     "average": ("parabola", "parabola_wls", "anchored"),
@@ -67,6 +74,7 @@ LAW_NEEDS = {
     "average": ("law_huber",),
     "average_all": ("law_huber", "law_mse", "law_frontier"),
     "slope_prior": ("law_huber",),
+    "stack": ("law_huber",),
 }
 #: Prior standard deviation of the vertex line's slope about the law's exponent (``slope_prior``);
 #: set a priori (a typical spread of published ``a`` estimates, 0.45-0.55), not tuned on scores.
@@ -214,8 +222,13 @@ def estimate(
     *,
     seed: int = 0,
     x0: dict | None = None,
+    stack_weights: dict[str, float] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict]:
-    """``ln N*`` at ``logc`` per method (NaN where it cannot be computed), and the law fits."""
+    """``ln N*`` at ``logc`` per method (NaN where it cannot be computed), and the law fits.
+
+    ``stack_weights`` (a weight per part of :data:`STACK_PARTS`) replaces the shipped
+    :data:`scalefit.allocate.misfit.STACK_WEIGHTS` for ``stack``.
+    """
     logc = np.asarray(logc, float)
     needs = {k for m in methods for k in LAW_NEEDS.get(m, ())}
     laws = {k: _law_fit(groups, k, seed, (x0 or {}).get(k)) for k in sorted(needs)}
@@ -244,7 +257,19 @@ def estimate(
     for name, parts in AVERAGES.items():
         if all(q in out for q in parts):
             out[name] = np.mean([out[q] for q in parts], axis=0)
+    if "stack" in methods:
+        out["stack"] = stacked(out, stack_weights)
     return {m: out[m] for m in methods}, laws
+
+
+def stacked(parts: dict[str, np.ndarray], weights: dict[str, float] | None = None) -> np.ndarray:
+    """Weighted mean of the parts' ``ln N*`` (parts with weight 0 are not needed)."""
+    if weights is None:
+        from ..allocate.misfit import STACK_WEIGHTS
+
+        weights = STACK_WEIGHTS
+    use = {q: float(w) for q, w in weights.items() if w > 0}
+    return np.sum([w * np.asarray(parts[q], float) for q, w in use.items()], axis=0)
 
 
 def _shared_line(groups: list[Budget], logc: np.ndarray, *, by_budget: bool) -> np.ndarray:
@@ -305,7 +330,14 @@ def _prior_line(lc, xv, se, p: dict | None, logc: np.ndarray) -> np.ndarray:
 
 
 def bootstrap(
-    groups: list[Budget], logc: np.ndarray, methods, laws: dict, *, n_boot: int, seed: int
+    groups: list[Budget],
+    logc: np.ndarray,
+    methods,
+    laws: dict,
+    *,
+    n_boot: int,
+    seed: int,
+    stack_weights: dict[str, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Spread of ``ln N*`` over ``n_boot`` resamples of runs within each budget.
 
@@ -316,7 +348,9 @@ def bootstrap(
     draws = {m: [] for m in methods}
     for b in range(n_boot):
         res = [g.resample(rng) for g in groups]
-        est, _ = estimate(res, logc, methods, seed=seed + b + 1, x0=laws)
+        est, _ = estimate(
+            res, logc, methods, seed=seed + b + 1, x0=laws, stack_weights=stack_weights
+        )
         for m in methods:
             draws[m].append(est[m])
     out = {}
