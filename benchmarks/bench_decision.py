@@ -449,10 +449,14 @@ def main(argv=None) -> int:
     if gem is not None:
         print_gemstones(gem, gem_summary)
         atomic_write_csv(out + "_gemstones_summary.csv", gem_summary)
+    folds = [("all sweeps", w_all)] + [(f"without {e}", w) for e, w in loso.items()]
+    weights = pd.DataFrame([{"fold": f, **w} for f, w in folds])
+    atomic_write_csv(out + "_stack_weights.csv", weights)
     cal = pd.DataFrame([{"method": m, **c.to_dict()} for m, c in pooled.items()])
     atomic_write_csv(out + "_calibration.csv", cal)
     figure(frame, summary, pooled, chosen, args.figure)
-    print(f"wrote {args.out}, {out}_summary.csv, {out}_calibration.csv, {args.figure}")
+    print(f"wrote {args.out}, {out}_summary.csv, {out}_calibration.csv, {out}_stack_weights.csv, "
+          f"{args.figure}")  # fmt: skip
     print(f"total {time.perf_counter() - t0:.0f} s; load average at end: {loadavg()}")
     return 0
 
