@@ -69,6 +69,7 @@ POOLED: dict[str, tuple[float, float, int, int]] = {
     "law_huber": (0.0415, 0.1575, 35, 65),
     "law_mse": (0.1091, 0.1343, 35, 65),
     "law_frontier": (0.0352, 0.1540, 35, 65),
+    "law_near": (0.0622, 0.1251, 35, 65),
     "parabola": (0.0644, 0.1338, 33, 62),
     "parabola_wls": (0.0539, 0.1358, 33, 62),
     "parabola_recent": (0.0578, 0.1087, 33, 62),

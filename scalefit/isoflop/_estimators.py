@@ -10,6 +10,9 @@ groups (one per budget); every estimator maps the groups to ``ln N*`` at target 
 * ``law_frontier``: the same Huber fit with each run weighted by ``exp(-½ ((x - x_b)/h)²)``,
   ``x_b`` its budget's parabola vertex (or its best run), ``h`` = :data:`FRONTIER_WIDTH`: the runs
   near each budget's optimum, where the decision is made, count most.
+* ``law_near``: the same Huber fit on only the runs within :data:`NEAR_WIDTH` (in ln N) of their
+  budget's parabola vertex (or best run), and at least the 3 nearest per budget: the law fitted
+  where the decision is made, the runs far from each minimum dropped.
 * ``parabola``: Hoffmann et al.'s Approach 2 (a parabola of loss in ``x`` per budget with 4 or
   more runs, an ordinary least-squares line of the vertices against ``ln C``).
 * ``parabola_wls``: the same line weighted by the vertices' delta-method precision.
@@ -47,6 +50,7 @@ METHODS = (
     "law_huber",
     "law_mse",
     "law_frontier",
+    "law_near",
     "parabola",
     "parabola_wls",
     "parabola_recent",
@@ -70,6 +74,7 @@ LAW_NEEDS = {
     "law_huber": ("law_huber",),
     "law_mse": ("law_mse",),
     "law_frontier": ("law_frontier",),
+    "law_near": ("law_near",),
     "anchored": ("law_huber",),
     "average": ("law_huber",),
     "average_all": ("law_huber", "law_mse", "law_frontier"),
@@ -84,6 +89,9 @@ SLOPE_PRIOR_SD = 0.05
 CURVATURE_SLOPE = 0.5
 #: Width (in ln N) of the frontier weights of ``law_frontier``.
 FRONTIER_WIDTH = 0.7
+#: Half-width (in ln N) of the window about each budget's optimum that ``law_near`` fits; set a
+#: priori (sizes within a factor e of the optimum), not tuned on scores.
+NEAR_WIDTH = 1.0
 #: A budget needs this many runs to give a vertex to the Approach-2 estimators.
 MIN_RUNS = 4
 DELTA = 1e-3
@@ -160,6 +168,8 @@ def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None
     from .. import fit
     from ..errors import ConvergenceWarning
 
+    if kind == "law_near":
+        groups = [_near(g) for g in groups]
     n = np.concatenate([g.n for g in groups])
     t = np.concatenate([g.t for g in groups])
     y = np.concatenate([g.y for g in groups])
@@ -193,16 +203,28 @@ def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None
     return p if all(np.isfinite(list(p.values()))) else None
 
 
-def _frontier_weights(g: Budget) -> np.ndarray:
+def _centre(g: Budget) -> float:
+    """A budget's optimum in ``ln N``: its parabola's vertex inside the sizes, else its best run."""
     x = g.x
-    centre = x[np.argmin(g.y)]
+    centre = float(x[np.argmin(g.y)])
     if len(np.unique(x)) >= 3:
         c2, c1, _ = np.polyfit(x - x.mean(), g.y, 2)
         if c2 > 0:
             xs = x.mean() - c1 / (2 * c2)
             if x.min() <= xs <= x.max():
-                centre = xs
-    return np.exp(-0.5 * ((x - centre) / FRONTIER_WIDTH) ** 2)
+                centre = float(xs)
+    return centre
+
+
+def _frontier_weights(g: Budget) -> np.ndarray:
+    return np.exp(-0.5 * ((g.x - _centre(g)) / FRONTIER_WIDTH) ** 2)
+
+
+def _near(g: Budget) -> Budget:
+    """The runs within :data:`NEAR_WIDTH` of the budget's optimum (at least the 3 nearest)."""
+    dist = np.abs(g.x - _centre(g))
+    keep = dist <= max(NEAR_WIDTH, float(np.sort(dist)[min(2, len(dist) - 1)]))
+    return Budget(g.logc, g.n[keep], g.t[keep], g.y[keep])
 
 
 def _law_nstar(p: dict | None, logc: np.ndarray) -> np.ndarray:
@@ -235,7 +257,7 @@ def estimate(
     lc, xv, se = _vertices(groups)
     nan = np.full(len(logc), np.nan)
     out: dict[str, np.ndarray] = {}
-    for k in ("law_huber", "law_mse", "law_frontier"):
+    for k in ("law_huber", "law_mse", "law_frontier", "law_near"):
         if k in laws:
             out[k] = _law_nstar(laws[k], logc)
     line = _line(lc, xv)

@@ -352,8 +352,9 @@ def recommend(
     budgets : float or array-like
         Target budgets (FLOPs).
     method : str, default :data:`DEFAULT_METHOD`
-        Point estimator: one of ``law_huber, law_mse, law_frontier, parabola, parabola_wls,
-        parabola_recent, anchored, average, average_all, parabola_shared, parabola_sharedc,
+        Point estimator: one of ``law_huber, law_mse, law_frontier, law_near, parabola,
+        parabola_wls, parabola_recent, anchored, average, average_all, parabola_shared,
+        parabola_sharedc,
         slope_prior, stack`` (``stack``: the shipped weights
         :data:`scalefit.allocate.misfit.STACK_WEIGHTS`)
         (see :mod:`scalefit.isoflop._estimators`).

@@ -79,7 +79,7 @@ def test_pooled_constants_are_the_benchmarks(summary):
 def test_new_candidates_scored_and_not_chosen(summary):
     # issue 36 item 2: three new estimators, chosen only on rolling origins; average still wins
     roll = summary.loc["rolling"]
-    for m in ("parabola_shared", "parabola_sharedc", "slope_prior"):
+    for m in ("parabola_shared", "parabola_sharedc", "slope_prior", "law_near"):
         assert m in roll.index and m in summary.loc["final"].index
         assert roll.loc[m, "abs_err"] > roll.loc["average", "abs_err"]
 

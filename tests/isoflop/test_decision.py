@@ -30,8 +30,8 @@ def _truth(c):
 
 @pytest.mark.parametrize(
     "method",
-    ["parabola", "parabola_wls", DEFAULT_METHOD, "law_huber", "parabola_shared", "parabola_sharedc",
-     "slope_prior", "stack"],
+    ["parabola", "parabola_wls", DEFAULT_METHOD, "law_huber", "parabola_shared",
+     "parabola_sharedc", "slope_prior", "stack"],
 )  # fmt: skip
 def test_recovers_the_true_optimum(method):
     runs = synthetic_isoflops(sigma=0.003, seed=0)
@@ -168,3 +168,18 @@ def test_stack_is_the_weighted_mean_of_its_parts():
     assert np.allclose(got["stack"], want)
     shipped, _ = estimate(groups, logc, ["stack"], seed=0)
     assert np.allclose(shipped["stack"], sum(STACK_WEIGHTS[p] * parts[p] for p in STACK_PARTS))
+
+
+def test_law_near_fits_the_runs_near_each_minimum():
+    from scalefit.isoflop._estimators import NEAR_WIDTH, Budget, _centre, _near
+
+    x = np.linspace(18.0, 24.0, 13)  # ln N, 0.5 apart, minimum at 21
+    g = Budget(50.0, np.exp(x), np.exp(50.0 - x) / 6, 2.0 + 0.05 * (x - 21.0) ** 2)
+    assert _centre(g) == pytest.approx(21.0)
+    near = _near(g)
+    assert np.allclose(np.log(near.n), [20.0, 20.5, 21.0, 21.5, 22.0])  # |x - 21| <= NEAR_WIDTH
+    assert NEAR_WIDTH == 1.0
+    few = Budget(50.0, np.exp(x[::3]), np.exp(50.0 - x[::3]) / 6, g.y[::3])  # 1.5 apart: 3 nearest
+    assert len(_near(few).y) == 3
+    d = recommend(synthetic_isoflops(sigma=0.003, seed=0), TARGET, method="law_near", n_boot=10)
+    assert np.isfinite(d.frame["params"].iloc[0]) and d.frame["interval"].iloc[0] == "calibrated"
