@@ -19,7 +19,12 @@ the final budgets inform no choice and no calibration.
   weighted equally: "pooled"), or ``kappa`` alone on the sweep's own rolling origins when it has
   4 or more scored budgets ("own", else pooled); "param" is ``s_param`` alone;
 * the recommended method is the one with the lowest rolling-origin mean ``|ln N*|`` error (mean over
-  sweeps of each sweep's mean), ties by regret; every method is then scored once on the finals.
+  sweeps of each sweep's mean), ties by regret; every method is then scored once on the finals;
+* ``stack`` (a convex combination of ``STACK_PARTS`` on ``ln N*``, weights by
+  ``fit_stack_weights``) is scored leave-one-sweep-out at the rolling origins (the weights for
+  sweep s come from the other sweeps' rolling origins only) and, at the final budgets, with the
+  weights from all eight sweeps' rolling origins (printed: the library's ``STACK_WEIGHTS``);
+  Gemstones takes the all-sweep weights throughout (it is not in the learning set).
 
 Misfitting's 26 budgets (0.09 dex apart, 3-10 runs each) are kept as they are: budgets with fewer
 than 4 runs give no training vertex (as in Approach 2), the reference's noise is the sweep's pooled
@@ -50,21 +55,33 @@ def split_final(table, hold=2):
     return train, test
 
 
-def run_sweep(table, exp, *, n_boot, seed, split=None):
-    """Rolling-origin and final rows of every method on one sweep (``split``: (train, test))."""
-    from scalefit.isoflop._estimators import METHODS, groups_of, pooled_sigma
+def base_methods():
+    """Every estimator but ``stack`` (scored in a second pass, once its weights are known)."""
+    from scalefit.isoflop._estimators import METHODS
+
+    return [m for m in METHODS if m != "stack"]
+
+
+def run_sweep(table, exp, *, n_boot, seed, split=None, methods=None, weights=(None, None)):
+    """Rolling-origin and final rows of ``methods`` on one sweep (``split``: (train, test)).
+
+    ``weights``: the ``stack`` weights for the rolling origins and for the final budgets.
+    """
+    from scalefit.isoflop._estimators import groups_of, pooled_sigma
     from scalefit.isoflop.decision import rolling_origins, score_origin
 
+    methods = methods or base_methods()
     train, test = split or split_final(table)
-    rolling = rolling_origins(train, list(METHODS), n_boot=n_boot, seed=seed)
+    rolling = rolling_origins(train, methods, n_boot=n_boot, seed=seed, stack_weights=weights[0])
     rolling["phase"] = "rolling"
     final = score_origin(
         groups_of(train),
         groups_of(test),
-        list(METHODS),
+        methods,
         sigma_ref=pooled_sigma(groups_of(table)),
         n_boot=n_boot,
         seed=seed,
+        stack_weights=weights[1],
     )
     final["phase"] = "final"
     out = __import__("pandas").concat([rolling, final], ignore_index=True)
@@ -132,7 +149,19 @@ def gemstones_split(profiles):
     return train, test.reset_index(drop=True), notes
 
 
-def run_gemstones(*, n_boot, seed):
+def stack_weights(frame):
+    """Leave-one-sweep-out weights per sweep, and the all-sweep weights (rolling rows only)."""
+    from scalefit.isoflop.decision import fit_stack_weights
+
+    roll = frame[(frame["phase"] == "rolling") & frame["err"].notna()]
+    loso = {
+        e: fit_stack_weights(roll[roll["experiment"] != e], group="experiment")
+        for e in roll["experiment"].unique()
+    }
+    return loso, fit_stack_weights(roll, group="experiment")
+
+
+def run_gemstones(*, n_boot, seed, weights=None):
     """Gemstones' IsoFLOP profiles through the same protocol (or None without its files)."""
     from scalefit import datasets
 
@@ -144,9 +173,11 @@ def run_gemstones(*, n_boot, seed):
     train, test, notes = gemstones_split(prof)
     import pandas as pd
 
-    frame = run_sweep(pd.concat([train, test]), GEM_ID, n_boot=n_boot, seed=seed,
-                      split=(train, test))  # fmt: skip
-    return frame, notes
+    both = pd.concat([train, test])
+    frame = run_sweep(both, GEM_ID, n_boot=n_boot, seed=seed, split=(train, test))
+    stacked = run_sweep(both, GEM_ID, n_boot=n_boot, seed=seed, split=(train, test),
+                        methods=["stack"], weights=(weights, weights))  # fmt: skip
+    return pd.concat([frame, stacked], ignore_index=True), notes
 
 
 def check_parabola(table, frame, exp):
@@ -361,9 +392,9 @@ def main(argv=None) -> int:
         datasets.isoflop_experiments()["experiment"]
     )
     t0 = time.perf_counter()
-    frames = []
+    frames, tables = [], {}
     for exp in ids:
-        table = datasets.load("isoflops", experiment=exp)
+        tables[exp] = table = datasets.load("isoflops", experiment=exp)
         f = run_sweep(table, exp, n_boot=args.boot, seed=args.seed)
         check_parabola(table, f, exp)
         frames.append(f)
@@ -372,11 +403,22 @@ def main(argv=None) -> int:
         print(
             f"{exp}: {n_roll} rolling budgets scored, {took:.0f} s (load {loadavg()})", flush=True
         )
+    loso, w_all = stack_weights(pd.concat(frames, ignore_index=True))
+    print("stack weights, leave-one-sweep-out (for each sweep's rolling origins):")
+    for exp, w in loso.items():
+        print(f"    {exp}: " + ", ".join(f"{k} {v:.3f}" for k, v in w.items()))
+    print("stack weights from all sweeps' rolling origins (final budgets; STACK_WEIGHTS):")
+    for k, v in w_all.items():
+        print(f"    {k!r}: {v:.4f},")
+    for exp in ids:
+        frames.append(run_sweep(tables[exp], exp, n_boot=args.boot, seed=args.seed,
+                                methods=["stack"], weights=(loso[exp], w_all)))  # fmt: skip
+    print(f"stack scored: {time.perf_counter() - t0:.0f} s (load {loadavg()})", flush=True)
     frame, pooled, own = calibrate(pd.concat(frames, ignore_index=True))
     frame = coverage_columns(frame)
     summary = summarise(frame)
     chosen = choose(summary)
-    gem, gem_notes = run_gemstones(n_boot=args.boot, seed=args.seed)
+    gem, gem_notes = run_gemstones(n_boot=args.boot, seed=args.seed, weights=w_all)
     if gem is not None:  # beside the sweeps: scored with the sweeps' pooled calibration only
         for col in ("s_mis_pooled", "s_mis_own"):
             gem[col] = [
@@ -407,10 +449,14 @@ def main(argv=None) -> int:
     if gem is not None:
         print_gemstones(gem, gem_summary)
         atomic_write_csv(out + "_gemstones_summary.csv", gem_summary)
+    folds = [("all sweeps", w_all)] + [(f"without {e}", w) for e, w in loso.items()]
+    weights = pd.DataFrame([{"fold": f, **w} for f, w in folds])
+    atomic_write_csv(out + "_stack_weights.csv", weights)
     cal = pd.DataFrame([{"method": m, **c.to_dict()} for m, c in pooled.items()])
     atomic_write_csv(out + "_calibration.csv", cal)
     figure(frame, summary, pooled, chosen, args.figure)
-    print(f"wrote {args.out}, {out}_summary.csv, {out}_calibration.csv, {args.figure}")
+    print(f"wrote {args.out}, {out}_summary.csv, {out}_calibration.csv, {out}_stack_weights.csv, "
+          f"{args.figure}")  # fmt: skip
     print(f"total {time.perf_counter() - t0:.0f} s; load average at end: {loadavg()}")
     return 0
 

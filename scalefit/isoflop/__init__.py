@@ -16,7 +16,14 @@ from .approach1 import EnvelopeResult, approach1
 from .approach2 import IsoFLOPResult, approach2
 from .budgets import assign_budgets, detect_budgets
 from .compare import PUBLISHED, approach3, compare_approaches
-from .decision import Calibration, Decision, fit_calibration, recommend, rolling_origins
+from .decision import (
+    Calibration,
+    Decision,
+    fit_calibration,
+    fit_stack_weights,
+    recommend,
+    rolling_origins,
+)
 from .synthetic import CHINCHILLA_BUDGETS, HOFFMANN, synthetic_isoflops, true_exponents
 
 __all__ = [
@@ -34,6 +41,7 @@ __all__ = [
     "compare_approaches",
     "detect_budgets",
     "fit_calibration",
+    "fit_stack_weights",
     "recommend",
     "rolling_origins",
     "synthetic_isoflops",

@@ -10,6 +10,9 @@ groups (one per budget); every estimator maps the groups to ``ln N*`` at target 
 * ``law_frontier``: the same Huber fit with each run weighted by ``exp(-½ ((x - x_b)/h)²)``,
   ``x_b`` its budget's parabola vertex (or its best run), ``h`` = :data:`FRONTIER_WIDTH`: the runs
   near each budget's optimum, where the decision is made, count most.
+* ``law_near``: the same Huber fit on only the runs within :data:`NEAR_WIDTH` (in ln N) of their
+  budget's parabola vertex (or best run), and at least the 3 nearest per budget: the law fitted
+  where the decision is made, the runs far from each minimum dropped.
 * ``parabola``: Hoffmann et al.'s Approach 2 (a parabola of loss in ``x`` per budget with 4 or
   more runs, an ordinary least-squares line of the vertices against ``ln C``).
 * ``parabola_wls``: the same line weighted by the vertices' delta-method precision.
@@ -26,6 +29,10 @@ groups (one per budget); every estimator maps the groups to ``ln N*`` at target 
 * ``slope_prior``: the precision-weighted line of the ``parabola`` vertices with a normal prior
   ``N(β/(α+β), SLOPE_PRIOR_SD²)`` on its slope from the law's exponent (Huber fit): between
   ``parabola_wls`` (no prior) and ``anchored`` (slope fixed).
+* ``stack``: a weighted mean of the ``ln N*`` of :data:`STACK_PARTS` (weights non-negative,
+  summing to 1), the weights learned from rolling-origin errors
+  (:func:`scalefit.isoflop.decision.fit_stack_weights`); by default the constants
+  :data:`scalefit.allocate.misfit.STACK_WEIGHTS` learned on the public sweeps.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ METHODS = (
     "law_huber",
     "law_mse",
     "law_frontier",
+    "law_near",
     "parabola",
     "parabola_wls",
     "parabola_recent",
@@ -52,7 +60,10 @@ METHODS = (
     "parabola_shared",
     "parabola_sharedc",
     "slope_prior",
+    "stack",
 )
+#: Base estimators the ``stack`` weighs (fixed a priori, not chosen on scores).
+STACK_PARTS = ("parabola", "parabola_wls", "anchored", "law_huber", "parabola_sharedc")
 #: Parts averaged by the model-averaging estimators.
 AVERAGES = {
     "average": ("parabola", "parabola_wls", "anchored"),
@@ -63,10 +74,12 @@ LAW_NEEDS = {
     "law_huber": ("law_huber",),
     "law_mse": ("law_mse",),
     "law_frontier": ("law_frontier",),
+    "law_near": ("law_near",),
     "anchored": ("law_huber",),
     "average": ("law_huber",),
     "average_all": ("law_huber", "law_mse", "law_frontier"),
     "slope_prior": ("law_huber",),
+    "stack": ("law_huber",),
 }
 #: Prior standard deviation of the vertex line's slope about the law's exponent (``slope_prior``);
 #: set a priori (a typical spread of published ``a`` estimates, 0.45-0.55), not tuned on scores.
@@ -76,6 +89,9 @@ SLOPE_PRIOR_SD = 0.05
 CURVATURE_SLOPE = 0.5
 #: Width (in ln N) of the frontier weights of ``law_frontier``.
 FRONTIER_WIDTH = 0.7
+#: Half-width (in ln N) of the window about each budget's optimum that ``law_near`` fits; set a
+#: priori (sizes within a factor e of the optimum), not tuned on scores.
+NEAR_WIDTH = 1.0
 #: A budget needs this many runs to give a vertex to the Approach-2 estimators.
 MIN_RUNS = 4
 DELTA = 1e-3
@@ -152,6 +168,8 @@ def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None
     from .. import fit
     from ..errors import ConvergenceWarning
 
+    if kind == "law_near":
+        groups = [_near(g) for g in groups]
     n = np.concatenate([g.n for g in groups])
     t = np.concatenate([g.t for g in groups])
     y = np.concatenate([g.y for g in groups])
@@ -185,16 +203,28 @@ def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None
     return p if all(np.isfinite(list(p.values()))) else None
 
 
-def _frontier_weights(g: Budget) -> np.ndarray:
+def _centre(g: Budget) -> float:
+    """A budget's optimum in ``ln N``: its parabola's vertex inside the sizes, else its best run."""
     x = g.x
-    centre = x[np.argmin(g.y)]
+    centre = float(x[np.argmin(g.y)])
     if len(np.unique(x)) >= 3:
         c2, c1, _ = np.polyfit(x - x.mean(), g.y, 2)
         if c2 > 0:
             xs = x.mean() - c1 / (2 * c2)
             if x.min() <= xs <= x.max():
-                centre = xs
-    return np.exp(-0.5 * ((x - centre) / FRONTIER_WIDTH) ** 2)
+                centre = float(xs)
+    return centre
+
+
+def _frontier_weights(g: Budget) -> np.ndarray:
+    return np.exp(-0.5 * ((g.x - _centre(g)) / FRONTIER_WIDTH) ** 2)
+
+
+def _near(g: Budget) -> Budget:
+    """The runs within :data:`NEAR_WIDTH` of the budget's optimum (at least the 3 nearest)."""
+    dist = np.abs(g.x - _centre(g))
+    keep = dist <= max(NEAR_WIDTH, float(np.sort(dist)[min(2, len(dist) - 1)]))
+    return Budget(g.logc, g.n[keep], g.t[keep], g.y[keep])
 
 
 def _law_nstar(p: dict | None, logc: np.ndarray) -> np.ndarray:
@@ -214,15 +244,20 @@ def estimate(
     *,
     seed: int = 0,
     x0: dict | None = None,
+    stack_weights: dict[str, float] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict]:
-    """``ln N*`` at ``logc`` per method (NaN where it cannot be computed), and the law fits."""
+    """``ln N*`` at ``logc`` per method (NaN where it cannot be computed), and the law fits.
+
+    ``stack_weights`` (a weight per part of :data:`STACK_PARTS`) replaces the shipped
+    :data:`scalefit.allocate.misfit.STACK_WEIGHTS` for ``stack``.
+    """
     logc = np.asarray(logc, float)
     needs = {k for m in methods for k in LAW_NEEDS.get(m, ())}
     laws = {k: _law_fit(groups, k, seed, (x0 or {}).get(k)) for k in sorted(needs)}
     lc, xv, se = _vertices(groups)
     nan = np.full(len(logc), np.nan)
     out: dict[str, np.ndarray] = {}
-    for k in ("law_huber", "law_mse", "law_frontier"):
+    for k in ("law_huber", "law_mse", "law_frontier", "law_near"):
         if k in laws:
             out[k] = _law_nstar(laws[k], logc)
     line = _line(lc, xv)
@@ -244,7 +279,19 @@ def estimate(
     for name, parts in AVERAGES.items():
         if all(q in out for q in parts):
             out[name] = np.mean([out[q] for q in parts], axis=0)
+    if "stack" in methods:
+        out["stack"] = stacked(out, stack_weights)
     return {m: out[m] for m in methods}, laws
+
+
+def stacked(parts: dict[str, np.ndarray], weights: dict[str, float] | None = None) -> np.ndarray:
+    """Weighted mean of the parts' ``ln N*`` (parts with weight 0 are not needed)."""
+    if weights is None:
+        from ..allocate.misfit import STACK_WEIGHTS
+
+        weights = STACK_WEIGHTS
+    use = {q: float(w) for q, w in weights.items() if w > 0}
+    return np.sum([w * np.asarray(parts[q], float) for q, w in use.items()], axis=0)
 
 
 def _shared_line(groups: list[Budget], logc: np.ndarray, *, by_budget: bool) -> np.ndarray:
@@ -305,7 +352,14 @@ def _prior_line(lc, xv, se, p: dict | None, logc: np.ndarray) -> np.ndarray:
 
 
 def bootstrap(
-    groups: list[Budget], logc: np.ndarray, methods, laws: dict, *, n_boot: int, seed: int
+    groups: list[Budget],
+    logc: np.ndarray,
+    methods,
+    laws: dict,
+    *,
+    n_boot: int,
+    seed: int,
+    stack_weights: dict[str, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Spread of ``ln N*`` over ``n_boot`` resamples of runs within each budget.
 
@@ -316,7 +370,9 @@ def bootstrap(
     draws = {m: [] for m in methods}
     for b in range(n_boot):
         res = [g.resample(rng) for g in groups]
-        est, _ = estimate(res, logc, methods, seed=seed + b + 1, x0=laws)
+        est, _ = estimate(
+            res, logc, methods, seed=seed + b + 1, x0=laws, stack_weights=stack_weights
+        )
         for m in methods:
             draws[m].append(est[m])
     out = {}

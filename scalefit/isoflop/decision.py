@@ -30,7 +30,16 @@ from scipy import optimize, stats
 from .._validation import Interval, Options, validate
 from ..allocate.misfit import POOLED, Calibration, pooled
 from ..errors import ScaleFitError
-from ._estimators import METHODS, Budget, bootstrap, estimate, groups_of, pooled_sigma, reference
+from ._estimators import (
+    METHODS,
+    STACK_PARTS,
+    Budget,
+    bootstrap,
+    estimate,
+    groups_of,
+    pooled_sigma,
+    reference,
+)
 from ._estimators import usable as _usable
 
 #: Default estimator: chosen on the rolling origins of the public sweeps (``bench_decision.py``).
@@ -84,16 +93,23 @@ def score_origin(
     sigma_ref: float,
     n_boot: int = 30,
     seed: int = 0,
+    stack_weights: dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """Fit every method on ``train`` and score it at each budget of ``targets``.
 
     Returns one row per (target, method): ``origin, budget, distance, method, pred, s_param,
     ref, s_ref, err`` (``pred - ref`` in ``ln N``), ``regret`` and ``regret_rel`` (the target's own
     parabola at the prediction, clamped to the sampled sizes, minus its minimum).
+    ``stack_weights`` replaces the shipped weights of ``stack`` (see :func:`fit_stack_weights`).
     """
     logc = np.array([g.logc for g in targets])
-    est, laws = estimate(train, logc, methods, seed=seed)
-    spread = bootstrap(train, logc, methods, laws, n_boot=n_boot, seed=seed) if n_boot else {}
+    sw = stack_weights
+    est, laws = estimate(train, logc, methods, seed=seed, stack_weights=sw)
+    spread = (
+        bootstrap(train, logc, methods, laws, n_boot=n_boot, seed=seed, stack_weights=sw)
+        if n_boot
+        else {}
+    )
     top = max(g.logc for g in train)
     refs = [reference(g, sigma_ref, seed=seed) for g in targets]
     rows = []
@@ -125,6 +141,7 @@ def rolling_origins(
     horizon: int = 2,
     n_boot: int = 30,
     seed: int = 0,
+    stack_weights: dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """Errors of ``methods`` at rolling origins of one IsoFLOP table.
 
@@ -146,6 +163,8 @@ def rolling_origins(
         Run-bootstrap resamples for ``s_param`` (0: none).
     seed : int, default 0
         Seed of the resamples.
+    stack_weights : dict or None, default None
+        Weights of ``stack``'s parts (None: the shipped ones, see :func:`fit_stack_weights`).
 
     Returns
     -------
@@ -169,6 +188,7 @@ def rolling_origins(
                 sigma_ref=sigma,
                 n_boot=n_boot,
                 seed=seed,
+                stack_weights=stack_weights,
             )
         )
     cols = ["origin", "budget", "distance", "method", "pred", "s_param", "ref", "s_ref", "err"]
@@ -222,6 +242,67 @@ def fit_calibration(
     return Calibration(s0, float(np.exp(u[-1])), n_origins, len(e), source, method)
 
 
+def fit_stack_weights(
+    errors: pd.DataFrame,
+    *,
+    parts: tuple[str, ...] = STACK_PARTS,
+    group: str | None = None,
+) -> dict[str, float]:
+    """Weights of ``stack``: the convex combination of ``parts`` with the least mean |error|.
+
+    Minimises ``sum_r w_r |sum_i a_i err_{r,i}|`` over ``a_i >= 0``, ``sum_i a_i = 1`` (a linear
+    program), ``err`` the rolling-origin ``ln N*`` errors of each part (``pred - ref``) at the
+    scored budgets where every part has one; with ``group`` (e.g. the experiment) every group
+    carries the same total weight, as in the benchmark's score (mean over sweeps of each sweep's
+    mean). Pass only rolling-origin rows: never the budgets the stack will be scored on.
+
+    Parameters
+    ----------
+    errors : DataFrame
+        :func:`rolling_origins` rows (``origin, budget, method, err``, and ``group``).
+    parts : tuple of str, default :data:`STACK_PARTS`
+        Base estimators.
+    group : str or None, default None
+        Column whose groups weigh equally.
+
+    Returns
+    -------
+    dict
+        Weight per part (non-negative, summing to 1).
+    """
+    keys = ["origin", "budget"] + ([group] if group else [])
+    sub = errors[errors["method"].isin(parts)]
+    wide = sub.pivot_table(index=keys, columns="method", values="err", aggfunc="first")
+    missing = [p for p in parts if p not in wide.columns]
+    wide = wide.reindex(columns=list(parts)).dropna()
+    if missing or len(wide) < len(parts):
+        raise ScaleFitError(
+            f"fit_stack_weights: needs at least {len(parts)} scored budgets where every part of "
+            f"{list(parts)} has an error; got {len(wide)} (missing parts: {missing})."
+        )
+    e = wide.to_numpy(float)
+    w = np.ones(len(e))
+    if group:
+        g = wide.index.get_level_values(group)
+        counts = pd.Series(g).map(pd.Series(g).value_counts()).to_numpy(float)
+        w = 1.0 / counts
+    w = w / w.sum()
+    n, k = e.shape
+    # variables: a (k) then t (n); minimise w . t with -t <= e a <= t, sum a = 1, a, t >= 0
+    cost = np.concatenate([np.zeros(k), w])
+    a_ub = np.block([[e, -np.eye(n)], [-e, -np.eye(n)]])
+    a_eq = np.concatenate([np.ones(k), np.zeros(n)])[None, :]
+    res = optimize.linprog(
+        cost, A_ub=a_ub, b_ub=np.zeros(2 * n), A_eq=a_eq, b_eq=[1.0], bounds=(0, None),
+        method="highs",
+    )  # fmt: skip
+    if not res.success:
+        raise ScaleFitError(f"fit_stack_weights: the linear program failed ({res.message}).")
+    a = np.clip(res.x[:k], 0.0, None)
+    a = a / a.sum()
+    return {p: float(v) for p, v in zip(parts, a, strict=True)}
+
+
 def _check_methods(methods, where):
     for m in methods:
         if m not in METHODS:
@@ -271,9 +352,11 @@ def recommend(
     budgets : float or array-like
         Target budgets (FLOPs).
     method : str, default :data:`DEFAULT_METHOD`
-        Point estimator: one of ``law_huber, law_mse, law_frontier, parabola, parabola_wls,
-        parabola_recent, anchored, average, average_all, parabola_shared, parabola_sharedc,
-        slope_prior``
+        Point estimator: one of ``law_huber, law_mse, law_frontier, law_near, parabola,
+        parabola_wls, parabola_recent, anchored, average, average_all, parabola_shared,
+        parabola_sharedc,
+        slope_prior, stack`` (``stack``: the shipped weights
+        :data:`scalefit.allocate.misfit.STACK_WEIGHTS`)
         (see :mod:`scalefit.isoflop._estimators`).
     calibration : {"pooled", "own"}, Calibration or None, default "pooled"
         The misfit term: ``"pooled"`` the constants fitted on the public sweeps (:data:`POOLED`),
