@@ -281,6 +281,14 @@ def choose(summary):
     return str(roll.iloc[0]["method"])
 
 
+def _short(experiment: str) -> str:
+    """A sweep's name short enough for an axis label (``llama 3 raw``, ``marin dclm``)."""
+    source, data = experiment.split("__")[:2]
+    name = {"epochai_chinchilla": "epochai", "llama_3": "llama 3", "marin_202603": "marin"}
+    extra = data.split("_")[0] if source in ("llama_3", "marin_202603") else ""
+    return f"{name.get(source, source)} {extra}".strip()
+
+
 def figure(frame, summary, pooled, chosen, path):
     import matplotlib
 
@@ -319,10 +327,7 @@ def figure(frame, summary, pooled, chosen, path):
 
     ax = axes[2]
     fin = frame[(frame["phase"] == "final") & (frame["method"] == chosen)].reset_index(drop=True)
-    lab = [
-        f"{e.split('__')[0]} {e.split('__')[1][:8]} {b:.1e}"
-        for e, b in zip(fin["experiment"], fin["budget"], strict=True)
-    ]
+    lab = [f"{_short(e)} {b:.2g}" for e, b in zip(fin["experiment"], fin["budget"], strict=True)]
     yy = np.arange(len(fin))
     s_tot = np.sqrt(np.nan_to_num(fin["s_param"]) ** 2 + fin["s_mis_pooled"] ** 2)
     s_par = np.nan_to_num(fin["s_param"])
