@@ -334,8 +334,9 @@ def _with_interval(alloc, space, src, source, interval, depth_range, eps) -> All
             summary[f"depth_star_{side}"] = summary[f"depth_star_{side}"].clip(*depth_range)
     text = (
         f"{pct} calibrated: {draws + ' plus ' if draws else ''}the law's misfit in N*, "
-        f"{cal.describe()}; carried to tokens at the same budget and to depth and width along "
-        f"the law's own frontier; loss intervals: {'the draws' if draws else 'none'}"
+        f"{cal.describe()}; carried to tokens at the same budget"
+        + (" and to depth and width along the law's own frontier" if space.kind == "shape" else "")
+        + f"; loss intervals: {'the draws' if draws else 'none'}"
     )
     return dataclasses.replace(alloc, summary=summary, interval=text, calibration=cal)
 
