@@ -235,7 +235,17 @@ def test_bayesian_fit_runs_the_law():
 def test_cli_fits_the_multi_power_law(tmp_path, capsys):
     path = tmp_path / "curves.csv"
     _curves(0, kinds=("cosine", "wsd")).to_csv(path, index=False)
-    args = ["curves", "fit", str(path), "--law", "multi_power", "--starts", "16"]
+    args = [
+        "curves",
+        "fit",
+        str(path),
+        "--law",
+        "multi_power",
+        "--starts",
+        "16",
+        "--bootstrap",
+        "0",
+    ]
     code = main([*args, "--max-points", "30", "--forecast", _schedule("wsd", 6000, 3e-4)])
     out = capsys.readouterr().out
     assert code in (0, 3) and "multi_power" in out and "forecast wsd:" in out
