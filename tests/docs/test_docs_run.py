@@ -1,14 +1,16 @@
-"""The doc runner: every shell and Python block of README.md and docs/*.md is executed.
+"""The doc runner: every shell and Python block of README.md and the docs pages is executed.
 
 Blocks run page by page, in order, in a temporary folder holding a copy of ``docs/examples/``:
 shell blocks (```` ```bash ````, ``sh``, ``shell``, and unlabelled blocks whose first command is a
 known program) with ``bash -e``; Python blocks in one namespace per page, so later blocks see
-earlier ones. A block whose first line is ``# not run by the doc tests: REASON`` is skipped; the
-reason is visible on the page. README.md and the quickstart run by default; the other pages are
-marked ``slow``, and ``make test-docs`` (run by ``.ci/run``) runs every page. Blocks of plain
-``scalefit`` commands run through ``scalefit.cli.main`` in this process; anything else runs in
-``bash``. A block that installs, clones or runs ``make`` must be marked skipped: the runner
-refuses to execute it.
+earlier ones. A block right after the line ``<!-- not run by the doc tests: REASON -->`` (blank
+lines between at most) is skipped; the comment is for the page's editors and does not show on the
+rendered page, which says in its own words what a block needs (a GPU, a public file). README.md
+and the quickstart run by default; the other pages, the study pages of ``docs/studies/``
+included, are marked ``slow``, and ``make test-docs`` (run by ``.ci/run``) runs every page.
+Blocks of plain ``scalefit`` commands run through ``scalefit.cli.main`` in this process;
+anything else runs in ``bash``. A block that installs, clones or runs ``make`` must be marked
+skipped: the runner refuses to execute it.
 
 **Quoted output.** A ```` ```text ```` block that directly follows a run block (nothing but blank
 lines between them) is the output the page promises for it: every line of it must appear in what
@@ -36,7 +38,10 @@ from scalefit.errors import ConvergenceWarning
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "docs" / "examples"
-SKIP = re.compile(r"^\s*#\s*not run by the doc tests:\s*(\S.*)$", re.IGNORECASE)
+SKIP = re.compile(r"^\s*<!--\s*not run by the doc tests:\s*(\S.*?)\s*-->\s*$", re.IGNORECASE)
+# The marker's former shape, a comment on the block's first line, showed on the rendered page:
+# still honoured (never run such a block), and refused by test_no_block_carries_a_visible_marker.
+VISIBLE_SKIP = re.compile(r"^\s*#\s*not run by the doc tests:\s*(\S.*)$", re.IGNORECASE)
 SHELL = {"bash", "sh", "shell", "console"}
 PYTHON = {"python", "py"}
 COMMANDS = ("scalefit", "python", "pip", "make", "torchrun", "git", "cd", "mkdocs")
@@ -55,12 +60,17 @@ class Block:
     kind: str  # "shell" or "python"
     code: str
     expected: str | None = None  # the ```text block quoted right after it, if any
+    marker: str | None = None  # the reason of a skip marker right before the block, if any
+
+    @property
+    def visible_marker(self) -> str | None:
+        first = self.code.strip().splitlines()[0] if self.code.strip() else ""
+        match = VISIBLE_SKIP.match(first)
+        return match.group(1).strip() if match else None
 
     @property
     def skip_reason(self) -> str | None:
-        first = self.code.strip().splitlines()[0] if self.code.strip() else ""
-        match = SKIP.match(first)
-        return match.group(1).strip() if match else None
+        return self.marker or self.visible_marker
 
 
 def blocks(path: Path) -> list[Block]:
@@ -71,25 +81,28 @@ def blocks(path: Path) -> list[Block]:
     """
     out, lang, start, buf = [], None, 0, []
     closed = -1  # line number of the last runnable block's closing fence
+    marker = None  # the reason of a skip marker waiting for its block
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if lang is None:
             if line.startswith("```"):
                 lang, start, buf = line[3:].strip().lower(), number, []
             elif line.strip():
                 closed = -1
+                match = SKIP.match(line)
+                marker = match.group(1) if match else None
             continue
         if line.startswith("```"):
             code = "\n".join(buf) + "\n"
             kind = _kind(lang, code)
             if kind:
-                out.append(Block(path.name, start, kind, code))
+                out.append(Block(path.name, start, kind, code, marker=marker))
                 closed = number
             elif lang == "text" and closed > 0 and out:
                 out[-1] = replace(out[-1], expected=code)
                 closed = -1
             else:
                 closed = -1
-            lang = None
+            lang, marker = None, None
             continue
         buf.append(line)
     return out
@@ -125,13 +138,14 @@ def _kind(lang: str, code: str) -> str | None:
         return "python"
     if lang == "":
         lines = [ln.strip() for ln in code.splitlines() if ln.strip()]
-        if lines and (SKIP.match(lines[0]) or lines[0].split()[0] in COMMANDS):
+        if lines and (VISIBLE_SKIP.match(lines[0]) or lines[0].split()[0] in COMMANDS):
             return "shell"
     return None
 
 
 def pages() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    docs = REPO / "docs"
+    return [REPO / "README.md", *sorted(docs.glob("*.md")), *sorted(docs.glob("studies/*.md"))]
 
 
 def _params():
@@ -236,8 +250,8 @@ def test_page_blocks_run(page: Path, tmp_path, monkeypatch):
         if block.skip_reason:
             continue
         assert not UNSAFE.search(block.code), (
-            f"{where}: installs, clones or runs make; start the block with "
-            f"'# not run by the doc tests: REASON'"
+            f"{where}: installs, clones or runs make; put the line "
+            f"'<!-- not run by the doc tests: REASON -->' right before the block"
         )
         if _needs_chinchilla(block.code) and not _has_chinchilla(env):
             continue  # the public tables are not redistributed; CI provides them
@@ -273,20 +287,49 @@ def test_parser_finds_blocks_and_skip_reasons(tmp_path):
     page = tmp_path / "p.md"
     page.write_text(
         "text\n```bash\necho hi\n```\n```python\nx = 1\n```\n"
-        "```\n# not run by the doc tests: needs a GPU\nscalefit train run x.toml\n```\n"
+        "<!-- not run by the doc tests: needs a GPU -->\n\n"
+        "```bash\nscalefit train run x.toml\n```\n"
         "```text\nnot code\n```\n```toml\na = 1\n```\n"
+        "<!-- not run by the doc tests: taken by the text block -->\n```text\nx\n```\n"
+        "<!-- not run by the doc tests: prose between -->\nprose\n```bash\necho a\n```\n"
+        "```\n# not run by the doc tests: the former, visible marker\nscalefit train x\n```\n"
     )
     found = blocks(page)
-    assert [(b.kind, b.line) for b in found] == [("shell", 2), ("python", 5), ("shell", 8)]
-    assert [b.skip_reason for b in found] == [None, None, "needs a GPU"]
+    assert [(b.kind, b.line) for b in found] == [
+        ("shell", 2),
+        ("python", 5),
+        ("shell", 10),
+        ("shell", 25),
+        ("shell", 28),
+    ]
+    assert [b.skip_reason for b in found] == [
+        None,
+        None,
+        "needs a GPU",
+        None,
+        "the former, visible marker",
+    ]
 
 
-def test_every_skipped_block_says_why():
+def test_every_skip_marker_says_why():
     for page in pages():
-        for block in blocks(page):
-            first = block.code.strip().splitlines()[0] if block.code.strip() else ""
-            if "not run by the doc tests" in first.lower():
-                assert block.skip_reason, f"{page.name}:{block.line} gives no reason"
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
+            if "not run by the doc tests" in line.lower() and line.lstrip().startswith("<!--"):
+                assert SKIP.match(line), f"{page.name}:{number}: '<!-- ...: REASON -->' on one line"
+
+
+def test_no_block_carries_a_visible_marker():
+    """The skip marker is an HTML comment before the block, never a line the reader sees."""
+    bad = [
+        f"{page.relative_to(REPO)}:{block.line}"
+        for page in pages()
+        for block in blocks(page)
+        if block.visible_marker
+    ]
+    assert not bad, (
+        f"move the '# not run by the doc tests: REASON' line out of these blocks, as "
+        f"'<!-- not run by the doc tests: REASON -->' right before the fence: {bad}"
+    )
 
 
 def test_no_block_installs_clones_or_runs_make_unmarked():
@@ -297,7 +340,7 @@ def test_no_block_installs_clones_or_runs_make_unmarked():
         for block in blocks(page)
         if not block.skip_reason and UNSAFE.search(block.code)
     ]
-    assert not bad, f"mark these blocks '# not run by the doc tests: REASON': {bad}"
+    assert not bad, f"put '<!-- not run by the doc tests: REASON -->' before these blocks: {bad}"
 
 
 def test_quoted_output_is_attached_and_compared(tmp_path):
