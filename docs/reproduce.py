@@ -1,7 +1,7 @@
 """Regenerate docs/reproductions.md from the current code.
 
-    SCALEFIT_DATA_DIR=../shared/data python docs/reproduce.py                # the whole page
-    SCALEFIT_DATA_DIR=../shared/data python docs/reproduce.py --only toy     # one section
+    SCALEFIT_DATA_DIR=/path/to/data python docs/reproduce.py                # the whole page
+    SCALEFIT_DATA_DIR=/path/to/data python docs/reproduce.py --only toy     # one section
 
 Each section lives in ``docs/repro/<name>.py`` as ``section(data_dir) -> str`` and computes its
 numbers when called. On the page every section starts with a marker line

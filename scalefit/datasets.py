@@ -3,12 +3,11 @@
 ``load("depth_delusion")`` reads the table bundled in the repository's ``data/`` folder. The two
 Chinchilla tables come from public repositories and are not redistributed: they are resolved at run
 time from, in order, the ``data_dir`` argument (``--data-dir``), the ``SCALEFIT_DATA_DIR``
-environment variable, ``shared/data`` beside a source checkout, the user cache
-(``$SCALEFIT_CACHE_DIR/data``, else ``$XDG_CACHE_HOME/scalefit/data``, else
-``~/.cache/scalefit/data``), and finally a download from the public raw URL into the cache. Every
-file found or downloaded is checked against its sha256 checksum, and a verified copy found outside
-the cache is copied into it, so the next run finds it from any folder. ``make``, the ``scalefit``
-command and Python all go through :func:`locate`.
+environment variable, the user cache (``$SCALEFIT_CACHE_DIR/data``, else
+``$XDG_CACHE_HOME/scalefit/data``, else ``~/.cache/scalefit/data``), and finally a download from
+the public raw URL into the cache. Every file found or downloaded is checked against its sha256
+checksum, and a verified copy found outside the cache is copied into it, so the next run finds it
+from any folder. ``make``, the ``scalefit`` command and Python all go through :func:`locate`.
 """
 
 from __future__ import annotations
@@ -147,30 +146,17 @@ def cache_dir() -> Path:
     return user_cache() / "data"
 
 
-def checkout_data_dir() -> Path | None:
-    """``shared/data`` beside a source checkout of scalefit (None in an installed wheel).
-
-    A checkout at ``.../project/scalefit-repo`` looks in ``.../project/shared/data``; this is the
-    folder ``make`` and the tests used to point ``SCALEFIT_DATA_DIR`` at.
-    """
-    if BUNDLED_DIR == _WHEEL_DIR:
-        return None
-    return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-
-
 def search_path(data_dir: str | os.PathLike | None = None) -> list[tuple[str, Path | None]]:
     """The places a public table is looked for, in order, as ``(label, folder)`` pairs.
 
     The labels are ``data_dir`` (the argument, ``--data-dir`` on the command line),
-    ``SCALEFIT_DATA_DIR``, ``checkout`` (:func:`checkout_data_dir`) and ``cache``
-    (:func:`cache_dir`); a folder is None when it is not set. The command line, ``make`` and
-    Python all use this one list.
+    ``SCALEFIT_DATA_DIR`` and ``cache`` (:func:`cache_dir`); a folder is None when it is not
+    set. The command line, ``make`` and Python all use this one list.
     """
     env = os.environ.get("SCALEFIT_DATA_DIR")
     return [
         ("data_dir", Path(data_dir) if data_dir else None),
         ("SCALEFIT_DATA_DIR", Path(env) if env else None),
-        ("checkout", checkout_data_dir()),
         ("cache", cache_dir()),
     ]
 
@@ -178,7 +164,6 @@ def search_path(data_dir: str | os.PathLike | None = None) -> list[tuple[str, Pa
 PLACE_NAMES = {
     "data_dir": "the given data folder",
     "SCALEFIT_DATA_DIR": "SCALEFIT_DATA_DIR",
-    "checkout": "shared/data beside the checkout",
     "cache": "the user cache",
 }
 
@@ -305,10 +290,10 @@ def resolve(name: str, data_dir: str | os.PathLike | None = None, *, download: b
     """Find (or fetch) the file behind a dataset name and return its verified path.
 
     Bundled tables are read from the installation. A public table is looked for, in order, in
-    ``data_dir``, in ``SCALEFIT_DATA_DIR``, in ``shared/data`` beside a source checkout and in
-    the user cache (:func:`search_path`); the first copy found is checked against its sha256
-    and, when it is not in the cache yet, copied there so later runs find it anywhere. When no
-    copy exists and ``download`` is true it is downloaded into the cache.
+    ``data_dir``, in ``SCALEFIT_DATA_DIR`` and in the user cache (:func:`search_path`); the first
+    copy found is checked against its sha256 and, when it is not in the cache yet, copied there
+    so later runs find it anywhere. When no copy exists and ``download`` is true it is downloaded
+    into the cache.
 
     Parameters
     ----------

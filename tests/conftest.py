@@ -1,4 +1,9 @@
-"""Test configuration: reference data from ../shared/data, JAX on the CPU, seeded."""
+"""Test configuration: public reference tables from SCALEFIT_DATA_DIR, JAX on the CPU, seeded.
+
+The public tables (Chinchilla, the IsoFLOP sweeps, Gemstones, NIST StRD) are not redistributed;
+tests that need one skip, naming the file and where it is published, when SCALEFIT_DATA_DIR does
+not hold it. A development checkout with a ``shared/data`` folder beside it uses that folder.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +29,9 @@ def _has_reference_data() -> bool:
 
 needs_reference_data = pytest.mark.skipif(
     not _has_reference_data(),
-    reason="reference tables not found: set SCALEFIT_DATA_DIR to ../shared/data",
+    reason="needs the public Chinchilla table chinchilla_depth_width.csv (not redistributed; "
+    "github.com/liuyz0/DepthScaling, Scaling/get_fitting_data_chinchilla.csv) in a folder named "
+    "by SCALEFIT_DATA_DIR",
 )
 
 

@@ -26,7 +26,7 @@ token counts, how many runs) against noise of our size.
 
 Run::
 
-    SCALEFIT_DATA_DIR=../shared/data python docs/studies/gpu_depth_grid.py \
+    SCALEFIT_DATA_DIR=/path/to/data python docs/studies/gpu_depth_grid.py \
         configs/grid_gpu_depth.toml --replicates 20 --bootstrap 100 --out docs/studies/results
 """
 

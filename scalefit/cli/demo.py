@@ -2,7 +2,7 @@
 
 The demo fits Liu et al.'s ``decomposed`` law to the Chinchilla depth/width table when it can be
 found (the one lookup of :func:`scalefit.datasets.locate`: ``--data-dir``, ``SCALEFIT_DATA_DIR``,
-``shared/data`` beside a checkout, the user cache, or the checksummed download) and otherwise to
+the user cache, or the checksummed download) and otherwise to
 the bundled table of scalefit's own trainer, saying which and why; when the table is not found it
 names each place looked, the URL and one command that fetches it. It prints the two commands it
 runs (``scalefit fit`` and ``scalefit allocate``) so they can be rerun or adapted, then a table per
@@ -70,8 +70,8 @@ def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "demo",
         description="Fits Liu et al.'s decomposed law (width, depth, tokens) to the Chinchilla "
-        "depth/width table when it is found (--data-dir, SCALEFIT_DATA_DIR, shared/data beside "
-        "the checkout, the user cache or a checksummed download), else to a bundled table, and "
+        "depth/width table when it is found (--data-dir, SCALEFIT_DATA_DIR, "
+        "the user cache or a checksummed download), else to a bundled table, and "
         "recommends per budget only what the fit pins down: no value for a quantity the data "
         "leave open, no shape at a boundary solution. Prints each command it runs so you can "
         "rerun or adapt it.",
@@ -91,8 +91,8 @@ def register(sub: Subcommands) -> None:
         p,
         "--data-dir",
         shown=None,
-        help="folder holding chinchilla_depth_width.csv (else SCALEFIT_DATA_DIR, shared/data "
-        "beside the checkout, the user cache, a download)",
+        help="folder holding chinchilla_depth_width.csv (else SCALEFIT_DATA_DIR, "
+        "the user cache, a download)",
     )
     p.add_argument(
         "--no-download",
@@ -147,7 +147,6 @@ def choose_data(data_dir: str | None, download: bool, bundled: bool) -> tuple[di
     where = {
         "data_dir": f"found in --data-dir {data_dir}",
         "SCALEFIT_DATA_DIR": f"found in SCALEFIT_DATA_DIR={folder}",
-        "checkout": f"found in {folder}, shared/data beside the checkout",
         "cache": f"found in the user cache {folder}",
         "download": f"downloaded from {DATASETS['chinchilla'].url} into {folder}",
     }[found.where]

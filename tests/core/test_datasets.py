@@ -36,12 +36,9 @@ def test_reference_tables_resolve_with_checksums():
 
 
 def test_offline_with_nothing_local_is_a_clear_error(tmp_path, monkeypatch):
-    import scalefit.datasets
 
     monkeypatch.delenv("SCALEFIT_DATA_DIR", raising=False)
     monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
-    # a checkout with nothing beside it (this one and CI's clone have ../shared/data)
-    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
     with pytest.raises(ScaleFitError, match="not found"):
         resolve("chinchilla", tmp_path, download=False)
     with pytest.raises(ScaleFitError, match="Unknown dataset"):
@@ -172,7 +169,7 @@ def _max_paren_depth(text: str) -> int:
 def test_not_found_names_each_place_the_url_and_one_fetch_command(
     tmp_path, monkeypatch, tiny, download
 ):
-    from scalefit.datasets import TableNotFound, cache_dir, checkout_data_dir
+    from scalefit.datasets import TableNotFound, cache_dir
 
     monkeypatch.setitem(
         DATASETS, "tiny", dataclasses.replace(tiny, url=(tmp_path / "gone.csv").as_uri())
@@ -184,21 +181,14 @@ def test_not_found_names_each_place_the_url_and_one_fetch_command(
     assert "\n" not in msg and _max_paren_depth(msg) <= 1
     for place in (tmp_path / "given", tmp_path / "nowhere", cache_dir()):
         assert str(place) in msg
-    if checkout_data_dir() is not None:
-        assert f"shared/data beside the checkout: {checkout_data_dir()}" in msg
     assert ("downloads are off" in msg) != download and ("download failed" in msg) == download
     assert (tmp_path / "gone.csv").as_uri() in msg
     assert f"curl -fL --create-dirs -o {cache_dir() / 'tiny.csv'} " in msg
 
 
-def test_a_checkout_also_looks_beside_itself():
-    from pathlib import Path
-
-    import scalefit
-    from scalefit.datasets import BUNDLED_DIR, checkout_data_dir, search_path
+def test_a_checkout_and_a_wheel_look_in_the_same_places():
+    """No folder beside a source checkout: a user's clone finds what a wheel finds."""
+    from scalefit.datasets import search_path
 
     labels = [label for label, _ in search_path()]
-    assert labels == ["data_dir", "SCALEFIT_DATA_DIR", "checkout", "cache"]
-    if BUNDLED_DIR.name == "data":  # a source checkout (not the wheel's scalefit._bundled)
-        root = Path(scalefit.__file__).resolve().parents[1]
-        assert checkout_data_dir() == root.parent / "shared" / "data"
+    assert labels == ["data_dir", "SCALEFIT_DATA_DIR", "cache"]

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import scalefit.datasets
 from scalefit import ScaleFitError
 from scalefit.datasets import TableNotFound, is_dataset_name, load
 from scalefit.gemstones_data import FILES
@@ -17,7 +16,8 @@ from scalefit.gemstones_data import FILES
 _DIR = os.environ.get("SCALEFIT_DATA_DIR")
 needs_gemstones = pytest.mark.skipif(
     not (_DIR and all((Path(_DIR) / f.filename).exists() for f in FILES.values())),
-    reason="gemstones/ not found: set SCALEFIT_DATA_DIR to ../shared/data",
+    reason="needs the public Gemstones files (github.com/mcleish7/gemstone-scaling-laws, "
+    "wandb_dfs/) in SCALEFIT_DATA_DIR/gemstones/",
 )
 
 
@@ -30,8 +30,6 @@ def offline(tmp_path, monkeypatch):
         shutil.copy(Path(_DIR) / f.filename, folder / f.filename)
     monkeypatch.delenv("SCALEFIT_DATA_DIR", raising=False)
     monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
-    # a checkout with nothing beside it (this one and CI's clone have ../shared/data)
-    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
     return folder
 
 

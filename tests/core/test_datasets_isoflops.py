@@ -16,7 +16,8 @@ FILE = DATASETS["isoflops"].filename
 _DIR = os.environ.get("SCALEFIT_DATA_DIR")
 needs_isoflops = pytest.mark.skipif(
     not (_DIR and (Path(_DIR) / FILE).exists()),
-    reason=f"{FILE} not found: set SCALEFIT_DATA_DIR to ../shared/data",
+    reason=f"needs the public IsoFLOP sweeps {FILE} (not redistributed; "
+    f"{DATASETS['isoflops'].url}) in a folder named by SCALEFIT_DATA_DIR",
 )
 IDS = list(isoflop_experiments()["experiment"])
 
@@ -85,12 +86,9 @@ def test_a_one_byte_change_is_refused(offline):
 
 
 def test_missing_file_offline_is_a_clear_error(tmp_path, monkeypatch):
-    import scalefit.datasets
 
     monkeypatch.delenv("SCALEFIT_DATA_DIR", raising=False)
     monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
-    # a checkout with nothing beside it (this one and CI's clone have ../shared/data)
-    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
     with pytest.raises(ScaleFitError, match="not found"):
         load("isoflops", tmp_path, experiment=IDS[0], download=False)
 

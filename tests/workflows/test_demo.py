@@ -97,28 +97,21 @@ def test_bundled_demo_recommends_no_shape_and_says_why(bundled_demo):
 
 # ---------------- where the demo's table comes from
 def _no_data_anywhere(tmp_path, monkeypatch):
-    import scalefit.datasets
 
     for var in ("SCALEFIT_DATA_DIR", "SCALEFIT_CACHE_DIR", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    # a checkout with nothing beside it (CI's clone and this one have ../shared/data)
-    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
 
 
 def test_demo_fallback_names_each_place_the_url_and_one_command(tmp_path, monkeypatch):
-    import scalefit.datasets
     from scalefit.cli.demo import FALLBACK, choose_data
     from scalefit.datasets import DATASETS, cache_dir
 
     _no_data_anywhere(tmp_path, monkeypatch)
-    # a checkout with nothing beside it (CI's clone has ../shared/data, where the table is)
-    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
     spec, why = choose_data(str(tmp_path / "given"), download=False, bundled=False)
     assert spec is FALLBACK
     assert str(tmp_path / "given") in why and "SCALEFIT_DATA_DIR: not set" in why
-    assert f"shared/data beside the checkout: {tmp_path / 'beside'}" in why
     assert str(cache_dir()) in why and str(tmp_path / "xdg") in why
     assert DATASETS["chinchilla"].url in why
     fetch = [line for line in why.splitlines() if "curl" in line]
