@@ -1,16 +1,19 @@
-# scalefit developer targets. `make demo` and `make test` each set up everything they need
-# (a virtual environment in .venv with the CPU build of torch) on first use.
+# scalefit targets. Each sets up what it needs in the virtual environment .venv on first use:
+# `make demo` the package alone (the demo imports no extra; tests/workflows/test_demo.py checks it
+# with the extras blocked), `make dev` (and every other target) the extras, the CPU build of torch
+# and the development tools on top.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 OUT    ?= results/demo
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup test test-slow test-docs test-matrix lint docs demo bench clean
+.PHONY: setup dev test test-slow test-docs test-matrix lint docs demo bench clean
 
-setup: $(STAMP)
+setup dev: $(STAMP)
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +22,7 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet -e ".[all,dev,docs]"
 	touch $(STAMP)
 
+# pytest -q ends every line of dots with the share of tests done so far.
 test: $(STAMP)
 	$(PY) -m pytest -q
 
@@ -43,9 +47,15 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
+$(DEMO_STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
 # The demo finds the Chinchilla table the way `scalefit demo` does everywhere (scalefit/datasets.py):
-# --data-dir, SCALEFIT_DATA_DIR, ../shared/data beside this checkout, the user cache, a download.
-demo: $(STAMP)
+# --data-dir, SCALEFIT_DATA_DIR, the user cache, a download; else it fits a bundled table.
+demo: $(DEMO_STAMP)
 	$(BIN)/scalefit demo --out $(OUT)
 
 bench: $(STAMP)

@@ -149,3 +149,40 @@ def test_make_demo_uses_the_same_lookup_as_the_command():
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     assert not re.search(r"SCALEFIT_DATA_DIR\s*[?:+]?=", makefile)  # make sets no data folder
     assert "\t$(BIN)/scalefit demo --out $(OUT)" in makefile
+
+
+@pytest.mark.slow
+def test_the_demo_runs_on_the_core_dependencies_alone(tmp_path):
+    """`make demo` installs the package without extras: the demo imports none of them."""
+    import re
+    import subprocess
+    import sys
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
+    extras = extras["optional-dependencies"]
+    blocked = {"h5py"} | {
+        re.split(r"[\[<>=!~ ]", req)[0].replace("-", "_")
+        for key in ("bayes", "torch", "hf", "curves")
+        for req in extras[key]
+    }
+    assert {"numpyro", "arviz", "torch", "transformers", "tensorboard"} <= blocked
+    script = f"""
+import sys
+
+class Extras:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {sorted(blocked)!r}:
+            raise ImportError(f"{{name}} belongs to an extra")
+
+sys.meta_path.insert(0, Extras())
+from scalefit.cli import main
+sys.exit(main(["demo", "--bootstrap", "3", "--no-download", "--out", {str(tmp_path)!r}]))
+"""
+    env = {**os.environ, "PYTHONPATH": str(repo), "MPLBACKEND": "Agg"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, env=env
+    )
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert (tmp_path / "recommendation.csv").is_file()
