@@ -47,7 +47,7 @@ Run::
         --law multi_power_params --out docs/studies/results
     python docs/studies/curves_gpu_grid.py --bundled --lr 1e-3 ...   # the same, from data/
 
-docs/curves.md, "On a GPU grid", has the results.
+docs/studies/curves_grids.md, "GPU grid", has the results.
 """
 
 from __future__ import annotations

@@ -135,7 +135,10 @@ def test_recommendation_holds_the_true_optimum(fitted):
 
 @pytest.mark.slow
 def test_interval_coverage_over_seeds():
-    """Percentile intervals from 15 runs are somewhat narrow (docs/curves.md): most, not all."""
+    """Percentile intervals from 15 runs are somewhat narrow: most, not all.
+
+    docs/studies/curves_checks.md quotes the count.
+    """
     n_true, t_true = _truth_optimum(BUDGET)
     hits = 0
     for seed in range(10):

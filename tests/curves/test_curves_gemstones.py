@@ -30,7 +30,7 @@ def test_gemstones_read_unedited_with_branches_as_runs():
     assert np.allclose(cool["tokens"], 4194304 * cool["step"])
     gains = study.cooldown_gains(hot, cool).set_index(["model", "fork_tokens"])["gain"]
     assert len(gains) == 199
-    # docs/curves.md: 0.073 to 0.097 nats for 256x80 from the 10B fork to the 100B one
+    # docs/studies/curves_public.md: 0.073 to 0.097 nats for 256x80, 10B fork to 100B
     assert gains["PyGemma-256x80_pretrain", 1e10] == pytest.approx(0.073, abs=5e-4)
     assert gains["PyGemma-256x80_pretrain", 1e11] == pytest.approx(0.097, abs=5e-4)
     curves, train_cool, held = study.split(hot, cool, "base")
@@ -53,7 +53,7 @@ def test_gemstones_curves_predict_the_largest_shapes_as_well_as_their_final_loss
         return float(np.abs(pred["predicted"] / pred["loss"] - 1).mean())
 
     curve_err, final_err = error(sized, True), error(finals, False)
-    # docs/curves.md: 0.87 % from the curves against 1.12 % from the same runs' final losses
+    # docs/studies/curves_public.md: 0.87 % from the curves, 1.12 % from the final losses
     assert curve_err == pytest.approx(0.0087, abs=0.001)
     assert final_err == pytest.approx(0.0112, abs=0.001)
     assert curve_err <= final_err

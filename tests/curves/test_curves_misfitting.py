@@ -37,6 +37,6 @@ def test_misfitting_runs_read_unedited_and_curves_predict_the_1b_run():
     res = study.fit_curve_law(train, "lr_annealing_params", bootstrap=0)
     pred = study.predict_curves(res, last).set_index("run")["predicted"]
     assert len(pred) == 5  # every 1b run of the last-checkpoint file, from its schedule
-    # docs/curves.md: 3.98 % from the 4 curves (the final-loss laws do better on this sweep)
+    # docs/studies/curves_public.md: 3.98 % from the 4 curves (final losses do better)
     err = abs(pred["misfitting_1b/20000/0.001"] / 2.685064683285873 - 1)
     assert err == pytest.approx(0.0398, abs=0.002)
