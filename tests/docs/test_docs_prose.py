@@ -174,3 +174,12 @@ def test_performance_page_is_one_short_section_per_benchmark():
     # every benchmark script that compares or measures something has its command on the page
     for script in sorted((REPO / "benchmarks").glob("bench_*.py")):
         assert f"benchmarks/{script.name}" in text or script.name in text, script.name
+
+
+def test_curves_page_is_a_guide_and_its_studies_are_linked():
+    text = (REPO / "docs" / "curves.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    for study in sorted((REPO / "docs" / "studies").glob("curves_*.md")):
+        assert f"(studies/{study.name})" in text, study.name
+        assert f"studies/{study.name}" in nav, study.name
