@@ -29,8 +29,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
-# Every shell and Python block of README.md and docs/*.md, the slow pages included, with the
-# outputs the pages quote compared (tests/docs/test_docs_run.py). CI runs it after `make test`.
+# Every shell and Python block of README.md, docs/*.md and docs/studies/*.md (slow pages
+# included), with the outputs the pages quote compared (tests/docs/test_docs_run.py). CI runs it
+# after `make test`.
 test-docs: $(STAMP)
 	$(PY) -m pytest -q -m "slow or not slow" tests/docs/test_docs_run.py
 
