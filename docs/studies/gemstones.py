@@ -13,20 +13,24 @@ own fit of the decomposed law on ``hot_100b+`` (log-Huber, delta 1e-3) is read f
   prediction, its mean sign (bias), and coverage of the central 80 % and 95 % intervals of the
   package's calibrated loss predictive (:mod:`scalefit.fit.discrepancy`: the bootstrap draws, a
   per-shape random effect, a discrepancy growing beyond the training compute, Student-t tails),
-  learned on the training shapes only. The authors' published fit is evaluated as published: it
-  was fitted on all 22 shapes, so for it the held-out shapes are in-sample (no interval).
+  learned on the training shapes only. ``chinchilla_E0`` is Chinchilla's law with E held at 0
+  (the critical-depth ansatz has no irreducible term). The authors' published fit is evaluated
+  as published: it was fitted on all 22 shapes, so for it the held-out shapes are in-sample (no
+  interval).
 * ``cooldown``: the decomposed and Chinchilla laws on the hot checkpoints to 100B tokens (``hot``)
   and on the cooldown ends (``cool_end``, one row per branch forked at 10..100B tokens), same
   objective and shape bootstrap: do the exponents move?
 * ``depth``: the decomposed law, one protocol (log-MSE, Liu's objective, and log-Huber 1e-3, the
   Gemstones authors'; shape bootstrap), on the Chinchilla table, on Gemstones, and on Gemstones cut
-  to the Chinchilla table's depth and width range; with L0 free and L0 held at 0; and each
+  to the Chinchilla table's depth and width range; with L0 free and held at 0 (and, log-Huber
+  only, at 1.0 and 1.5 nats: a profile of what a_depth does as the floor moves); and each
   table's design (depth, width and token ranges, correlation of ln width with ln depth).
-* ``allocation``: :func:`scalefit.allocate` on the decomposed fit to all of ``hot_100b+`` with the
-  calibrated intervals, the parameter count of Gemstones' own blocks, and the slopes of ln N* and
+* ``allocation``: :func:`scalefit.allocate` on the decomposed and Chinchilla fits to ``hot_100b+``
+  and to ``cool_end`` (calibrated intervals, the parameter count of Gemstones' own blocks; the
+  decomposed law also with ``max_depth`` at the grid's deepest shape), and the slopes of ln N* and
   ln T* in ln C against the authors' Approach-1 exponents (N* ~ C^0.499, T* ~ C^0.481).
 
-Run (about 10 minutes on 2 cores)::
+Run (about 8 minutes on 2 cores)::
 
     SCALEFIT_DATA_DIR=../shared/data nice -n 10 python docs/studies/gemstones.py \\
         --out docs/studies/results
@@ -68,6 +72,9 @@ PUBLISHED = "parameters_delta-3__approach_3_width_depth_grid_search_0_hot_100b+.
 GEM_ACCOUNTING = Accounting(vocab=50304, embeddings="untied", mlp_ratio=5.5, norms=True)
 BUDGETS = tuple(10.0**k for k in (19, 20, 21, 22, 23))
 APPROACH1 = {"params": 0.499, "tokens": 0.481}
+#: The depth part's fits: (objective, L0 held at this value or None for free).
+DEPTH_FITS = (("mse", None), ("mse", 0.0), ("huber", None), ("huber", 0.0), ("huber", 1.0),
+              ("huber", 1.5))  # fmt: skip
 
 
 def tables() -> dict[str, pd.DataFrame]:
@@ -141,10 +148,12 @@ def heldout(*, boot: int, seed: int) -> pd.DataFrame:
                     notes.append("no finite bootstrap draw: the predictive centres on the fit")
                 disc = fit_discrepancy(train, res.get_law(), seed=seed)
                 _, log_mean, sd = predictive_sims(res, test, disc, seed=seed)
+                beyond = float(np.mean(np.log(test["flops"]) > np.log(train["flops"].max())))
                 rows.append(
                     {**base, "law": law, **scores(y, res.predict(test), (log_mean, sd, disc.nu)),
                      "converged": res.converged, "not_identified": " ".join(res.not_identified),
-                     "tau": disc.tau, "kappa": disc.kappa, "notes": " | ".join(notes)}
+                     "tau": disc.tau, "kappa": disc.kappa, "beyond_train_compute": beyond,
+                     "params": json.dumps(res.params), "notes": " | ".join(notes)}
                 )  # fmt: skip
                 print(f"  {name} {split} {law}: {rows[-1]['mae_log']:.4f}", flush=True)
             if name == "gemstones":
@@ -201,46 +210,53 @@ def depth(*, boot: int, seed: int) -> pd.DataFrame:
     law = get_law("decomposed")
     rows = []
     for name, table in tabs.items():
-        for loss in ("mse", "huber"):
-            for l0 in ("free", "0"):
-                spec = law if l0 == "free" else law.fixing({"L0": 0.0})
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    res = scalefit.fit(table, spec, loss=loss, delta=1e-3, seed=seed,
-                                       bootstrap=boot, cluster="run")  # fmt: skip
-                names = ["a_width", "a_depth", "a_tokens"] + (["L0"] if l0 == "free" else [])
-                pred = res.predict(table)
-                rmse = float(np.sqrt(np.mean((np.log(pred) - np.log(table["loss"])) ** 2)))
-                rows.append({"table": name, "objective": f"log-{loss}", "L0": l0,
-                             **intervals(res, names), "rmse_log": rmse,
-                             "converged": res.converged,
-                             "not_identified": " ".join(res.not_identified),
-                             **design(table)})  # fmt: skip
-                print(f"  {name} {loss} L0 {l0}: a_depth {res.params['a_depth']:.3f}", flush=True)
+        for loss, l0 in DEPTH_FITS:
+            spec = law if l0 is None else law.fixing({"L0": l0})
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = scalefit.fit(table, spec, loss=loss, delta=1e-3, seed=seed,
+                                   bootstrap=boot, cluster="run")  # fmt: skip
+            names = ["a_width", "a_depth", "a_tokens"] + (["L0"] if l0 is None else [])
+            pred = res.predict(table)
+            rmse = float(np.sqrt(np.mean((np.log(pred) - np.log(table["loss"])) ** 2)))
+            held = "free" if l0 is None else f"held at {l0:g}"
+            rows.append({"table": name, "objective": f"log-{loss}", "L0_handling": held,
+                         **intervals(res, names), "rmse_log": rmse, "converged": res.converged,
+                         "not_identified": " ".join(res.not_identified),
+                         **design(table)})  # fmt: skip
+            print(f"  {name} {loss} L0 {held}: a_depth {res.params['a_depth']:.3f}", flush=True)
     return pd.DataFrame(rows)
 
 
 def allocation(*, boot: int, seed: int) -> pd.DataFrame:
-    """N*, T* (and depth, width) per budget from each law and file, calibrated intervals."""
+    """N*, T* (and depth, width) per budget from each law and file, calibrated intervals.
+
+    The decomposed law is allocated twice: with no depth limit, and with ``max_depth`` at the
+    grid's deepest shape (80), past which its depth term is extrapolated.
+    """
     frames = []
     for key in ("hot_100b+", "cool_end"):
+        table = datasets.load("gemstones", file=key)
         for law in ("decomposed", "chinchilla"):
-            res, _ = fit(datasets.load("gemstones", file=key), law, boot=boot, seed=seed)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                alloc = scalefit.allocate(res, list(BUDGETS), accounting=GEM_ACCOUNTING,
-                                          interval="calibrated")  # fmt: skip
-            s = alloc.summary.copy()
-            lc = np.log(s["budget"].to_numpy(float))
-            for var in ("params", "tokens"):
-                slope = np.polyfit(lc, np.log(s[f"{var}_star"].to_numpy(float)), 1)[0]
-                s[f"slope_{var}_star"], s[f"approach1_{var}"] = slope, APPROACH1[var]
-            s.insert(0, "law", law)
-            s.insert(0, "file", key)
-            s["interval"] = alloc.interval
-            s["fit_not_identified"] = " ".join(res.not_identified)
-            s["warnings"] = " | ".join(list(alloc.warnings) + [str(w.message) for w in caught])
-            frames.append(s)
+            res, _ = fit(table, law, boot=boot, seed=seed)
+            for max_depth in (None, int(table["depth"].max())) if law == "decomposed" else (None,):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    kw = {"accounting": GEM_ACCOUNTING, "max_depth": max_depth}
+                    alloc = scalefit.allocate(res, list(BUDGETS), interval="calibrated", **kw)
+                s = alloc.summary.copy()
+                lc = np.log(s["budget"].to_numpy(float))
+                for var in ("params", "tokens"):
+                    slope = np.polyfit(lc, np.log(s[f"{var}_star"].to_numpy(float)), 1)[0]
+                    s[f"slope_{var}_star"], s[f"approach1_{var}"] = slope, APPROACH1[var]
+                s.insert(0, "max_depth", max_depth)
+                s.insert(0, "law", law)
+                s.insert(0, "file", key)
+                s["interval"] = alloc.interval
+                s["fit_not_identified"] = " ".join(res.not_identified)
+                notes = list(alloc.warnings) + [str(w.message) for w in caught]
+                s["warnings"] = " | ".join(notes)
+                frames.append(s)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -262,7 +278,7 @@ def main(argv=None) -> int:
         atomic_write_csv(Path(args.out) / f"gemstones_{part}.csv", frame)
         show = frame.drop(columns=[c for c in ("notes", "warnings") if c in frame.columns])
         print(f"\n{part} ({time.perf_counter() - t0:.0f} s):")
-        print(show.to_string(index=False, float_format="%.4g"), flush=True)
+        print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"), flush=True)
     return 0
 
 
