@@ -30,10 +30,12 @@ own fit of the decomposed law on ``hot_100b+`` (log-Huber, delta 1e-3) is read f
   decomposed law also with ``max_depth`` at the grid's deepest shape), and the slopes of ln N* and
   ln T* in ln C against the authors' Approach-1 exponents (N* ~ C^0.499, T* ~ C^0.481).
 
-Run (about 8 minutes on 2 cores)::
+Run (5-8 minutes on 2 cores, by load)::
 
     SCALEFIT_DATA_DIR=../shared/data nice -n 10 python docs/studies/gemstones.py \\
-        --out docs/studies/results
+        --out docs/studies/results --figure docs/img/gemstones_depth.png
+
+(``--part ""`` with ``--figure`` redraws the figure from the CSVs alone).
 """
 
 from __future__ import annotations
@@ -260,6 +262,57 @@ def allocation(*, boot: int, seed: int) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def figure(out: Path, path: Path) -> None:
+    """a_depth against the floor L0 on both tables, and the held-out errors (from the CSVs)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scalefit._io import atomic_savefig
+
+    depth_rows = pd.read_csv(out / "gemstones_depth.csv")
+    held = pd.read_csv(out / "gemstones_heldout.csv")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.6))
+    huber = depth_rows[depth_rows["objective"] == "log-huber"]
+    tables_ = huber.groupby("table", sort=False)
+    for (name, sub), color in zip(tables_, ("C0", "C1", "C2"), strict=True):
+        held_at = [float(h.split()[-1]) if h != "free" else np.nan for h in sub["L0_handling"]]
+        l0 = np.where(sub["L0_handling"] == "free", sub["L0"], held_at)
+        for fixed in (True, False):
+            pick = (sub["L0_handling"] != "free").to_numpy() == fixed
+            lo, hi = sub["a_depth_lo"].to_numpy()[pick], sub["a_depth_hi"].to_numpy()[pick]
+            mid = sub["a_depth"].to_numpy()[pick]
+            ax.errorbar(l0[pick] + (0.02 if fixed else 0.0), mid, yerr=[mid - lo, hi - mid],
+                        fmt="o-" if fixed else "*", ms=6 if fixed else 14, color=color,
+                        capsize=3, label=f"{name}" + ("" if fixed else ": L0 fitted"))  # fmt: skip
+    ax.axhline(1.2, color="0.5", ls=":", label="Liu et al.: 1.2 (Chinchilla table)")
+    ax.axhline(0.1416, color="0.5", ls="--", label="McLeish et al.: 0.142 (Gemstones)")
+    ax.set_yscale("log")
+    ax.set_ylim(0.01, 4)
+    ax.set_xlabel("irreducible loss L0 (nats; held fixed, or fitted: star)")
+    ax.set_ylabel("depth exponent a_depth, 95 % shape-bootstrap interval")
+    ax.set_title("Decomposed law, log-Huber: a_depth follows the floor", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    splits = list(held.groupby(["table", "split"], sort=False).groups)
+    laws = ["chinchilla", "decomposed", "critical_depth", "published (in-sample)"]
+    for j, law in enumerate(laws):
+        vals = [held[(held["table"] == t) & (held["split"] == s) & (held["law"] == law)]
+                for t, s in splits]  # fmt: skip
+        err = [100 * v["mae_log"].iloc[0] if len(v) else np.nan for v in vals]
+        bx.bar(np.arange(len(splits)) + 0.2 * (j - 1.5), err, width=0.2, label=law)
+    bx.set_xticks(range(len(splits)), [f"{t}: {s} held out" for t, s in splits], fontsize=8)
+    bx.set_yscale("log")
+    bx.set_ylim(0.5, 30)
+    bx.set_ylabel("mean |ln(predicted / observed)| (%), held-out checkpoints")
+    bx.set_title("Largest shapes held out at every token count", fontsize=10)
+    bx.legend(fontsize=7)
+    bx.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=110)
+
+
 PARTS = {"heldout": heldout, "cooldown": cooldown, "depth": depth, "allocation": allocation}
 
 
@@ -269,16 +322,20 @@ def main(argv=None) -> int:
     ap.add_argument("--boot", type=int, default=100, help="shape-bootstrap resamples per fit")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="docs/studies/results")
+    ap.add_argument("--figure", default="", help="draw the figure from the CSVs in --out here")
     args = ap.parse_args(argv)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 40)
-    for part in args.part.split(","):
+    for part in [p for p in args.part.split(",") if p]:
         t0 = time.perf_counter()
         frame = PARTS[part](boot=args.boot, seed=args.seed).assign(seed=args.seed, boot=args.boot)
         atomic_write_csv(Path(args.out) / f"gemstones_{part}.csv", frame)
         show = frame.drop(columns=[c for c in ("notes", "warnings") if c in frame.columns])
         print(f"\n{part} ({time.perf_counter() - t0:.0f} s):")
         print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"), flush=True)
+    if args.figure:
+        figure(Path(args.out), Path(args.figure))
+        print(f"wrote {args.figure}")
     return 0
 
 

@@ -80,3 +80,12 @@ def test_design_reads_what_each_table_measures():
     assert chin["depth_range"] == "12-47" and chin["width_range"] == "768-5120"
     # Chinchilla's widths grow with depth; Gemstones varies them apart
     assert chin["corr_lnW_lnl"] > 0.9 and gem["corr_lnW_lnl"] < 0
+
+
+def test_figure_draws_from_the_recorded_results(tmp_path):
+    from conftest import assert_png
+
+    results = Path(__file__).resolve().parents[2] / "docs" / "studies" / "results"
+    out = tmp_path / "depth.png"
+    _study().figure(results, out)
+    assert_png(out, min_width=1000)
