@@ -254,14 +254,15 @@ def forecast(
     sched = parse_schedule(schedule) if isinstance(schedule, str) else schedule
     if momentum is None:
         momentum = float(result.conventions.get("curves", {}).get("momentum", MOMENTUM))
+    positive = Interval(float, 0, None, closed="neither", finite=True)
+    given = {**columns, "tokens_per_step": tokens_per_step}
+    validate("forecast", given, {k: [positive, None] for k in given})  # e.g. params=nan
     if steps is None:
         steps = np.unique(np.round(np.linspace(1, sched.steps, 50)).astype(int))
     frame = schedule_frame(
         sched, steps=steps, momentum=momentum, segments=segments_of(result.law), **columns
     )
     if tokens_per_step is not None:
-        positive = Interval(float, 0, None, closed="neither", finite=True)
-        validate("forecast", {"tokens_per_step": tokens_per_step}, {"tokens_per_step": [positive]})
         frame["tokens"] = frame["step"] * float(tokens_per_step)
     missing = [i for i in result.law.inputs if i not in frame.columns]
     if missing:

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..errors import ScaleFitError
 from ..laws import Law
-from ..schedule import MOMENTUM, Schedule, parse_schedule
+from ..schedule import MAX_STEPS, MOMENTUM, Schedule, parse_schedule
 
 if TYPE_CHECKING:
     from ..allocate import Allocation
@@ -133,7 +133,7 @@ def family(schedule: str | Schedule, *, where: str = "schedule") -> Schedule:
             f"{where}: the allocation chooses the run's length; leave 'steps' out of "
             f"{str(schedule)[:80]!r}."
         )
-    return parse_schedule(str(schedule), steps=2**62, where=where)
+    return parse_schedule(str(schedule), steps=MAX_STEPS, where=where)  # steps ignored
 
 
 def family_text(schedule: Schedule) -> str:
