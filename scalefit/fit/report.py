@@ -188,6 +188,9 @@ def _bayes_report(res: Any) -> str:
     ]
     with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
         lines.append(hdi_frame(res).to_string())
+    lam = c.get("curves", {}).get("momentum") if "S2" in res.law.inputs else None
+    if lam is not None:  # as in the least-squares table: C is per unit of S2, sized by lam
+        lines.append(f"C is per unit of S2 at momentum λ = {lam:g}")
     lines.extend(_groups_lines(res))
     if res.holdout:
         h = res.holdout
