@@ -322,7 +322,10 @@ def allocation(
         row["steps_lo"], row["steps_hi"] = row["tokens_lo"] / per, row["tokens_hi"] / per
         row.update(loss_lo=r["loss_lo"], loss_hi=r["loss_hi"], n_draws=r.get("n_draws", 0))
         steps = int(round(row["steps"])) if np.isfinite(row["steps"]) else None
-        row["schedule"] = str(dataclasses.replace(sched, steps=steps)) if steps else ""
+        # text, not a Schedule: a large budget's run may be longer than scalefit evaluates
+        row["schedule"] = (
+            re.sub(r"steps=\d+", f"steps={steps}", str(sched), count=1) if steps else ""
+        )
         rows.append(row)
     summary = pd.DataFrame(rows)
     notes = [*alloc.warnings, *_extrapolation(result, summary, curves)]
