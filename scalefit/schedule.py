@@ -254,7 +254,11 @@ def trainer_schedule(settings: Mapping[str, Any]) -> Schedule:
     ...                       "seq_len": 128, "warmup_frac": 0.1, "schedule": "wsd"}))
     'wsd:lr=0.001,steps=10,warmup=1,decay=0.2,final_lr=0.0001'
     """
-    steps = steps_of(settings["tokens"], int(settings["batch_size"]) * int(settings["seq_len"]))
+    per = int(settings["batch_size"]) * int(settings["seq_len"])
+    steps = steps_of(settings["tokens"], per)
+    check_steps(
+        steps, where=f"the trainer's schedule ({settings['tokens']} tokens, {per} per step)"
+    )
     lr = float(settings["lr"])
     warm = warmup_count(
         steps,
