@@ -292,7 +292,7 @@ def test_the_report_prints_the_momentum_beside_C():
     assert "λ" not in plain.report()  # a law without S2
 
 
-@pytest.mark.slow  # three fits: 17 s on a loaded machine
+@pytest.mark.slow  # three fits: 2.4-3.6 s on a shared machine, 17 s under heavy load
 def test_momentum_profile_prefers_the_generating_lambda_and_shows_C_move():
     """Curves made with lambda = 0.999: the profile's objective is lowest there, and C (per
     unit of S2) changes several-fold across the grid."""

@@ -154,7 +154,6 @@ def test_bootstrap_holds_constrained_resamples_on_the_bound():
     assert lo < res.params["a"] < hi
 
 
-@pytest.mark.slow  # about 3 s, most of it compiling the law (8 s on a loaded machine)
 def test_an_interval_over_in_range_resamples_says_so_beside_it():
     """Resamples that converged outside a validity range are dropped from the interval: the
     interval lines carry a mark and the line under the table says how many were dropped."""
