@@ -56,13 +56,21 @@ KINDS = ("constant", "cosine", "linear", "wsd")
 SHAPES = ("linear", "sqrt", "cosine")
 #: Our default decay factor of the annealing momentum (not checked against Tissue et al.).
 MOMENTUM = 0.999
+#: Most updates whose learning rates are evaluated (2**24, about 14 times the ~1.2M updates of
+#: the longest published pre-training runs): a longer schedule or checkpoint is refused before
+#: anything is allocated (a schedule is a small text; its length is not taken on trust).
+MAX_STEPS = 2**24
+_CHUNK = 2**16  # updates per block when a schedule is walked for its areas at a few steps
 
 __all__ = [
     "KINDS",
+    "MAX_STEPS",
     "MOMENTUM",
     "SHAPES",
     "Schedule",
     "areas",
+    "areas_at",
+    "check_steps",
     "decay_drops",
     "fill_template",
     "parse_schedule",
@@ -101,7 +109,7 @@ class Schedule:
     lr : float
         Peak learning rate (> 0).
     steps : int
-        Optimiser updates of the run, ``T`` (> 0).
+        Optimiser updates of the run, ``T``, in ``1 .. MAX_STEPS``.
     warmup : int, default 0
         Linear warm-up updates ``W`` from ``lr / W`` to ``lr`` (may reach or pass ``steps``: then
         the whole run is warm-up).
@@ -131,7 +139,7 @@ class Schedule:
         for name, cons in (
             ("kind", Options(set(KINDS))),
             ("lr", Interval(float, 0, None, closed="neither", finite=True)),
-            ("steps", Interval(int, 1, None)),
+            ("steps", Interval(int, 1, MAX_STEPS)),
             ("warmup", Interval(int, 0, None)),
             ("decay", Interval(float, 0, 1, closed="right")),
             ("final_lr", Interval(float, 0, self.lr, finite=True)),
@@ -179,8 +187,11 @@ class Schedule:
         return out
 
     def sequence(self, steps: int | None = None) -> np.ndarray:
-        """Learning rates of updates ``1 .. steps`` (default: the schedule's length)."""
-        n = self.steps if steps is None else int(steps)
+        """Learning rates of updates ``1 .. steps`` (default: the schedule's length).
+
+        At most :data:`MAX_STEPS` updates; past ``self.steps`` the rate stays at its last value.
+        """
+        n = check_steps(self.steps if steps is None else steps, where=str(self))
         return self.lr_at(np.arange(1, n + 1))
 
     def to_dict(self) -> dict:
@@ -201,6 +212,17 @@ class Schedule:
             return str(int(v)) if k in ("steps", "warmup") else repr(float(v))
 
         return self.kind + ":" + ",".join(f"{k}={text(k)}" for k in keys)
+
+
+def check_steps(steps, *, where: str = "schedule") -> int:
+    """``steps`` as an int in ``1 .. MAX_STEPS``, else one line naming ``where``."""
+    n = float(steps)
+    if not (math.isfinite(n) and 1 <= n <= MAX_STEPS and n == int(n)):
+        raise ScaleFitError(
+            f"{where}: learning rates are evaluated for 1 .. {MAX_STEPS} updates (whole "
+            f"numbers); {steps:g} asked for."
+        )
+    return int(n)
 
 
 # ------------------------------------------------------------------------------ the trainer's
@@ -232,7 +254,11 @@ def trainer_schedule(settings: Mapping[str, Any]) -> Schedule:
     ...                       "seq_len": 128, "warmup_frac": 0.1, "schedule": "wsd"}))
     'wsd:lr=0.001,steps=10,warmup=1,decay=0.2,final_lr=0.0001'
     """
-    steps = steps_of(settings["tokens"], int(settings["batch_size"]) * int(settings["seq_len"]))
+    per = int(settings["batch_size"]) * int(settings["seq_len"])
+    steps = steps_of(settings["tokens"], per)
+    check_steps(
+        steps, where=f"the trainer's schedule ({settings['tokens']} tokens, {per} per step)"
+    )
     lr = float(settings["lr"])
     warm = warmup_count(
         steps,
@@ -323,7 +349,10 @@ def parse_schedule(text: str, *, steps: int | None = None, where: str = "schedul
         if steps is None:
             raise ScaleFitError(f"{where}: the schedule needs its length, e.g. 'steps=1000'.")
         settings["steps"] = int(steps)
-    return Schedule(m.group(1), **settings)
+    try:
+        return Schedule(m.group(1), **settings)
+    except ScaleFitError as exc:  # say whose schedule it is
+        raise ScaleFitError(f"{where}: {exc}") from None
 
 
 _FIELD = re.compile(r"\{\s*([^{}]*?)\s*\}")
@@ -466,11 +495,73 @@ def areas(
     >>> s1.tolist(), s2.tolist()
     ([1.0, 2.0, 2.5, 3.0], [0.0, 0.0, 0.5, 0.75])
     """
-    from scipy.signal import lfilter
-
     eta = np.asarray(lr, dtype=float)
     if eta.ndim != 1 or eta.size == 0 or not np.all(np.isfinite(eta)) or np.any(eta < 0):
         raise ScaleFitError("learning rates must be a non-empty sequence of finite numbers >= 0.")
     validate("the annealing area", locals(), {"momentum": [Interval(float, 0, 1, closed="left")]})
-    m = lfilter([1.0], [1.0, -momentum], decay_drops(eta, warmup))
-    return np.cumsum(eta), np.cumsum(m)
+    w = warmup_of(eta) if warmup is None or warmup < 0 else int(warmup)
+    s1, s2, _ = _advance(eta, (eta[0], 0.0, 0.0, 0.0), momentum, w, 1)
+    return s1, s2
+
+
+def _advance(eta: np.ndarray, state: tuple, lam: float, warmup: int, first: int):
+    """``S1``, ``S2`` of updates ``first ..`` (rates ``eta``) after ``state`` and the next state.
+
+    ``state`` is (rate, momentum, S1, S2) after update ``first - 1`` (the first block: the
+    first rate and zeros, so ``d_1 = 0``). Blocks give the same floats as one pass.
+    """
+    from scipy.signal import lfilter
+
+    prev, m0, s1, s2 = state
+    d = np.concatenate([[prev], eta[:-1]]) - eta
+    d[: max(0, warmup - first + 1)] = 0.0  # the drops of updates k <= W
+    m = lfilter([1.0], [1.0, -lam], d, zi=[lam * m0])[0]
+    a1 = np.cumsum(np.concatenate([[s1], eta]))[1:]
+    a2 = np.cumsum(np.concatenate([[s2], m]))[1:]
+    return a1, a2, (eta[-1], m[-1], a1[-1], a2[-1])
+
+
+def areas_at(
+    schedule: Schedule, steps, *, momentum: float = MOMENTUM
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Learning rate, ``S1`` and ``S2`` of ``schedule`` after each of ``steps``.
+
+    The schedule is walked in blocks up to the largest step asked for, keeping only the values
+    asked for: the same numbers as :func:`areas`
+    over :meth:`Schedule.sequence`, without holding the whole schedule.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        The schedule (its warm-up zeroes the drops of its first updates).
+    steps : array-like of int
+        Updates, in ``1 .. schedule.steps``.
+    momentum : float, default 0.999
+        Decay factor of the annealing momentum, in [0, 1).
+
+    Returns
+    -------
+    (lr, S1, S2) : tuple of arrays, shape of ``steps``
+
+    Examples
+    --------
+    >>> s = Schedule("linear", lr=1.0, steps=4)
+    >>> [a.tolist() for a in areas_at(s, [2, 4], momentum=0.5)]
+    [[0.5, 0.0], [1.25, 1.5], [0.25, 1.0625]]
+    """
+    validate("the annealing area", locals(), {"momentum": [Interval(float, 0, 1, closed="left")]})
+    idx = np.asarray(steps, dtype=float).reshape(-1)
+    if idx.size == 0 or not np.all(np.isfinite(idx)) or idx.min() < 1 or idx.max() > schedule.steps:
+        raise ScaleFitError(f"{schedule}: steps must lie in 1 .. {schedule.steps}.")
+    idx = idx.astype(np.int64)
+    last = int(idx.max())
+    out, state = np.empty((3, idx.size)), None
+    for first in range(1, last + 1, _CHUNK):
+        eta = schedule.lr_at(np.arange(first, min(first + _CHUNK, last + 1)))
+        state = state or (eta[0], 0.0, 0.0, 0.0)
+        s1, s2, state = _advance(eta, state, momentum, schedule.warmup, first)
+        sel = (idx >= first) & (idx < first + eta.size)
+        pos = idx[sel] - first
+        out[:, sel] = eta[pos], s1[pos], s2[pos]
+    shape = np.shape(steps)
+    return tuple(a.reshape(shape) for a in out)

@@ -286,8 +286,12 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     from ..schedule import parse_schedule
 
     check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
-    cons = {"--fit-fraction": [Interval(float, 0, 1, closed="neither"), None]}
-    validate("scalefit curves fit", {"--fit-fraction": args.fit_fraction}, cons, noun="option")
+    cons = {
+        "--fit-fraction": [Interval(float, 0, 1, closed="neither"), None],
+        "--params": [Interval(float, 0, None, closed="neither", finite=True), None],
+    }
+    given = {"--fit-fraction": args.fit_fraction, "--params": args.params}
+    validate("scalefit curves fit", given, cons, noun="option")
     if args.params is not None and not args.forecast:
         raise ScaleFitError("--params is the model size of a --forecast; give a --forecast.")
     forecasts = [parse_schedule(s, where="--forecast") for s in args.forecast]

@@ -137,6 +137,56 @@ def fit_curves(
     return _run_level_stderr(res.replace(conventions={**res.conventions, "curves": meta}))
 
 
+def momentum_profile(
+    curves: pd.DataFrame,
+    momenta=(0.99, 0.995, 0.999, 0.9995),
+    law: str | Law = "lr_annealing",
+    *,
+    seed: int = 0,
+    starts: int = 16,
+    **prepare_options: Any,
+) -> pd.DataFrame:
+    """Refit a law on ``S2`` over a grid of annealing momenta ``lambda`` (a profile in ``lambda``).
+
+    ``S2`` is built with a fixed ``lambda`` (our default 0.999, not a value fitted by Tissue
+    et al.), and ``C`` is per unit of that ``S2``: it changes many-fold across the grid. The
+    objective, on the same checkpoints for every ``lambda``, says which the curves prefer.
+
+    Parameters
+    ----------
+    curves : DataFrame
+        Long curves (:func:`scalefit.curves.read_curves`), not yet prepared.
+    momenta : sequence of float
+        The grid, each in [0, 1).
+    law : str or Law, default "lr_annealing"
+        A law that reads ``S2``.
+    seed, starts : int
+        As in :func:`fit_curves` (no bootstrap: a profile compares fits, not intervals).
+    **prepare_options
+        Passed to :func:`scalefit.curves.prepare` (``schedule``, ``early``, ...).
+
+    Returns
+    -------
+    DataFrame
+        One row per ``lambda``: ``momentum``, ``objective``, ``converged`` and the parameters.
+    """
+    from .prepare import prepare
+
+    grid = list(np.atleast_1d(momenta))
+    if not grid:
+        raise ScaleFitError("momentum_profile: give at least one momentum.")
+    each = {"momenta": [Interval(float, 0, 1, closed="left")]}
+    for lam in grid:
+        validate("momentum_profile", {"momenta": lam}, each)
+    rows = []
+    for lam in map(float, grid):
+        prepared = prepare(curves, momentum=lam, **prepare_options)
+        res = fit_curves(prepared, law, bootstrap=0, seed=seed, starts=starts, progress=False)
+        rows.append({"momentum": lam, "objective": res.objective, "converged": res.converged})
+        rows[-1].update(res.params)
+    return pd.DataFrame(rows)
+
+
 #: Default number of run-bootstrap resamples of :func:`fit_curves`.
 RUN_BOOTSTRAP = 200
 #: ``conventions["stderr"]`` of a curve fit without a bootstrap (the report's "n/a" cells).
@@ -254,14 +304,15 @@ def forecast(
     sched = parse_schedule(schedule) if isinstance(schedule, str) else schedule
     if momentum is None:
         momentum = float(result.conventions.get("curves", {}).get("momentum", MOMENTUM))
+    positive = Interval(float, 0, None, closed="neither", finite=True)
+    given = {**columns, "tokens_per_step": tokens_per_step}
+    validate("forecast", given, {k: [positive, None] for k in given})  # e.g. params=nan
     if steps is None:
         steps = np.unique(np.round(np.linspace(1, sched.steps, 50)).astype(int))
     frame = schedule_frame(
         sched, steps=steps, momentum=momentum, segments=segments_of(result.law), **columns
     )
     if tokens_per_step is not None:
-        positive = Interval(float, 0, None, closed="neither", finite=True)
-        validate("forecast", {"tokens_per_step": tokens_per_step}, {"tokens_per_step": [positive]})
         frame["tokens"] = frame["step"] * float(tokens_per_step)
     missing = [i for i in result.law.inputs if i not in frame.columns]
     if missing:

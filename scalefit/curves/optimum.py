@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..errors import ScaleFitError
 from ..laws import Law
-from ..schedule import MOMENTUM, Schedule, parse_schedule
+from ..schedule import MAX_STEPS, MOMENTUM, Schedule, parse_schedule
 
 if TYPE_CHECKING:
     from ..allocate import Allocation
@@ -133,7 +133,7 @@ def family(schedule: str | Schedule, *, where: str = "schedule") -> Schedule:
             f"{where}: the allocation chooses the run's length; leave 'steps' out of "
             f"{str(schedule)[:80]!r}."
         )
-    return parse_schedule(str(schedule), steps=2**62, where=where)
+    return parse_schedule(str(schedule), steps=MAX_STEPS, where=where)  # steps ignored
 
 
 def family_text(schedule: Schedule) -> str:
@@ -322,7 +322,10 @@ def allocation(
         row["steps_lo"], row["steps_hi"] = row["tokens_lo"] / per, row["tokens_hi"] / per
         row.update(loss_lo=r["loss_lo"], loss_hi=r["loss_hi"], n_draws=r.get("n_draws", 0))
         steps = int(round(row["steps"])) if np.isfinite(row["steps"]) else None
-        row["schedule"] = str(dataclasses.replace(sched, steps=steps)) if steps else ""
+        # text, not a Schedule: a large budget's run may be longer than scalefit evaluates
+        row["schedule"] = (
+            re.sub(r"steps=\d+", f"steps={steps}", str(sched), count=1) if steps else ""
+        )
         rows.append(row)
     summary = pd.DataFrame(rows)
     notes = [*alloc.warnings, *_extrapolation(result, summary, curves)]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .._validation import Interval, validate
 from ..errors import ScaleFitError
-from ..schedule import MOMENTUM, Schedule, areas, parse_schedule, warmup_of
+from ..schedule import MOMENTUM, Schedule, areas, areas_at, check_steps, parse_schedule, warmup_of
 from .multipower import HISTORY_KEY, LrHistory, quadrature
 from .table import run_value
 
@@ -62,12 +62,12 @@ def lr_sequence(
     lr = part["lr"].to_numpy(dtype=float) if "lr" in part.columns else None
     if lr is not None and np.isnan(lr).any():
         lr = None
-    grid = np.arange(1, until + 1)
+    grid = np.arange(1, check_steps(until, where=f"{where}: last step") + 1)
     if lr is not None and until <= steps.max() and np.isin(grid, steps).all():
         return np.interp(grid, steps, lr), "lr column", -1
     declared = run_schedule(curves, run, schedule)
-    if declared is not None:
-        return declared.sequence(max(until, declared.steps))[:until], str(declared), declared.warmup
+    if declared is not None:  # evaluated up to the last checkpoint, not over its whole length
+        return declared.sequence(until), str(declared), declared.warmup
     if lr is not None:
         return np.interp(grid, steps, lr), "lr column (interpolated)", -1
     raise ScaleFitError(
@@ -125,7 +125,7 @@ def prepare(
     for run, part in curves.groupby("run", sort=False):
         part = part.copy()
         part["step"] = _steps_of(part, f"{where}: run {run!r}")
-        last = int(part["step"].max())
+        last = part["step"].max()
         if last < 1:
             raise ScaleFitError(f"{where}: run {run!r} has no checkpoint after step 0.")
         eta, source, warm = lr_sequence(curves, run, schedule=schedule, until=last)
@@ -190,14 +190,13 @@ def schedule_frame(
     **columns
         Constant columns to add (e.g. ``params=1e8``).
     """
-    eta = schedule.sequence()
-    s1, s2 = areas(eta, momentum=momentum, warmup=schedule.warmup)
-    idx = np.arange(1, schedule.steps + 1) if steps is None else np.asarray(steps, dtype=int)
-    if idx.size == 0 or idx.min() < 1 or idx.max() > schedule.steps:
-        raise ScaleFitError(f"steps must lie in 1 .. {schedule.steps} for {schedule}.")
-    frame = pd.DataFrame({"step": idx, "lr": eta[idx - 1], "S1": s1[idx - 1], "S2": s2[idx - 1]})
+    if steps is None:
+        steps = np.arange(1, schedule.steps + 1)
+    lr, s1, s2 = areas_at(schedule, steps, momentum=momentum)
+    idx = np.asarray(steps).astype(int).reshape(-1)
+    frame = pd.DataFrame({"step": idx, "lr": lr, "S1": s1, "S2": s2})
     if segments is not None:
-        q = quadrature(eta, idx, segments=segments, warmup=schedule.warmup)
+        q = quadrature(schedule.sequence(idx.max()), idx, segments=segments, warmup=schedule.warmup)
         frame = pd.concat([frame, pd.DataFrame(q)], axis=1)
     for key, value in columns.items():
         frame[key] = value

@@ -140,6 +140,11 @@ def validate_curves(
     if schedule is not None:
         tab = _with_schedules(tab, schedule, rename, source)
     _check_per_run(tab, source)
+    if "schedule" in tab.columns:  # read once here: a bad or overlong schedule is refused early
+        from ..schedule import parse_schedule
+
+        for run, text in tab.groupby("run", sort=False)["schedule"].first().dropna().items():
+            parse_schedule(str(text), steps=1, where=f"{source}: run {run!r}")  # length aside
     key = "step" if "step" in tab.columns else "tokens"
     dup = tab.duplicated(["run", key])
     if dup.any():

@@ -132,17 +132,25 @@ def _param_lines(res: Any, pct: str) -> list[str]:
     at_bound = set(res.diagnostics.get("at_bound", ()))
     stderr_na = res.diagnostics.get("stderr_na", {})
     lam = conv.get("curves", {}).get("momentum") if "S2" in res.law.inputs else None
+    d = res.diagnostics
+    dropped = int(d.get("boot_out_of_range", 0)) if res.ci else 0
     for name, value in res.params.items():
         line = f"{name:<10}{value:>14.6g}{_se_cell(res, name, at_bound, stderr_na)}"
         if res.ci:
             lo, hi = res.ci.get(name, (np.nan, np.nan))
             if np.isfinite(lo) and np.isfinite(hi):
-                line += f"{lo:>14.6g}{hi:>14.6g}"
+                line += f"{lo:>14.6g}{hi:>14.6g}" + (" *" if dropped else "")
             else:
                 line += f"{'n/a':>14}{'n/a':>14}"
         if name == "C" and lam is not None:  # C is per unit of S2, whose size lam sets
             line += f"  at momentum λ = {lam:g}"
         lines.append(line)
+    if dropped:  # the interval is over the resamples inside every range: say so beside it
+        kept = d["n_boot"] - int(d.get("boot_failed", 0))
+        lines.append(
+            f"* interval over the {kept} of {d['n_boot']} resamples inside every declared range; "
+            f"{dropped} converged outside one and were dropped"
+        )
     return lines
 
 
@@ -180,6 +188,9 @@ def _bayes_report(res: Any) -> str:
     ]
     with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
         lines.append(hdi_frame(res).to_string())
+    lam = c.get("curves", {}).get("momentum") if "S2" in res.law.inputs else None
+    if lam is not None:  # as in the least-squares table: C is per unit of S2, sized by lam
+        lines.append(f"C is per unit of S2 at momentum λ = {lam:g}")
     lines.extend(_groups_lines(res))
     if res.holdout:
         h = res.holdout

@@ -333,8 +333,22 @@ class Law:
         )
 
     def describe(self) -> str:
-        """Multi-line description: formula, inputs, parameters."""
-        lines = [f"{self.name}: {self.formula}", f"  inputs: {', '.join(self.inputs)}"]
+        """Multi-line description: formula, inputs, parameters.
+
+        Numbered inputs ``x1 .. xK`` (e.g. the multi-power law's quadrature columns) are one
+        entry, ``x{1..K}``.
+        """
+        families: dict[str, list[str]] = {}
+        for name in self.inputs:
+            m = re.fullmatch(r"(.*\D)(\d+)", name)
+            families.setdefault(m.group(1) if m else name, []).append(name)
+        shown = [
+            f"{stem}{{1..{len(names)}}}"
+            if names == [f"{stem}{j}" for j in range(1, len(names) + 1)] and len(names) > 2
+            else ", ".join(names)
+            for stem, names in families.items()
+        ]
+        lines = [f"{self.name}: {self.formula}", f"  inputs: {', '.join(shown)}"]
         for p in self.params:
             lines.append(f"  {p.name:<8} {p.kind:<8} {p.description}")
         if self.reference:

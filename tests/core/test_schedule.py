@@ -110,3 +110,11 @@ def test_trainer_settings_give_the_schedule_the_curves_read():
             assert parse_schedule(str(s)).sequence().tolist() == s.sequence().tolist()
     legacy = trainer_schedule({**settings, "warmup_frac": 0.0})  # written before schedules
     assert legacy.kind == "cosine" and legacy.warmup == 1
+
+
+def test_a_trainer_configuration_longer_than_max_steps_is_one_line():
+    """1e14 tokens at 128 per step are 7.8e11 updates: refused before the run, naming both."""
+    cfg = {"lr": 1e-3, "min_lr_ratio": 0.1, "tokens": 10**14, "batch_size": 1, "seq_len": 128}
+    with pytest.raises(ScaleFitError, match=r"100000000000000 tokens, 128 per step.*7\.8125e\+11"):
+        trainer_schedule(cfg)
+    assert trainer_schedule({**cfg, "tokens": 128 * 2**24}).steps == 2**24

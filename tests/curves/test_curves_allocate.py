@@ -133,6 +133,16 @@ def test_recommendation_holds_the_true_optimum(fitted):
     assert not out.warnings  # the optimum lies inside the fitted sizes and lengths
 
 
+def test_a_budget_whose_run_is_longer_than_scalefit_evaluates_still_gets_its_schedule(fitted):
+    """Closed-form areas: the run's length is not bounded by MAX_STEPS; its text says it."""
+    from scalefit.schedule import MAX_STEPS
+
+    curves, res = fitted
+    out = allocation(res, 1e28, schedule=FAMILY, tokens_per_step=TPS, curves=curves)
+    row = out.summary.iloc[0]
+    assert row["steps"] > MAX_STEPS and f"steps={round(row['steps'])}," in row["schedule"]
+
+
 @pytest.mark.slow
 def test_interval_coverage_over_seeds():
     """Percentile intervals from 15 runs are somewhat narrow: most, not all.

@@ -290,3 +290,28 @@ def test_the_report_prints_the_momentum_beside_C():
     line = next(x for x in res.report().splitlines() if x.startswith("C "))
     assert line.endswith("at momentum λ = 0.99")
     assert "λ" not in plain.report()  # a law without S2
+
+
+@pytest.mark.slow  # three fits: 2.4-3.6 s on a shared machine, 17 s under heavy load
+def test_momentum_profile_prefers_the_generating_lambda_and_shows_C_move():
+    """Curves made with lambda = 0.999: the profile's objective is lowest there, and C (per
+    unit of S2) changes several-fold across the grid."""
+    from scalefit.curves import momentum_profile
+
+    scheds = [_schedule(k, n) for k in ("wsd", "cosine") for n in (1000, 2000, 3000)]
+    curves = synthetic_curves(TRUTH, scheds, every=20, noise=0.001, seed=0, momentum=0.999)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        prof = momentum_profile(curves, (0.99, 0.999, 0.9995), starts=4)
+    assert prof["momentum"].tolist() == [0.99, 0.999, 0.9995] and prof["converged"].all()
+    assert prof["objective"].idxmin() == 1
+    assert prof.loc[1, "C"] == pytest.approx(TRUTH["C"], rel=0.05)
+    assert prof["C"].max() > 4 * prof["C"].min()
+
+
+@pytest.mark.parametrize("momenta", [(), (0.999, 1.0), ("x",)])
+def test_momentum_profile_refuses_a_bad_grid(momenta):
+    from scalefit.curves import momentum_profile
+
+    with pytest.raises(ScaleFitError, match="momentum"):
+        momentum_profile(_curves("wsd", 0), momenta)

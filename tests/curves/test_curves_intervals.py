@@ -206,3 +206,4 @@ def test_bayes_ar1_recovers_rho_and_covers_the_truth():
         lo, hi = res.ci[name]
         assert lo <= value <= hi, name
     assert "AR(1) in 'step': rho" in res.report()
+    assert "C is per unit of S2 at momentum λ = 0.999" in res.report()  # as least squares says

@@ -152,3 +152,33 @@ def test_bootstrap_holds_constrained_resamples_on_the_bound():
     assert boot.ci["b"] == (1.0, 1.0)  # pinned on its bound in every resample: not n/a
     lo, hi = boot.ci["a"]
     assert lo < res.params["a"] < hi
+
+
+def test_an_interval_over_in_range_resamples_says_so_beside_it():
+    """Resamples that converged outside a validity range are dropped from the interval: the
+    interval lines carry a mark and the line under the table says how many were dropped."""
+    law = Law(
+        name="narrow_exponent",
+        inputs=("params",),
+        params=(
+            Param("E", "floor"),
+            Param("A", "coef", pivot=("a", "params")),
+            Param("a", "exponent", start=(0.2, 0.3), bounds=(0.2, 0.3)),
+        ),
+        expr=lambda xp, p, x: p["E"] + p["A"] * x["params"] ** (-p["a"]),
+        formula="L = E + A / params^a",
+    )
+    x = np.geomspace(1e6, 1e9, 12)
+    noise = np.exp(np.random.default_rng(0).normal(0, 0.002, x.size))
+    tab = pd.DataFrame({"params": x, "loss": (2.0 + 5.0 * x**-0.3) * noise})
+    res = _quiet_fit(tab, law, bootstrap=20, boot_starts=0, seed=0, starts=4, progress=False)
+    dropped = res.diagnostics["boot_out_of_range"]
+    assert dropped > 0
+    lines = res.report().splitlines()
+    assert all(line.endswith(" *") for line in lines if line.split()[:1] in (["E"], ["A"]))
+    assert (
+        f"* interval over the {20 - dropped} of 20 resamples inside every declared range; "
+        f"{dropped} converged outside one and were dropped" in lines
+    )
+    plain = _quiet_fit(tab, law, starts=4, progress=False)
+    assert "* interval" not in plain.report()  # no bootstrap, no mark

@@ -164,3 +164,16 @@ def test_law_without_options_refuses_one():
     register_law(law, overwrite=True)
     with pytest.raises(ScaleFitError, match="takes no options. Got \\['x'\\] instead"):
         get_law("no_options_law", x=1)
+
+
+def test_scalefit_laws_shows_numbered_inputs_as_one_entry(capsys):
+    """The multi-power laws read 48 quadrature columns: listed as three numbered families."""
+    from scalefit.cli import main
+
+    assert main(["laws"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs: S1, mpl_w{1..16}, mpl_loglr{1..16}, mpl_logs{1..16}\n" in out
+    assert "mpl_w2" not in out and "inputs: S1, S2\n" in out
+    assert get_law("multi_power", segments=2).describe().splitlines()[1] == (
+        "  inputs: S1, mpl_w1, mpl_w2, mpl_loglr1, mpl_loglr2, mpl_logs1, mpl_logs2"
+    )
