@@ -181,7 +181,7 @@ def published_params(delta: float = 1e-3) -> dict[str, float]:
     -------
     dict
         ``c_width, a_width, c_depth, a_depth, c_tokens, a_tokens, L0`` of the ``decomposed``
-        law: ``c = exp(coefficient)``, ``L0 = exp(irreducible)`` (0.0 in float64).
+        law: ``c = exp(coefficient)``, ``L0 = exp(irreducible)`` (0.0 and 3e-68: no floor).
 
     Examples
     --------
