@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 from .._validation import VOCABULARY
-from ..errors import ScaleFitError
+from ..errors import NoRecommendationWarning, ScaleFitError
 from . import Subcommands
 from ._common import (
     add_option,
@@ -197,18 +198,20 @@ def run_allocate(args: argparse.Namespace) -> int:
     _refuse_shape_options(args, source, law_options)
     acc = _accounting(args, source, law_options)
     kw = {"params": values, "law_options": law_options, "accounting": acc, "ci_prob": args.ci_prob}
-    alloc = allocate(
-        source,
-        args.budget,
-        head_dim=args.head_dim or VOCABULARY["head_dim"].default,
-        min_depth=args.min_depth or VOCABULARY["min_depth"].default,
-        max_depth=args.max_depth,
-        aspect_max=args.aspect_max,
-        eps=args.eps,
-        use_draws=not args.no_draws,
-        interval=args.interval,
-        **kw,
-    )
+    with warnings.catch_warnings():  # the report prints the reasons (alloc.warnings)
+        warnings.simplefilter("ignore", NoRecommendationWarning)
+        alloc = allocate(
+            source,
+            args.budget,
+            head_dim=args.head_dim or VOCABULARY["head_dim"].default,
+            min_depth=args.min_depth or VOCABULARY["min_depth"].default,
+            max_depth=args.max_depth,
+            aspect_max=args.aspect_max,
+            eps=args.eps,
+            use_draws=not args.no_draws,
+            interval=args.interval,
+            **kw,
+        )
     if not args.quiet:
         print(header_text(alloc))
         for i, budget in enumerate(alloc.budgets):

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import warnings
 
 import numpy as np
 
 from ..accounting import flops_text
-from ..errors import ScaleFitError
+from ..errors import NoRecommendationWarning, ScaleFitError
 from . import Subcommands
 from ._common import add_option, int_at_least, positive_flops, tidy_table
 
@@ -240,13 +241,15 @@ def _allocation(result, budgets, spec):
     from ..allocate import Accounting, allocate
 
     acc = Accounting(**spec["accounting"]) if spec["accounting"] else None
-    return allocate(
-        result,
-        [float(b) for b in budgets],
-        head_dim=spec["head_dim"],
-        accounting=acc,
-        interval="calibrated",
-    )
+    with warnings.catch_warnings():  # the demo says why in its own words
+        warnings.simplefilter("ignore", NoRecommendationWarning)
+        return allocate(
+            result,
+            [float(b) for b in budgets],
+            head_dim=spec["head_dim"],
+            accounting=acc,
+            interval="calibrated",
+        )
 
 
 def _sig(value: float, digits: int = 3) -> float:

@@ -14,6 +14,7 @@ from scalefit.allocate import Accounting, allocate
 from scalefit.allocate.report import budget_text
 from scalefit.cli import main
 from scalefit.cli.demo import GEMSTONES
+from scalefit.errors import NoRecommendationWarning
 
 GEM_ACCOUNTING = GEMSTONES["accounting"]
 
@@ -41,14 +42,17 @@ INTERIOR = dict(
 
 def test_an_optimum_on_the_depth_bound_is_a_boundary_solution_not_a_recommendation():
     acc = Accounting(vocab=256, embeddings="tied")
-    a = allocate("decomposed", [1e13], params=SHALLOW, head_dim=32, accounting=acc)
+    with pytest.warns(NoRecommendationWarning, match="no shape at any budget: boundary solution"):
+        a = allocate("decomposed", [1e13], params=SHALLOW, head_dim=32, accounting=acc)
     row = a.summary.iloc[0]
     assert int(row["depth"]) == 1 and bool(row["boundary"]) and not bool(row["recommended"])
     assert any(w.startswith("boundary solution at 1e13 FLOP") for w in a.warnings)
     text = budget_text(a, 0, 1e13)
     assert "recommended  depth" not in text and "boundary solution" in text
     # a higher floor moves the edge: the optimum sits on it again
-    a3 = allocate("decomposed", [1e13], params=SHALLOW, head_dim=32, accounting=acc, min_depth=3)
+    with pytest.warns(NoRecommendationWarning):
+        kw = {"head_dim": 32, "accounting": acc, "min_depth": 3}
+        a3 = allocate("decomposed", [1e13], params=SHALLOW, **kw)
     assert int(a3.summary["depth"].iloc[0]) == 3 and bool(a3.summary["boundary"].iloc[0])
     # an interior optimum stays a recommendation
     b = allocate("decomposed", [1e19], params=INTERIOR, head_dim=128)
@@ -75,7 +79,9 @@ def shakespeare(tmp_path_factory):
     assert code == 0
     res = FitResult.load(out / "fit.json")
     acc = Accounting(vocab=256, embeddings="tied")
-    alloc = allocate(res, [1e13, 1e14, 1e15], head_dim=32, accounting=acc)
+    with pytest.warns(NoRecommendationWarning) as said:  # once, for all three budgets
+        alloc = allocate(res, [1e13, 1e14, 1e15], head_dim=32, accounting=acc)
+    assert len(said) == 1 and "the fit does not pin down a_depth" in str(said[0].message)
     table = recommendation_table(alloc, res.not_identified)
     spec = {"table": "lm_grid_shakespeare"}
     text = recommendation_text(table, alloc, spec, res.not_identified, unpinned_reasons(res))
