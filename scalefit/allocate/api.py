@@ -309,13 +309,18 @@ def allocate(
     )
     alloc = _with_interval(alloc, space, src, source, interval, depth_range, eps)
     alloc = dataclasses.replace(alloc, warnings=_warnings(alloc))
-    if space.kind == "shape" and not alloc.summary["recommended"].any():
+    _warn_if_nothing_recommended(alloc)
+    return alloc
+
+
+def _warn_if_nothing_recommended(alloc: Allocation) -> None:
+    """One :class:`NoRecommendationWarning` when a shape law recommends no shape at any budget."""
+    if alloc.kind == "shape" and not alloc.summary["recommended"].any():
         import warnings
 
         why = " ".join(alloc.warnings) or "see the 'recommended' and 'boundary' columns."
         msg = f"allocate recommends no shape at any budget: {why}"
-        warnings.warn(msg, NoRecommendationWarning, stacklevel=2)
-    return alloc
+        warnings.warn(msg, NoRecommendationWarning, stacklevel=3)
 
 
 def _with_interval(alloc, space, src, source, interval, depth_range, eps) -> Allocation:
