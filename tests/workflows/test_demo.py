@@ -240,3 +240,15 @@ def test_make_demo_uses_the_same_lookup_as_the_command():
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     assert not re.search(r"SCALEFIT_DATA_DIR\s*[?:+]?=", makefile)  # make sets no data folder
     assert "\t$(BIN)/scalefit demo --out $(OUT)" in makefile
+
+
+def test_mlp_ratio_is_checked_once_for_python_and_the_command(capsys):
+    from scalefit import ScaleFitError
+
+    with pytest.raises(ScaleFitError, match="The 'mlp_ratio' parameter of Accounting"):
+        Accounting(mlp_ratio=0.0)
+    params = ",".join(f"{k}={v}" for k, v in SHALLOW.items())
+    with pytest.raises(SystemExit) as exc:
+        main(["allocate", "--law", "decomposed", "--params", params, "--budget", "1e13",
+              "--mlp-ratio", "0"])  # fmt: skip
+    assert exc.value.code == 2 and "--mlp-ratio" in capsys.readouterr().err
