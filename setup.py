@@ -11,5 +11,5 @@ from setuptools import find_packages, setup
 setup(
     packages=[*find_packages(include=["scalefit", "scalefit.*"]), "scalefit._bundled"],
     package_dir={"scalefit._bundled": "data"},
-    package_data={"scalefit._bundled": ["*.csv", "*.md"]},
+    package_data={"scalefit._bundled": ["*.csv", "*.md", "gemstones/*.jsonl", "gemstones/LICENSE"]},
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 # allocate: the subpackage, callable as its allocate() (scalefit.allocate(res, budgets), .Space)
 from . import allocate, datasets
 from ._version import __version__ as __version__
-from .errors import ConvergenceWarning, ScaleFitError
+from .errors import ConvergenceWarning, NoRecommendationWarning, ScaleFitError
 from .fit import FitResult, bootstrap, fit
 from .laws import Law, Param, get_law, list_laws, register_law
 from .table import read_table
@@ -33,6 +33,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "ConvergenceWarning",
+    "NoRecommendationWarning",
     "FitResult",
     "Law",
     "Param",

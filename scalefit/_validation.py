@@ -632,6 +632,12 @@ VOCABULARY: dict[str, Option] = {
         _opt("progress", [None, "boolean"], None, "show progress bars"),
         # allocation
         _opt("head_dim", Interval(int, 1, None), 64, "width is a multiple of this"),
+        _opt(
+            "mlp_ratio",
+            _POSITIVE,
+            4.0,
+            "MLP hidden size / width of the standard block, for the parameter accounting",
+        ),  # fmt: skip
         _opt("min_depth", Interval(int, 1, None), 1, "smallest depth searched"),
         _opt(
             "aspect_max",

@@ -1,6 +1,7 @@
 """Reference loss tables by name.
 
-``load("depth_delusion")`` reads the table bundled in the repository's ``data/`` folder. The two
+``load("depth_delusion")`` reads the table bundled in the repository's ``data/`` folder, as does
+``load("gemstones")`` (the main Gemstones file, MIT, shipped with its licence). The two
 Chinchilla tables come from public repositories and are not redistributed: they are resolved at run
 time from, in order, the ``data_dir`` argument (``--data-dir``), the ``SCALEFIT_DATA_DIR``
 environment variable, the user cache (``$SCALEFIT_CACHE_DIR/data``, else
@@ -118,12 +119,13 @@ DATASETS: dict[str, Dataset] = {
         filename="gemstones/wandb_df_for_fitting_hot_100b+.jsonl",
         description=(
             "Gemstones (McLeish et al., MIT): 22 models, width 256-3072 x depth 3-80, checkpoints "
-            "to 350B tokens; files hot_100b+ (default), hot, cool_begin, cool_end, "
-            "lr_ablation_hot: load one with file=KEY."
+            "to 350B tokens; files hot_100b+ (the default, bundled with its licence), hot, "
+            "cool_begin, cool_end, lr_ablation_hot: load one with file=KEY."
         ),
         sha256="1da97ce3d1394e0223826c8f5ca081cb0fb289ec65d2707fb5430721e92e9659",
         url="https://raw.githubusercontent.com/mcleish7/gemstone-scaling-laws/main/wandb_dfs/"
         "wandb_df_for_fitting_hot_100b+.jsonl",
+        bundled=True,
     ),
 }
 
@@ -447,8 +449,9 @@ def isoflop_experiments() -> pd.DataFrame:
 
 
 # --- Gemstones (issues 36, 38) --------------------------------------------------------------------
-# Five files under gemstones/, each resolved and checksummed like the Chinchilla tables; the
-# per-file facts live in scalefit/gemstones_data.py.
+# Five files under gemstones/: the main one (hot_100b+) is bundled with its MIT licence, the other
+# four are resolved and checksummed like the Chinchilla tables; the per-file facts live in
+# scalefit/gemstones_data.py.
 
 
 def _is_gemstones(name: str) -> bool:
@@ -458,11 +461,15 @@ def _is_gemstones(name: str) -> bool:
 def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
     import dataclasses
 
-    from .gemstones_data import frame_of, split_name
+    from .gemstones_data import BUNDLED_FILE, frame_of, split_name
 
     gem = split_name(name, file)
     ds = dataclasses.replace(
-        DATASETS["gemstones"], filename=gem.filename, sha256=gem.sha256, url=gem.url
+        DATASETS["gemstones"],
+        filename=gem.filename,
+        sha256=gem.sha256,
+        url=gem.url,
+        bundled=gem.key == BUNDLED_FILE,
     )
     path = _locate(ds, data_dir, download).path
     raw = _read(path)

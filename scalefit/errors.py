@@ -15,6 +15,10 @@ class ConvergenceWarning(UserWarning):
     """A fit, resample or chain did not converge, or a parameter is not identified by the data."""
 
 
+class NoRecommendationWarning(UserWarning):
+    """An allocation of a law of depth and width recommends no shape at any budget."""
+
+
 class SweepError(RuntimeError):
     """One or more runs of a sweep raised; the finished runs are kept and listed."""
 

@@ -2,10 +2,12 @@
 
 McLeish et al.'s Gemstones (github.com/mcleish7/gemstone-scaling-laws, MIT licence) trained 22
 decoder-only models of 48M–2.0B parameters, width 256–3072 × depth 3–80, to up to 350B tokens,
-with cooldown branches and a learning-rate ablation. The repository's ``wandb_dfs/`` files (one
-JSON object a line) are resolved like the other public tables (``data_dir``,
-``SCALEFIT_DATA_DIR``, the cache, a checksummed download; see :func:`scalefit.datasets.resolve`),
-each checked against its sha256, and returned as a validated canonical table::
+with cooldown branches and a learning-rate ablation. The main file (``hot_100b+``, 157 kB) is
+bundled with the package and its MIT licence (``data/gemstones/``); the other four of the
+repository's ``wandb_dfs/`` files (one JSON object a line) are resolved like the other public tables
+(``data_dir``, ``SCALEFIT_DATA_DIR``, the cache, a checksummed download; see
+:func:`scalefit.datasets.resolve`). Each is checked against its sha256 and returned as a
+validated canonical table::
 
     from scalefit import datasets
     runs = datasets.load("gemstones", file="cool_end")   # or load("gemstones:cool_end")
@@ -29,8 +31,8 @@ from .errors import ScaleFitError
 
 #: Folder of the files inside a data directory.
 FOLDER = "gemstones"
-#: The file used when none is named.
-DEFAULT_FILE = "hot_100b+"
+#: The file used when none is named; the one bundled with the package (``data/gemstones/``).
+DEFAULT_FILE = BUNDLED_FILE = "hot_100b+"
 #: Source column -> canonical column.
 COLUMNS = {
     "params_active_precise": "params",
@@ -143,3 +145,62 @@ def frame_of(raw: bytes, path: Path, gem: GemFile) -> pd.DataFrame:
     table.attrs["scalefit"]["source"] = str(path)
     table.attrs["scalefit"]["dataset"] = f"gemstones:{gem.key}"
     return table
+
+
+#: The authors' own fits of the decomposed law on ``hot_100b+`` (their
+#: ``parameters_delta-3/-4/approach_3_width_depth_grid_search_0_hot_100b+.json``), by Huber
+#: threshold: ``log L = logsumexp(c_i - a_i log x_i, e)`` over ``x = (width, depth, tokens)``,
+#: fitted by grid search then L-BFGS on the *summed* ``scipy.special.huber(delta, r)`` of the log
+#: residuals; ``objective`` is the value they report (``loss``). ``e`` ran to -4555 / -156:
+#: their irreducible loss is ``exp(e) = 0``.
+PUBLISHED: dict[float, dict[str, tuple[float, ...] | float]] = {
+    1e-3: {
+        "exponents": (0.2606504897, 0.1416453973, 0.530963438),
+        "coefficients": (2.1144598737, 0.7307645279, 11.2841184982),
+        "irreducible": -4555.3789970242,
+        "objective": 0.0038782174,
+    },
+    1e-4: {
+        "exponents": (0.2607743843, 0.1418010881, 0.5420589921),
+        "coefficients": (2.1161206619, 0.7321112501, 11.5418232414),
+        "irreducible": -155.5414963039,
+        "objective": 0.0004199462,
+    },
+}
+
+
+def published_params(delta: float = 1e-3) -> dict[str, float]:
+    """McLeish et al.'s published decomposed-law fit of ``hot_100b+`` in scalefit's parameters.
+
+    Parameters
+    ----------
+    delta : {1e-3, 1e-4}, default 1e-3
+        The Huber threshold of their fit (:data:`PUBLISHED`).
+
+    Returns
+    -------
+    dict
+        ``c_width, a_width, c_depth, a_depth, c_tokens, a_tokens, L0`` of the ``decomposed``
+        law: ``c = exp(coefficient)``, ``L0 = exp(irreducible)`` (0.0 and 3e-68: no floor).
+
+    Examples
+    --------
+    >>> p = published_params()
+    >>> round(p["a_depth"], 4), p["L0"]
+    (0.1416, 0.0)
+    """
+    import math
+
+    if delta not in PUBLISHED:
+        raise ScaleFitError(
+            f"The 'delta' parameter of published_params must be one of {sorted(PUBLISHED)}. "
+            f"Got {delta!r} instead."
+        )
+    fit = PUBLISHED[delta]
+    out: dict[str, float] = {}
+    for name, a, c in zip(
+        ("width", "depth", "tokens"), fit["exponents"], fit["coefficients"], strict=True
+    ):
+        out[f"c_{name}"], out[f"a_{name}"] = math.exp(c), a
+    out["L0"] = math.exp(fit["irreducible"])
+    return out

@@ -32,7 +32,7 @@ own fit of the decomposed law on ``hot_100b+`` (log-Huber, delta 1e-3) is read f
 
 Run (5-8 minutes on 2 cores, by load)::
 
-    SCALEFIT_DATA_DIR=../shared/data nice -n 10 python docs/studies/gemstones.py \\
+    SCALEFIT_DATA_DIR=/path/to/data nice -n 10 python docs/studies/gemstones.py \\
         --out docs/studies/results --figure docs/img/gemstones_depth.png
 
 (``--part ""`` with ``--figure`` redraws the figure from the CSVs alone).

@@ -12,7 +12,7 @@ import pandas as pd
 from .._readonly import ReadOnlyMappings
 from .._validation import Interval, constraints, spelled, validate
 from ..accounting import flops_text
-from ..errors import ScaleFitError
+from ..errors import NoRecommendationWarning, ScaleFitError
 from ..laws import Law, get_law
 from . import misfit
 from .misfit import Calibration
@@ -238,6 +238,13 @@ def allocate(
     -------
     Allocation
 
+    Warns
+    -----
+    NoRecommendationWarning
+        Once, when a law of depth and width gets no recommended shape at any budget (boundary
+        solutions, a parameter the fit does not pin down, a flat optimum): its ``summary`` then
+        holds the searched shapes, not an answer.
+
     Examples
     --------
     >>> a = allocate("chinchilla", [5.76e23], params=dict(
@@ -301,7 +308,19 @@ def allocate(
         not_identified=src.not_identified,
     )
     alloc = _with_interval(alloc, space, src, source, interval, depth_range, eps)
-    return dataclasses.replace(alloc, warnings=_warnings(alloc))
+    alloc = dataclasses.replace(alloc, warnings=_warnings(alloc))
+    _warn_if_nothing_recommended(alloc)
+    return alloc
+
+
+def _warn_if_nothing_recommended(alloc: Allocation) -> None:
+    """One :class:`NoRecommendationWarning` when a shape law recommends no shape at any budget."""
+    if alloc.kind == "shape" and not alloc.summary["recommended"].any():
+        import warnings
+
+        why = " ".join(alloc.warnings) or "see the 'recommended' and 'boundary' columns."
+        msg = f"allocate recommends no shape at any budget: {why}"
+        warnings.warn(msg, NoRecommendationWarning, stacklevel=3)
 
 
 def _with_interval(alloc, space, src, source, interval, depth_range, eps) -> Allocation:

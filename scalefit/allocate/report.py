@@ -49,8 +49,11 @@ def header_text(alloc: Allocation) -> str:
         bounds = f"depth ≥ {c.min_depth}" + (f", ≤ {c.max_depth}" if c.max_depth else "")
         if c.aspect_max:
             bounds += f", width/depth ≤ {c.aspect_max:g}"
+        standard = acc.block == "standard"
+        per = f"{4 + 2 * acc.mlp_ratio:g}" if standard else "12"  # W² per block
+        mlp = f", MLP {acc.mlp_ratio:g}·width" if standard else ""
         lines.append(
-            f"params = {acc.block} blocks (≈12·depth·width²) + {acc.embeddings} "
+            f"params = {acc.block} blocks (≈{per}·depth·width²{mlp}) + {acc.embeddings} "
             f"embeddings (vocab {acc.vocab}){', norms' if acc.norms else ''}; practical "
             f"shapes: integer depth, width a multiple of {c.head_dim}, {bounds}"
         )

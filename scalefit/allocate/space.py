@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .._validation import Interval, validate
+from .._validation import Interval, constraints, validate
 from ..accounting import (
     CONSTRAINTS,
     DEFAULT_VOCAB,
@@ -62,7 +62,9 @@ class Accounting:
 
     def __post_init__(self):
         values = {"embeddings": self.embeddings, "block": self.block, "vocab": self.vocab}
-        validate("Accounting", values, {**CONSTRAINTS, "vocab": [Interval(int, 1, None)]})
+        values["mlp_ratio"] = self.mlp_ratio
+        allowed = {**CONSTRAINTS, **constraints("mlp_ratio"), "vocab": [Interval(int, 1, None)]}
+        validate("Accounting", values, allowed)
 
     def params(self, depth, width, *, exact: bool = False) -> np.ndarray:
         """Parameter count (continuous unless ``exact`` for integer shapes)."""

@@ -34,6 +34,7 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
         "table",
         metavar="TABLE",
         help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion, "
+        "gemstones (bundled; gemstones:FILE for its other files), isoflops:ID, "
         "lm_grid_shakespeare)",
     )
     for flag in ("--drop-highest", "--data-dir"):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 from .._validation import VOCABULARY
-from ..errors import ScaleFitError
+from ..errors import NoRecommendationWarning, ScaleFitError
 from . import Subcommands
 from ._common import (
     add_option,
@@ -17,7 +18,9 @@ from ._common import (
 )
 
 #: Options of the search over depth and width: refused for a law of params alone.
-SHAPE_OPTIONS = ("vocab", "embeddings", "head_dim", "min_depth", "max_depth", "aspect_max", "audit")
+SHAPE_OPTIONS = (
+    "vocab", "embeddings", "mlp_ratio", "head_dim", "min_depth", "max_depth", "aspect_max", "audit",
+)  # fmt: skip
 
 SUMMARY_FIRST = ["budget", "depth", "width", "tokens", "params", "loss", "loss_lo", "loss_hi"]
 
@@ -97,6 +100,7 @@ def _add_shape_options(p) -> None:
         choices=["standard", "swiglu"],
         help="transformer block of the parameter accounting",
     )
+    add_option(shape, "--mlp-ratio", later=True)
     for flag in ("--head-dim", "--min-depth"):
         add_option(shape, flag, later=True)
     shape.add_argument(
@@ -167,13 +171,15 @@ def _law_of(source, law_options):
 def _accounting(args, source, law_options):
     from ..allocate import Accounting, default_accounting
 
-    if args.vocab is None and args.embeddings is None and args.block == "standard":
+    given = (args.vocab, args.embeddings, args.mlp_ratio)
+    if all(v is None for v in given) and args.block == "standard":
         return None
     base = default_accounting(_law_of(source, law_options))
     return Accounting(
         vocab=args.vocab if args.vocab is not None else base.vocab,
         embeddings=args.embeddings or base.embeddings,
         block=args.block,
+        mlp_ratio=args.mlp_ratio if args.mlp_ratio is not None else base.mlp_ratio,
     )
 
 
@@ -192,18 +198,20 @@ def run_allocate(args: argparse.Namespace) -> int:
     _refuse_shape_options(args, source, law_options)
     acc = _accounting(args, source, law_options)
     kw = {"params": values, "law_options": law_options, "accounting": acc, "ci_prob": args.ci_prob}
-    alloc = allocate(
-        source,
-        args.budget,
-        head_dim=args.head_dim or VOCABULARY["head_dim"].default,
-        min_depth=args.min_depth or VOCABULARY["min_depth"].default,
-        max_depth=args.max_depth,
-        aspect_max=args.aspect_max,
-        eps=args.eps,
-        use_draws=not args.no_draws,
-        interval=args.interval,
-        **kw,
-    )
+    with warnings.catch_warnings():  # the report prints the reasons (alloc.warnings)
+        warnings.simplefilter("ignore", NoRecommendationWarning)
+        alloc = allocate(
+            source,
+            args.budget,
+            head_dim=args.head_dim or VOCABULARY["head_dim"].default,
+            min_depth=args.min_depth or VOCABULARY["min_depth"].default,
+            max_depth=args.max_depth,
+            aspect_max=args.aspect_max,
+            eps=args.eps,
+            use_draws=not args.no_draws,
+            interval=args.interval,
+            **kw,
+        )
     if not args.quiet:
         print(header_text(alloc))
         for i, budget in enumerate(alloc.budgets):

@@ -3,25 +3,29 @@
 The demo fits Liu et al.'s ``decomposed`` law to the Chinchilla depth/width table when it can be
 found (the one lookup of :func:`scalefit.datasets.locate`: ``--data-dir``, ``SCALEFIT_DATA_DIR``,
 the user cache, or the checksummed download) and otherwise to
-the bundled table of scalefit's own trainer, saying which and why; when the table is not found it
-names each place looked, the URL and one command that fetches it. It prints the two commands it
+the bundled Gemstones grid (22 real language models, width × depth × tokens, MIT; no network
+needed), saying which and why; when the table is not found it names each place looked, the URL
+and one command that fetches it. It prints the two commands it
 runs (``scalefit fit`` and ``scalefit allocate``) so they can be rerun or adapted, then a table per
-budget — depth, width, tokens, params and tokens per parameter with intervals over the fit's draws —
-and a plain-language paragraph. A quantity is *recommended* only when the data pin it down: the fit
-names no non-identified parameter, the optimum is not a boundary solution (on the edge of the
-searched depths) and the quantity's interval spans less than a factor of :data:`PINNED_RATIO`;
-otherwise the demo says what the data cannot determine and why.
+budget — depth, width, tokens, params and tokens per parameter with calibrated intervals (the
+fit's draws and the law's misfit in N*) — and a plain-language paragraph. A quantity is
+*recommended* only when the data pin it down: the fit names no non-identified parameter, the
+optimum is not a boundary solution (on the edge of the searched depths) and the quantity's
+interval spans less than a factor of :data:`PINNED_RATIO` (tokens per parameter,
+``budget / (6 params²)``, is pinned when params is); otherwise the demo says what the data cannot
+determine and why.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import warnings
 
 import numpy as np
 
 from ..accounting import flops_text
-from ..errors import ScaleFitError
+from ..errors import NoRecommendationWarning, ScaleFitError
 from . import Subcommands
 from ._common import add_option, int_at_least, positive_flops, tidy_table
 
@@ -33,20 +37,22 @@ CHINCHILLA = {
     "the 40 highest-loss rows dropped",
     "budgets": ("1e19", "1e20", "1e21"),
     "head_dim": 128,
-    "vocab": None,
+    "accounting": None,
 }
-FALLBACK = {
-    "table": "lm_grid_shakespeare",
-    "args": ["--where", "variant == 'pre_ln'"],
-    "about": "bundled table of scalefit's own trainer (Pre-LN transformers on Shakespeare bytes, "
-    "depth 1-8 x width 32-128, 3 token budgets; loss in nats per byte)",
-    "budgets": ("1e13", "1e14", "1e15"),
-    "head_dim": 32,
-    "vocab": 256,
-    "limits": "The bundled table is 36 small runs with depths 1 to 8 only: it shows how the loss "
-    "of those runs falls with width and tokens, with the exponents and intervals of the fit "
-    "above, but not how it depends on depth at these budgets, so it cannot say what shape to "
-    "train.",
+# Gemstones' parameter count (params_active_precise) is 15 W² + 2 W per block, untied embeddings
+# of a 50,304-token vocabulary and a final norm: Accounting(mlp_ratio=5.5) up to the norms
+# (exact for 20 of the 22 models, within 1.5 % for the two of width 384); heads of 128.
+GEMSTONES = {
+    "table": "gemstones",
+    "args": ["--cluster", "run"],
+    "about": "bundled Gemstones grid (McLeish et al. 2025, MIT): 22 language models, width "
+    "256-3072 x depth 3-80, 48M-2B parameters, checkpoints every 10B tokens to 350B; loss in "
+    "nats per token; the bootstrap resamples whole runs",
+    "budgets": ("1e19", "3e19", "1e20"),
+    "head_dim": 128,
+    "accounting": {"vocab": 50304, "embeddings": "untied", "mlp_ratio": 5.5},
+    "limits": "Gemstones spans 48M-2B parameters and 10B-350B tokens; a budget whose optimum "
+    "lies outside that range is an extrapolation.",
 }
 PINNED_RATIO = 3.0
 QUANTITIES = ("depth", "width", "params", "tokens", "tokens_per_param")
@@ -83,7 +89,7 @@ def register(sub: Subcommands) -> None:
         default=None,
         metavar="FLOPS",
         help="training budget in FLOPs; repeat the option for several budgets",
-        shown="1e19 1e20 1e21 on Chinchilla, 1e13 1e14 1e15 on the bundled table",
+        shown="1e19 1e20 1e21 on Chinchilla, 1e19 3e19 1e20 on the bundled Gemstones grid",
     )
     add_option(p, "--bootstrap", type=int_at_least(2), default=100, help="bootstrap resamples")
     add_option(p, "--seed", help="seed of the bootstrap")
@@ -97,10 +103,13 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--no-download",
         action="store_true",
-        help="never download the Chinchilla table; use the bundled table when it is not local",
+        help="never download the Chinchilla table; use the bundled Gemstones grid when it is "
+        "not local",
     )
     p.add_argument(
-        "--bundled", action="store_true", help="use the bundled table even if Chinchilla is here"
+        "--bundled",
+        action="store_true",
+        help="use the bundled Gemstones grid even if Chinchilla is here",
     )
     add_option(
         p,
@@ -122,7 +131,7 @@ def choose_data(data_dir: str | None, download: bool, bundled: bool) -> tuple[di
     from ..datasets import DATASETS, PLACE_NAMES, TableNotFound, fetch_command, locate
 
     if bundled:
-        return FALLBACK, "--bundled was given"
+        return GEMSTONES, "--bundled was given"
     try:
         found = locate("chinchilla", data_dir, download=download)
     except TableNotFound as exc:
@@ -132,9 +141,10 @@ def choose_data(data_dir: str | None, download: bool, bundled: bool) -> tuple[di
             for label, folder in exc.places
         ]
         why = exc.why + (", --no-download was given" if not download else "")
-        return FALLBACK, "\n".join(
+        return GEMSTONES, "\n".join(
             [
-                "the Chinchilla table was not found, so the bundled table is fitted instead",
+                "the Chinchilla table was not found, so the bundled Gemstones grid is fitted "
+                "instead (it needs no network)",
                 "looked in " + "; ".join(looked),
                 f"not downloaded: {why}",
                 f"its URL: {DATASETS['chinchilla'].url}",
@@ -142,7 +152,7 @@ def choose_data(data_dir: str | None, download: bool, bundled: bool) -> tuple[di
             ]
         )
     except ScaleFitError as exc:  # a copy whose checksum does not match
-        return FALLBACK, f"the Chinchilla table was not used: {exc}"
+        return GEMSTONES, f"the Chinchilla table was not used: {exc}"
     folder = found.path.parent
     where = {
         "data_dir": f"found in --data-dir {data_dir}",
@@ -181,8 +191,8 @@ def run_demo(args: argparse.Namespace) -> int:
     for b in budgets:
         alloc_cmd += ["--budget", b]
     alloc_cmd += ["--head-dim", str(spec["head_dim"])]
-    if spec["vocab"]:
-        alloc_cmd += ["--vocab", str(spec["vocab"]), "--embeddings", "tied"]
+    for key, value in (spec["accounting"] or {}).items():
+        alloc_cmd += ["--" + key.replace("_", "-"), str(value)]
     alloc_cmd += ["--out", str(out / "allocation.csv"), "--plots", str(out)]
     alloc = _allocation(result, budgets, spec)
     table = recommendation_table(alloc, unknown)
@@ -229,8 +239,16 @@ def unpinned_reasons(result) -> tuple[str, ...]:
 def _allocation(result, budgets, spec):
     from ..allocate import Accounting, allocate
 
-    acc = Accounting(vocab=spec["vocab"], embeddings="tied") if spec["vocab"] else None
-    return allocate(result, [float(b) for b in budgets], head_dim=spec["head_dim"], accounting=acc)
+    acc = Accounting(**spec["accounting"]) if spec["accounting"] else None
+    with warnings.catch_warnings():  # the demo says why in its own words
+        warnings.simplefilter("ignore", NoRecommendationWarning)
+        return allocate(
+            result,
+            [float(b) for b in budgets],
+            head_dim=spec["head_dim"],
+            accounting=acc,
+            interval="calibrated",
+        )
 
 
 def _sig(value: float, digits: int = 3) -> float:
@@ -261,7 +279,9 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
         ``boundary`` (the optimum sits on the edge of the searched depths) and ``recommended``.
         A quantity is determined only when its interval spans less than a factor of
         :data:`PINNED_RATIO`, the fit identifies every parameter and the optimum is not on a
-        boundary. Values are rounded to 3 significant figures, as printed.
+        boundary; ``tokens_per_param`` (``budget / (6 params²)``, whose interval is the square of
+        params') is determined when params and tokens are. Values are rounded to 3 significant
+        figures, as printed.
     """
     import pandas as pd
 
@@ -294,6 +314,8 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
             pinned = usable and bool(
                 np.isfinite(value) and np.isfinite(lo) and lo > 0 and hi / lo < PINNED_RATIO
             )
+            if q == "tokens_per_param":  # budget / (6 params²): pinned with params and tokens
+                pinned = usable and row["params_determined"] and row["tokens_determined"]
             row[q] = (int(value) if q in ("depth", "width") else _sig(value)) if pinned else np.nan
             row[f"{q}_lo"], row[f"{q}_hi"] = _sig(lo), _sig(hi)
             row[f"{q}_determined"] = pinned
@@ -420,6 +442,7 @@ def _paragraph(table, alloc, spec: dict, unknown: tuple[str, ...], why=()) -> st
             f"(95th percentile {last['regret_p95']:.2g}), far less than the differences the "
             f"data can resolve, so the neighbouring shapes listed by `scalefit allocate` are "
             f"just as good in practice. {_covers(alloc)}"
+            + (" " + spec["limits"] if spec.get("limits") else "")
         )
         return textwrap.fill(text, width=100)
     reasons = []

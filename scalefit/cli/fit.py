@@ -100,6 +100,9 @@ def run_fit(args: argparse.Namespace) -> int:
             **{name: getattr(args, name) for name in _OPTIONS},
         )
     print(res.report())
+    line = published_line(res, table)
+    if line:
+        print(line)
     if args.out:
         res.save(args.out)
         print(f"\nwrote {args.out}")
@@ -109,6 +112,42 @@ def run_fit(args: argparse.Namespace) -> int:
         for path in written:
             print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
+
+
+def published_line(res, table) -> str | None:
+    """McLeish et al.'s fit scored under this fit's objective, for the decomposed law on their grid.
+
+    Only for the whole bundled ``gemstones`` table (``hot_100b+``, no filter, no weights): their
+    published parameters (:func:`scalefit.gemstones_data.published_params`, at the Huber
+    threshold nearest this fit's) go through the same residuals, loss and sum as the fit, so
+    the two objectives compare like for like. None otherwise.
+    """
+    import numpy as np
+
+    from ..fit.engine import robust_rho
+    from ..fit.observation import residual, response
+    from ..gemstones_data import BUNDLED_FILE, FILES, PUBLISHED, published_params
+
+    conv = res.conventions
+    if (
+        table.attrs.get("scalefit", {}).get("dataset") != f"gemstones:{BUNDLED_FILE}"
+        or res.law_name != "decomposed"
+        or res.n_rows != FILES[BUNDLED_FILE].n_rows
+        or conv.get("weights") is not None
+        or conv.get("weight_column")
+    ):
+        return None
+    loss, delta, scale = conv["loss"], float(conv["delta"]), conv["residuals"]
+    theirs = min(PUBLISHED, key=lambda d: abs(np.log(d / delta)))
+    rho, _, _ = robust_rho(np, loss, delta)
+    y = response(table["loss"].to_numpy(dtype=float), scale)
+    pred = np.asarray(res.law.evaluate(published_params(theirs), table), dtype=float)
+    value = float(np.sum(rho(residual(np, y, pred, scale))))
+    how = "lower" if res.objective <= value else "HIGHER"
+    return (
+        f"published  McLeish et al.'s fit (Huber delta {theirs:g}) scores {value:.10g} under this "
+        f"objective; this fit is {how} by {abs(value - res.objective):.3g}"
+    )
 
 
 def _number(text: str, option: str, name: str) -> float:

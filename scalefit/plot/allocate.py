@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..errors import NoRecommendationWarning
 from .style import axes, flops_text, log_ticks, suptitle
 
 
@@ -251,16 +253,18 @@ def write_allocation_plots(source: Any, alloc, folder: str | Path, **kw) -> list
         )
     lo, hi = np.log10(alloc.budgets.min()) - 1, np.log10(alloc.budgets.max()) + 1
     cons = alloc.constraints
-    wide = allocate(
-        source,
-        np.logspace(lo, hi, 9),
-        head_dim=cons.head_dim,
-        min_depth=cons.min_depth,
-        max_depth=cons.max_depth,
-        aspect_max=cons.aspect_max,
-        eps=alloc.eps,
-        use_draws=alloc.draws is not None,
-        **kw,
-    )
+    with warnings.catch_warnings():  # the allocation being drawn has said so already
+        warnings.simplefilter("ignore", NoRecommendationWarning)
+        wide = allocate(
+            source,
+            np.logspace(lo, hi, 9),
+            head_dim=cons.head_dim,
+            min_depth=cons.min_depth,
+            max_depth=cons.max_depth,
+            aspect_max=cons.aspect_max,
+            eps=alloc.eps,
+            use_draws=alloc.draws is not None,
+            **kw,
+        )
     figures[f"frontier_{alloc.law}.png"] = plot_frontier(wide.summary, source=src)
     return write_figures(folder, figures)

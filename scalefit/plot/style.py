@@ -145,6 +145,7 @@ def data_name(result: Any) -> str:
             "chinchilla_epoch_svg": "Chinchilla (Epoch AI)",
             "depth_delusion": "Depth Delusion table",
             "lm_grid_shakespeare": "scalefit LM grid (Shakespeare)",
+            "wandb_df_for_fitting_hot_100b+": "Gemstones (McLeish et al.)",
         }.get(stem, stem)
     n = getattr(result, "n_rows", None)
     return f"{name or 'data'}{f', {n} rows' if n else ''}"

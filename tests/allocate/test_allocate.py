@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,7 +14,7 @@ from scalefit.allocate import (
     decomposed_optimum,
     solve,
 )
-from scalefit.errors import ScaleFitError
+from scalefit.errors import NoRecommendationWarning, ScaleFitError
 from scalefit.laws import get_law
 
 HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
@@ -168,7 +170,8 @@ def test_critical_depth_flat_optimum_is_reported_as_a_set():
             0, CRITICAL["A"], CRITICAL["B"], CRITICAL["alpha"], CRITICAL["delta"], row["budget"]
         )
         assert row["params"] == pytest.approx(float(n), rel=1e-4)
-    a = allocate("critical_depth", budgets, params=CRITICAL)
+    with pytest.warns(NoRecommendationWarning, match="no shape at any budget: the optimum is flat"):
+        a = allocate("critical_depth", budgets, params=CRITICAL)
     s = a.summary
     assert s["flat"].all() and s["depth"].isna().all()
     assert (s["set_depth_lo"] == 1).all() and (s["set_depth_hi"] >= got["flat_depth_hi"] - 1).all()
@@ -186,7 +189,9 @@ def test_critical_depth_flat_optimum_is_reported_as_a_set():
     ],
 )
 def test_practical_shapes_respect_constraints(kw, check):
-    a = allocate("decomposed", [1e21], params=DECOMPOSED, **kw)
+    with warnings.catch_warnings():  # max_depth 20 is a boundary solution: nothing recommended
+        warnings.simplefilter("ignore", NoRecommendationWarning)
+        a = allocate("decomposed", [1e21], params=DECOMPOSED, **kw)
     frame = a.shapes[1e21]
     assert check(frame)
     assert (frame["depth"] == frame["depth"].round()).all()
@@ -523,8 +528,10 @@ def test_user_law_is_solved_by_the_same_generic_machinery():
 
 
 def test_critical_depth_with_params_column_uses_the_accounted_count():
-    a = allocate("critical_depth", [1e21], params=CRITICAL, law_options={"params_from": "column"})
-    b = allocate("critical_depth", [1e21], params=CRITICAL)
+    with pytest.warns(NoRecommendationWarning):  # a flat optimum, twice
+        column = {"params_from": "column"}
+        a = allocate("critical_depth", [1e21], params=CRITICAL, law_options=column)
+        b = allocate("critical_depth", [1e21], params=CRITICAL)
     assert a.summary["params_star"].iloc[0] == pytest.approx(b.summary["params_star"].iloc[0])
     assert a.summary["depth_max_opt"].iloc[0] == pytest.approx(
         b.summary["depth_max_opt"].iloc[0], rel=1e-6
@@ -558,18 +565,18 @@ def test_no_random_shape_beats_the_solver(seed):
 
 
 def test_demo_recommends_only_what_the_draws_pin_down():
-    from scalefit.cli.demo import FALLBACK, recommendation_table, recommendation_text
+    from scalefit.cli.demo import GEMSTONES, recommendation_table, recommendation_text
 
     narrow = allocate(_fake_result(n=40, scale=0.01), [1e20, 1e21])
     table = recommendation_table(narrow)
     assert table.filter(like="_determined").all().all()
-    text = recommendation_text(table, narrow, FALLBACK)
+    text = recommendation_text(table, narrow, GEMSTONES)
     assert "build a transformer" in text and "? [" not in text
     # the numbers printed are the CSV's numbers
     row = table.iloc[-1]
     assert f"{int(row['depth'])} [" in text and f"{row['tokens']:.3g} [" in text
     # a parameter the fit does not identify: nothing is recommended outright
-    text = recommendation_text(table, narrow, FALLBACK, ("c_depth", "a_depth"))
+    text = recommendation_text(table, narrow, GEMSTONES, ("c_depth", "a_depth"))
     assert "do not pin down c_depth, a_depth" in text and "build a transformer" not in text
     # draws that scatter the optimum over more than a factor of 3: '?' with the interval
     wide = allocate(_fake_result(n=40, scale=0.5), [1e21])
@@ -578,14 +585,14 @@ def test_demo_recommends_only_what_the_draws_pin_down():
         q for q in ("depth", "width", "params", "tokens") if not table[f"{q}_determined"][0]
     ]
     assert undetermined and table[undetermined].isna().all().all()
-    assert "? [" in recommendation_text(table, wide, FALLBACK)
+    assert "? [" in recommendation_text(table, wide, GEMSTONES)
 
 
 def test_demo_names_its_interval_and_explains_a_value_outside_it():
-    from scalefit.cli.demo import FALLBACK, _outside, recommendation_table, recommendation_text
+    from scalefit.cli.demo import GEMSTONES, _outside, recommendation_table, recommendation_text
 
     alloc = allocate(_fake_result(n=40, scale=0.01), [1e21])
-    text = recommendation_text(recommendation_table(alloc), alloc, FALLBACK)
+    text = recommendation_text(recommendation_table(alloc), alloc, GEMSTONES)
     what = "the law's misfit in N*" if alloc.calibration is not None else "parameters' uncertainty"
     assert what in text.splitlines()[1]
     table = recommendation_table(alloc)

@@ -132,6 +132,9 @@ BEHAVIOUR = {
         re.search(r"a multiple of (\d+)", h).group(1)
     ),
     ("scalefit allocate", "--min-depth"): lambda h: int(re.search(r"depth ≥ (\d+)", h).group(1)),
+    ("scalefit allocate", "--mlp-ratio"): lambda h: float(
+        re.search(r"MLP ([\d.]+)·width", h).group(1)
+    ),
     ("scalefit allocate", "--ci-prob"): lambda h: _allocate_prob(),
 }
 

@@ -225,7 +225,7 @@ def test_demo_tables_write_budgets_and_widths_as_numbers_read(tmp_path, capsys):
     for name in ("recommendation.csv", "allocation.csv"):
         lines = (out / name).read_text().splitlines()
         row = dict(zip(lines[0].split(","), lines[1].split(","), strict=True))
-        assert row["budget"] == "1e13", name
+        assert row["budget"] == "1e19", name
         assert re.fullmatch(r"\d*", row["width"]) and re.fullmatch(r"\d*", row["depth"]), row
 
 

@@ -75,3 +75,31 @@ def test_checksum_and_missing_file(offline):
     (offline / FILES["cool_end"].filename).unlink()
     with pytest.raises(TableNotFound, match="wandb_df_for_fitting_cool_end.jsonl"):
         load("gemstones", offline, file="cool_end", download=False)
+
+
+def _no_network(*args, **kwargs):
+    raise OSError("no network in this test")
+
+
+def test_the_main_file_is_bundled_with_its_licence_and_found_offline(tmp_path, monkeypatch):
+    import urllib.request
+
+    from scalefit.datasets import BUNDLED_DIR, locate
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("SCALEFIT_DATA_DIR", str(empty))
+    monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
+    monkeypatch.setattr(urllib.request, "urlopen", _no_network)
+    main = FILES["hot_100b+"]
+    t = load("gemstones")
+    assert len(t) == 770 and t["run"].nunique() == 22
+    assert Path(t.attrs["scalefit"]["source"]) == BUNDLED_DIR / main.filename
+    assert locate("gemstones").where == "bundled"
+    licence = (BUNDLED_DIR / "gemstones" / "LICENSE").read_text()
+    assert licence.startswith("MIT License") and "Sean McLeish" in licence
+    assert not (tmp_path / "cache").exists()  # nothing fetched, nothing copied
+    # the other four files are not bundled: looked for, and the download is tried and fails
+    with pytest.raises(TableNotFound, match="the download failed: no network in this test"):
+        load("gemstones", file="hot")

@@ -22,6 +22,7 @@ import venv
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -84,6 +85,9 @@ def test_wheel_contains_the_bundled_tables(wheel_venv):
     names = set(zipfile.ZipFile(wheel).namelist())
     for table in sorted((REPO / "data").glob("*.csv")):
         assert f"scalefit/_bundled/{table.name}" in names
+    # Gemstones' main table travels with its MIT licence
+    for name in ("wandb_df_for_fitting_hot_100b+.jsonl", "LICENSE"):
+        assert f"scalefit/_bundled/gemstones/{name}" in names
     assert not any(n.startswith(("data/", "tests/")) for n in names)
 
 
@@ -106,7 +110,11 @@ def test_fresh_venv_imports_the_wheel_and_loads_every_bundled_table(wheel_venv, 
     assert Path(module_file).is_relative_to(fresh), module_file
     assert not Path(module_file).is_relative_to(REPO)
     assert Path(bundled_dir) == Path(module_file).parent / "_bundled"
-    assert dict(r.split() for r in rows) == {"depth_delusion": "30", "lm_grid_shakespeare": "48"}
+    assert dict(r.split() for r in rows) == {
+        "depth_delusion": "30",
+        "gemstones": "770",
+        "lm_grid_shakespeare": "48",
+    }
 
 
 def test_demo_runs_from_the_wheel_in_an_empty_folder(wheel_venv, tmp_path):
@@ -122,9 +130,11 @@ def test_demo_runs_from_the_wheel_in_an_empty_folder(wheel_venv, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
-    assert proc.stdout.startswith("data     lm_grid_shakespeare: bundled table")
+    assert proc.stdout.startswith("data     gemstones: bundled Gemstones grid")
     assert "the Chinchilla table was not found" in proc.stdout
-    assert "== what to train" in proc.stdout and "In plain words" in proc.stdout
+    assert "== what to train" in proc.stdout and "In plain words: with 1e20 FLOP" in proc.stdout
+    rec = pd.read_csv(tmp_path / "results" / "demo" / "recommendation.csv")
+    assert rec["recommended"].iloc[0] and rec["depth"].notna().iloc[0]
     written = sorted(p.name for p in (tmp_path / "results" / "demo").iterdir())
     assert "allocation.csv" in written and "fit.json" in written
     assert any(name.endswith(".png") for name in written)

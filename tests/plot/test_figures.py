@@ -78,11 +78,13 @@ def test_allocation_figures(results, name):
 
     res = results[name]
     budgets = [1e20, 1e21, 1e22]
-    alloc = scalefit.allocate(res, budgets)
+    with warnings.catch_warnings():  # the figures draw what is not recommended too
+        warnings.simplefilter("ignore", scalefit.NoRecommendationWarning)
+        alloc = scalefit.allocate(res, budgets)
+        wide = scalefit.allocate(res, np.logspace(19, 23, 9))
     if alloc.kind == "shape":
         curves = {b: isoflop_curve(res, b) for b in budgets}
         _clean(plot_isoflop(curves, summary=alloc.summary, eps=alloc.eps, source=res))
-    wide = scalefit.allocate(res, np.logspace(19, 23, 9))
     _clean(plot_frontier(wide.summary, source=res))
 
 
