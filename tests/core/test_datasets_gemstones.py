@@ -90,7 +90,6 @@ def test_the_main_file_is_bundled_with_its_licence_and_found_offline(tmp_path, m
     empty.mkdir()
     monkeypatch.setenv("SCALEFIT_DATA_DIR", str(empty))
     monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(scalefit.datasets, "checkout_data_dir", lambda: tmp_path / "beside")
     monkeypatch.setattr(urllib.request, "urlopen", _no_network)
     main = FILES["hot_100b+"]
     t = load("gemstones")
