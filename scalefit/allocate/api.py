@@ -158,7 +158,9 @@ class Allocation(ReadOnlyMappings):
     the law would go past the edge and the shape there is an artefact of the search, not an
     optimum (``boundary_share``: the share of draws whose optimum sits on a depth bound);
     ``recommended`` is True only for a shape that is neither flat, nor on a boundary, nor from
-    a fit with a parameter in :attr:`not_identified`.
+    a fit with a parameter in :attr:`not_identified`, nor outside the fitted table: ``beyond_data``
+    names a depth or width outside the range the fit saw (empty when inside, or for a law given
+    by its parameters).
     """
 
     law: str
@@ -293,6 +295,7 @@ def allocate(
             and np.isfinite(row.get("depth", np.nan))
         )
         rows.append(row)
+    _mark_beyond_data(rows, source)
     alloc = Allocation(
         src.law.name,
         space.kind,
@@ -311,6 +314,29 @@ def allocate(
     alloc = dataclasses.replace(alloc, warnings=_warnings(alloc))
     _warn_if_nothing_recommended(alloc)
     return alloc
+
+
+def _mark_beyond_data(rows: list[dict], source: Any) -> None:
+    """Name, in ``beyond_data``, a best shape whose depth or width the fitted table never had.
+
+    Such a shape extrapolates the law in shape, not only in size, so it is not ``recommended``.
+    A law given by parameters (no fitted table) has no range to compare with.
+    """
+    from ..fit import FitResult
+
+    rng = source.conventions.get("data_range", {}) if isinstance(source, FitResult) else {}
+    for row in rows:
+        out = []
+        for q in ("depth", "width"):
+            v = row.get(q, np.nan)
+            if (
+                q in rng
+                and np.isfinite(v)
+                and not rng[q][0] * (1 - 1e-9) <= v <= rng[q][1] * (1 + 1e-9)
+            ):
+                out.append(f"{q} {v:g} outside the fitted {rng[q][0]:g}-{rng[q][1]:g}")
+        row["beyond_data"] = "; ".join(out)
+        row["recommended"] = bool(row.get("recommended")) and not out
 
 
 def _warn_if_nothing_recommended(alloc: Allocation) -> None:
@@ -534,6 +560,14 @@ def _warnings(alloc: Allocation) -> list[str]:
             f"boundary solution at {bad} FLOP: the optimum sits on the edge of the searched "
             f"depths ({edges}), so the law would go past it; the shape there is not an optimum "
             f"and is not recommended."
+        )
+    if "beyond_data" in s and s["beyond_data"].astype(bool).any():
+        hit = s["beyond_data"].astype(bool).to_numpy()
+        bad = ", ".join(flops_text(b) for b in alloc.budgets[hit])
+        out.append(
+            f"at {bad} FLOP the best shape lies outside the fitted table "
+            f"({s.loc[hit, 'beyond_data'].iloc[0]}): the law is extrapolated in shape there, so "
+            f"it is not recommended; max_depth (--max-depth) keeps the search inside the data."
         )
     if alloc.not_identified:
         out.append(

@@ -167,6 +167,8 @@ def _best_shape(alloc: Allocation, s: pd.Series) -> list[str]:
             f"boundary solution: the optimum sits on the edge of the searched depths "
             f"(depth {edge}{of_draws}), not recommended"
         )
+    elif s.get("beyond_data", ""):
+        why = f"not recommended: {s['beyond_data']} (outside the data)"
     else:
         why = f"not recommended: the fit does not pin down {', '.join(alloc.not_identified)}"
     return [f"  best in grid {shape}", f"               {why}"]

@@ -292,7 +292,7 @@ def recommendation_table(alloc, unknown: tuple[str, ...] = ()):
         r = s.iloc[i]
         row = {"budget": float(budget)}
         boundary = bool(r.get("boundary", False))
-        usable = not unknown and not boundary
+        usable = not unknown and not boundary and not r.get("beyond_data", "")
         ratio = None
         if alloc.draws is not None:
             sub = alloc.draws.iloc[i::n_bud]

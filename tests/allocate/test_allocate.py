@@ -600,3 +600,29 @@ def test_demo_names_its_interval_and_explains_a_value_outside_it():
     table.loc[0, "width"] = table.loc[0, "width_hi"] * 2  # a practical value off its interval
     (line,) = _outside(table)
     assert "width" in line and "outside the interval" in line and "head-size grid" in line
+
+
+def test_a_shape_outside_the_fitted_depths_and_widths_is_not_recommended():
+    """The best shape at a budget past the data lies outside the trained depths: it is named in
+    ``beyond_data``, not recommended, and a warning says how to search inside the data."""
+    import dataclasses
+
+    from scalefit import NoRecommendationWarning
+
+    res = _fake_result(n=4, scale=0.0)
+    inside = allocate(res, [1e21]).summary.iloc[0]
+    assert inside["recommended"] and inside["beyond_data"] == ""  # no range recorded: no check
+    depth, width = int(inside["depth"]), int(inside["width"])
+    fitted = {"depth": [2.0, depth - 1.0], "width": [64.0, 8.0 * width]}
+    narrow = dataclasses.replace(res, conventions={"data_range": fitted})
+    with pytest.warns(NoRecommendationWarning, match="outside the fitted table"):
+        a = allocate(narrow, [1e21])
+    s = a.summary.iloc[0]
+    assert not s["recommended"] and s["beyond_data"].startswith(f"depth {depth} outside")
+    assert any("max_depth" in w for w in a.warnings)
+    from scalefit.allocate.report import budget_text
+
+    assert "outside the data" in budget_text(a, 0, 1e21)
+    with pytest.warns(NoRecommendationWarning, match="boundary solution"):  # on the data's edge
+        kept = allocate(narrow, [1e21], max_depth=depth - 1).summary.iloc[0]
+    assert kept["beyond_data"] == "" and kept["depth"] == depth - 1 and kept["boundary"]
