@@ -118,6 +118,8 @@ def _sample_public(law: Law, rng: np.random.Generator) -> np.ndarray:
 
 _SCREENS: dict[str, np.ndarray] = {}
 _BLOCKS: dict[tuple, LinearBlock] = {}
+#: Most linear blocks kept (per law and rows); the cache is emptied beyond.
+MAX_BLOCKS = 256
 
 
 def _screen(law: Law) -> np.ndarray:
@@ -250,6 +252,8 @@ def linear_block(law: Law, inputs: Mapping[str, np.ndarray] | None = None) -> Li
         digest = hashlib.sha256(b"".join(raw[k].tobytes() for k in law.inputs)).hexdigest()
     key = (law_key(law), digest)
     if key not in _BLOCKS:
+        if len(_BLOCKS) >= MAX_BLOCKS:  # every bootstrap resample has its own rows
+            _BLOCKS.clear()
         _BLOCKS[key] = _detect(law, raw)
     return _BLOCKS[key]
 
