@@ -245,8 +245,11 @@ def build_result(
     at_bound = [n for n in law.param_names if n in held or n in check.at_zero]
     reasons = list(check.reasons) + ranges
     warns: list[str] = []
+    # a point that passed the first-order test but whose second-order test found descent
+    stationary = bool(reasons) and all("a stationary point" in r for r in reasons)
     if reasons:
-        warns.append("not converged: " + "; ".join(reasons) + ".")
+        head = "stationary, not converged: " if stationary else "not converged: "
+        warns.append(head + "; ".join(reasons) + ".")
     for n, v in held.items():
         warns.append(
             f"{n} = {v:.4g} is at the bound of its range {range_text(law.param(n))}, a hard "
@@ -261,6 +264,7 @@ def build_result(
         "hessian_cond": check.cond,
         "checks_failed": reasons,
         "at_bound": at_bound,
+        **({"stationary": True} if stationary else {}),
         **{k: v for k, v in check.info.items() if k.startswith("huber_")},
         **({"stderr_na": stderr_na} if stderr_na else {}),
     }

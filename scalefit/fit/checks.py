@@ -50,6 +50,15 @@ SUBGRAD_RTOL = 1e-6
 JAC_STEP = 1e-6
 #: Step along the kink-preserving directions for the Lagrangian's Hessian.
 LAGR_STEP = 1e-3
+#: LAD: a kink row whose multiplier is within this of +-1 may leave the kink along the
+#: critical cone (on the side of its sign).
+S_TOL = 1e-6
+#: LAD: steps (internal coordinates) at which the true objective is probed along the critical
+#: cone's directions of non-positive curvature.
+PROBE_STEPS = (1e-3, 1e-2)
+#: LAD: log coordinates, below ``log`` of the smallest observed loss, to which a parameter at a
+#: zero boundary (more than 25 below) is raised when probing the objective's sign as it leaves 0.
+BOUNDARY_PROBES = (16.0, 12.0, 8.0)
 #: Huber: the bread of the sandwich must rest on at least ``max(HUBER_ROWS_PER_PARAM * P,
 #: HUBER_MIN_ROWS)`` effective rows (Kish's ``(sum s)^2 / sum s^2`` of the rows' smoothed slopes
 #: ``s``, :func:`huber_slopes`; for the plain indicator it is the count of rows inside
@@ -261,23 +270,22 @@ def free_of(names, at_zero, plateau) -> list[int]:
 
 
 def _lad_certificate(
-    problem: Problem, z: np.ndarray, loc: dict, jac: np.ndarray, free: list[int]
+    problem: Problem, z: np.ndarray, loc: dict, jac: np.ndarray, free: list[int], at_zero, scale
 ) -> list[str]:
-    """First- and second-order optimality of ``sum_i w_i |r_i(z)|`` at ``z`` (failures listed).
+    """First- and second-order optimality of ``F(z) = sum_i w_i |r_i(z)|`` (failures listed).
 
     First order: ``0`` is a subgradient, i.e. some ``s_i`` in ``[-1, 1]`` for the rows at the
     kink (``|r_i| <= KINK_TOL``) make ``sum_smooth w_i sign(r_i) grad r_i +
-    sum_kink w_i s_i grad r_i`` vanish (a bounded least-squares problem). Second order: the
-    Hessian of the Lagrangian ``sum w_i c_i r_i(z)`` (``c`` the signs and the ``s_i``) is
-    positive semi-definite on the directions that keep the kink residuals at zero (none when the
-    kink rows pin every free parameter).
+    sum_kink w_i s_i grad r_i`` vanish (a bounded least-squares problem). Second order
+    (:func:`_lad_second_order`) on the critical cone, where the first-order change of ``F``
+    vanishes, and the sign of ``F``'s change as each parameter at a zero boundary leaves it
+    (:func:`_lad_boundary_signs`). A failure there is a *stationary point*, not a minimum.
     """
     from scipy.optimize import lsq_linear
 
     names = problem.law.param_names
-    reasons: list[str] = []
     if not free:
-        return reasons
+        return []
     z = np.asarray(z, dtype=float)
     r = np.asarray(loc["resid"])[: problem.n]
     w = _row_weights(problem)
@@ -291,54 +299,130 @@ def _lad_certificate(
     size = np.abs(jf[live]).T @ w[live]
     size = np.where(size > 0, size, 1.0)
     a = jf[kink].T * w[kink][None, :]
-    if kink.any():
-        sol = lsq_linear(a, -g, bounds=(-1.0, 1.0), method="bvls")
-        s = sol.x
-        gap = a @ s + g
-    else:
-        s = np.zeros(0)
-        gap = g
-    rel = np.abs(gap) / size
+    s = lsq_linear(a, -g, bounds=(-1.0, 1.0), method="bvls").x if kink.any() else np.zeros(0)
+    rel = np.abs(a @ s + g) / size
     if not np.all(rel <= SUBGRAD_RTOL):
         lead = free[int(np.argmax(rel))]
-        reasons.append(
+        return [
             f"the LAD subgradient condition fails (no subgradient vanishes: relative gap "
             f"{float(np.max(rel)):.3g} along {names[lead]}, {int(kink.sum())} rows at the kink): "
             "not a minimum of sum |r|"
-        )
-        return reasons
-    # second order on the kink-preserving directions
-    if kink.any():
-        _, sv, vt = np.linalg.svd(jf[kink], full_matrices=True)
-        rank = int(np.sum(sv > 1e-9 * max(float(sv[0]), 1e-300)))
-        basis = vt[rank:].T
-    else:
-        basis = np.eye(len(free))
-    m = basis.shape[1]
-    if m == 0:
-        return reasons
+        ]
     c = np.zeros(problem.n)
     c[smooth] = w[smooth] * np.sign(r[smooth])
     c[kink] = w[kink] * s
+    # F(z) lies within about 2 sum_kink w |r| of the kinks' own value (the solver smooths |r|):
+    # twice that, plus rounding, is the least decrease of F that a probe counts
+    f0 = float(w[live] @ np.abs(r[live]))
+    tol = 4.0 * float(w[kink] @ np.abs(r[kink])) + 1e-10 * f0 + 1e-300
+    probe = _Probe(problem, z, w, f0, tol)
+    second = _lad_second_order(probe, jf[kink], s, c, free)
+    return second + _lad_boundary_signs(probe, at_zero, scale)
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """The true LAD objective ``sum w |r|`` at points near ``z``, against ``F(z)``."""
+
+    problem: Problem
+    z: np.ndarray
+    w: np.ndarray
+    f0: float
+    tol: float
+
+    def drop(self, zs: np.ndarray) -> float:
+        """The largest decrease of ``F`` from ``F(z)`` among the points ``zs`` (rows)."""
+        f = np.abs(_residuals_at(self.problem, zs)) @ self.w
+        f = np.where(np.isfinite(f), f, np.inf)
+        return float(self.f0 - np.min(f))
+
+
+def _lad_second_order(probe: _Probe, a_kink: np.ndarray, s: np.ndarray, c, free) -> list[str]:
+    """Second-order test of the LAD objective on its critical cone at a first-order point.
+
+    Along a direction ``d`` the first-order change of ``F`` is ``sum_kink w_i (|a_i d| -
+    s_i a_i d) >= 0`` (``a_i`` the kink rows' gradients): it vanishes on the *critical cone*,
+    where rows with ``|s_i| < 1`` stay at the kink (``a_i d = 0``) and rows with ``s_i`` at
+    ``+-1`` may leave it on the side of their sign. On that cone ``F`` follows the Lagrangian
+    ``sum w_i c_i r_i`` (``c`` the signs and the ``s_i``); its Hessian (differences of the
+    residuals) is taken on the cone's span. With no multiplier at ``+-1`` the cone is that span,
+    and a negative eigenvalue is a saddle. Every direction the Hessian does not show to be
+    strictly positive (eigenvalue below ``NEG_TOL`` after unit-diagonal scaling: a descent or a
+    flat direction) is probed on the true objective at ``z +- h v``, ``h`` in
+    :data:`PROBE_STEPS`; a decrease beyond the probe's tolerance is a stationary point.
+    """
+    z, n_free = probe.z, len(free)
+    interior = np.abs(s) < 1.0 - S_TOL
+    basis = _null_space(a_kink[interior], n_free)
+    m = basis.shape[1]
+    if m == 0:
+        return []
     dirs = np.zeros((m, len(z)))
     dirs[:, free] = basis.T * LAGR_STEP
-    pts = []
-    for j in range(m):
-        for k in range(m):
-            for sj, sk in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
-                pts.append(z + sj * dirs[j] + sk * dirs[k])
-    vals = _residuals_at(problem, np.array(pts)) @ c
-    vals = vals.reshape(m, m, 4)
+    pts = [
+        z + sj * dirs[j] + sk * dirs[k]
+        for j in range(m)
+        for k in range(m)
+        for sj, sk in ((1, 1), (1, -1), (-1, 1), (-1, -1))
+    ]
+    vals = (_residuals_at(probe.problem, np.array(pts)) @ c).reshape(m, m, 4)
     hess = (vals[..., 0] - vals[..., 1] - vals[..., 2] + vals[..., 3]) / (4 * LAGR_STEP**2)
-    ev, _ = _eig(hess)
+    ev, vec = _eig(hess)
     if not np.all(np.isfinite(ev)):
-        reasons.append("the LAD Lagrangian's Hessian is not finite")
-    elif ev[0] < -NEG_TOL:
-        reasons.append(
+        return ["the LAD Lagrangian's Hessian is not finite"]
+    _, scale = _unit_diag((hess + hess.T) / 2)
+    low = vec[:, ev < NEG_TOL] / scale[:, None]  # back from unit-diagonal coordinates
+    v = np.zeros((low.shape[1], len(z)))
+    v[:, free] = (basis @ low).T
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    steps = [sign * h * v for h in PROBE_STEPS for sign in (1, -1)]
+    drop = probe.drop(z + np.concatenate(steps)) if len(v) else -np.inf
+    if drop > probe.tol:
+        return [
+            f"the LAD objective decreases by {drop:.3g} (from {probe.f0:.6g}) along a direction "
+            f"where its first-order change vanishes ({m}-dimensional critical cone, "
+            f"{int(np.sum(~interior))} kink rows with multiplier at +-1): a stationary point, "
+            "not a minimum"
+        ]
+    if ev[0] < -NEG_TOL and interior.all():
+        return [
             f"the LAD Lagrangian's Hessian on the {m} kink-preserving directions has a negative "
-            f"eigenvalue ({ev[0]:.3g} after unit-diagonal scaling): a saddle, not a minimum"
-        )
+            f"eigenvalue ({ev[0]:.3g} after unit-diagonal scaling): a saddle, a stationary "
+            "point, not a minimum"
+        ]
+    return []
+
+
+def _lad_boundary_signs(probe: _Probe, at_zero, scale: float) -> list[str]:
+    """KKT sign at zero boundaries: ``F`` must not fall as a parameter at 0 leaves it.
+
+    A positive parameter that ran to 0 in log coordinates has a vanishing internal gradient
+    whatever the objective's slope in the parameter itself; its sign is read by probing ``F``
+    with the parameter's log coordinate raised to ``scale - k`` (``k`` in
+    :data:`BOUNDARY_PROBES`, ``scale`` the log of the smallest observed loss; others held).
+    """
+    names = probe.problem.law.param_names
+    reasons = []
+    for j in at_zero:
+        pts = np.repeat(probe.z[None, :], len(BOUNDARY_PROBES), axis=0)
+        pts[:, j] = np.maximum(probe.z[j], scale - np.asarray(BOUNDARY_PROBES))
+        drop = probe.drop(pts)
+        if drop > probe.tol:
+            reasons.append(
+                f"{names[j]} ran to its lower bound 0, but the LAD objective decreases by "
+                f"{drop:.3g} as it leaves 0 (the boundary's sign condition fails): a "
+                "stationary point, not a minimum"
+            )
     return reasons
+
+
+def _null_space(rows: np.ndarray, n: int) -> np.ndarray:
+    """An orthonormal basis (n, k) of the directions orthogonal to every row of ``rows``."""
+    if not len(rows):
+        return np.eye(n)
+    _, sv, vt = np.linalg.svd(rows, full_matrices=True)
+    rank = int(np.sum(sv > 1e-9 * max(float(sv[0]), 1e-300)))
+    return vt[rank:].T
 
 
 def check_point(
@@ -383,7 +467,7 @@ def check_point(
         # the Hessian test means nothing at the kink of |r|: certify by the subgradient
         # condition and the second-order condition along the directions that keep the kink
         # residuals at zero
-        reasons.extend(_lad_certificate(problem, z, loc, jac, free))
+        reasons.extend(_lad_certificate(problem, z, loc, jac, free, at_zero, scale))
     else:
         reasons.extend(_saddle_reasons(curv, free, names))
     flat = _flat_directions(loc["gn"], free)

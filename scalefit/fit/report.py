@@ -14,6 +14,14 @@ from .._validation import spelled
 NOT_IDENTIFIED = "not identified"
 
 
+def _verdict(res: Any) -> str:
+    if res.converged:
+        return "yes"
+    if res.diagnostics.get("stationary"):
+        return "NO (stationary: the second-order test finds descent; not a minimum)"
+    return "NO"
+
+
 def _header(res: Any) -> list[str]:
     conv = res.conventions
     loss = conv.get("loss", "?")
@@ -25,7 +33,7 @@ def _header(res: Any) -> list[str]:
         + f" on {scale} residuals"
         + (f", weights {conv['weights']}" if conv.get("weights") else "")
         + f", {res.n_rows} rows, objective {res.objective:.10g}",
-        f"converged  {'yes' if res.converged else 'NO'}"
+        f"converged  {_verdict(res)}"
         + (
             f"; {res.diagnostics['n_best']}/{res.diagnostics['n_starts']} starts reached "
             f"the best objective"

@@ -10,10 +10,11 @@ exponent disappears from the search.
 This module
 
 1. finds the linear block of any law from its expression (:func:`linear_block`): a set of
-   parameters is linear when the expression's second derivatives within the set vanish, checked
-   with JAX at random inputs and parameter values (no law is listed by hand);
+   parameters is linear when the expression is exactly affine in it, its second derivatives
+   within the set vanishing (JAX, random points) and finite steps changing it linearly on the
+   data's own rows (no law is listed by hand);
 2. solves the linear block exactly for fixed nonlinear parameters: non-negative least squares
-   for coefficients that the law declares non-negative (by enumerating the active sets, exact for
+   for coefficients of a non-negative kind (by enumerating the active sets, exact for
    the few coefficients a law has), Huber and LAD by iteratively reweighted least squares;
 3. runs a vectorised Levenberg–Marquardt search over the nonlinear parameters only, with the
    envelope gradient and the Kaufman-projected Gauss–Newton matrix (:class:`VarproBackend`);
@@ -27,6 +28,8 @@ full solver.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -63,6 +66,12 @@ IRLS_RTOL = 1e-12
 CHECK_POINTS = 3
 #: Relative size below which a second derivative counts as zero.
 ZERO_TOL = 1e-9
+#: Finite steps (multiples of ``max(|theta_j|, 1)``) along which exact affinity is checked.
+AFFINE_STEPS = (1e-2, 1.0, 1e2, 1e4)
+#: Departure from affinity, relative to the values compared, that counts as nonlinear.
+AFFINE_RTOL = 1e-9
+#: Parameter kinds sign-constrained (non-negative) in the linear solve: the coefficient kinds.
+COEF_KINDS = ("coef", "positive", "floor")
 
 
 @dataclass(frozen=True)
@@ -77,9 +86,9 @@ class LinearBlock:
     nonlinear : tuple of str
         The other parameters, in the law's order.
     nonneg : tuple of bool
-        For each linear parameter, whether the law declares it non-negative (kinds ``coef``,
-        ``positive``, ``floor``, or a lower bound >= 0); those are solved by non-negative least
-        squares.
+        For each linear parameter, whether it is of a coefficient kind (``coef``, ``positive``,
+        ``floor``: non-negative by construction); those are solved by non-negative least
+        squares. A declared range of another kind is judged after the fit, as for any method.
     """
 
     linear: tuple[str, ...]
@@ -107,10 +116,23 @@ def _sample_public(law: Law, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-_BLOCKS: dict[str, LinearBlock] = {}
+_SCREENS: dict[str, np.ndarray] = {}
+_BLOCKS: dict[tuple, LinearBlock] = {}
+#: Most linear blocks kept (per law and rows); the cache is emptied beyond.
+MAX_BLOCKS = 256
 
 
-def _detect(law: Law) -> LinearBlock:
+def _screen(law: Law) -> np.ndarray:
+    """``(P, P)`` booleans: which second derivatives of the expression vanish (JAX, float64).
+
+    Checked at :data:`CHECK_POINTS` random points (inputs log-uniform in [2, 1e4], parameters
+    inside their start ranges); cached per law. Necessary for linearity, not sufficient: a
+    parameter entering through ``max``, ``abs`` or ``where`` has zero second derivatives almost
+    everywhere (:func:`_affine` decides).
+    """
+    key = law_key(law)
+    if key in _SCREENS:
+        return _SCREENS[key]
     jax, jnp = jax_modules()
     names = law.param_names
     n_par = len(names)
@@ -124,8 +146,7 @@ def _detect(law: Law) -> LinearBlock:
     both = jax.jit(lambda t, x: (f(t, x), jax.jacfwd(jax.jacrev(f))(t, x)))
     with float64():
         for _ in range(CHECK_POINTS):
-            raw = {k: np.exp(rng.uniform(np.log(2.0), np.log(1e4), 8)) for k in law.inputs}
-            x = law.variables(jnp, raw)
+            x = law.variables(jnp, _random_inputs(law, rng))
             theta = _sample_public(law, rng)
             val, h = (np.asarray(a) for a in both(jnp.asarray(theta), x))
             scale = np.maximum(np.abs(theta), 1.0)
@@ -134,33 +155,86 @@ def _detect(law: Law) -> LinearBlock:
             bad = ~np.isfinite(hn) | ~np.isfinite(size)
             rel = np.where(bad, np.inf, hn / np.where(bad, 1.0, size))
             hess = np.maximum(hess, rel.max(axis=0))
-    zero = hess <= ZERO_TOL
+    _SCREENS[key] = hess <= ZERO_TOL
+    return _SCREENS[key]
+
+
+def _random_inputs(law: Law, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {k: np.exp(rng.uniform(np.log(2.0), np.log(1e4), 8)) for k in law.inputs}
+
+
+def _affine(law: Law, idx: list[int], raw: dict, rng: np.random.Generator) -> bool:
+    """Whether the expression is exactly affine in the parameters ``idx`` on the rows ``raw``.
+
+    At :data:`CHECK_POINTS` random parameter vectors ``theta`` and along the last parameter's
+    axis and a random direction ``d`` within ``idx`` (scaled by ``max(|theta_j|, 1)``):
+    ``f(theta + t d) - f(theta) - t (f(theta + d) - f(theta - d)) / 2`` vanishes (relative
+    :data:`AFFINE_RTOL`) for every ``t`` in ``+-AFFINE_STEPS``. Finite steps over the rows'
+    own inputs see the kink of a ``max``, ``abs`` or ``where`` that a second derivative misses;
+    a non-finite value counts as not affine.
+    """
+    names = law.param_names
+    x = law.variables(np, raw)
+
+    def f(theta: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            out = law.expr(np, dict(zip(names, theta, strict=True)), x)
+        return np.broadcast_to(np.asarray(out, dtype=float), len(next(iter(raw.values()))))
+
+    steps = np.concatenate([AFFINE_STEPS, -np.asarray(AFFINE_STEPS)])
+    for _ in range(CHECK_POINTS):
+        theta = _sample_public(law, rng)
+        axis, mixed = np.zeros(len(names)), np.zeros(len(names))
+        axis[idx[-1]] = 1.0
+        mixed[idx] = rng.uniform(0.5, 1.5, len(idx)) * rng.choice([-1.0, 1.0], len(idx))
+        for d in (axis, mixed):
+            d = d * np.maximum(np.abs(theta), 1.0)
+            f0 = f(theta)
+            slope = (f(theta + d) - f(theta - d)) / 2.0
+            for t in steps:
+                ft = f(theta + t * d)
+                gap = np.abs(ft - f0 - t * slope)
+                size = np.abs(ft) + np.abs(f0) + np.abs(t * slope)
+                if not np.all(np.isfinite(gap) & (gap <= AFFINE_RTOL * size)):
+                    return False
+    return True
+
+
+def _detect(law: Law, raw: dict | None) -> LinearBlock:
+    names = law.param_names
+    zero = _screen(law)
+    rng = np.random.default_rng(20260328)
+    rows = raw if raw is not None else _random_inputs(law, rng)
     chosen: list[int] = []
-    for j in range(n_par):
-        if zero[j, j] and all(zero[i, j] for i in chosen):
+    for j in range(len(names)):
+        candidate = zero[j, j] and all(zero[i, j] for i in chosen)
+        if candidate and _affine(law, [*chosen, j], rows, rng):
             chosen.append(j)
     linear = tuple(names[j] for j in chosen)
-    nonneg = tuple(
-        law.params[j].kind in ("coef", "positive", "floor") or law.params[j].bounds[0] >= 0
-        for j in chosen
-    )
+    nonneg = tuple(law.params[j].kind in COEF_KINDS for j in chosen)
     nonlinear = tuple(n for n in names if n not in linear)
     return LinearBlock(linear, nonlinear, nonneg)
 
 
-def linear_block(law: Law) -> LinearBlock:
+def linear_block(law: Law, inputs: Mapping[str, np.ndarray] | None = None) -> LinearBlock:
     """The linear block of ``law``, detected from its expression.
 
-    A set of parameters is linear when every second derivative of the expression within the set
-    is zero, checked with JAX (float64) at :data:`CHECK_POINTS` random points (inputs log-uniform
-    in [2, 1e4], parameters inside their start ranges). Parameters are added greedily in the law's
-    order, so the set is maximal (a product ``A * B`` keeps only ``A``). A non-finite derivative
-    counts as nonlinear.
+    A set of parameters is linear when the expression is exactly affine in it: every second
+    derivative within the set vanishes (JAX, float64, at :data:`CHECK_POINTS` random points:
+    inputs log-uniform in [2, 1e4], parameters inside their start ranges), *and* finite steps
+    over many scales change the expression exactly linearly on ``inputs`` (the data's own rows;
+    default the random inputs), so a parameter entering through ``max``, ``abs`` or ``where``
+    (linear between kinks, not across them) is not taken for a coefficient. Parameters are
+    added greedily in the law's order, so the set is maximal (a product ``A * B`` keeps only
+    ``A``). A non-finite value counts as nonlinear. Only coefficient kinds (``coef``,
+    ``positive``, ``floor``) are sign-constrained in the linear solve.
 
     Parameters
     ----------
     law : Law
         Any law (catalogue, formula or user-written).
+    inputs : mapping, optional
+        ``input name -> values``: the rows the law will be fitted on.
 
     Returns
     -------
@@ -172,9 +246,15 @@ def linear_block(law: Law) -> LinearBlock:
     >>> linear_block(get_law("chinchilla")).linear
     ('E', 'A', 'B')
     """
-    key = law_key(law)
+    raw = None if inputs is None else {k: np.asarray(inputs[k], dtype=float) for k in law.inputs}
+    digest = None
+    if raw is not None:
+        digest = hashlib.sha256(b"".join(raw[k].tobytes() for k in law.inputs)).hexdigest()
+    key = (law_key(law), digest)
     if key not in _BLOCKS:
-        _BLOCKS[key] = _detect(law)
+        if len(_BLOCKS) >= MAX_BLOCKS:  # every bootstrap resample has its own rows
+            _BLOCKS.clear()
+        _BLOCKS[key] = _detect(law, raw)
     return _BLOCKS[key]
 
 
@@ -351,7 +431,7 @@ def reduced_solve(
     z0 : ndarray, shape (m, P)
         Starts in internal coordinates; only their nonlinear entries are used.
     block : LinearBlock, optional
-        Default :func:`linear_block` of the problem's law.
+        Default :func:`linear_block` of the problem's law on its rows.
     relative : bool, optional
         Take residuals ``(y - f) / y`` (the linearised log residual). Default: true under log
         residuals, false under linear ones.
@@ -366,7 +446,7 @@ def reduced_solve(
         (m, P) public values, ``objective`` (m,) of the reduced problem, ``iterations`` (m,).
     """
     law = problem.law
-    block = block or linear_block(law)
+    block = block or linear_block(law, problem.inputs)
     if not block.usable:
         raise ValueError(f"law {law.name!r} has no linear block with nonlinear parameters.")
     if sum(block.nonneg) > MAX_ENUMERATED:
@@ -424,7 +504,7 @@ def _assemble(law, block, refs, z0, out) -> dict[str, np.ndarray]:
         cmax = float(np.max(np.abs(out["c"][i]))) if len(out["c"][i]) else 1.0
         for j, nme in enumerate(block.linear):
             c = float(out["c"][i][j])
-            if law.param(nme).kind in ("coef", "positive", "floor"):
+            if law.param(nme).kind in COEF_KINDS:
                 c = max(c, 1e-12 * max(cmax, 1e-300))
             vals[nme] = c
         values[i] = [vals[n] for n in names]
@@ -459,7 +539,7 @@ class VarproBackend:
     def minimize(self, problem: Problem, z0: np.ndarray) -> Optimum:
         """Minimise the problem's objective from the starts ``z0`` (n_starts, n_params)."""
         law = problem.law
-        block = linear_block(law)
+        block = linear_block(law, problem.inputs)
         full = JaxBackend(progress=self.progress)
         if not block.usable or sum(block.nonneg) > MAX_ENUMERATED or problem.screening():
             opt = full.minimize(problem, z0)

@@ -11,6 +11,7 @@ from conftest import needs_reference_data
 import scalefit
 from scalefit.fit.checks import check_point
 from scalefit.fit.report import format_report
+from scalefit.laws import Law
 
 #: Besiroglu et al.'s LAD replication of Chinchilla's Approach 3 (E, A, B, alpha, beta).
 EPOCH_LAD = {"E": 1.8169, "A": 482.0, "B": 2085.4, "alpha": 0.34781, "beta": 0.36585}
@@ -103,3 +104,57 @@ def test_lad_minimum_with_no_row_at_the_kink_is_certified_only_inside_the_median
     check = check_point(problem, outside, solver_converged=True, scale=scale)
     assert not check.ok
     assert any("subgradient" in r for r in check.reasons), check.reasons
+
+
+#: Issue 39's example: F(a) = |a| + |1 + a - a^2| on linear residuals. At a = 0 the kink row's
+#: multiplier sits at +1 (the smooth row exactly balances it), so 0 is a subgradient, yet
+#: F(-h) = 1 - h^2: a stationary point, not a minimum. The minimum is F = 0.618 at a = -0.618.
+BALANCED = Law.from_formula("a*(3 - 2*x) + a**2*(x - 1)", inputs=["x"], starts={"a": 0.0})
+BALANCED_ROWS = pd.DataFrame({"x": [1.0, 2.0], "loss": [0.0, 1.0]})
+
+
+@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+@pytest.mark.parametrize("method", ["jax", "varpro"])
+def test_a_kink_balanced_by_the_smooth_rows_is_stationary_not_converged(method):
+    kw = {"loss": "lad", "residuals": "linear", "method": method, "progress": False}
+    res = scalefit.fit(BALANCED_ROWS, BALANCED, starts=1, **kw)
+    assert abs(res.params["a"]) < 1e-5 and res.objective == pytest.approx(1.0, abs=1e-6)
+    assert not res.converged
+    assert res.diagnostics["stationary"] is True
+    assert res.warnings[0].startswith("stationary, not converged: the LAD objective decreases")
+    assert "converged  NO (stationary" in format_report(res)
+    # from more starts the minimum is found, and certified
+    best = scalefit.fit(BALANCED_ROWS, BALANCED, starts=16, seed=0, **kw)
+    assert best.converged, best.warnings
+    assert best.params["a"] == pytest.approx(-(np.sqrt(5) - 1) / 2, abs=1e-6)
+    assert best.objective == pytest.approx((np.sqrt(5) - 1) / 2, abs=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+def test_a_parameter_at_zero_where_the_objective_falls_off_zero_is_not_certified():
+    # y = 1 + 2x: with A = 0 the best E is the median of y (any E in [7.2, 8.8]); raising the
+    # positive A from 0 lowers sum |r| at once, so A = 0 is no minimum, though every internal
+    # (log-coordinate) gradient vanishes there
+    x = np.arange(1.0, 7.0)
+    y = 1 + 2 * x + np.array([0.1, -0.1, 0.2, -0.2, 0.05, 0.0])
+    tab = pd.DataFrame({"params": x, "loss": y})
+    law = Law.from_formula("E + A*params", kinds={"A": "positive"})
+    res = scalefit.fit(tab, law, loss="lad", residuals="linear", starts=4, progress=False)
+    assert res.converged, res.warnings  # the fit itself finds A = 1.98
+    problem = res.extras["problem"]
+    parked = law.to_internal({"A": 1e-30, "E": 8.0}, problem.refs)
+    check = check_point(problem, parked, solver_converged=True, scale=float(np.log(y.min())))
+    assert check.at_zero == ("A",)
+    assert not check.ok
+    assert any(
+        "A ran to its lower bound 0, but the LAD objective decreases" in r for r in check.reasons
+    )
+    # where the data do want A = 0 (y falls with x), the boundary is certified
+    down = tab.assign(loss=20 - y)
+    res0 = scalefit.fit(down, law, loss="lad", residuals="linear", starts=4, progress=False)
+    problem0 = res0.extras["problem"]
+    parked0 = law.to_internal({"A": 1e-30, "E": float(np.median(down["loss"]))}, problem0.refs)
+    check0 = check_point(
+        problem0, parked0, solver_converged=True, scale=float(np.log(down["loss"].min()))
+    )
+    assert check0.at_zero == ("A",) and check0.ok, check0.reasons

@@ -12,6 +12,7 @@ from scalefit.fit.build import FitSettings
 from scalefit.fit.lsq import make_problem, starts_for
 from scalefit.fit.varpro import linear_block, reduced_solve
 from scalefit.laws import Law, get_law
+from scalefit.laws.base import law_from_formula_spec
 
 
 # ------------------------------------------------------------------------------ detection
@@ -162,3 +163,51 @@ def test_varpro_result_round_trips(tmp_path):
     back = type(res).load(res.save(tmp_path / "fit.json"))
     assert back.method == "varpro"
     assert back.params == pytest.approx(res.params)
+
+
+# ------------------------------------------------------------------------------ kinks (issue 39)
+#: A hinge ``L0 + c*max(0, x - x0)`` with the location before the slope (a spec keeps the order):
+#: ``x0`` has zero second derivative away from the kink, so a curvature test alone takes it for a
+#: linear coefficient (and, bounded below by 0, a non-negative one), leaving ``c`` nonlinear.
+HINGE = {
+    "formula": "L0 + c*max(0, x - x0)",
+    "inputs": ["x"],
+    "params": [
+        {"name": "L0", "kind": "free", "start": [0, 2], "bounds": [None, None]},
+        {"name": "x0", "kind": "free", "start": [0, 10], "bounds": [0, 10]},
+        {"name": "c", "kind": "free", "start": [-1, 1], "bounds": [None, None]},
+    ],
+}
+
+
+def test_a_kink_location_is_not_a_linear_parameter():
+    law = law_from_formula_spec(HINGE)
+    x = np.arange(0.0, 11.0)
+    block = linear_block(law, {"x": x})
+    assert block.linear == ("L0", "c") and block.nonlinear == ("x0",)
+    assert block.nonneg == (False, False)
+    assert linear_block(law).linear == ("L0", "c")  # on the random screening inputs too
+    # a kink far from the start range of its location is still seen (finite steps up to 1e4)
+    far = Law.from_formula("L0 + c*abs(x - x0)", inputs=["x"])
+    assert linear_block(far, {"x": np.linspace(1e3, 2e3, 11)}).linear == ("L0", "c")
+    # a bound >= 0 on a free linear parameter is judged after the fit, not imposed by NNLS;
+    # only coefficient kinds are sign-constrained
+    bounded = Law.from_formula(
+        "E + A/params**alpha", kinds={"A": "positive"}, bounds={"E": (0.0, 10.0)}
+    )
+    assert linear_block(bounded).nonneg == (True, False)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+def test_varpro_recovers_a_hinge_as_the_full_solve_does():
+    law = law_from_formula_spec(HINGE)
+    x = np.arange(0.0, 11.0)
+    tab = pd.DataFrame({"x": x, "loss": 1.0 + 0.5 * np.maximum(0.0, x - 5.0)})
+    kw = {"residuals": "linear", "starts": 1, "seed": 0, "progress": False}
+    for method in ("jax", "varpro"):
+        res = scalefit.fit(tab, law, method=method, **kw)
+        assert res.converged, (method, res.warnings)
+        for k, v in {"L0": 1.0, "x0": 5.0, "c": 0.5}.items():
+            assert res.params[k] == pytest.approx(v, abs=1e-6), (method, k)
+    assert res.diagnostics["varpro_linear"] == ["L0", "c"]
