@@ -63,12 +63,10 @@ def format_report(res: Any) -> str:
     for reason in dict.fromkeys(stderr_na.values()):
         who = ", ".join(n for n, r in stderr_na.items() if r == reason)
         lines.append(f"\nstderr n/a ({who}): {reason}.")
-    outside = [n for n, v in res.params.items() if not _inside(v, res.ci.get(n))]
-    if outside:
+    for name in (n for n, v in res.params.items() if not _inside(v, res.ci.get(n))):
         lines.append(
-            f"\noutside    the estimate of {', '.join(outside)} lies outside its own "
-            f"{conv.get('ci_method', 'percentile')} interval: the resamples' estimates sit to one "
-            "side of the full data's (a skewed or biased sampling distribution); read the "
+            f"\noutside    the estimate of {name} lies outside its own "
+            f"{conv.get('ci_method', 'percentile')} interval: {_outside_why(res, name)}; read the "
             "interval as the spread of refits, not as centred on the estimate."
         )
     if conv.get("stderr"):  # a curve fit: where its standard errors come from (or why none)
@@ -79,7 +77,9 @@ def format_report(res: Any) -> str:
         where = (
             "the interval above, which only says how far the draws wander"
             if res.ci
-            else f"a bootstrap ({spelled('bootstrap=B')}), a posterior or a profile"
+            else "the stderr line above"
+            if str(conv.get("stderr", "")).startswith("n/a")
+            else f"a posterior, a profile or a bootstrap: {spelled('bootstrap=B')}"
         )
         lines.append(
             f"\nnot identified: {', '.join(res.not_identified)} — the data do not pin "
@@ -88,12 +88,7 @@ def format_report(res: Any) -> str:
         )
     d = res.diagnostics
     if d.get("n_boot"):
-        lines.append(
-            f"\nbootstrap  {d['n_boot']} resamples ({d.get('resample', 'rows')}), "
-            f"{d['n_boot'] - d.get('boot_failed', 0)} converged "
-            f"({(d['n_boot'] - d.get('boot_failed', 0)) / d['n_boot']:.0%}), {pct} interval "
-            f"{conv.get('ci_method', 'percentile')}"
-        )
+        lines.append(_bootstrap_line(d, pct, conv.get("ci_method", "percentile")))
     lines.extend(_groups_lines(res))
     if res.holdout:
         h = res.holdout
@@ -107,6 +102,19 @@ def format_report(res: Any) -> str:
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def _bootstrap_line(d: dict, pct: str, ci_method: str) -> str:
+    """How many resamples converged and how many the intervals use (the warnings' counts)."""
+    n, usable, ranged = (
+        d["n_boot"],
+        d["n_boot"] - d.get("boot_failed", 0),
+        d.get("boot_out_of_range", 0),
+    )
+    text = f"\nbootstrap  {n} resamples ({d.get('resample', 'rows')}), {usable + ranged} converged"
+    if ranged:
+        text += f", {ranged} of them outside a declared range; the intervals use the other {usable}"
+    return text + f" ({usable / n:.0%}), {pct} interval {ci_method}"
 
 
 def _se_cell(res: Any, name: str, at_bound: set, stderr_na: dict) -> str:
@@ -140,10 +148,28 @@ def _param_lines(res: Any, pct: str) -> list[str]:
                 line += f"{lo:>14.6g}{hi:>14.6g}"
             else:
                 line += f"{'n/a':>14}{'n/a':>14}"
+        if not _inside(value, res.ci.get(name)):
+            share = res.diagnostics.get("boot_out_of_range_share", {}).get(name)
+            line += f"  outside: {share:.0%} of resamples out of range" if share else "  outside"
         if name == "C" and lam is not None:  # C is per unit of S2, whose size lam sets
             line += f"  at momentum λ = {lam:g}"
         lines.append(line)
     return lines
+
+
+def _outside_why(res: Any, name: str) -> str:
+    """Why an estimate lies outside its interval: the share of resamples out of its range."""
+    share = res.diagnostics.get("boot_out_of_range_share", {}).get(name)
+    if not share:
+        return (
+            "the resamples' estimates sit to one side of the full data's (a skewed or biased "
+            "sampling distribution)"
+        )
+    lo, hi = res.law.param(name).bounds
+    return (
+        f"{share:.0%} of the converged resamples put {name} outside its declared range "
+        f"[{lo:g}, {hi:g}] and the interval uses only the others"
+    )
 
 
 def _inside(value: float, ci) -> bool:
