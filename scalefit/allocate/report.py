@@ -70,16 +70,18 @@ def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     """The recommendation for one budget."""
     text = _budget_text(alloc, i, budget, show)
     s = alloc.summary.iloc[i]
+    named = {f"{q}_star": f"the optimum's {q}" for q in QUANTITIES}
+    named["loss"] = "the best shape's loss"  # its loss [loss_lo, loss_hi] over the draws
     off = [
-        q
-        for q in QUANTITIES
-        if np.isfinite(s.get(f"{q}_star_lo", np.nan))
-        and not s[f"{q}_star_lo"] <= s[f"{q}_star"] <= s[f"{q}_star_hi"]
+        what
+        for key, what in named.items()
+        if np.isfinite(s.get(f"{key}_lo", np.nan))
+        and not s[f"{key}_lo"] <= s[key] <= s[f"{key}_hi"]
     ]
     if off:
         text += (
-            f"\n  note         the optimum's {', '.join(off)} lies outside its own interval: the "
-            f"draws' optima sit to one side of the point estimate's (a skewed spread)"
+            f"\n  note         {', '.join(off)} lies outside its own interval: the draws' "
+            "values sit to one side of the point estimate's (a skewed spread)"
         )
     return text
 

@@ -95,6 +95,8 @@ def _forecasts(args, res, curves, forecasts, extra) -> dict:
         frames[str(sched)] = forecast(res, sched, momentum=args.momentum, **extra)
         end = frames[str(sched)].iloc[-1]
         band = f" [{end['lo']:.4f}, {end['hi']:.4f}]" if "lo" in end else ""
+        if band and not end["lo"] <= end["loss"] <= end["hi"]:
+            band += " (outside the band: the draws' forecasts sit to one side of the fit's)"
         print(f"forecast {sched}: loss at step {int(end['step'])} = {end['loss']:.4f}{band}")
     return frames
 

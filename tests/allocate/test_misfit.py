@@ -144,6 +144,10 @@ def test_report_says_why_an_optimum_lies_outside_its_interval(fitted):
     s.loc[0, "params_star_hi"] = s.loc[0, "params_star"] * 1.2
     text = budget_text(alloc.__class__(**{**alloc.__dict__, "summary": s}), 0, 1e21)
     assert "the optimum's params lies outside its own interval" in text
+    s = alloc.summary.copy()  # the best shape's loss beside its interval over the draws
+    s.loc[0, "loss_lo"], s.loc[0, "loss_hi"] = s.loc[0, "loss"] + 0.01, s.loc[0, "loss"] + 0.02
+    text = budget_text(alloc.__class__(**{**alloc.__dict__, "summary": s}), 0, 1e21)
+    assert "the best shape's loss lies outside its own interval" in text
 
 
 def test_cli_interval_option_is_the_apis(tmp_path, capsys):
