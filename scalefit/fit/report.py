@@ -200,8 +200,7 @@ def _bayes_report(res: Any) -> str:
         f"loo        elpd_loo {d['loo']['elpd_loo']:.2f} (se {d['loo']['se']:.2f}), p_loo "
         f"{d['loo']['p_loo']:.1f}, Pareto k max {d['loo']['pareto_k_max']:.2f}; elpd_waic "
         f"{d['loo']['elpd_waic']:.2f}",
-        "ppc        "
-        + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in d.get("ppc", {}).items()),
+        "ppc        " + _ppc_text(d.get("ppc", {})),
         f"\nposterior medians; {pct} equal-tailed (eti) and highest-density (hdi) intervals",
     ]
     with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
@@ -218,6 +217,18 @@ def _bayes_report(res: Any) -> str:
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def _ppc_text(ppc: dict) -> str:
+    """``posterior: 70% of rows in its 50% interval, 96% in its 90%; prior: ...``."""
+    parts = []
+    for group in ("posterior", "prior"):
+        shares = [(k.rsplit("_", 1)[1], v) for k, v in ppc.items() if k.startswith(f"{group}_")]
+        if shares:
+            first, *rest = (f"{v:.0%} in its {p}%" for p, v in shares)
+            first = first.replace(" in", " of rows in", 1) + " interval"
+            parts.append(f"{group}: " + ", ".join([first, *rest]))
+    return "; ".join(parts) or "n/a"
 
 
 def _groups_lines(res: Any) -> list[str]:
