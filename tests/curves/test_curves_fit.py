@@ -346,3 +346,25 @@ def test_cli_the_default_law_with_a_decay_is_lr_annealing(tmp_path, capsys):
     for flag in ("--run", "--columns"):  # the CSV options refused on other formats, by name
         assert main(["curves", "fit", str(path), "--format", "wandb", flag, "a=b"]) == 2
         assert f"{flag} applies to CSV/JSON curve files" in capsys.readouterr().err
+
+
+def test_cli_a_forecast_outside_its_band_says_so(capsys):
+    """The forecast line follows the report's rule: inside its band, or the line says why."""
+    import argparse
+
+    from scalefit.cli.curves import _forecasts
+
+    curves = _curves("wsd", 0, lengths=(1000, 2000, 3000))
+    res = _fit(curves)
+    point = np.array(list(res.params.values()))
+    spread = 1 + 0.01 * np.random.default_rng(0).standard_normal((20, len(point)))
+    res = res.replace(draws=point * spread)  # draws around the estimate: its band holds it
+    args = argparse.Namespace(fit_fraction=None, momentum=0.999, schedule=None)
+    sched = _schedule("wsd", 4000)
+    _forecasts(args, res, curves, [sched], {})
+    assert "outside the band" not in capsys.readouterr().out
+    shifted = np.array(res.draws, dtype=float)
+    shifted[:, list(res.params).index("L0")] += 0.5  # every draw's forecast above the fit's
+    _forecasts(args, res.replace(draws=shifted), curves, [sched], {})
+    out = capsys.readouterr().out
+    assert "(outside the band: the draws' forecasts sit to one side of the fit's)" in out
