@@ -189,8 +189,12 @@ def _read(args: argparse.Namespace):
     columns = parse_mapping(args.columns, "--columns")
     run_columns = _names(args.run_columns, "--run-columns")
     template = args.schedule if _is_template(args.schedule) else None
-    per_file = {"columns": columns, "run": args.run, "run_columns": run_columns}
-    per_file["schedule"] = template
+    per_file = {
+        "columns": columns,
+        "run": args.run,
+        "run_columns": run_columns,
+        "schedule": template,
+    }
     parts = []
     for f in args.files:
         kind = args.format

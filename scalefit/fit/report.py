@@ -106,11 +106,8 @@ def format_report(res: Any) -> str:
 
 def _bootstrap_line(d: dict, pct: str, ci_method: str) -> str:
     """How many resamples converged and how many the intervals use (the warnings' counts)."""
-    n, usable, ranged = (
-        d["n_boot"],
-        d["n_boot"] - d.get("boot_failed", 0),
-        d.get("boot_out_of_range", 0),
-    )
+    n, ranged = d["n_boot"], d.get("boot_out_of_range", 0)
+    usable = n - d.get("boot_failed", 0)  # boot_failed counts the out-of-range ones too
     text = f"\nbootstrap  {n} resamples ({d.get('resample', 'rows')}), {usable + ranged} converged"
     if ranged:
         text += f", {ranged} of them outside a declared range; the intervals use the other {usable}"
