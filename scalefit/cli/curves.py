@@ -84,6 +84,7 @@ def register(sub: Subcommands) -> None:
 
 def _forecasts(args, res, curves, forecasts, extra) -> dict:
     """Print each run's predicted final loss (``--fit-fraction``) and every ``--forecast``."""
+    from .._validation import interval_text
     from ..curves import final_losses, forecast
 
     if args.fit_fraction:
@@ -94,9 +95,9 @@ def _forecasts(args, res, curves, forecasts, extra) -> dict:
     for sched in forecasts:
         frames[str(sched)] = forecast(res, sched, momentum=args.momentum, **extra)
         end = frames[str(sched)].iloc[-1]
-        band = f" [{end['lo']:.4f}, {end['hi']:.4f}]" if "lo" in end else ""
-        if band and not end["lo"] <= end["loss"] <= end["hi"]:
-            band += " (outside the band: the draws' forecasts sit to one side of the fit's)"
+        band = (
+            interval_text(end["loss"], end["lo"], end["hi"], "{:.4f}".format) if "lo" in end else ""
+        )
         print(f"forecast {sched}: loss at step {int(end['step'])} = {end['loss']:.4f}{band}")
     return frames
 

@@ -267,8 +267,10 @@ class CurveAllocation:
 
 
 def _band(row, q: str, fmt: str = "{:.3g}") -> str:
+    from .._validation import interval_text
+
     lo, hi = row.get(q + "_lo", np.nan), row.get(q + "_hi", np.nan)
-    return f" [{fmt.format(lo)}, {fmt.format(hi)}]" if np.isfinite(lo) else ""
+    return interval_text(row[q], lo, hi, fmt.format)
 
 
 def allocation(

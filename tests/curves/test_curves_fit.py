@@ -362,9 +362,9 @@ def test_cli_a_forecast_outside_its_band_says_so(capsys):
     args = argparse.Namespace(fit_fraction=None, momentum=0.999, schedule=None)
     sched = _schedule("wsd", 4000)
     _forecasts(args, res, curves, [sched], {})
-    assert "outside the band" not in capsys.readouterr().out
+    assert "estimate outside" not in capsys.readouterr().out
     shifted = np.array(res.draws, dtype=float)
     shifted[:, list(res.params).index("L0")] += 0.5  # every draw's forecast above the fit's
     _forecasts(args, res.replace(draws=shifted), curves, [sched], {})
     out = capsys.readouterr().out
-    assert "(outside the band: the draws' forecasts sit to one side of the fit's)" in out
+    assert "(estimate outside: the draws sit to one side of it)" in out
