@@ -168,7 +168,8 @@ def method_name(result: Any) -> str:
     draws = getattr(result, "draws", None)
     if draws is not None and len(draws):
         kind = "posterior" if getattr(result, "method", "") == "bayes" else "bootstrap"
-        used = int(np.isfinite(np.asarray(draws, dtype=float)).all(axis=1).sum())
+        rows = np.asarray(draws, dtype=float).reshape(len(draws), -1)
+        used = int(np.isfinite(rows).all(axis=1).sum())
         of = f" of {len(draws)}" if used < len(draws) else ""  # failed resamples are NaN rows
         method += f", {used}{of} {kind} draws"
     return method
