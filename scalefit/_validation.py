@@ -58,6 +58,7 @@ __all__ = [
     "did_you_mean",
     "field_message",
     "fmt_value",
+    "interval_text",
     "spelled",
     "validate",
     "validate_mapping",
@@ -91,6 +92,45 @@ def fmt_value(value: Any) -> str:
         value = value.tolist()
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def interval_text(
+    value: float,
+    lo: float,
+    hi: float,
+    fmt: Callable[[float], str] = "{:.3g}".format,
+    why: str = "the draws sit to one side of it",
+) -> str:
+    """`` [lo, hi]`` to print after ``value``; when ``value`` lies outside, also why.
+
+    The reports' one rule for an estimate and its interval: the estimate is inside its printed
+    interval, or the same line says why it is not.
+
+    Parameters
+    ----------
+    value, lo, hi : float
+        The estimate and its interval (NaN ends: no interval, an empty string).
+    fmt : callable, default ``"{:.3g}".format``
+        How a number is written.
+    why : str
+        The reason printed for an estimate outside its interval.
+
+    Returns
+    -------
+    str
+        ``" [2.1, 2.5]"`` or ``" [2.1, 2.5] (estimate outside: ...)"``.
+
+    Examples
+    --------
+    >>> interval_text(3.05, 0.0159, 1.99)
+    ' [0.0159, 1.99] (estimate outside: the draws sit to one side of it)'
+    """
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    text = f" [{fmt(lo)}, {fmt(hi)}]"
+    if np.isfinite(value) and not lo <= value <= hi:
+        text += f" (estimate outside: {why})"
+    return text
 
 
 def spelled(python: str, cli: str | None = None) -> str:

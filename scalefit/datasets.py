@@ -44,6 +44,7 @@ class Dataset:
     url: str | None = None
     bundled: bool = False
     drop_columns: tuple[str, ...] = ()
+    loss_unit: str | None = None  # the loss column's unit, for axis labels (None: not stated)
 
 
 DATASETS: dict[str, Dataset] = {
@@ -65,6 +66,7 @@ DATASETS: dict[str, Dataset] = {
         sha256="cb474e8f5fc87be4132190a0c782d1521c4f06b9c041395b3a78ff2ffc34f83e",
         url="https://raw.githubusercontent.com/liuyz0/DepthScaling/main/Scaling/"
         "get_fitting_data_chinchilla.csv",
+        loss_unit="nats/token",
     ),
     "chinchilla_epoch": Dataset(
         name="chinchilla_epoch",
@@ -78,6 +80,7 @@ DATASETS: dict[str, Dataset] = {
         url="https://raw.githubusercontent.com/epoch-research/analyzing-chinchilla/main/data/"
         "svg_extracted_data.csv",
         drop_columns=("x", "y", "color", "hex_color"),
+        loss_unit="nats/token",
     ),
     "lm_grid_shakespeare": Dataset(
         name="lm_grid_shakespeare",
@@ -88,6 +91,7 @@ DATASETS: dict[str, Dataset] = {
             "data/README.md. Filter by the 'variant' column before fitting."
         ),
         bundled=True,
+        loss_unit="nats/byte",
     ),
     "depth_delusion": Dataset(
         name="depth_delusion",
@@ -97,6 +101,7 @@ DATASETS: dict[str, Dataset] = {
             "are an assumption for the 12 large-scale rows (20 x params), see data/README.md."
         ),
         bundled=True,
+        loss_unit="nats/token",
     ),
     # --- IsoFLOP collection (issue 27): one file, one table per experiment; see
     # scalefit/isoflop_data.py and docs/datasets.md. load("isoflops", experiment=ID).
@@ -392,6 +397,8 @@ def load(
     table = read_table(frame, ds.columns, drop_highest=drop_highest)
     table.attrs["scalefit"]["source"] = str(path)
     table.attrs["scalefit"]["dataset"] = name
+    if ds.loss_unit:
+        table.attrs["scalefit"]["loss_unit"] = ds.loss_unit
     return table
 
 

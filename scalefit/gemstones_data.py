@@ -144,6 +144,7 @@ def frame_of(raw: bytes, path: Path, gem: GemFile) -> pd.DataFrame:
     table["step"] = table["step"].astype(int)
     table.attrs["scalefit"]["source"] = str(path)
     table.attrs["scalefit"]["dataset"] = f"gemstones:{gem.key}"
+    table.attrs["scalefit"]["loss_unit"] = "nats/token"
     return table
 
 

@@ -168,6 +168,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
 
 def _read_csv(path: Path) -> pd.DataFrame:
     """Read a CSV with strict checks on encoding, emptiness, delimiter, header and row shape."""
+    _refuse_curves(path)
     raw = read_input_bytes(path, what="CSV file")
     text = _decode(path, raw)
     if not text.strip():
@@ -190,6 +191,24 @@ def _read_csv(path: Path) -> pd.DataFrame:
     if frame.empty:
         raise ScaleFitError(f"{path}: the table has a header but no rows.")
     return frame
+
+
+def _refuse_curves(path: Path) -> None:
+    """Loss curves (TensorBoard event files, a trainer run) given where a loss table goes."""
+    if "tfevents" in path.name:
+        kind = "a TensorBoard event file"
+    elif path.is_dir() and (path / "history.csv").is_file():
+        kind = "a trainer run folder"
+    elif path.is_dir() and next(path.rglob("*tfevents*"), None) is not None:
+        kind = "a folder of TensorBoard event files"
+    else:
+        return
+    folder = path.parent if "tfevents" in path.name else path
+    how = spelled("scalefit.curves.fit_curves", f"scalefit curves fit {folder}")
+    raise ScaleFitError(
+        f"{path}: {kind}, that is loss curves; a loss table has one row per finished run. "
+        f"Fit curves with {how}."
+    )
 
 
 def _rename(
@@ -215,6 +234,7 @@ def _rename(
     rename: dict[str, str] = {}
     targets: dict[str, str] = {}
     weak: list[tuple[str, str]] = []
+    ambiguous: list[str] = []  # 'D': reported with the other column problems (_column_problems)
     for col in frame.columns:
         if col in columns:
             dst = columns[col]
@@ -229,11 +249,7 @@ def _rename(
                 continue
         if dst is None:
             if col.lower() == "d":
-                example = spelled("columns={'D': 'tokens'}", "--columns D=tokens")
-                raise ScaleFitError(
-                    f"{where}: column 'D' is ambiguous (tokens in Chinchilla, depth in Fahim & "
-                    f"Karim); map it explicitly, e.g. {example}."
-                )
+                ambiguous.append(col)
             continue
         if dst in targets:
             raise ScaleFitError(
@@ -250,7 +266,30 @@ def _rename(
         taken.add(dst)
         rename[col] = dst
         renamed[col] = dst
-    return frame.rename(columns=rename), renamed
+    frame = frame.rename(columns=rename)
+    _column_problems(frame, ambiguous, where)
+    return frame, renamed
+
+
+def _column_problems(frame: pd.DataFrame, ambiguous: list[str], where: str) -> None:
+    """One error for every column problem at once: an ambiguous 'D', no loss column."""
+    problems, fix = [], {}
+    for col in ambiguous:
+        problems.append(
+            f"column {col!r} is ambiguous (tokens in Chinchilla, depth in Fahim & Karim)"
+        )
+        fix[col] = "tokens"
+    if "loss" not in frame.columns:
+        problems.append("no loss column; expected one of 'loss', 'val_loss', 'test_loss'")
+        guess = [c for c in frame.columns if str(c).lower() == "l" or "loss" in str(c).lower()]
+        fix[guess[0] if len(guess) == 1 else "NAME"] = "loss"
+    if problems:
+        python = "columns={" + ", ".join(f"{k!r}: {v!r}" for k, v in fix.items()) + "}"
+        cli = "--columns " + ",".join(f"{k}={v}" for k, v in fix.items())
+        raise ScaleFitError(
+            f"{where}: {'; '.join(problems)}. Map them explicitly, e.g. {spelled(python, cli)}. "
+            f"Columns: {', '.join(map(str, frame.columns))}."
+        )
 
 
 def _check_values(frame: pd.DataFrame, where: str, positive_loss: bool = True) -> pd.DataFrame:
@@ -361,12 +400,6 @@ def read_table(
             f"Got {type(source).__name__} instead."
         )
     frame, renamed = _rename(frame, columns, where, keep)
-    if "loss" not in frame.columns:
-        mapping = spelled("columns={...: 'loss'}", "--columns NAME=loss")
-        raise ScaleFitError(
-            f"{where}: no loss column; expected one of 'loss', 'val_loss', 'test_loss' "
-            f"(or map yours with {mapping}). Columns: {list(frame.columns)}."
-        )
     frame = _check_values(frame, where, positive_loss)
     derived: list[str] = []
     if "tokens" not in frame.columns and {"flops", "params"} <= set(frame.columns):

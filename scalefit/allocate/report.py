@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import spelled
+from .._validation import interval_text, spelled
 from ..accounting import flops_text
-from .api import QUANTITIES, Allocation
+from .api import Allocation
 
 
 def _g(v: float, digits: int = 3) -> str:
@@ -17,12 +17,9 @@ def _g(v: float, digits: int = 3) -> str:
 
 
 def _iv(row: pd.Series, name: str, digits: int = 3) -> str:
-    """``value [lo, hi]`` when the interval exists."""
-    text = _g(row.get(name, np.nan), digits)
-    lo, hi = row.get(f"{name}_lo", np.nan), row.get(f"{name}_hi", np.nan)
-    if np.isfinite(lo) and np.isfinite(hi):
-        text += f" [{_g(lo, digits)}, {_g(hi, digits)}]"
-    return text
+    """``value [lo, hi]`` when the interval exists (and why, when the value lies outside)."""
+    value, lo, hi = (row.get(name + end, np.nan) for end in ("", "_lo", "_hi"))
+    return _g(value, digits) + interval_text(value, lo, hi, lambda v: _g(v, digits))
 
 
 def _range(lo: float, hi: float) -> str:
@@ -71,23 +68,6 @@ def header_text(alloc: Allocation) -> str:
 
 def budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     """The recommendation for one budget."""
-    text = _budget_text(alloc, i, budget, show)
-    s = alloc.summary.iloc[i]
-    off = [
-        q
-        for q in QUANTITIES
-        if np.isfinite(s.get(f"{q}_star_lo", np.nan))
-        and not s[f"{q}_star_lo"] <= s[f"{q}_star"] <= s[f"{q}_star_hi"]
-    ]
-    if off:
-        text += (
-            f"\n  note         the optimum's {', '.join(off)} lies outside its own interval: the "
-            f"draws' optima sit to one side of the point estimate's (a skewed spread)"
-        )
-    return text
-
-
-def _budget_text(alloc: Allocation, i: int, budget: float, show: int = 5) -> str:
     s = alloc.summary.iloc[i]
     lines = [f"== budget {flops_text(budget)} FLOP"]
     if alloc.kind == "params" and not np.isfinite(s["params"]):
@@ -175,9 +155,8 @@ def _best_shape(alloc: Allocation, s: pd.Series) -> list[str]:
 
 
 def _band(s: pd.Series) -> str:
-    if np.isfinite(s.get("loss_lo", np.nan)):
-        return f" [{_g(s['loss_lo'], 5)}, {_g(s['loss_hi'], 5)}]"
-    return ""
+    lo, hi = s.get("loss_lo", np.nan), s.get("loss_hi", np.nan)
+    return interval_text(s["loss"], lo, hi, lambda v: _g(v, 5))
 
 
 def _spread(frame: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -233,7 +212,8 @@ def exponents_text(source: Any, alloc: Allocation, **kw) -> str:
     for _, r in tab.iterrows():
         line = f"  {r['quantity']:<24} a = {r['exponent']:.4f}"
         if "lo" in r and np.isfinite(r.get("lo", np.nan)):
-            line += f"   {pct} [{r['lo']:.4f}, {r['hi']:.4f}] over {int(r['n_draws'])} draws"
+            band = interval_text(r["exponent"], r["lo"], r["hi"], "{:.4f}".format)
+            line += f"   {pct}{band} over {int(r['n_draws'])} draws"
         lines.append(line)
     return "\n".join(lines)
 

@@ -282,10 +282,20 @@ def _unknown_options(parser: argparse.ArgumentParser) -> list[str]:
     return unknown
 
 
+#: Options a command lacks because another command does that job: (prog, option) -> pointer.
+ELSEWHERE = {
+    ("scalefit fit", "--budget"): "A budget is the allocation's: fit with --out FIT.json, then "
+    "run 'scalefit allocate FIT.json --budget FLOPS' (or 'scalefit demo --budget FLOPS').",
+}
+
+
 def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
     """A "did you mean" for an unknown option or an invalid choice, else ``""``."""
     if message.startswith("unrecognized arguments:"):
         for token in message.split(":", 1)[1].split():
+            elsewhere = ELSEWHERE.get((parser.prog, token.split("=", 1)[0]))
+            if elsewhere:
+                return f" {elsewhere}"
             if token.startswith("--"):
                 hint = did_you_mean(token.split("=", 1)[0], _options(parser))
                 if hint:

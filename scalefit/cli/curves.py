@@ -84,6 +84,7 @@ def register(sub: Subcommands) -> None:
 
 def _forecasts(args, res, curves, forecasts, extra) -> dict:
     """Print each run's predicted final loss (``--fit-fraction``) and every ``--forecast``."""
+    from .._validation import interval_text
     from ..curves import final_losses, forecast
 
     if args.fit_fraction:
@@ -94,7 +95,9 @@ def _forecasts(args, res, curves, forecasts, extra) -> dict:
     for sched in forecasts:
         frames[str(sched)] = forecast(res, sched, momentum=args.momentum, **extra)
         end = frames[str(sched)].iloc[-1]
-        band = f" [{end['lo']:.4f}, {end['hi']:.4f}]" if "lo" in end else ""
+        band = (
+            interval_text(end["loss"], end["lo"], end["hi"], "{:.4f}".format) if "lo" in end else ""
+        )
         print(f"forecast {sched}: loss at step {int(end['step'])} = {end['loss']:.4f}{band}")
     return frames
 
@@ -125,6 +128,12 @@ def _add_reading_args(p) -> None:
         "from a CSV/JSON file, e.g. cosine:lr={peak_lr},steps={total_steps},warmup=50",
     )
     add_option(p, "--columns", help="rename columns")
+    p.add_argument(
+        "--run",
+        default=None,
+        metavar="NAME",
+        help="run name of a CSV/JSON file without a run column (a file of one run)",
+    )
     p.add_argument(
         "--run-columns",
         default=None,
@@ -181,7 +190,12 @@ def _read(args: argparse.Namespace):
     columns = parse_mapping(args.columns, "--columns")
     run_columns = _names(args.run_columns, "--run-columns")
     template = args.schedule if _is_template(args.schedule) else None
-    per_file = {"columns": columns, "run_columns": run_columns, "schedule": template}
+    per_file = {
+        "columns": columns,
+        "run": args.run,
+        "run_columns": run_columns,
+        "schedule": template,
+    }
     parts = []
     for f in args.files:
         kind = args.format
@@ -191,6 +205,7 @@ def _read(args: argparse.Namespace):
             raise ScaleFitError(f"--tag applies to TensorBoard and W&B files, not to {f}.")
         for flag, given in (
             ("--columns", columns),
+            ("--run", args.run),
             ("--run-columns", run_columns),
             ("--schedule with {column} fields", template),
         ):
@@ -248,7 +263,7 @@ def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
     return {"schedule": sched, "tokens_per_step": per, "curves": curves}
 
 
-def _interval_note(args: argparse.Namespace, n_boot: int) -> str:
+def _interval_note(args: argparse.Namespace, n_boot: int, runs_fitted: int) -> str:
     """How the report's intervals treat the checkpoints of one run."""
     group = "run (group = run id)" if args.cluster == "run" else f"value of {args.cluster!r}"
     if args.bayes:
@@ -259,7 +274,9 @@ def _interval_note(args: argparse.Namespace, n_boot: int) -> str:
         )
     runs = "whole runs" if args.cluster == "run" else f"whole runs grouped by {args.cluster!r}"
     if not n_boot:
-        return "no intervals (--bootstrap 0 or one run): they would resample whole runs"
+        return "no intervals: they resample whole runs" + (
+            ", and one run cannot be resampled" if runs_fitted == 1 else " (--bootstrap 0)"
+        )
     return f"intervals resample {runs}"
 
 
@@ -274,6 +291,36 @@ def _prepared(args: argparse.Namespace, curves):
         drop_warmup=not args.keep_warmup,
         early=args.early,
         max_points=args.max_points,
+    )
+
+
+def _law(args: argparse.Namespace, prepared):
+    """The law to fit and, where the schedules decide it, the line that says why.
+
+    A constant learning rate has no annealing area (``S2 = 0`` at every checkpoint), so it
+    cannot identify a law's annealing term: without ``--law`` such curves get the power law in
+    ``S1``; with a decay, ``lr_annealing``.
+    """
+    from ..curves import constant_lr_law
+    from ..laws import get_law
+
+    decay = bool((prepared["S2"] > 0).any())
+    if args.formula:
+        return None, ""
+    if args.law:
+        inputs = get_law(args.law).inputs
+        if decay or not any(i == "S2" or i.startswith("mpl_w") for i in inputs):
+            return args.law, ""
+        return args.law, (
+            "the learning rate never decays in the fitted checkpoints (S2 = 0), so the "
+            "annealing term is not identified; without --law, scalefit fits L0 + A/S1^alpha"
+        )
+    if decay:
+        return "lr_annealing", ""
+    return constant_lr_law(), (
+        "L0 + A/S1^alpha (lr_constant), since the learning rate never decays in the fitted "
+        "checkpoints (annealing area S2 = 0), which cannot identify lr_annealing's term C*S2; "
+        "with a decay (--schedule cosine:..., wsd:...) the default is lr_annealing"
     )
 
 
@@ -301,7 +348,7 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     setup = _allocation_setup(args, curves)
     train = truncate(curves, args.fit_fraction) if args.fit_fraction else curves
     prepared = _prepared(args, train)
-    law = None if args.formula else (args.law or "lr_annealing")
+    law, why = _law(args, prepared)
     bayes = {}
     if args.bayes:
         bayes = {"bayes": True, "draws": args.draws, "warmup": args.draws, "errors": args.errors}
@@ -322,11 +369,14 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         )
     alloc = allocation(res, args.budget, **setup) if setup else None
     meta = res.conventions["curves"]
+    if why:
+        print(f"law choice: {why}\n")
     print(res.report())
+    runs = f"{meta['runs']} run{'s' if meta['runs'] != 1 else ''}"
     print(
-        f"\ncurves: {meta['runs']} runs, {meta['checkpoints']} checkpoints fitted (warm-up "
+        f"\ncurves: {runs}, {meta['checkpoints']} checkpoints fitted (warm-up "
         f"{'kept' if args.keep_warmup else 'dropped'}, first {args.early:g} of each run dropped, "
-        f"at most {args.max_points} per run); {_interval_note(args, res.n_boot)}."
+        f"at most {args.max_points} per run); {_interval_note(args, res.n_boot, meta['runs'])}."
     )
     extra = {} if args.params is None else {"params": args.params}
     with warnings.catch_warnings():  # the report says "converged NO"; other warnings print

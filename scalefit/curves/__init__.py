@@ -6,7 +6,15 @@
 """
 
 from ..schedule import KINDS, MOMENTUM, Schedule, areas, parse_schedule
-from .api import curve_table, final_losses, fit_curves, forecast, momentum_profile, truncate
+from .api import (
+    constant_lr_law,
+    curve_table,
+    final_losses,
+    fit_curves,
+    forecast,
+    momentum_profile,
+    truncate,
+)
 from .optimum import CurveAllocation, allocation, final_areas, final_loss_law
 from .prepare import lr_sequence, prepare, schedule_frame
 from .read import read_curves, read_tensorboard, read_trainer_run, read_trainer_runs, read_wandb
@@ -20,6 +28,7 @@ __all__ = [
     "Schedule",
     "allocation",
     "areas",
+    "constant_lr_law",
     "curve_table",
     "final_areas",
     "final_loss_law",

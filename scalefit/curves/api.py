@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, Options, validate
+from .._validation import Interval, Options, spelled, validate
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
 from ..schedule import MOMENTUM, Schedule, parse_schedule
@@ -119,7 +119,8 @@ def fit_curves(
         raise ScaleFitError(
             f"bootstrap intervals resample whole runs and need at least 2 {what}; the curves "
             f"have {n_groups}. Checkpoints of one run are not independent, so they are not "
-            "resampled."
+            f"resampled. Fit without intervals, {spelled('bootstrap=0')}, or fit two runs "
+            "or more."
         )
     res = fit(
         tab,
@@ -134,7 +135,35 @@ def fit_curves(
     meta = dict(prepared.attrs.get("scalefit_curves", {}))
     resampled = "runs" if cluster == "run" else f"runs grouped by {cluster!r}"
     meta.update(runs=n_runs, checkpoints=len(tab), resample=resampled if bootstrap else "none")
-    return _run_level_stderr(res.replace(conventions={**res.conventions, "curves": meta}))
+    res = res.replace(conventions={**res.conventions, "curves": meta})
+    return _run_level_stderr(res, n_groups)
+
+
+def constant_lr_law() -> Law:
+    """``L = L0 + A * S1**(-alpha)``: the law that curves at a constant learning rate identify.
+
+    Without a decay the annealing area ``S2`` is 0 at every checkpoint, so ``lr_annealing``'s
+    term ``C * S2`` leaves no footprint and ``C`` is not identified; this is that law without
+    it, written as a formula (so a result saves and loads like any formula fit).
+
+    Returns
+    -------
+    Law
+        Named ``"lr_constant"``; ``L0`` in [0, 10] like ``lr_annealing``'s floor.
+
+    Examples
+    --------
+    >>> constant_lr_law().inputs, constant_lr_law().param_names
+    (('S1',), ('A', 'L0', 'alpha'))
+    """
+    return Law.from_formula(
+        "L0 + A*S1**(-alpha)",
+        name="lr_constant",
+        inputs=("S1",),
+        kinds={"L0": "positive", "A": "positive", "alpha": "exponent"},
+        bounds={"L0": (0.0, 10.0)},
+        starts={"alpha": (0.1, 1.0)},
+    )
 
 
 def momentum_profile(
@@ -189,11 +218,9 @@ def momentum_profile(
 
 #: Default number of run-bootstrap resamples of :func:`fit_curves`.
 RUN_BOOTSTRAP = 200
-#: ``conventions["stderr"]`` of a curve fit without a bootstrap (the report's "n/a" cells).
-NO_RUN_BOOTSTRAP = "n/a: run bootstrap (pass bootstrap=B)"
 
 
-def _run_level_stderr(res):
+def _run_level_stderr(res, n_groups: int):
     """Standard errors from the run bootstrap's draws, or NaN without them (never the sandwich).
 
     The sandwich of least squares counts every checkpoint as independent evidence; the
@@ -202,7 +229,12 @@ def _run_level_stderr(res):
     names = list(res.params)
     if res.draws is None:
         stderr = dict.fromkeys(names, float("nan"))
-        source = NO_RUN_BOOTSTRAP
+        source = (
+            f"n/a: intervals need a run bootstrap, {spelled('bootstrap=B')}"
+            if n_groups >= 2
+            else "n/a: one run; a run bootstrap needs two or more (the checkpoints of one run "
+            "are not independent, so they are not resampled)"
+        )
     else:
         draws = np.asarray(res.draws, dtype=float)
         ok = np.isfinite(draws).all(axis=1)

@@ -267,8 +267,10 @@ class CurveAllocation:
 
 
 def _band(row, q: str, fmt: str = "{:.3g}") -> str:
+    from .._validation import interval_text
+
     lo, hi = row.get(q + "_lo", np.nan), row.get(q + "_hi", np.nan)
-    return f" [{fmt.format(lo)}, {fmt.format(hi)}]" if np.isfinite(lo) else ""
+    return interval_text(row[q], lo, hi, fmt.format)
 
 
 def allocation(
@@ -392,9 +394,11 @@ def _tokens_per_step(curves: pd.DataFrame) -> float:
 
 
 def _resample(result) -> str:
+    from .._validation import spelled
+
     if result.draws is None or not len(result.draws):
-        return "none: the fit has no bootstrap draws (fit with bootstrap=B for intervals)"
-    n = len(result.draws)
+        return f"none: the fit has no bootstrap draws; for intervals, {spelled('bootstrap=B')}"
+    n = int(np.isfinite(np.asarray(result.draws, dtype=float)).all(axis=1).sum())  # usable
     if result.conventions.get("cluster") == "run":
         return (
             f"percentiles of the optimum over {n} bootstrap refits; the resampling unit is the "

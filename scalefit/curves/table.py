@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .._validation import fmt_value
+from .._validation import fmt_value, spelled
 from ..errors import ScaleFitError
 
 #: Per-checkpoint numeric columns.
@@ -120,8 +120,8 @@ def validate_curves(
     if "run" not in tab.columns:
         if run is None:
             raise ScaleFitError(
-                f"{source}: no 'run' column; name the run of each row (or pass run=... for a "
-                f"file of one run). Columns: {', '.join(map(str, tab.columns))}."
+                f"{source}: no 'run' column; name the run of each row, or give a file of one "
+                f"run its name: {spelled('run=NAME')}. Columns: {', '.join(map(str, tab.columns))}."
             )
         tab["run"] = run
     for need in ("loss",):

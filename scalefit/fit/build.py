@@ -95,6 +95,7 @@ def provenance(
         "weight_column": settings.weight_column,
         **fit,
         "source": meta.get("source"),
+        **({"loss_unit": meta["loss_unit"]} if meta.get("loss_unit") else {}),
         "n_read": meta.get("n_read", len(tab)),
         "outlier_rule": meta.get("outlier_rule", "none"),
         "drop_highest": meta.get("drop_highest", 0),

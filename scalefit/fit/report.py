@@ -71,12 +71,10 @@ def format_report(res: Any) -> str:
     for reason in dict.fromkeys(stderr_na.values()):
         who = ", ".join(n for n, r in stderr_na.items() if r == reason)
         lines.append(f"\nstderr n/a ({who}): {reason}.")
-    outside = [n for n, v in res.params.items() if not _inside(v, res.ci.get(n))]
-    if outside:
+    for name in (n for n, v in res.params.items() if not _inside(v, res.ci.get(n))):
         lines.append(
-            f"\noutside    the estimate of {', '.join(outside)} lies outside its own "
-            f"{conv.get('ci_method', 'percentile')} interval: the resamples' estimates sit to one "
-            "side of the full data's (a skewed or biased sampling distribution); read the "
+            f"\noutside    the estimate of {name} lies outside its own "
+            f"{conv.get('ci_method', 'percentile')} interval: {_outside_why(res, name)}; read the "
             "interval as the spread of refits, not as centred on the estimate."
         )
     if conv.get("stderr"):  # a curve fit: where its standard errors come from (or why none)
@@ -87,7 +85,9 @@ def format_report(res: Any) -> str:
         where = (
             "the interval above, which only says how far the draws wander"
             if res.ci
-            else f"a bootstrap ({spelled('bootstrap=B')}), a posterior or a profile"
+            else "the stderr line above"
+            if str(conv.get("stderr", "")).startswith("n/a")
+            else f"a posterior, a profile or a bootstrap: {spelled('bootstrap=B')}"
         )
         lines.append(
             f"\nnot identified: {', '.join(res.not_identified)} — the data do not pin "
@@ -96,12 +96,7 @@ def format_report(res: Any) -> str:
         )
     d = res.diagnostics
     if d.get("n_boot"):
-        lines.append(
-            f"\nbootstrap  {d['n_boot']} resamples ({d.get('resample', 'rows')}), "
-            f"{d['n_boot'] - d.get('boot_failed', 0)} converged "
-            f"({(d['n_boot'] - d.get('boot_failed', 0)) / d['n_boot']:.0%}), {pct} interval "
-            f"{conv.get('ci_method', 'percentile')}"
-        )
+        lines.append(_bootstrap_line(d, pct, conv.get("ci_method", "percentile")))
     lines.extend(_groups_lines(res))
     if res.holdout:
         h = res.holdout
@@ -115,6 +110,16 @@ def format_report(res: Any) -> str:
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def _bootstrap_line(d: dict, pct: str, ci_method: str) -> str:
+    """How many resamples converged and how many the intervals use (the warnings' counts)."""
+    n, ranged = d["n_boot"], d.get("boot_out_of_range", 0)
+    usable = n - d.get("boot_failed", 0)  # boot_failed counts the out-of-range ones too
+    text = f"\nbootstrap  {n} resamples ({d.get('resample', 'rows')}), {usable + ranged} converged"
+    if ranged:
+        text += f", {ranged} of them outside a declared range; the intervals use the other {usable}"
+    return text + f" ({usable / n:.0%}), {pct} interval {ci_method}"
 
 
 def _se_cell(res: Any, name: str, at_bound: set, stderr_na: dict) -> str:
@@ -150,6 +155,9 @@ def _param_lines(res: Any, pct: str) -> list[str]:
                 line += f"{lo:>14.6g}{hi:>14.6g}" + (" *" if dropped else "")
             else:
                 line += f"{'n/a':>14}{'n/a':>14}"
+        if not _inside(value, res.ci.get(name)):
+            share = res.diagnostics.get("boot_out_of_range_share", {}).get(name)
+            line += f"  outside: {share:.0%} of resamples out of range" if share else "  outside"
         if name == "C" and lam is not None:  # C is per unit of S2, whose size lam sets
             line += f"  at momentum λ = {lam:g}"
         lines.append(line)
@@ -160,6 +168,21 @@ def _param_lines(res: Any, pct: str) -> list[str]:
             f"{dropped} converged outside one and were dropped"
         )
     return lines
+
+
+def _outside_why(res: Any, name: str) -> str:
+    """Why an estimate lies outside its interval: the share of resamples out of its range."""
+    share = res.diagnostics.get("boot_out_of_range_share", {}).get(name)
+    if not share:
+        return (
+            "the resamples' estimates sit to one side of the full data's (a skewed or biased "
+            "sampling distribution)"
+        )
+    lo, hi = res.law.param(name).bounds
+    return (
+        f"{share:.0%} of the converged resamples put {name} outside its declared range "
+        f"[{lo:g}, {hi:g}] and the interval uses only the others"
+    )
 
 
 def _inside(value: float, ci) -> bool:
@@ -190,8 +213,7 @@ def _bayes_report(res: Any) -> str:
         f"loo        elpd_loo {d['loo']['elpd_loo']:.2f} (se {d['loo']['se']:.2f}), p_loo "
         f"{d['loo']['p_loo']:.1f}, Pareto k max {d['loo']['pareto_k_max']:.2f}; elpd_waic "
         f"{d['loo']['elpd_waic']:.2f}",
-        "ppc        "
-        + ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in d.get("ppc", {}).items()),
+        "ppc        " + _ppc_text(d.get("ppc", {})),
         f"\nposterior medians; {pct} equal-tailed (eti) and highest-density (hdi) intervals",
     ]
     with pd.option_context("display.width", 120, "display.float_format", "{:.6g}".format):
@@ -211,6 +233,18 @@ def _bayes_report(res: Any) -> str:
     for w in res.warnings:
         lines.append(f"warning    {w}")
     return "\n".join(lines)
+
+
+def _ppc_text(ppc: dict) -> str:
+    """``posterior: 70% of rows in its 50% interval, 96% in its 90%; prior: ...``."""
+    parts = []
+    for group in ("posterior", "prior"):
+        shares = [(k.rsplit("_", 1)[1], v) for k, v in ppc.items() if k.startswith(f"{group}_")]
+        if shares:
+            first, *rest = (f"{v:.0%} in its {p}%" for p, v in shares)
+            first = first.replace(" in", " of rows in", 1) + " interval"
+            parts.append(f"{group}: " + ", ".join([first, *rest]))
+    return "; ".join(parts) or "n/a"
 
 
 def _groups_lines(res: Any) -> list[str]:

@@ -194,6 +194,7 @@ CONVENTIONS = record(
         "derived": TEXT_LIST,
         "source": text(null=True),
         "dataset": text(null=True),
+        "loss_unit": text(null=True),
         "n_read": COUNT,
         "drop_highest": COUNT,
         "reference_points": map_of(num(float, 0, finite=True, null=True)),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._readonly import ReadOnlyMappings
-from .._validation import Interval, Options, constraints, validate
+from .._validation import Interval, Options, constraints, interval_text, validate
 from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
 from ._curves import (
@@ -98,9 +98,8 @@ class IsoFLOPResult(PowerLawExponents, ReadOnlyMappings):
         pct = f"{100 * self.ci_prob:g}%"
         lines = [f"Approach 2 ({self.method}), {len(self.budgets)} budgets, {pct} {self.interval}"]
         for q, row in self.exponents.iterrows():
-            lines.append(
-                f"  {q:<7} exponent {row['exponent']:.3f} [{row['lo']:.3f}, {row['hi']:.3f}]"
-            )
+            band = interval_text(row["exponent"], row["lo"], row["hi"], "{:.3f}".format)
+            lines.append(f"  {q:<7} exponent {row['exponent']:.3f}{band or ' [n/a]'}")
         for w in self.warnings:
             lines.append(f"  warning: {w}")
         return "\n".join(lines)

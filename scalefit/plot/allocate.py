@@ -55,7 +55,7 @@ def plot_isoflop(
     -------
     matplotlib Figure
     """
-    from .style import label, ordered_colours, title
+    from .style import label, loss_label, ordered_colours, title
 
     fig, ax = axes(ax, figsize=(6.4, 4.6))
     colours = ordered_colours(len(curves))
@@ -73,7 +73,7 @@ def plot_isoflop(
         _mark_budget(ax, s.iloc[0], colour, eps, marks)
     ax.set_xscale("log")
     ax.set_xlabel(f"{label('depth')}; width and tokens optimal at each depth")
-    ax.set_ylabel(f"predicted {label('loss')}")
+    ax.set_ylabel(f"predicted {loss_label(source)}")
     log_ticks(ax)
     handles, labels = ax.get_legend_handles_labels()
     keep = [(h, lab) for h, lab in zip(handles, labels, strict=True) if lab.startswith("C =")]

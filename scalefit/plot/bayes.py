@@ -135,7 +135,7 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     """
     from ..fit.bayes import predictive_draws
     from ..fit.holdout import compute_key
-    from .style import PALETTE, axes, label, log_ticks, suptitle, title
+    from .style import PALETTE, axes, label, log_ticks, loss_label, suptitle, title
 
     fig, ax = axes(ax, figsize=(5.6, 4.2))
     key, xval = compute_key(table, result.law)
@@ -157,7 +157,7 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     ax.scatter(xval[~inside], y[~inside], s=12, color=PALETTE[1], label="observed, outside")
     ax.set(xscale="log", yscale="log")
     ax.set_xlabel(label(key))
-    ax.set_ylabel(label("loss"))
+    ax.set_ylabel(loss_label(result))
     log_ticks(ax)
     ax.legend(fontsize=7, frameon=False)
     what = (
@@ -190,7 +190,7 @@ def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = 
     matplotlib.figure.Figure
     """
     from ..fit.bayes import predictive_draws
-    from .style import PALETTE, axes, label, log_ticks, suptitle, title
+    from .style import PALETTE, axes, label, log_ticks, loss_label, suptitle, title
 
     fig, ax = axes(ax)
     sims = predictive_draws(result, grid, noise=noise)
@@ -203,7 +203,7 @@ def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = 
     ax.plot(x[order], med[order], color=PALETTE[0], label="median")
     ax.set(xscale="log")
     ax.set_xlabel(label(along))
-    ax.set_ylabel(f"predicted {label('loss')}")
+    ax.set_ylabel(f"predicted {loss_label(result)}")
     log_ticks(ax)
     ax.legend(fontsize=7, frameon=False)
     suptitle(fig, title(result, f"Predicted loss along {label(along)}"))

@@ -27,7 +27,7 @@ def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
     from matplotlib.lines import Line2D
 
     from ..curves.multipower import with_quadrature
-    from .style import PALETTE, axes, label, ordered_colours, suptitle, title
+    from .style import PALETTE, axes, loss_label, ordered_colours, suptitle, title
 
     fig, ax = axes(ax, figsize=(7.0, 4.6))
     prepared = with_quadrature(prepared, result.law)
@@ -49,7 +49,7 @@ def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
         if "lo" in frame:
             ax.fill_between(frame["step"], frame["lo"], frame["hi"], color=c, alpha=0.2, lw=0)
     ax.set_xlabel("optimiser step")
-    ax.set_ylabel(label("loss"))
+    ax.set_ylabel(loss_label(result))
     lo, hi = np.nanmin(prepared["loss"]), np.nanmax(prepared["loss"])
     pad = 0.05 * (hi - lo if hi > lo else 1.0)
     ax.set_ylim(lo - 3 * pad, hi + pad)

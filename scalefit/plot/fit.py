@@ -30,7 +30,7 @@ def plot_fit(result, table, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from .style import SEQUENTIAL, label, log_ticks, suptitle, title
+    from .style import SEQUENTIAL, label, log_ticks, loss_label, suptitle, title
 
     fig, (a0, a1) = axes(ax, ncols=2, figsize=(4.6, 4.0))
     law = result.law
@@ -41,15 +41,15 @@ def plot_fit(result, table, *, ax=None):
     lo, hi = min(y.min(), pred.min()), max(y.max(), pred.max())
     a0.plot([lo, hi], [lo, hi], color="black", lw=0.8, label="observed = predicted")
     a0.set(xscale="log", yscale="log")
-    a0.set_xlabel(f"predicted {label('loss')}")
-    a0.set_ylabel(f"observed {label('loss')}")
+    a0.set_xlabel(f"predicted {loss_label(result)}")
+    a0.set_ylabel(f"observed {loss_label(result)}")
     log_ticks(a0)
     a0.legend(fontsize=7, frameon=False, loc="upper left")
     fig.colorbar(sc, ax=a0, label=f"log10 of {label(key)}")
     a1.scatter(pred, np.log(y) - np.log(pred), c=colour, s=14, cmap=SEQUENTIAL, edgecolors="none")
     a1.axhline(0.0, color="black", lw=0.8)
     a1.set(xscale="log")
-    a1.set_xlabel(f"predicted {label('loss')}")
+    a1.set_xlabel(f"predicted {loss_label(result)}")
     a1.set_ylabel("log residual, log(observed) − log(predicted)")
     log_ticks(a1)
     what = (

@@ -27,7 +27,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     -------
     matplotlib.figure.Figure
     """
-    from .style import SEQUENTIAL, flops_text, label, log_ticks, suptitle
+    from .style import SEQUENTIAL, flops_text, label, log_ticks, loss_label, suptitle
 
     fig, (left, right) = axes(ax, ncols=2)
     lab = assign_budgets(table, iso.budgets["budget"].to_numpy(), tol=iso.tol).to_numpy()
@@ -59,7 +59,7 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
             )
     left.set_xscale("log")
     left.set_xlabel(label("params"))
-    left.set_ylabel(label("loss"))
+    left.set_ylabel(loss_label(table))
     log_ticks(left)
     left.legend(fontsize=6, ncol=2)
     ok = np.isfinite(bud["params_opt"].to_numpy())

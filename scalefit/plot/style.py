@@ -38,7 +38,6 @@ LABELS = {
     "params": "parameters",
     "flops": "training compute (FLOP)",
     "budget": "training budget C (FLOP)",
-    "loss": "loss (nats/token)",
     "tokens_per_param": "tokens per parameter",
 }
 METHODS = {"jax": "least squares", "lmfit": "least squares (lmfit)", "bayes": "Bayesian (NUTS)"}
@@ -47,6 +46,19 @@ METHODS = {"jax": "least squares", "lmfit": "least squares (lmfit)", "bayes": "B
 def label(name: str) -> str:
     """Axis label in words with its unit for a canonical column name (else the name itself)."""
     return LABELS.get(name, name.replace("_", " "))
+
+
+def loss_label(source: Any = None) -> str:
+    """``loss (unit)`` with the unit its data declare, else ``loss`` (no unit is guessed).
+
+    ``source`` is a result (its ``conventions["loss_unit"]``), a table (its
+    ``attrs["scalefit"]["loss_unit"]``, set by :func:`scalefit.datasets.load`) or None.
+    """
+    meta = getattr(source, "conventions", None)
+    if meta is None:
+        meta = getattr(source, "attrs", {}).get("scalefit", {})
+    unit = (meta or {}).get("loss_unit")
+    return f"loss ({unit})" if unit else "loss"
 
 
 def ordered_colours(n: int) -> list:
@@ -157,7 +169,10 @@ def method_name(result: Any) -> str:
     draws = getattr(result, "draws", None)
     if draws is not None and len(draws):
         kind = "posterior" if getattr(result, "method", "") == "bayes" else "bootstrap"
-        method += f", {len(draws)} {kind} draws"
+        rows = np.asarray(draws, dtype=float).reshape(len(draws), -1)
+        used = int(np.isfinite(rows).all(axis=1).sum())
+        of = f" of {len(draws)}" if used < len(draws) else ""  # failed resamples are NaN rows
+        method += f", {used}{of} {kind} draws"
     return method
 
 

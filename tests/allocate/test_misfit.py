@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -138,12 +140,18 @@ def test_report_says_why_an_optimum_lies_outside_its_interval(fitted):
     from scalefit.allocate.report import budget_text
 
     alloc = allocate(fitted, [1e21], interval="draws")
-    assert "note" not in budget_text(alloc, 0, 1e21)
+    assert "estimate outside" not in budget_text(alloc, 0, 1e21)
     s = alloc.summary.copy()
     s.loc[0, "params_star_lo"] = s.loc[0, "params_star"] * 1.1
     s.loc[0, "params_star_hi"] = s.loc[0, "params_star"] * 1.2
     text = budget_text(alloc.__class__(**{**alloc.__dict__, "summary": s}), 0, 1e21)
-    assert "the optimum's params lies outside its own interval" in text
+    outside = r"\(estimate outside: the draws sit to one side of it\)"
+    assert re.search(rf"params \S+ \[\S+, \S+\] {outside}", text)  # on the params line
+    s = alloc.summary.copy()  # the best shape's loss beside its interval over the draws
+    s.loc[0, "loss_lo"], s.loc[0, "loss_hi"] = s.loc[0, "loss"] + 0.01, s.loc[0, "loss"] + 0.02
+    text = budget_text(alloc.__class__(**{**alloc.__dict__, "summary": s}), 0, 1e21)
+    line = next(t for t in text.splitlines() if t.startswith("  loss "))  # a params-law split
+    assert "(estimate outside: the draws sit to one side of it)" in line
 
 
 def test_cli_interval_option_is_the_apis(tmp_path, capsys):

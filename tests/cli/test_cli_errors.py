@@ -35,6 +35,12 @@ def files(tmp_path):
     toml.write_text("this is = = not toml\n")
     notjson = tmp_path / "result.json"
     notjson.write_text("{not json")
+    ndl = tmp_path / "ndl.csv"
+    ndl.write_text("N,D,L\n1e6,2e7,3.1\n2e6,4e7,2.9\n4e6,8e7,2.7\n")
+    (tmp_path / "tb" / "run1").mkdir(parents=True)  # a TensorBoard log folder
+    (tmp_path / "tb" / "run1" / "events.out.tfevents.1.host").write_bytes(b"\x00\x01")
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "history.csv").write_text("step,loss\n1,3.0\n")
     return {
         "csv": str(csv),
         "bad": str(bad),
@@ -42,6 +48,9 @@ def files(tmp_path):
         "json": str(notjson),
         "missing": str(tmp_path / "nope.csv"),
         "dir": str(tmp_path),
+        "ndl": str(ndl),
+        "tb": str(tmp_path / "tb"),
+        "trainer": str(tmp_path / "trainer"),
     }
 
 
@@ -89,6 +98,14 @@ MISTAKES = [
     (["toy", "run", "{missing}"], "nope.csv"),
     (["train", "run", "{toml}"], "broken.toml"),
     (["fit", "chinchila", "--law", "chinchilla"], "chinchilla"),
+    # another command's job: point to it
+    (["fit", TABLE, "--law", "chinchilla", "--budget", "1e21"], "scalefit allocate FIT.json"),
+    (["fit", TABLE, "--budget", "1e21"], "'scalefit allocate FIT.json --budget FLOPS'"),
+    (["fit", "{tb}", "--law", "chinchilla"], "TensorBoard event files, that is loss curves"),
+    (["fit", "{tb}/run1/events.out.tfevents.1.host", "--law", "chinchilla"], "curves fit"),
+    (["fit", "{trainer}", "--law", "chinchilla"], "(scalefit curves fit"),
+    # every column problem in the first error: an ambiguous D and no loss column
+    (["fit", "{ndl}", "--law", "chinchilla"], "--columns D=tokens,L=loss on the command line"),
 ]
 
 

@@ -36,6 +36,18 @@ def test_explicit_mapping_and_ambiguous_d():
     assert "tokens" in t.columns and "flops" in t.columns
     with pytest.raises(ScaleFitError, match="must map onto"):
         read_table(df, {"D": "data"})
+    # every column problem in the first error, with one mapping that fixes them all
+    ndl = pd.DataFrame({"N": [1e8, 1e9], "D": [1e9, 1e10], "L": [3.0, 2.5]})
+    with pytest.raises(ScaleFitError) as err:
+        read_table(ndl)
+    text = str(err.value)
+    assert "column 'D' is ambiguous" in text and "no loss column" in text
+    assert "columns={'D': 'tokens', 'L': 'loss'}" in text
+    assert list(read_table(ndl, {"D": "tokens", "L": "loss"}).columns)[:3] == [
+        "params",
+        "tokens",
+        "loss",
+    ]
 
 
 def test_drop_highest_rule_with_ties():

@@ -315,3 +315,81 @@ def test_momentum_profile_refuses_a_bad_grid(momenta):
 
     with pytest.raises(ScaleFitError, match="momentum"):
         momentum_profile(_curves("wsd", 0), momenta)
+
+
+def _python_hint(text: str) -> str | None:
+    """The first ``name=value`` suggestion not followed by its command-line spelling."""
+    import re
+
+    for hit in re.finditer(r"\b(?:run|bootstrap|columns)=\S+", text):
+        if not text[hit.end() :].startswith(" (--"):
+            return hit.group(0)
+    return None
+
+
+def test_cli_a_one_run_step_loss_file_at_a_constant_rate(tmp_path, capsys):
+    """The file a user has: ``step,loss``, one run, constant learning rate."""
+    sched = _schedule("constant", 3000)
+    path = tmp_path / "one.csv"
+    _curves("constant", 0, lengths=(3000,))[["step", "loss"]].to_csv(path, index=False)
+    assert main(["curves", "fit", str(path), "--schedule", sched]) == 2
+    err = capsys.readouterr().err
+    assert "no 'run' column" in err and "--run NAME on the command line" in err
+    assert _python_hint(err) is None
+    base = ["curves", "fit", str(path), "--run", "mine", "--schedule", sched, "--starts", "8"]
+    out_json = tmp_path / "fit.json"
+    assert main([*base, "--out", str(out_json)]) == 0  # not exit 3: the law it fits is identified
+    out = capsys.readouterr().out
+    assert "law choice: L0 + A/S1^alpha (lr_constant)" in out and "S2 = 0" in out
+    assert "law        lr_constant" in out and "converged  yes" in out
+    assert "not identified" not in out and "one run cannot be resampled" in out
+    assert "curves: 1 run," in out and _python_hint(out) is None
+    from scalefit.fit.result import FitResult
+
+    res = FitResult.load(out_json)
+    for name in ("L0", "A", "alpha"):
+        assert res.params[name] == pytest.approx(TRUTH[name], rel=0.1), name
+    # one run cannot be resampled: say so, and name the command line's alternative
+    assert main([*base, "--bootstrap", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "need at least 2 runs; the curves have 1" in err
+    assert "--bootstrap 0 on the command line" in err and _python_hint(err) is None
+    # the annealing law asked for by name: fitted, with the line that says why C is not pinned
+    assert main([*base, "--law", "lr_annealing"]) == 3
+    out = capsys.readouterr().out
+    assert "law choice: the learning rate never decays" in out and _python_hint(out) is None
+    assert "see the stderr line above" in out
+
+
+def test_cli_the_default_law_with_a_decay_is_lr_annealing(tmp_path, capsys):
+    path = tmp_path / "one.csv"
+    _curves("wsd", 0, lengths=(3000,))[["step", "loss"]].to_csv(path, index=False)
+    args = ["--run", "a", "--schedule", _schedule("wsd", 3000), "--starts", "16"]
+    assert main(["curves", "fit", str(path), *args]) == 0
+    out = capsys.readouterr().out
+    assert "law        lr_annealing" in out and "law choice" not in out
+    for flag in ("--run", "--columns"):  # the CSV options refused on other formats, by name
+        assert main(["curves", "fit", str(path), "--format", "wandb", flag, "a=b"]) == 2
+        assert f"{flag} applies to CSV/JSON curve files" in capsys.readouterr().err
+
+
+def test_cli_a_forecast_outside_its_band_says_so(capsys):
+    """The forecast line follows the report's rule: inside its band, or the line says why."""
+    import argparse
+
+    from scalefit.cli.curves import _forecasts
+
+    curves = _curves("wsd", 0, lengths=(1000, 2000, 3000))
+    res = _fit(curves)
+    point = np.array(list(res.params.values()))
+    spread = 1 + 0.01 * np.random.default_rng(0).standard_normal((20, len(point)))
+    res = res.replace(draws=point * spread)  # draws around the estimate: its band holds it
+    args = argparse.Namespace(fit_fraction=None, momentum=0.999, schedule=None)
+    sched = _schedule("wsd", 4000)
+    _forecasts(args, res, curves, [sched], {})
+    assert "estimate outside" not in capsys.readouterr().out
+    shifted = np.array(res.draws, dtype=float)
+    shifted[:, list(res.params).index("L0")] += 0.5  # every draw's forecast above the fit's
+    _forecasts(args, res.replace(draws=shifted), curves, [sched], {})
+    out = capsys.readouterr().out
+    assert "(estimate outside: the draws sit to one side of it)" in out

@@ -64,9 +64,9 @@ def test_no_bootstrap_prints_na_never_the_sandwich():
     assert res.draws is None and not res.ci
     assert all(np.isnan(v) for v in res.stderr.values())
     text = res.report()
-    assert "n/a: run boot." in text and "n/a: run bootstrap (pass bootstrap=B)" in text
+    assert "n/a: run boot." in text and "n/a: intervals need a run bootstrap, bootstrap=B" in text
     one = _fit(_curves(0, schedules=SCHEDULES[:1]))  # one run: nothing to resample
-    assert one.draws is None and "n/a: run bootstrap" in one.report()
+    assert one.draws is None and "n/a: one run; a run bootstrap needs two" in one.report()
     with pytest.raises(ScaleFitError, match="'bootstrap' parameter of fit_curves"):
         _fit(_curves(0), bootstrap=-1)
 
@@ -160,7 +160,7 @@ def test_cli_default_intervals_and_bootstrap_zero(tmp_path, capsys):
     assert "200 resamples (clusters of 'run')" in out and "intervals resample whole runs" in out
     assert main(["curves", "fit", str(path), "--starts", "8", "--bootstrap", "0"]) == 0
     out = capsys.readouterr().out
-    assert "n/a: run bootstrap (pass bootstrap=B)" in out and "no intervals (--bootstrap 0" in out
+    assert "--bootstrap B on the command line" in out and "(--bootstrap 0)." in out
     assert main(["curves", "fit", str(path), "--errors", "independent"]) == 2
     assert "--errors is the error model of --bayes" in capsys.readouterr().err
 

@@ -60,6 +60,10 @@ def test_known_truth_recovery(depth_fit):
     assert d["r_hat_max"] < 1.05
     assert d["loo"]["n_pareto_k_bad"] == 0
     assert 0.7 <= d["ppc"]["posterior_coverage_90"] <= 1.0
+    share50, share90 = (d["ppc"][f"posterior_coverage_{p}"] for p in (50, 90))
+    line = next(t for t in res.report().splitlines() if t.startswith("ppc"))
+    assert f"posterior: {share50:.0%} of rows in its 50% interval, {share90:.0%} in its 90%" in line
+    assert "coverage" not in line  # not "posterior coverage 50 70%"
     assert res.converged == (d["divergences"] == 0 and d["r_hat_max"] <= 1.01)
     frame = hdi_frame(res)
     assert (frame["hdi_lo"] <= frame["median"]).all() and (frame["median"] <= frame["hdi_hi"]).all()

@@ -105,3 +105,49 @@ def test_toy_fit_on_one_row_per_depth_reports_no_interval():
     row = _quiet(fit_depth_exponents, table, bootstrap=100).iloc[0]
     assert math.isnan(row["alpha_lo"]) and math.isnan(row["alpha_hi"])
     assert "bootstrap interval n/a: only" in row["warnings"]
+
+
+@pytest.fixture(scope="module")
+def grid_fit():
+    """The bundled grid's depth exponent: half the resamples leave [0, 5], the rest sit low."""
+    from scalefit.table import read_table
+
+    tab = read_table("data/lm_grid_shakespeare.csv")
+    tab = tab[tab["variant"] == "pre_ln"]
+    return _quiet(scalefit.fit, tab, "decomposed", bootstrap=20, seed=0, starts=16)
+
+
+def test_an_estimate_outside_its_interval_says_why_and_the_counts_agree(grid_fit):
+    import re
+
+    res = grid_fit
+    text = res.report()
+    rows = {line.split()[0]: line for line in text.splitlines()[6:13]}
+    share = res.diagnostics["boot_out_of_range_share"]["a_depth"]
+    for name, value in res.params.items():
+        lo, hi = res.ci[name]
+        # one rule: the estimate is inside its printed interval, or its row says why
+        assert (lo <= value <= hi) != ("outside" in rows[name]), name
+    assert not res.ci["a_depth"][0] <= res.params["a_depth"] <= res.ci["a_depth"][1]
+    assert f"outside: {share:.0%} of resamples out of range" in rows["a_depth"]
+    assert f"{share:.0%} of the converged resamples put a_depth outside its declared" in text
+    # the bootstrap line and the warning count the same resamples
+    line = re.search(r"(\d+) resamples \(rows\), (\d+) converged, (\d+) of them outside a "
+                     r"declared range; the intervals use the other (\d+)", text)  # fmt: skip
+    warn = re.search(r"(\d+) of (\d+) bootstrap resamples failed .* and (\d+) converged outside "
+                     r"a declared range; intervals use the (\d+) others", text)  # fmt: skip
+    n, conv, ranged, used = map(int, line.groups())
+    failed, n2, ranged2, used2 = map(int, warn.groups())
+    assert (n, ranged, used) == (n2, ranged2, used2) and conv == n - failed and ranged > 0
+    assert used == int(np.isfinite(res.draws).all(axis=1).sum())
+
+
+def test_a_draws_figure_counts_the_draws_it_shows(grid_fit):
+    from scalefit.plot.fit import plot_draws
+
+    n, used = grid_fit.n_boot, int(np.isfinite(grid_fit.draws).all(axis=1).sum())
+    assert used < n
+    fig = plot_draws(grid_fit)
+    title = " ".join(fig._suptitle.get_text().split())
+    assert f"{used} bootstrap draws of the exponents" in title
+    assert f"{used} of {n} bootstrap draws" in title

@@ -71,6 +71,22 @@ def test_fit_and_draws_figures(results, table, name):
     _clean(plot_draws(results[name]))
 
 
+def test_loss_axes_carry_the_tables_own_unit_or_none(results, table, tmp_path):
+    """depth_delusion is nats per token, the byte grid nats per byte, a plain CSV unstated."""
+    from scalefit.plot.fit import plot_fit
+    from scalefit.plot.style import loss_label
+
+    res = results["chinchilla"]
+    assert res.conventions["loss_unit"] == "nats/token"
+    assert plot_fit(res, table).axes[0].get_ylabel() == "observed loss (nats/token)"
+    res.save(tmp_path / "fit.json")
+    assert loss_label(scalefit.FitResult.load(tmp_path / "fit.json")) == "loss (nats/token)"
+    assert loss_label(scalefit.datasets.load("lm_grid_shakespeare")) == "loss (nats/byte)"
+    table.to_csv(tmp_path / "t.csv", index=False)
+    plain = scalefit.read_table(tmp_path / "t.csv")
+    assert loss_label(plain) == "loss" and loss_label(None) == "loss"
+
+
 @pytest.mark.parametrize("name", ["chinchilla", "decomposed"])
 def test_allocation_figures(results, name):
     from scalefit.allocate.analysis import isoflop_curve
@@ -165,4 +181,6 @@ def test_curves_figure():
         warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
         res = fit_curves(curves, "lr_annealing", starts=16)
     ahead = forecast(res, "wsd:lr=0.003,steps=2000,warmup=50,decay=0.2,final_lr=0.0")
-    _clean(plot_curves(res, curves, forecasts={"wsd, 2000 steps": ahead}))
+    fig = plot_curves(res, curves, forecasts={"wsd, 2000 steps": ahead})
+    _clean(fig)
+    assert fig.axes[0].get_ylabel() == "loss"  # synthetic curves: no unit to state

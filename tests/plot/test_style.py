@@ -38,7 +38,7 @@ def test_numbers_are_written_without_plus_signs_or_padding_zeros(value, text):
 
 def test_canonical_columns_are_labelled_in_words_with_units():
     assert style.label("flops") == "training compute (FLOP)"
-    assert style.label("loss") == "loss (nats/token)"
+    assert style.label("loss") == "loss"  # its unit is the table's: style.loss_label
     assert style.label("my_metric") == "my metric"  # any other column: its name, spaced
 
 
