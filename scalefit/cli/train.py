@@ -8,7 +8,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json
+from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json, inside
 from .._validation import fmt_value
 from ..errors import ScaleFitError
 from ._common import add_option, check_paths
@@ -190,11 +190,12 @@ def _cmd_run(args) -> int:
         folders={"--out": args.out},
         max_bytes=MAX_CONFIG_BYTES,
     )
-    raw = {**_read_toml(args.config), **_overrides(args.set)}
+    raw = {**_data_inside(_read_toml(args.config), args.config), **_overrides(args.set)}
     task = {k: raw.pop(k, v) for k, v in TASK_KEYS.items()}
     validate_task_keys(task, source=args.config)
     cfg = config_from_dict(raw, source=args.config)
-    out = Path(args.out or Path("runs") / str(raw.get("name", Path(args.config).stem)))
+    name = str(raw.get("name", Path(args.config).stem))
+    out = Path(args.out or inside("runs", name, what=f"{args.config}: run name (name)"))
     check_paths(folders={"output folder": out})  # the default runs/NAME too
     try:
         if cfg.cooldowns:
@@ -203,6 +204,22 @@ def _cmd_run(args) -> int:
     finally:
         _close_process_group()
     return _write_run(out, cfg, task, res, res.row, [(out, res.row)])
+
+
+def _data_inside(settings: dict, source: str) -> dict:
+    """``settings`` with a relative ``data`` path of a configuration file made inside its folder.
+
+    A corpus name and an absolute path are kept; a relative path is taken from the
+    configuration's folder, and one with a ``..`` part or a link leading out of it is refused
+    (:func:`scalefit._io.inside`). ``--set data=...`` on the command line is the user's own.
+    """
+    from ..train.data import CORPORA
+
+    data = settings.get("data")
+    if isinstance(data, str) and data not in CORPORA and not Path(data).is_absolute():
+        folder = Path(source).parent
+        settings["data"] = str(inside(folder, data, what=f"{source}: data path (data)"))
+    return settings
 
 
 def _write_run(out: Path, cfg, task: dict, main, result, printed: list) -> int:
@@ -262,6 +279,10 @@ def _cmd_grid(args) -> int:
         max_bytes=MAX_CONFIG_BYTES,
     )
     specs = [load_spec(s) for s in args.specs]
+    for spec, path in zip(specs, args.specs, strict=True):
+        _data_inside(spec.fixed, path)
+        if isinstance(spec.grid.get("data"), list):
+            spec.grid["data"] = [_data_inside({"data": d}, path)["data"] for d in spec.grid["data"]]
     for spec, path in zip(specs, args.specs, strict=True):
         if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
             raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")

@@ -1,0 +1,149 @@
+"""The one path policy (:func:`scalefit._io.inside`): what is written stays where the user put it.
+
+A trainer config whose ``name`` is absolute or whose data path has ``..`` or a link out of the
+config's folder, a toy sweep whose run folder (or ``runs/``) is a link, a token cache entry that
+is a link, a figure name that is a link: refused with one line (or written inside the folder),
+and a decoy folder outside is byte for byte unchanged (checked by a checksum of every file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from hostile import assert_refused, cli
+
+from scalefit._io import all_or_nothing, atomic_write_text, inside
+from scalefit.errors import ScaleFitError
+
+
+@pytest.fixture
+def decoy(tmp_path):
+    """A folder outside every named folder, and a checksum of all it holds."""
+    folder = tmp_path / "decoy"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "keep.txt").write_text("keep\n")
+    (folder / "sub" / "result.json").write_text("{}\n")
+
+    def checksum() -> list:
+        out = []
+        for root, dirs, files in os.walk(folder):
+            for name in sorted(dirs + files):
+                path = Path(root) / name
+                st = path.lstat()
+                data = path.read_bytes() if path.is_file() else b""
+                out.append(
+                    (str(path.relative_to(folder)), st.st_mode, hashlib.sha256(data).digest())
+                )
+        return sorted(out)
+
+    before = checksum()
+    yield folder
+    assert checksum() == before, "a file outside the named folders changed"
+
+
+def test_inside_refuses_absolute_dotdot_and_links_out(tmp_path, decoy):
+    root = tmp_path / "out"
+    root.mkdir()
+    assert inside(root, "a/b", what="x") == root / "a" / "b"
+    for name in (str(decoy), "../decoy", "a/../../decoy"):
+        with pytest.raises(ScaleFitError, match="expected a name inside"):
+            inside(root, name, what="x")
+    (root / "link").symlink_to(decoy)
+    (root / "ok").symlink_to(root / "a", target_is_directory=True)
+    with pytest.raises(ScaleFitError, match="symbolic link"):
+        inside(root, "link/sub", what="x")
+    assert inside(root, "ok/b", what="x") == root / "ok" / "b"  # a link that stays inside
+
+
+def test_all_or_nothing_writes_every_file_or_none(tmp_path):
+    with pytest.raises(ScaleFitError), all_or_nothing():
+        atomic_write_text(tmp_path / "a.txt", "a")
+        (tmp_path / "b.png").mkdir()
+        atomic_write_text(tmp_path / "b.png", "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.png"]
+    with all_or_nothing():
+        atomic_write_text(tmp_path / "a.txt", "a")
+        assert not (tmp_path / "a.txt").exists()  # held back until the block ends
+    assert (tmp_path / "a.txt").read_text() == "a"
+
+
+# ------------------------------------------------------------------------------ trainer
+@pytest.mark.parametrize(
+    ("setting", "names"),
+    [
+        ('name = "{decoy}/run"', ["run name (name)"]),
+        ('data = "../decoy"', ["data path (data)"]),
+        ('data = "sub/../../decoy"', ["data path (data)"]),
+        ('data = "link"', ["data path (data)", "symbolic link"]),
+    ],
+)
+def test_trainer_config_paths_stay_inside(tmp_path, capsys, monkeypatch, decoy, setting, names):
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / "link").symlink_to(decoy)
+    config = folder / "run.toml"
+    config.write_text(setting.format(decoy=decoy) + "\ndepth = 1\nwidth = 16\n")
+    line = assert_refused(cli(capsys, ["train", "run", config]), *names)
+    assert str(config) in line
+    assert not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------------------ toy sweeps
+SPEC = """[sweep]
+name = "s"
+task = "toy"
+[fixed]
+preset = "cpu"
+teacher_depth = 4
+depths = [2]
+batch = 16
+steps = 10
+eval_steps = [10]
+test_size = 64
+checkpoint_every = 0
+[grid]
+replicas = [1]
+"""
+
+
+@pytest.mark.parametrize("link", ["run folder", "runs"])
+def test_toy_sweep_run_folder_link_is_refused(tmp_path, capsys, decoy, link):
+    pytest.importorskip("torch")
+    from scalefit.sweep import load_spec
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)
+    if link == "runs":
+        (out / "runs").rmdir()
+        (out / "runs").symlink_to(decoy / "sub")
+    else:
+        run_id = load_spec(spec).runs()[0].run_id
+        (out / "runs" / run_id).symlink_to(decoy / "sub")
+    line = assert_refused(cli(capsys, ["toy", "run", spec, "--out", out]), "symbolic link")
+    assert str(decoy) in line
+
+
+# ------------------------------------------------------------------------------ figures
+def test_curves_out_and_plots_write_all_or_nothing(tmp_path, capsys, decoy):
+    from test_hostile_curves import _trainer_run
+
+    run = _trainer_run(tmp_path / "run")
+    plots = tmp_path / "plots"
+    (plots / "curves_lr_annealing.png").mkdir(parents=True)  # a folder where a figure goes
+    fast = ["--bootstrap", "0", "--starts", "1", "--max-points", "20"]
+    result = cli(
+        capsys, ["curves", "fit", run, "--out", tmp_path / "r.json", "--plots", plots, *fast]
+    )
+    assert_refused(result, "curves_lr_annealing.png", outputs=[tmp_path / "r.json"])
+    (plots / "curves_lr_annealing.png").rmdir()
+    (plots / "curves_lr_annealing.png").symlink_to(decoy / "keep.txt")  # a link out: replaced
+    code, _, err = cli(capsys, ["curves", "fit", run, "--plots", plots, *fast])
+    assert code in (0, 3), err
+    assert not (plots / "curves_lr_annealing.png").is_symlink()
