@@ -135,8 +135,8 @@ def _register_data(sub) -> None:
         type=float,
         default=None,
         metavar="F",
-        help="share of the documents held out for validation (default 0.05 with --shards, "
-        "else 0.1)",
+        help="share of the documents held out for validation",
+        shown="0.05 with --shards, else 0.1",
     )
     add_option(prep, "--text-field")
     prep.set_defaults(func=_cmd_prepare)
