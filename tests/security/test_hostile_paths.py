@@ -214,3 +214,19 @@ def test_an_unusable_cache_folder_is_harmless(tmp_path, monkeypatch):
     if not os.environ.get("SCALEFIT_DATA_DIR"):
         pytest.skip("needs the reference tables (SCALEFIT_DATA_DIR)")
     assert len(load("chinchilla")) > 100
+
+
+def test_a_write_that_fails_midway_names_the_file_and_leaves_nothing(tmp_path):
+    import resource
+    import signal
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))  # as a full disk, mid-write
+    try:
+        with pytest.raises(ScaleFitError, match=r"big\.bin: cannot write this file \(File too"):
+            atomic_write_text(tmp_path / "big.bin", "x" * 100_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert list(tmp_path.iterdir()) == []
