@@ -182,15 +182,19 @@ def formula_law_args(args: argparse.Namespace, table) -> tuple:
 
 def write_fit_plots(res, table, folder) -> list:
     """Write the standard figures of a fit into ``folder``; returns the paths."""
-    from .._io import atomic_savefig
+    from .._io import atomic_savefig, inside
     from ..plot.fit import plot_draws, plot_fit
 
     paths = []
     fig = plot_fit(res, table)
-    paths.append(atomic_savefig(fig, folder / f"fit_{res.law_name}.png", dpi=120))
+    paths.append(
+        atomic_savefig(fig, inside(folder, f"fit_{res.law_name}.png", what="figure"), dpi=120)
+    )
     if res.draws is not None:
         fig = plot_draws(res)
-        paths.append(atomic_savefig(fig, folder / f"draws_{res.law_name}.png", dpi=120))
+        paths.append(
+            atomic_savefig(fig, inside(folder, f"draws_{res.law_name}.png", what="figure"), dpi=120)
+        )
     return paths
 
 
