@@ -111,7 +111,13 @@ def read_scalars(folder: Path) -> dict[str, dict[int, float]]:
             for value in event.summary.value:
                 if value.metadata.plugin_data.plugin_name:
                     plugins[value.tag] = value.metadata.plugin_data.plugin_name
-                number = _scalar(value, plugins.get(value.tag))
+                try:
+                    number = _scalar(value, plugins.get(value.tag))
+                except (TypeError, ValueError) as exc:
+                    raise ScaleFitError(
+                        f"{path}: corrupt {_WHAT}: the value of tag {value.tag!r} at step "
+                        f"{event.step} is not a scalar ({exc})."
+                    ) from None
                 if number is not None:
                     _add(series.setdefault(value.tag, {}), int(event.step), number)
     return series
@@ -125,8 +131,10 @@ def _scalar(value, plugin: str | None) -> float | None:
         return None  # only a rank-0 tensor: its declared shape is never allocated
     from tensorboard.util import tensor_util
 
-    array = tensor_util.make_ndarray(value.tensor)
-    return float(array) if array.size == 1 and array.dtype.kind in "fiu" else None
+    array = tensor_util.make_ndarray(value.tensor)  # TypeError, ValueError: not a tensor
+    if array.dtype.kind not in "fiu":
+        return None  # a text or other non-numeric tensor: not a curve
+    return float(array)
 
 
 def _add(steps: dict[int, float], step: int, number: float) -> None:

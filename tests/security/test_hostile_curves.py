@@ -161,3 +161,25 @@ def test_read_tensorboard_refuses_in_python_too(tmp_path):
     (tmp_path / "events.out.tfevents.1.host").write_bytes(bytes(data))
     with pytest.raises(ScaleFitError, match="corrupt TensorBoard event file"):
         read_tensorboard(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("tensor", "words"),
+    [
+        ({"dtype": 999, "float_val": [1.0]}, "is not a scalar"),  # no such dtype
+        ({"dtype": 1, "tensor_content": b"abc"}, "is not a scalar"),  # 3 bytes for a float32
+        ({"dtype": 1, "float_val": [1.0], "tensor_shape": {"dim": [{"size": 2**40}]}}, "tags []"),
+    ],
+)
+def test_a_malformed_scalar_tensor_is_one_line(tmp_path, capsys, tensor, words):
+    from tensorboard.compat.proto import tensor_pb2
+
+    value = summary_pb2.Summary.Value(tag="loss", tensor=tensor_pb2.TensorProto(**tensor))
+    value.metadata.plugin_data.plugin_name = "scalars"
+    events = [
+        event_pb2.Event(step=s, summary=summary_pb2.Summary(value=[value])).SerializeToString()
+        for s in (1, 2, 3)
+    ]
+    (tmp_path / "events.out.tfevents.1.host").write_bytes(b"".join(map(_record, events)))
+    line = assert_refused(cli(capsys, ["curves", "fit", tmp_path]), str(tmp_path))
+    assert words in line  # the 2**40-element shape is never allocated: not a scalar, left out
