@@ -396,9 +396,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 #: Commands whose files are all written or none (:func:`scalefit._io.all_or_nothing`): they
 #: write their outputs at the end and read none of them back. The producers (``train``, ``data``,
-#: ``toy``, ``probe``) keep checkpoints that must survive a kill, so they write at once.
+#: ``toy run``, ``probe hf``) keep checkpoints that must survive a kill, so they write at once.
 _REPORT_COMMANDS = frozenset(
     {"allocate", "bayes", "compare", "curves", "demo", "design", "fit", "isoflop"}
+    | {"toy fit", "probe toy"}
 )
 
 
@@ -409,7 +410,9 @@ def _main(argv: Sequence[str] | None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return EXIT_BAD_INPUT
-    staged = _command_word(argv) in _REPORT_COMMANDS
+    word = _command_word(argv)
+    sub = getattr(args, f"{word}_command", None)
+    staged = word in _REPORT_COMMANDS or f"{word} {sub}" in _REPORT_COMMANDS
     try:
         with all_or_nothing() if staged else contextlib.nullcontext():
             code = args.func(args)
