@@ -67,7 +67,8 @@ def _add_law_options(p) -> None:
         "--bound",
         default=None,
         metavar="NAME=LO:HI,...",
-        help="with --formula: a parameter's declared range (LO or HI may be -inf/inf)",
+        help="with --formula: a range the fit keeps a parameter inside (LO or HI may be "
+        "-inf/inf); a fit that ends on it says 'at bound'",
     )
     p.add_argument(
         "--kind",
@@ -176,6 +177,7 @@ def formula_law_args(args: argparse.Namespace, table) -> tuple:
         kinds=kinds,
         bounds=bounds,
         starts=starts,
+        range_kind="constraint",
     )
     return law, None, None
 
