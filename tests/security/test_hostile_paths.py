@@ -93,6 +93,21 @@ def test_trainer_config_paths_stay_inside(tmp_path, capsys, monkeypatch, decoy, 
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("entry", ["history.csv", "checkpoint.dcp", "cooldowns"])
+def test_trainer_run_folder_entry_linked_out_is_refused(tmp_path, capsys, decoy, entry):
+    pytest.importorskip("torch")
+    from train_support import token_folder
+
+    tokens = token_folder(tmp_path / "t", vocab=["aa", "b", "ccc"], seed=0, words=400)
+    config = tmp_path / "run.toml"
+    config.write_text(f'data = "{tokens}"\ndepth = 1\nwidth = 16\nseq_len = 16\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / entry).symlink_to(decoy / ("keep.txt" if entry.endswith(".csv") else "sub"))
+    line = assert_refused(cli(capsys, ["train", "run", config, "--out", out]), "symbolic link")
+    assert entry in line
+
+
 # ------------------------------------------------------------------------------ toy sweeps
 SPEC = """[sweep]
 name = "s"
