@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from hostile import assert_refused, cli
+from hostile import assert_refused, cli, trainer_run
 
 pytest.importorskip("tensorboard")
 
@@ -129,18 +129,8 @@ def test_a_wandb_step_of_29_digits_is_refused(tmp_path, capsys, suffix):
     assert "2**53" in line
 
 
-def _trainer_run(folder, **config):
-    folder.mkdir()
-    cfg = dict(batch_size=4, seq_len=16, depth=1, width=32, vocab=256, tokens=2560)
-    cfg.update(warmup_frac=0.1, lr=1e-3, min_lr_ratio=0.1, **config)
-    (folder / "train_config.json").write_text(json.dumps(cfg))
-    rows = [f"{i},{1e-3 * min(1, (i + 1) / 4)},{3 - 0.02 * i}" for i in range(40)]
-    (folder / "history.csv").write_text("step,lr,loss\n" + "\n".join(rows) + "\n")
-    return folder
-
-
 def test_a_text_loss_cell_in_history_csv_is_one_line(tmp_path, capsys):
-    run = _trainer_run(tmp_path / "run")
+    run = trainer_run(tmp_path / "run")
     lines = (run / "history.csv").read_text().splitlines()
     lines[5] = "4,0.001,abc"
     (run / "history.csv").write_text("\n".join(lines) + "\n")
@@ -150,7 +140,7 @@ def test_a_text_loss_cell_in_history_csv_is_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("key", ["batch_size", "seq_len"])
 def test_a_zero_size_in_train_config_is_one_line(tmp_path, capsys, key):
-    run = _trainer_run(tmp_path / "run", **{key: 0})
+    run = trainer_run(tmp_path / "run", **{key: 0})
     line = assert_refused(cli(capsys, ["curves", "fit", run]), "train_config.json")
     assert key in line
 

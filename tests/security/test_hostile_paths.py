@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hostile import assert_refused, cli
+from hostile import assert_refused, cli, trainer_run
 
 from scalefit._io import all_or_nothing, atomic_write_text, inside
 from scalefit.errors import ScaleFitError
@@ -147,9 +147,7 @@ def test_toy_sweep_run_folder_link_is_refused(tmp_path, capsys, decoy, link):
 
 # ------------------------------------------------------------------------------ figures
 def test_curves_out_and_plots_write_all_or_nothing(tmp_path, capsys, decoy):
-    from test_hostile_curves import _trainer_run
-
-    run = _trainer_run(tmp_path / "run")
+    run = trainer_run(tmp_path / "run")
     plots = tmp_path / "plots"
     (plots / "curves_lr_annealing.png").mkdir(parents=True)  # a folder where a figure goes
     fast = ["--bootstrap", "0", "--starts", "1", "--max-points", "20"]
@@ -157,7 +155,13 @@ def test_curves_out_and_plots_write_all_or_nothing(tmp_path, capsys, decoy):
         capsys, ["curves", "fit", run, "--out", tmp_path / "r.json", "--plots", plots, *fast]
     )
     assert_refused(result, "curves_lr_annealing.png", outputs=[tmp_path / "r.json"])
-    (plots / "curves_lr_annealing.png").rmdir()
+
+
+def test_a_figure_name_linked_out_of_plots_is_refused(tmp_path, capsys, decoy):
+    run = trainer_run(tmp_path / "run")
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    fast = ["--bootstrap", "0", "--starts", "1", "--max-points", "20"]
     (plots / "curves_lr_annealing.png").symlink_to(decoy / "keep.txt")  # a link out
     result = cli(capsys, ["curves", "fit", run, "--plots", plots, *fast])
     assert_refused(result, "symbolic link")
