@@ -28,6 +28,7 @@ from .._io import (
     atomic_write_text,
     check_input_file,
     inside,
+    open_input,
     read_input_bytes,
     user_cache,
 )
@@ -227,8 +228,8 @@ def cached_tokens(
     """The token folder of a corpus in the cache, built once per content and settings.
 
     The folder's name is the corpus name, the settings and the SHA-256 of the documents (their
-    names and texts), so an edited corpus, or another corpus of the same name, gets its own
-    tokens instead of silently reusing old ones. Arguments as in :func:`build_tokens`;
+    names and bytes, streamed), so an edited corpus, or another corpus of the same name, gets
+    its own tokens instead of silently reusing old ones. Arguments as in :func:`build_tokens`;
     ``cache`` replaces :func:`cache_dir`.
 
     Returns
@@ -236,16 +237,24 @@ def cached_tokens(
     pathlib.Path
         ``<cache>/tokens/<name>-<settings>-<digest>``.
     """
-    docs = read_documents(source)
+    path = prepare_corpus(str(source)) if str(source) in CORPORA else Path(source)
+    files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    if not files or not os.path.lexists(files[0]):
+        read_documents(source)  # raises: what is missing, in the reader's words
     digest = hashlib.sha256()
-    for name in sorted(docs):
-        digest.update(f"{len(name)}:{name}{len(docs[name])}:".encode() + docs[name].encode())
+    for file in files:
+        name = str(file.relative_to(path)) if path.is_dir() else file.stem
+        with open_input(file, what="text document", max_bytes=MAX_CORPUS_BYTES) as fh:
+            digest.update(f"{len(name)}:{name}{os.fstat(fh.fileno()).st_size}:".encode())
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
     vocab = vocab_size if tokenizer == "bpe" else ""
     name = Path(str(source)).name or "corpus"
     key = f"{name}-{tokenizer}{vocab}-v{val_fraction:g}-s{seed}-{digest.hexdigest()[:16]}"
     out = inside(Path(cache or cache_dir()), Path("tokens") / key, what="token folder")
     if (out / "meta.json").exists():
         return out
+    docs = read_documents(source)
     return _write_tokens(docs, source, out, tokenizer, vocab_size, val_fraction, seed)
 
 
