@@ -16,7 +16,6 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .._io import all_or_nothing
 from .._validation import did_you_mean
 from ..errors import MissingExtraError, ScaleFitError, SweepError
 
@@ -410,6 +409,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return EXIT_BAD_INPUT
+    from .._io import all_or_nothing
+
     word = _command_word(argv)
     sub = getattr(args, f"{word}_command", None)
     staged = word in _REPORT_COMMANDS or f"{word} {sub}" in _REPORT_COMMANDS
