@@ -7,6 +7,7 @@ checkpoints are read with one clear error naming the file for bad input.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import re
@@ -59,24 +60,115 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     pathlib.Path
         The destination path.
     """
+    from .errors import ScaleFitError
+
     path = Path(path)
     _check_target(path)
     prefix = f".{path.name}.{os.getpid()}@{_host()}."
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ScaleFitError(f"{path}: cannot write this file ({exc.strerror or exc}).") from None
+    staged = _STAGED.get()
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
+        if staged is None:
+            os.replace(tmp, path)
+        else:
+            staged.append((tmp, path))
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        if isinstance(exc, OSError):  # a full disk, a quota: name the file, not "a path"
+            msg = f"{path}: cannot write this file ({exc.strerror or exc})."
+            raise ScaleFitError(msg) from None
         raise
     return path
+
+
+_STAGED: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "scalefit_staged", default=None
+)
+
+
+@contextlib.contextmanager
+def all_or_nothing() -> Iterator[None]:
+    """Hold back the files :func:`atomic_write_bytes` writes in the block until it ends.
+
+    Each file is written in full (to its temporary name) when asked, so a full disk or a folder
+    in a file's place fails at once; the files are put in place together when the block ends
+    normally and removed when it raises. A command whose last output cannot be written leaves
+    none of its outputs behind (the exit-code rule: exit 2 writes nothing). Code in the block
+    must not read back what it wrote.
+    """
+    staged: list[tuple[str, Path]] = []
+    token = _STAGED.set(staged)
+    try:
+        yield
+    except BaseException:
+        for tmp, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        raise
+    finally:
+        _STAGED.reset(token)
+    for tmp, path in staged:
+        os.replace(tmp, path)
+
+
+def inside(folder: str | os.PathLike, name: str | os.PathLike, *, what: str) -> Path:
+    """``folder / name``, refused when it would lead out of ``folder``: the one path policy.
+
+    Every file or folder the package writes, or reads by a name taken from a configuration,
+    inside a folder the user named (an output folder, the cache, a configuration's folder) goes
+    through here.
+
+    Parameters
+    ----------
+    folder : path-like
+        The folder the user named.
+    name : path-like
+        A relative name inside it (from a configuration, a spec or the package).
+    what : str
+        What the path is, for the message (e.g. ``"run folder"``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``folder / name`` (not resolved).
+
+    Raises
+    ------
+    ScaleFitError
+        If ``name`` is absolute, has a ``..`` part, or passes through a symbolic link that
+        leads out of ``folder``.
+
+    Examples
+    --------
+    >>> str(inside("runs", "a/b", what="run folder"))
+    'runs/a/b'
+    """
+    from .errors import ScaleFitError
+
+    rel = Path(name)
+    where = f"{what} {str(name)!r}"
+    if rel.is_absolute() or rel.drive or ".." in rel.parts:
+        raise ScaleFitError(
+            f"{where}: expected a name inside {folder} (no absolute path, no '..' part)."
+        )
+    target = Path(folder) / rel
+    root = Path(folder).resolve()
+    real = target.resolve()
+    if real != root and root not in real.parents:
+        raise ScaleFitError(
+            f"{where}: {target} is a symbolic link (or passes through one) to {real}, outside "
+            f"{folder}; refusing to follow it (remove the link)."
+        )
+    return target
 
 
 def _check_target(path: Path) -> None:

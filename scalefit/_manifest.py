@@ -328,6 +328,16 @@ def _read_own(folder: Path) -> dict:
     return dict(manifest["files"]) if manifest else {}
 
 
+def weights_only_refusal(path, what: str, exc: BaseException) -> ScaleFitError:
+    """One line for ``torch.load(weights_only=True)``'s refusal of ``path``: the file and why."""
+    lines = str(exc).strip().splitlines()
+    detail = next((ln for ln in lines if re.search("unsupported|global", ln, re.I)), "")
+    return ScaleFitError(
+        f"{path}: refused to load: a {what} file may hold only tensors and plain data "
+        f"(numbers, strings, lists, dicts){'; ' + detail.strip().rstrip('.') if detail else ''}."
+    )
+
+
 def load_torch(
     path: str | os.PathLike,
     *,
@@ -376,12 +386,7 @@ def load_torch(
         with fh:
             return torch.load(fh, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()
-        detail = next((ln for ln in first if "Unsupported" in ln or "global" in ln), "")
-        raise ScaleFitError(
-            f"{path}: refused to load: a {what} file may hold only tensors and plain data "
-            f"(numbers, strings, lists, dicts){'; ' + detail.strip() if detail else ''}."
-        ) from None
+        raise weights_only_refusal(path, what, exc) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ScaleFitError(f"{path}: not a readable {what} file ({msg}).") from None

@@ -195,7 +195,7 @@ def _remember(path: Path, ds: Dataset) -> None:
         if target.exists() or target.resolve() == path.resolve():
             return
         atomic_write_bytes(target, _read(path))
-    except OSError:
+    except (OSError, ScaleFitError):  # a cache under a file, unwritable or full: used as is
         return
 
 

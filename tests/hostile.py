@@ -8,6 +8,7 @@ no partial output left behind.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -101,3 +102,14 @@ def assert_refused(
     for path in outputs:
         assert not Path(path).exists(), f"PARTIAL OUTPUT {path}: {where}"
     return lines[0]
+
+
+def trainer_run(folder: Path, **config) -> Path:
+    """A trainer run folder written by hand: ``train_config.json`` and a 40-step ``history.csv``."""
+    folder.mkdir()
+    cfg = dict(batch_size=4, seq_len=16, depth=1, width=32, vocab=256, tokens=2560)
+    cfg.update(warmup_frac=0.1, lr=1e-3, min_lr_ratio=0.1, **config)
+    (folder / "train_config.json").write_text(json.dumps(cfg))
+    rows = [f"{i},{1e-3 * min(1, (i + 1) / 4)},{3 - 0.02 * i}" for i in range(40)]
+    (folder / "history.csv").write_text("step,lr,loss\n" + "\n".join(rows) + "\n")
+    return folder

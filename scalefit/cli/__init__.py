@@ -8,6 +8,7 @@ Errors of type :class:`~scalefit.errors.ScaleFitError` become one line on stderr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import re
 import sys
@@ -402,6 +403,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
+#: Commands whose files are all written or none (:func:`scalefit._io.all_or_nothing`): they
+#: write their outputs at the end and read none of them back. The producers (``train``, ``data``,
+#: ``toy run``, ``probe hf``) keep checkpoints that must survive a kill, so they write at once.
+_REPORT_COMMANDS = frozenset(
+    {"allocate", "bayes", "compare", "curves", "demo", "design", "fit", "isoflop"}
+    | {"toy fit", "probe toy"}
+)
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser(_command_word(argv))
     _ACTIVE.clear()
@@ -409,8 +419,14 @@ def _main(argv: Sequence[str] | None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return EXIT_BAD_INPUT
+    from .._io import all_or_nothing
+
+    word = _command_word(argv)
+    sub = getattr(args, f"{word}_command", None)
+    staged = word in _REPORT_COMMANDS or f"{word} {sub}" in _REPORT_COMMANDS
     try:
-        code = args.func(args)
+        with all_or_nothing() if staged else contextlib.nullcontext():
+            code = args.func(args)
     except ModuleNotFoundError as exc:  # an optional dependency imported deep in a command
         from ..errors import missing_extra
 

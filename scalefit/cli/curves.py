@@ -389,10 +389,12 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
     folder = plots_dir(args.plots)
     if folder is not None:
-        from .._io import atomic_savefig
+        from .._io import atomic_savefig, inside
         from ..plot.curves import plot_curves
 
         fig = plot_curves(res, _prepared(args, curves), forecasts=frames)
-        path = atomic_savefig(fig, folder / f"curves_{res.law_name}.png", dpi=120)
+        path = atomic_savefig(
+            fig, inside(folder, f"curves_{res.law_name}.png", what="figure"), dpi=120
+        )
         print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED

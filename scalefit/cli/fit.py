@@ -67,7 +67,8 @@ def _add_law_options(p) -> None:
         "--bound",
         default=None,
         metavar="NAME=LO:HI,...",
-        help="with --formula: a parameter's declared range (LO or HI may be -inf/inf)",
+        help="with --formula: a range the fit keeps a parameter inside (LO or HI may be "
+        "-inf/inf); a fit that ends on it says 'at bound'",
     )
     p.add_argument(
         "--kind",
@@ -215,21 +216,26 @@ def formula_law_args(args: argparse.Namespace, table) -> tuple:
         kinds=kinds,
         bounds=bounds,
         starts=starts,
+        range_kind="constraint",
     )
     return law, None, None
 
 
 def write_fit_plots(res, table, folder) -> list:
     """Write the standard figures of a fit into ``folder``; returns the paths."""
-    from .._io import atomic_savefig
+    from .._io import atomic_savefig, inside
     from ..plot.fit import plot_draws, plot_fit
 
     paths = []
     fig = plot_fit(res, table)
-    paths.append(atomic_savefig(fig, folder / f"fit_{res.law_name}.png", dpi=120))
+    paths.append(
+        atomic_savefig(fig, inside(folder, f"fit_{res.law_name}.png", what="figure"), dpi=120)
+    )
     if res.draws is not None:
         fig = plot_draws(res)
-        paths.append(atomic_savefig(fig, folder / f"draws_{res.law_name}.png", dpi=120))
+        paths.append(
+            atomic_savefig(fig, inside(folder, f"draws_{res.law_name}.png", what="figure"), dpi=120)
+        )
     return paths
 
 

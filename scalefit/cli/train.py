@@ -8,7 +8,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json
+from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json, inside
 from .._validation import fmt_value
 from ..errors import ScaleFitError
 from ._common import add_option, check_paths
@@ -133,9 +133,10 @@ def _register_data(sub) -> None:
     prep.add_argument(
         "--val-fraction",
         type=float,
-        default=0.05,
+        default=None,
         metavar="F",
         help="share of the documents held out for validation",
+        shown="0.05 with --shards, else 0.1",
     )
     add_option(prep, "--text-field")
     prep.set_defaults(func=_cmd_prepare)
@@ -190,11 +191,12 @@ def _cmd_run(args) -> int:
         folders={"--out": args.out},
         max_bytes=MAX_CONFIG_BYTES,
     )
-    raw = {**_read_toml(args.config), **_overrides(args.set)}
+    raw = {**_data_inside(_read_toml(args.config), args.config), **_overrides(args.set)}
     task = {k: raw.pop(k, v) for k, v in TASK_KEYS.items()}
     validate_task_keys(task, source=args.config)
     cfg = config_from_dict(raw, source=args.config)
-    out = Path(args.out or Path("runs") / str(raw.get("name", Path(args.config).stem)))
+    name = str(raw.get("name", Path(args.config).stem))
+    out = Path(args.out or inside("runs", name, what=f"{args.config}: run name (name)"))
     check_paths(folders={"output folder": out})  # the default runs/NAME too
     try:
         if cfg.cooldowns:
@@ -203,6 +205,22 @@ def _cmd_run(args) -> int:
     finally:
         _close_process_group()
     return _write_run(out, cfg, task, res, res.row, [(out, res.row)])
+
+
+def _data_inside(settings: dict, source: str) -> dict:
+    """``settings`` with a relative ``data`` path of a configuration file made inside its folder.
+
+    A corpus name and an absolute path are kept; a relative path is taken from the
+    configuration's folder, and one with a ``..`` part or a link leading out of it is refused
+    (:func:`scalefit._io.inside`). ``--set data=...`` on the command line is the user's own.
+    """
+    from ..train.data import CORPORA
+
+    data = settings.get("data")
+    if isinstance(data, str) and data not in CORPORA and not Path(data).is_absolute():
+        folder = Path(source).parent
+        settings["data"] = str(inside(folder, data, what=f"{source}: data path (data)"))
+    return settings
 
 
 def _write_run(out: Path, cfg, task: dict, main, result, printed: list) -> int:
@@ -262,6 +280,10 @@ def _cmd_grid(args) -> int:
         max_bytes=MAX_CONFIG_BYTES,
     )
     specs = [load_spec(s) for s in args.specs]
+    for spec, path in zip(specs, args.specs, strict=True):
+        _data_inside(spec.fixed, path)
+        if isinstance(spec.grid.get("data"), list):
+            spec.grid["data"] = [_data_inside({"data": d}, path)["data"] for d in spec.grid["data"]]
     for spec, path in zip(specs, args.specs, strict=True):
         if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
             raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")
@@ -400,7 +422,7 @@ def _check_weights_match(path: Path, cfg, weights) -> None:
         )
 
 
-def _cmd_prepare_shards(args) -> int:
+def _cmd_prepare_shards(args, val_fraction: float) -> int:
     from ..train.shards import prepare_shards
 
     if args.out is None:
@@ -413,7 +435,7 @@ def _cmd_prepare_shards(args) -> int:
         tokenizer="bpe" if args.tokenizer == "byte" else args.tokenizer,
         vocab_size=args.bpe_vocab,
         shard_tokens=args.shard_tokens,
-        val_fraction=args.val_fraction,
+        val_fraction=val_fraction,
         text_field=args.text_field,
     )
     from ..train.shards import _read_manifest
@@ -428,26 +450,28 @@ def _cmd_prepare_shards(args) -> int:
 
 
 def _cmd_prepare(args) -> int:
-    from ..train.data import CORPORA, build_tokens, cache_dir, prepare_corpus
+    from ..train.data import CORPORA, cached_tokens, prepare_corpus
 
     if args.shards:
-        return _cmd_prepare_shards(args)
+        return _cmd_prepare_shards(args, 0.05 if args.val_fraction is None else args.val_fraction)
     if args.tokenizer not in ("byte", "bpe"):
         raise ScaleFitError(
             f"The '--tokenizer' option must be 'byte' or 'bpe' (a tokenizer.json path needs "
             f"--shards). Got {args.tokenizer!r} instead."
         )
-
+    if args.out is not None:
+        raise ScaleFitError(
+            "--out is the shard folder of --shards; without --shards the tokens go to the cache "
+            "($SCALEFIT_CACHE_DIR/tokens)."
+        )
     source = prepare_corpus(args.name) if args.name in CORPORA else Path(args.name)
     if not source.exists():
         raise ScaleFitError(f"{args.name!r} is neither a corpus ({sorted(CORPORA)}) nor a path.")
-    suffix = f"bpe{args.bpe_vocab}" if args.tokenizer == "bpe" else "byte"
-    name = args.name if args.name in CORPORA else source.name
-    out = build_tokens(
+    out = cached_tokens(
         args.name if args.name in CORPORA else source,
-        cache_dir() / "tokens" / f"{name}-{suffix}",
         tokenizer=args.tokenizer,
         vocab_size=args.bpe_vocab,
+        val_fraction=0.1 if args.val_fraction is None else args.val_fraction,
     )
     from ..train._tokenfiles import read_token_meta
 

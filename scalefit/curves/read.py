@@ -1,7 +1,8 @@
 """Curve readers: the long format (CSV/JSONL), TensorBoard event files, W&B exports, trainer runs.
 
 Every reader returns the validated long table of :mod:`scalefit.curves.table`. Reading never runs
-anything from a file: CSV and JSON are parsed as data, event files by TensorBoard's own reader.
+anything from a file: CSV and JSON are parsed as data, event files record by record with
+every length and checksum checked (:mod:`scalefit.curves._events`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import iter_input_lines, parse_json_text, read_json
+from .._validation import fmt_value
 from ..errors import ScaleFitError
 from ..table import read_csv
 from .table import validate_curves
@@ -139,7 +141,9 @@ def read_tensorboard(
 ) -> pd.DataFrame:
     """Read scalar curves from TensorBoard event files (one run per folder that holds them).
 
-    Uses TensorBoard's ``EventAccumulator`` (``pip install 'scalefit[curves]'``).
+    Each file is read record by record, every length and checksum checked (a damaged file is
+    an error, not a shorter curve); the events are parsed with TensorBoard's protocol buffers
+    (``pip install 'scalefit[curves]'``).
 
     Parameters
     ----------
@@ -159,7 +163,7 @@ def read_tensorboard(
         directly inside it).
     """
     try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from ._events import read_scalars
     except ModuleNotFoundError:
         raise ScaleFitError(
             "reading TensorBoard event files needs the tensorboard package: "
@@ -173,15 +177,13 @@ def read_tensorboard(
         raise ScaleFitError(f"{root}: no TensorBoard event files (events.out.tfevents.*).")
     parts = []
     for folder in folders:
-        acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
-        acc.Reload()
-        scalars = acc.Tags().get("scalars", [])
+        scalars = read_scalars(folder)
         name = str(folder.relative_to(root)) if folder != root else "."
         loss_tag = _pick(tag, scalars, LOSS_TAGS, f"{folder}: loss tag", required=True)
-        frame = _scalar_frame(acc.Scalars(loss_tag), "loss")
+        frame = _scalar_frame(scalars[loss_tag], "loss")
         rate = _pick(lr_tag, scalars, LR_TAGS, f"{folder}: lr tag", required=lr_tag is not None)
         if rate is not None:
-            frame = frame.merge(_scalar_frame(acc.Scalars(rate), "lr"), on="step", how="left")
+            frame = frame.merge(_scalar_frame(scalars[rate], "lr"), on="step", how="left")
         frame.insert(0, "run", name)
         parts.append(_attach(frame, runs, name))
     return validate_curves(pd.concat(parts, ignore_index=True), source=str(root))
@@ -203,9 +205,8 @@ def _pick(given, tags, defaults, where: str, *, required: bool):
     return None
 
 
-def _scalar_frame(events, name: str) -> pd.DataFrame:
-    frame = pd.DataFrame({"step": [e.step for e in events], name: [e.value for e in events]})
-    return frame.drop_duplicates("step", keep="last")  # a resumed run logs a step again
+def _scalar_frame(steps: dict, name: str) -> pd.DataFrame:
+    return pd.DataFrame({"step": list(steps), name: list(steps.values())})
 
 
 def _attach(frame: pd.DataFrame, runs, name: str) -> pd.DataFrame:
@@ -362,11 +363,15 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
     cfg = read_json(folder / "train_config.json", what="trainer configuration")
     if not isinstance(cfg, dict):
         raise ScaleFitError(f"{folder / 'train_config.json'}: expected a JSON object.")
-    hist = read_csv(folder / "history.csv")
-    for col in ("step", "lr", "loss"):
-        if col not in hist.columns:
-            raise ScaleFitError(f"{folder / 'history.csv'}: no {col!r} column.")
+    hist = _history(folder / "history.csv")
     try:
+        sizes = {k: int(cfg[k]) for k in ("batch_size", "seq_len", "depth", "width", "vocab")}
+        for key, value in sizes.items():
+            if value < 1:
+                raise ScaleFitError(
+                    f"{folder / 'train_config.json'}: {key} must be a whole number >= 1; got "
+                    f"{value}."
+                )
         per_step = int(cfg["batch_size"]) * int(cfg["seq_len"])
         params = param_count(
             int(cfg["depth"]),
@@ -381,6 +386,8 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
         warm = cfg.get("warmup_steps")
         warm = int(warm) if warm is not None else max(1, round(float(cfg["warmup_frac"]) * steps))
         lr, floor = float(cfg["lr"]), float(cfg["min_lr_ratio"]) * float(cfg["lr"])
+    except ScaleFitError:
+        raise
     except (KeyError, TypeError, ValueError) as exc:
         raise ScaleFitError(
             f"{folder / 'train_config.json'}: not a trainer configuration ({exc!r})."
@@ -389,14 +396,14 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
     info = _run_info(folder)
     if isinstance(info.get("schedule_text"), str):
         schedule = info["schedule_text"]  # written by the trainer in this module's grammar
-    step = hist["step"].to_numpy(dtype=float)
+    step = hist["step"]
     frame = pd.DataFrame(
         {
             "run": run or folder.name,
             "step": step[1:],
             "tokens": step[1:] * per_step,
-            "loss": hist["loss"].to_numpy(dtype=float)[1:],
-            "lr": hist["lr"].to_numpy(dtype=float)[:-1],
+            "loss": hist["loss"][1:],
+            "lr": hist["lr"][:-1],
             "params": float(params),
             "width": float(cfg["width"]),
             "depth": float(cfg["depth"]),
@@ -404,6 +411,24 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
             "schedule": schedule,
         }
     )
-    if np.any(hist["step"].to_numpy() != np.arange(len(hist))):
+    if np.any(hist["step"] != np.arange(len(hist["step"]))):
         raise ScaleFitError(f"{folder / 'history.csv'}: steps are not 0, 1, 2, ... in order.")
     return validate_curves(frame, source=str(folder))
+
+
+def _history(path: Path) -> dict[str, np.ndarray]:
+    """The ``step``, ``lr`` and ``loss`` columns of a trainer's ``history.csv`` as floats."""
+    hist = read_csv(path)
+    out = {}
+    for col in ("step", "lr", "loss"):
+        if col not in hist.columns:
+            raise ScaleFitError(f"{path}: no {col!r} column.")
+        out[col] = pd.to_numeric(hist[col], errors="coerce").to_numpy(dtype=float)
+        text = np.isnan(out[col]) & hist[col].notna().to_numpy()
+        if text.any():
+            i = int(np.flatnonzero(text)[0])
+            raise ScaleFitError(
+                f"{path}: row {i + 1}, column {col!r}: expected a number, got "
+                f"{fmt_value(hist[col].iloc[i])}."
+            )
+    return out

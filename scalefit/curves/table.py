@@ -22,6 +22,9 @@ from ..errors import ScaleFitError
 POINT_COLUMNS = ("step", "tokens", "loss", "lr")
 #: Columns that must hold one value per run.
 RUN_COLUMNS = ("params", "width", "depth", "schedule", "tokens_per_step")
+#: Largest step accepted: the largest whole number a float holds exactly (steps are counted in
+#: floats; a larger one is a corrupt or hostile file, not a run).
+MAX_STEP = 2**53
 ALIASES = {
     "run_id": "run",
     "run_name": "run",
@@ -238,12 +241,14 @@ def _numeric(tab: pd.DataFrame, col: str, source: str) -> pd.Series:
                 f"{source}: run {tab['run'].iloc[i]!r}, row {i + 1}, column {col!r}: {what}, "
                 f"got {fmt_value(raw.iloc[i])}."
             )
-    if col == "step" and np.any(values != np.round(values)):
-        i = int(np.flatnonzero(values != np.round(values))[0])
-        raise ScaleFitError(
-            f"{source}: run {tab['run'].iloc[i]!r}, row {i + 1}, column 'step': expected a "
-            f"whole number, got {fmt_value(raw.iloc[i])}."
-        )
+    if col == "step":
+        bad = (values != np.round(values)) | (values > MAX_STEP)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ScaleFitError(
+                f"{source}: run {tab['run'].iloc[i]!r}, row {i + 1}, column 'step': expected a "
+                f"whole number of at most 2**53, got {fmt_value(raw.iloc[i])}."
+            )
     return pd.Series(values, index=tab.index)
 
 

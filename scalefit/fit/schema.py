@@ -229,6 +229,7 @@ FORMULA_SPEC = record(
                     "bounds": list_of(
                         num(float, finite=True, null=True, nan=False), 2, words="a pair [lo, hi]"
                     ),
+                    "range_kind": one_of("validity", "constraint"),
                 },
                 {"name", "kind", "start", "bounds"},
             )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -156,6 +156,7 @@ class Law:
         kinds: Mapping[str, str] | None = None,
         bounds: Mapping[str, tuple[float, float]] | None = None,
         starts: Mapping[str, float | tuple[float, float]] | None = None,
+        range_kind: RangeKind = "validity",
     ) -> Law:
         """A law written as a formula, parsed by :func:`scalefit.expr.parse` (never ``eval``).
 
@@ -183,6 +184,9 @@ class Law:
             (the range of random starts). Without either, random starts are drawn from the
             finite ``bounds``, else around the given value (÷10 to ×10), else from (-1, 1)
             (``free``/``exponent``) or log-uniformly from (1e-3, 1e3) (``positive``).
+        range_kind : {"validity", "constraint"}, default "validity"
+            What the declared ``bounds`` are (see :class:`Param`): a validity condition, or a
+            constraint the solver keeps the parameter inside (``--bound`` on the command line).
 
         Returns
         -------
@@ -202,6 +206,9 @@ class Law:
         names = set(expression.names) - set(CONSTANTS)
         inputs = _formula_inputs(text, names, inputs, columns)
         params, point = _formula_params(text, sorted(names - set(inputs)), kinds, bounds, starts)
+        if range_kind != "validity":
+            given = set(bounds or {})
+            params = [replace(p, range_kind=range_kind) if p.name in given else p for p in params]
         spec = {
             "type": "formula",
             "name": name,
@@ -209,6 +216,7 @@ class Law:
             "inputs": list(inputs),
             "params": [
                 {"name": p.name, "kind": p.kind, "start": list(p.start), "bounds": list(p.bounds)}
+                | ({"range_kind": p.range_kind} if p.range_kind != "validity" else {})
                 for p in params
             ],
             "start_points": [point] if point else [],
@@ -599,6 +607,7 @@ def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -
                 p["kind"],
                 start=(float(p["start"][0]), float(p["start"][1])),
                 bounds=(_bound(p["bounds"][0], -np.inf), _bound(p["bounds"][1], np.inf)),
+                range_kind=p.get("range_kind", "validity"),
             )
             for p in spec["params"]
         )
@@ -636,6 +645,7 @@ def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -
                 "start": list(p.start),
                 "bounds": [None if math.isinf(b) else b for b in p.bounds],
             }
+            | ({"range_kind": p.range_kind} if p.range_kind != "validity" else {})
             for p in params
         ],
         "start_points": [dict(sp) for sp in points],

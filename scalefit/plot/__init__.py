@@ -15,6 +15,9 @@ from pathlib import Path
 
 def write_figures(folder: str | Path, figures: dict, *, dpi: int = 120) -> list[Path]:
     """Save ``{file name: figure}`` into ``folder`` atomically, closing each; returns the paths."""
-    from .._io import atomic_savefig
+    from .._io import atomic_savefig, inside
 
-    return [atomic_savefig(fig, Path(folder) / name, dpi=dpi) for name, fig in figures.items()]
+    return [
+        atomic_savefig(fig, inside(folder, name, what="figure"), dpi=dpi)
+        for name, fig in figures.items()
+    ]

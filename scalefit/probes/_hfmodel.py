@@ -25,11 +25,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._manifest import weights_only_refusal
 from .._validation import Options, spelled, validate
 from ..errors import ScaleFitError, require
 
@@ -164,6 +166,23 @@ def _first_line(exc: BaseException) -> str:
     return text[:300]
 
 
+def _weights_refusal(exc: Exception, folder: Path) -> None:
+    """Raise one line naming the weight files when torch or safetensors refused them."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - transformers installs it
+        SafetensorError = ()  # noqa: N806
+    if isinstance(exc, pickle.UnpicklingError):  # torch.load(weights_only=True) refused a file
+        files = ", ".join(sorted(p.name for p in folder.glob("*.bin"))) or "weights"
+        raise weights_only_refusal(folder / files, "model weights", exc) from None
+    if isinstance(exc, SafetensorError):
+        files = ", ".join(sorted(p.name for p in folder.glob("*.safetensors"))) or "weights"
+        raise ScaleFitError(
+            f"{folder / files}: refused by safetensors ({_first_line(exc)}); expected the "
+            "weights as the library writes them."
+        ) from None
+
+
 def _cached_snapshot(name: str) -> Path | None:
     """The local cache's snapshot folder of a hub name, or None (not cached, no hub library)."""
     try:
@@ -274,8 +293,11 @@ def load_model(
             model = auto.from_pretrained(
                 source, dtype=getattr(torch, dtype), local_files_only=offline
             )
-        except _load_errors() as exc:
-            raise ScaleFitError(f"{name}: cannot load the model ({_first_line(exc)}).") from exc
+        except Exception as exc:
+            _weights_refusal(exc, Path(source) if local else _cached_snapshot(name) or Path(name))
+            if isinstance(exc, _load_errors()):
+                raise ScaleFitError(f"{name}: cannot load the model ({_first_line(exc)}).") from exc
+            raise
         try:
             tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
         except Exception as exc:  # noqa: BLE001 - the tokenizers package raises bare Exception

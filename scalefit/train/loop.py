@@ -42,7 +42,7 @@ from ..errors import ScaleFitError
 from . import cuda, dist
 from .config import TrainConfig, config_from_dict, run_metadata, runtime_choices
 from .cr import regulariser
-from .data import TokenData, build_tokens
+from .data import TokenData
 from .model import ModelConfig, Transformer
 
 __all__ = [
@@ -102,15 +102,9 @@ def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
         return ShardData(src, cfg.model.seq_len, seed=cfg.seed)
     if (src / "meta.json").exists():
         return TokenData(src, cfg.model.seq_len, seed=cfg.seed)
-    from .data import cache_dir
+    from .data import cached_tokens
 
-    key = f"{src.name or cfg.data}-{cfg.tokenizer}{cfg.bpe_vocab if cfg.tokenizer == 'bpe' else ''}"
-    out = build_tokens(
-        cfg.data,
-        (cache or cache_dir()) / "tokens" / key,
-        tokenizer=cfg.tokenizer,
-        vocab_size=cfg.bpe_vocab,
-    )
+    out = cached_tokens(cfg.data, tokenizer=cfg.tokenizer, vocab_size=cfg.bpe_vocab, cache=cache)
     return TokenData(out, cfg.model.seq_len, seed=cfg.seed)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from .._io import MAX_CONFIG_BYTES, atomic_write_json, read_json
+from .._io import MAX_CONFIG_BYTES, atomic_write_json, inside, read_json
 from .._manifest import MANIFEST_FILE, load_torch
 from ..errors import ScaleFitError
 from .config import TrainConfig, config_diff
@@ -111,6 +111,8 @@ def claim(
         return
     lock = _lock(run_dir)
     try:
+        for name in (*RUN_FILES, CHECKPOINT_DIR, MANIFEST_FILE, "result.json", "cooldowns"):
+            inside(run_dir, name, what="run folder entry")  # no link out of the run folder
         saved = None if overwrite else _saved_config(run_dir)
         current = cfg.to_dict()
         diff = config_diff(saved, current) if saved is not None else []

@@ -6,6 +6,7 @@ observations, optimum sum of squares 4.01377e-2), both with an input named ``t``
 """
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -184,3 +185,21 @@ def test_cli_start_options_refused_with_one_line(extra, message, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "method",
+    [pytest.param("varpro", marks=pytest.mark.slow), "jax"],  # varpro compiles: 13-23 s
+)
+def test_cli_bound_is_enforced_by_every_method(tmp_path, capsys, method):
+    """``--bound`` is a constraint: a fit whose free optimum lies outside ends on the bound."""
+    rng = np.random.default_rng(0)
+    params, tokens = np.exp(rng.uniform(np.log(1e7), np.log(1e10), (2, 40)))
+    loss = (1.7 + 400 / params**0.34 + 400 / tokens**0.28) * np.exp(rng.normal(0, 0.01, 40))
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"params": params, "tokens": tokens, "loss": loss}).to_csv(path, index=False)
+    args = ["fit", path, "--formula", "E + A/params**alpha + B/tokens**beta", "--method", method]
+    code = main([*map(str, args), "--bound", "alpha=0:0.3", "--starts", "16", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"^alpha +0\.3 +at bound", out, re.M), out
