@@ -456,7 +456,15 @@ def read_input_bytes(
 
     with open_input(path, what=what, max_bytes=max_bytes) as fh:
         try:
-            data = fh.read(max_bytes + 1)
+            # read what fstat reports (+1 to see growth), then any growth in bounded chunks: a
+            # read(max_bytes + 1) would reserve the whole limit (1 GiB) for a small file
+            size = min(max_bytes, os.fstat(fh.fileno()).st_size)
+            data = fh.read(size + 1)
+            while size < len(data) <= max_bytes:
+                more = fh.read(min(1 << 20, max_bytes + 1 - len(data)))
+                if not more:
+                    break
+                data += more
         except OSError as exc:
             raise ScaleFitError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
     if len(data) > max_bytes:

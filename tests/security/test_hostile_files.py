@@ -1239,3 +1239,20 @@ def test_a_line_too_long_to_hold_is_refused(tmp_path, name, line):
     with pytest.raises(ScaleFitError, match="line 1: longer than 1,000 characters"):
         list(iter_input_lines(path, what="text file", max_line=1000))
     assert [len(d) for d in iter_documents(path)] == [5000]  # under the default limit (64 Mi)
+
+
+def test_a_small_input_does_not_reserve_the_size_limit(tmp_path):
+    """Reading a 1 kB table reserves about 1 kB, not the 1 GiB input limit."""
+    import tracemalloc
+
+    from scalefit._io import read_input_bytes
+
+    path = tmp_path / "t.csv"
+    path.write_text("params,tokens,loss\n" + "1,2,3\n" * 150)
+    tracemalloc.start()
+    try:
+        data = read_input_bytes(path, what="table")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert data == path.read_bytes() and peak < 1 << 20
