@@ -232,6 +232,7 @@ def bootstrap(
     }
     unpinned = _spread_warnings(res.law, fits, ci_prob, warns)
     names = res.law.param_names
+    _floor_warnings(res.law, bounds, ci_prob, warns)
     return res.replace(
         draws=fits.draws,
         ci={name: (float(bounds[i, 0]), float(bounds[i, 1])) for i, name in enumerate(names)},
@@ -405,6 +406,24 @@ def _boot_diagnostics(law, fits: _Resamples, cluster, boot_starts, jackknife):
         "boot_corr_max_internal": float(np.max(np.abs(fits.zc[iu]))) if len(iu[0]) else 0.0,
         "boot_corr_max_raw": float(np.max(np.abs(fits.raw[iu]))) if len(iu[0]) else 0.0,
     }
+
+
+def _floor_warnings(law, bounds: np.ndarray, ci_prob: float, warns: list[str]) -> None:
+    """Say when an irreducible loss's interval reaches 0: the data bound it from above only.
+
+    The resamples stay inside the floor's range, so it is not listed as unidentified (its draws
+    carry the trade-off with the other terms into predictions and allocations), but its value
+    alone means little: on Gemstones, L0 anywhere in [0, 1] fits almost as well, with the depth
+    exponent moving from 0.13 to 0.26.
+    """
+    for i, p in enumerate(law.params):
+        lo, hi = bounds[i]
+        if p.kind == "floor" and p.bounds[0] == 0 and np.isfinite(hi) and lo <= 1e-3 * hi:
+            warns.append(
+                f"{p.name}'s {ci_prob:.0%} interval reaches 0: the data bound it from above only "
+                f"({p.name} <= {hi:.3g}), so its value is not identified; the draws carry its "
+                f"trade-off with the other terms into predictions and allocations."
+            )
 
 
 def _spread_warnings(law, fits: _Resamples, ci_prob, warns) -> list[str]:

@@ -69,3 +69,31 @@ def test_the_command_converges_and_reports_the_comparison():
     with contextlib.redirect_stdout(io.StringIO()) as other:
         main(["fit", "gemstones", "--where", "depth > 3", "--law", "decomposed", "--starts", "8"])
     assert "published" not in other.getvalue()
+
+
+def test_an_irreducible_loss_whose_interval_reaches_zero_is_called_not_identified():
+    """On Gemstones L0's run-bootstrap interval reaches 0 and the report says the data bound it
+    from above only; on data with a clear floor (1.5) no such line appears."""
+    import warnings
+
+    import numpy as np
+    import pandas as pd
+
+    import scalefit
+
+    line = "L0's 95% interval reaches 0: the data bound it from above only"
+    gem = scalefit.datasets.load("gemstones")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the width and depth pairs' correlation warnings
+        res = scalefit.fit(gem, "decomposed", bootstrap=20, cluster="run", seed=0, starts=32)
+    assert res.ci["L0"][0] < 1e-3 * res.ci["L0"][1] and line in res.report()
+    rng = np.random.default_rng(0)
+    grid = [(w, d, t) for w in (256, 512, 1024) for d in (4, 8, 16) for t in (1e9, 4e9, 16e9)]
+    width, depth, tokens = (np.array(c, float) for c in zip(*grid, strict=True))
+    loss = 1.5 + 8 / width**0.26 + 2 / depth**0.14 + 1e5 / tokens**0.53
+    loss = loss * np.exp(rng.normal(0, 0.003, len(loss)))
+    table = pd.DataFrame({"width": width, "depth": depth, "tokens": tokens, "loss": loss})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = scalefit.fit(table, "decomposed", bootstrap=20, seed=0, starts=32)
+    assert res.ci["L0"][0] > 0.1 and line not in res.report()
