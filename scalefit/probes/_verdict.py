@@ -421,7 +421,7 @@ def _trained_checks(summaries, init, losses, loss_kind, evidence) -> list[str]:
             detail = ", ".join(f"ℓ={d}: {r:.1%}" for d, r in sorted(short.items()))
             fails.append(
                 f"under-trained: the {loss_kind.upper()} is still above {bound:.0%} of its "
-                f"value at initialisation ({detail}); Liu et al. (l. 59) warn that "
+                f"value at initialisation ({detail}); Liu et al. (seed 000 l. 59) warn that "
                 "under-training mimics a signature"
             )
     return fails

@@ -164,7 +164,7 @@ class Verdict:
         """Return a text report: the mechanism, the reasons and (by default) the thresholds."""
         lines = [f"mechanism: {self.mechanism}"] + [f"  - {r}" for r in self.reasons]
         if thresholds:
-            lines.append("  thresholds (the paper gives none; sources in the verdict's to_dict()):")
+            lines.append("  thresholds (ours unless a source is named; sources in to_dict()):")
             lines += [f"    {t['rule']}" for t in self.thresholds]
         return "\n".join(lines)
 

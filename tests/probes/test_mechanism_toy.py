@@ -4,11 +4,14 @@
   layer, its branch scaled by ℓ*/ℓ) is procedural: correlated increments, steps ∝ 1/ℓ, and a
   loss-vs-depth exponent α_ℓ ≥ 2;
 - students trained 100 steps are under-trained, whatever their increments look like;
-- (slow) students of the independent teacher trained 3,000 steps are ensemble-like; those of the
-  tied teacher, with the same budget, are not (the paper's procedural signature needs
-  convergence, l. 36 and 59: here the shallow students' KL is still above 1 % of its start and
-  their increments are mixed).
+- (slow) students of the independent teacher trained 3,000 steps look orthogonal on average, but
+  a third of their token increment pairs are not: the verdict abstains; those of the tied
+  teacher, with the same budget, abstain too (the paper's procedural signature needs
+  convergence, seed 000 l. 36 and 59: here the shallow students' KL is still above 1 % of its
+  start and their increments are mixed).
 """
+
+import math
 
 import pytest
 
@@ -86,10 +89,19 @@ def test_students_after_100_steps_are_under_trained(tmp_path):
 
 
 @pytest.mark.slow
-def test_trained_students_independent_ensemble_and_tied_not(tmp_path):
+def test_trained_students_independent_abstain_on_their_tokens_and_tied_not_ensemble(tmp_path):
+    """After 3,000 steps the independent teacher's students look orthogonal on average (the
+    former mean-angle rule called them ensemble), but at depths 6-24 only 67-72 % of their middle
+    token increment pairs have |cos| ≤ 0.3 (measured): the verdict abstains and says so."""
     independent = _saved_run(tmp_path, "independent", 3000, teacher_depth=128)
     verdict = independent["student_verdict"]
-    assert verdict.mechanism == "ensemble", verdict.reasons
+    summaries = verdict.evidence["summaries"].values()
+    assert all(abs(math.cos(s["dtheta_mid"])) <= 0.3 for s in summaries)  # the mean's reading
+    assert verdict.mechanism == "undetermined", verdict.reasons
+    assert "match no signature" in " ".join(verdict.reasons)
+    assert min(s["share_orthogonal"] for s in summaries) < 0.75
     assert -1.5 <= verdict.evidence["theta_mid_slope"] <= -0.5
     tied = _saved_run(tmp_path, "tied", 3000, teacher_depth=128)["student_verdict"]
-    assert tied.mechanism != "ensemble", tied.reasons
+    assert tied.mechanism == "undetermined", tied.reasons
+    for v in (verdict, tied):
+        print(v.mechanism, *v.reasons, sep="\n  ")  # the numbers quoted in docs/probes.md
