@@ -82,21 +82,17 @@ def split(table, hold: int):
 
 
 def reference_optima(test, budgets):
-    """Vertex of a parabola of loss in ``ln N`` per held-out budget (NaN when not a minimum
-    inside the sampled sizes)."""
+    """The library's reference optimum (:func:`scalefit.isoflop._estimators.reference`) per
+    held-out budget: a parabola's vertex (NaN when not a minimum inside the sampled sizes)."""
     import numpy as np
+
+    from scalefit.isoflop._estimators import Budget, reference
 
     out = []
     for c in budgets:
         rows = test[test["budget"] == c]
-        x = np.log(rows["params"].to_numpy(float))
-        y = rows["loss"].to_numpy(float)
-        if len(np.unique(x)) < 3:
-            out.append(np.nan)
-            continue
-        a2, a1, _ = np.polyfit(x, y, 2)
-        xs = -a1 / (2 * a2) if a2 > 0 else np.nan
-        out.append(float(np.exp(xs)) if x.min() <= xs <= x.max() else np.nan)
+        n, t, y = (rows[k].to_numpy(float) for k in ("params", "tokens", "loss"))
+        out.append(float(np.exp(reference(Budget(float(np.log(c)), n, t, y), np.nan).x)))
     return np.array(out)
 
 

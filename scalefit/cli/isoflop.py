@@ -26,11 +26,11 @@ def register(sub: Subcommands) -> None:
         "isoflop",
         description="Group runs by training budget, fit an IsoFLOP curve per budget (Hoffmann's "
         "parabola with its unweighted line as published, the same parabolas with a weighted "
-        "line, and the law's asymmetric profile, which corrects off-centre sampling), fit "
-        "N* ∝ C^a and T* ∝ C^b through the optima, optionally add Approach 1 (envelope of loss "
-        "curves from a long table) and Approach 3 (a saved law fit), and print one table; "
-        "Hoffmann et al.'s published exponents are added only for the Chinchilla datasets "
-        "they were published for.",
+        "line, and the law's asymmetric profile), fit N* ∝ C^a and T* ∝ C^b through the "
+        "optima (the per-budget table and figure show the parabola), optionally add Approach "
+        "1 (envelope of loss curves from a long table) and Approach 3 (a saved law fit), and "
+        "print one table; Hoffmann et al.'s published exponents are added only for the "
+        "Chinchilla datasets they were published for.",
     )
     add_table_args(p)
     add_option(
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     published = args.table in PUBLISHED_FOR
     frame = compare_approaches(envelope=envelope, isoflops=isos, result=result, published=published)
     with pd.option_context("display.width", 140, "display.max_columns", 20):
-        per_budget = tidy_table(isos[-1].budgets.drop(columns=["tokens_opt"]))
+        per_budget = tidy_table(isos[0].budgets.drop(columns=["tokens_opt"]))
         print(per_budget.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         print()
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
@@ -118,5 +118,5 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, frame)}")
     for path in figure_paths(args, FIGURE):
-        print(f"wrote {atomic_savefig(plot_isoflops(isos[-1], table), path, dpi=120)}")
+        print(f"wrote {atomic_savefig(plot_isoflops(isos[0], table), path, dpi=120)}")
     return 0

@@ -28,8 +28,8 @@ METHODS = ("parabola", "parabola_weighted", "profile")
 PARABOLAS = ("parabola", "parabola_weighted")
 #: An optimum further than this share of the sampled span from its centre is "off-centre".
 OFF_CENTRE = 0.25
-#: The parabola bias check flags a fit whose compute-optimal tokens differ from the law profile's
-#: by at least this share (1 %, the level the Open-Athena Approach-2 bias study highlights).
+#: The parabola-profile check reports a disagreement when the two lines' compute-optimal tokens
+#: differ by at least this share (1 %, the level the Open-Athena Approach-2 study highlights).
 BIAS_TOL = 0.01
 #: Default extrapolation distance of that check, in decades of compute past the largest budget:
 #: the study extrapolates from 1e17-1e21 FLOPs to 1e24.
@@ -58,13 +58,13 @@ class IsoFLOPResult(PowerLawExponents, ReadOnlyMappings):
     shape : dict
         ``alpha, beta`` (and standard errors) of the profile fit; empty for parabolas.
     warnings : tuple of str
-        Known-bias flags in words.
+        Sampling flags and the parabola-profile disagreement, in words.
     bias : dict
-        For the parabola methods, the bias check against the law's own IsoFLOP profile fitted
-        to the same runs: ``target`` (budget, FLOPs), ``tokens_rel_max_sampled`` and
+        For the parabola methods, the comparison with the law's own IsoFLOP profile fitted to
+        the same runs: ``target`` (budget, FLOPs), ``tokens_rel_max_sampled`` and
         ``tokens_rel_target`` (relative difference of the parabola's ``T*`` from the profile's,
-        largest over the sampled budgets and at ``target``), ``flagged`` and ``note``; empty for
-        ``"profile"``.
+        largest over the sampled budgets and at ``target``), ``flagged`` (they disagree by
+        :data:`BIAS_TOL` or more) and ``note``; empty for ``"profile"``.
     """
 
     method: str
@@ -155,7 +155,7 @@ def approach2(
     *,
     budgets=None,
     tol: float = 0.06,
-    method: str = "profile",
+    method: str = "parabola",
     shape: tuple[float, float] | None = None,
     ci_prob: float = 0.95,
     interval: str = "analytic",
@@ -174,14 +174,18 @@ def approach2(
         column, else clusters found by :func:`scalefit.isoflop.detect_budgets`.
     tol : float, default 0.06
         Budget half-width in dex.
-    method : {"profile", "parabola", "parabola_weighted"}, default "profile"
+    method : {"parabola", "parabola_weighted", "profile"}, default "parabola"
         ``"parabola"`` is Hoffmann et al.'s procedure as published: a parabola of loss against
         ``ln N`` per budget, its vertex ``N*``, then an ordinary (unweighted) least-squares line
-        of ``ln N*`` against ``ln C``. It is biased when the sampling is off-centre and the curve
-        asymmetric. ``"parabola_weighted"`` keeps the parabolas but weights the line by the
-        delta-method covariance of the vertices (generalised least squares). ``"profile"`` fits
-        the law's own asymmetric IsoFLOP profile with a shape shared by all budgets and weights
-        the line the same way (the correction; see :mod:`scalefit.isoflop._curves`).
+        of ``ln N*`` against ``ln C``. On a noise-free asymmetric surface sampled off-centre its
+        vertices move off the minima. ``"parabola_weighted"`` keeps the parabolas but weights
+        the line by the delta-method covariance of the vertices (generalised least squares).
+        ``"profile"`` fits the law's own asymmetric IsoFLOP profile with a shape shared by all
+        budgets and weights the line the same way (see :mod:`scalefit.isoflop._curves`); it is
+        exact when the runs follow the law, and extrapolated worse than the parabola on the
+        public held-out sweeps. Open-Athena's remedy is Approach 3: the law fitted to every run
+        by variable projection (``fit(table, "chinchilla", method="varpro")``, then
+        :func:`scalefit.isoflop.approach3`).
     shape : (float, float), optional
         Hold the profile's ``(alpha, beta)`` fixed (e.g. from an Approach 3 fit).
     ci_prob : float, default 0.95
@@ -195,13 +199,13 @@ def approach2(
     seed : int, default 0
         Seed of the bootstrap.
     target : float, optional
-        The budget (FLOPs) the fit will be extrapolated to, for the parabola bias check
+        The budget (FLOPs) the fit will be extrapolated to, for the parabola-profile check
         (default: three decades past the largest budget). For the parabola methods the law's
         asymmetric IsoFLOP profile is fitted to the same runs and both lines of optima are
-        compared; when their compute-optimal token counts differ by 1 % or more at a sampled
-        budget or at ``target``, a warning says by how much (``bias`` holds the numbers). This
-        catches the asymmetric-surface, off-centre and drifting-window biases of the
-        Open-Athena study; on noisy runs part of a difference can be noise.
+        compared; when their compute-optimal token counts disagree by 1 % or more at a sampled
+        budget or at ``target``, a warning says by how much (``bias`` holds the numbers). On
+        noise-free runs of the law the difference is the parabola's error (the Open-Athena
+        study's numbers); on real runs neither line is the truth and part of it can be noise.
 
     Returns
     -------
@@ -358,7 +362,7 @@ def _bias_flags(frame: pd.DataFrame, method: str) -> tuple[str, ...]:
             + ", ".join(f"{c:.3g}" for c in bad["budget"])
             + " FLOPs)"
             + (
-                "; the parabola is biased there: use method='profile'"
+                "; a parabola's vertex moves off an asymmetric minimum there"
                 if method in PARABOLAS
                 else ""
             )
@@ -393,8 +397,10 @@ def _profile_check(groups, logc: np.ndarray, par: Optima, shape, target) -> dict
     )
     if ok.sum() < 3 or at_bound:
         out["note"] = (
-            "the parabola's bias could not be checked: the law's IsoFLOP profile does not fit "
-            "these runs (" + ("its shape sits at a bound" if at_bound else "too few budgets") + ")"
+            "the parabola could not be compared with the law's IsoFLOP profile: the profile does "
+            "not fit these runs ("
+            + ("its shape sits at a bound" if at_bound else "too few budgets")
+            + ")"
         )
         return out
     # OLS lines of ln N* on ln C through both sets of optima; T* = C/(6 N*), so the parabola's
@@ -409,11 +415,11 @@ def _profile_check(groups, logc: np.ndarray, par: Optima, shape, target) -> dict
     if worst >= BIAS_TOL:
         out["flagged"] = True
         out["note"] = (
-            "the parabola's optima are biased here: its compute-optimal tokens differ from those "
-            "of the law's own IsoFLOP profile fitted to the same runs by "
+            "parabola and profile disagree: the parabola's compute-optimal tokens differ from "
+            "those of the law's IsoFLOP profile fitted to the same runs by "
             f"{100 * out['tokens_rel_max_sampled']:+.1f}% within the sampled budgets and "
-            f"{100 * out['tokens_rel_target']:+.1f}% at {tgt:.3g} FLOPs (flagged from "
-            f"{100 * BIAS_TOL:g}%); use method='profile'"
+            f"{100 * out['tokens_rel_target']:+.1f}% at {tgt:.3g} FLOPs (reported from "
+            f"{100 * BIAS_TOL:g}%)"
         )
     return out
 

@@ -49,7 +49,8 @@ def angles_figure(result):
     ax1.legend(fontsize=8)
     for n, grp in result.distances.groupby("n"):
         _band(ax2, grp["layer"], grp.reset_index(drop=True), "distance", f"n = {n}")
-    ax2.axhline(0.2, color="grey", ls=":", lw=1, label="0.2 (Sun et al.'s 'prunable')")
+    # Sun et al. quote 0.2 as a level deep Pre-LN layers fall below; they define no threshold
+    ax2.axhline(0.2, color="grey", ls=":", lw=1, label="0.2 (a level Sun et al. quote)")
     ax2.set_xlabel("first block l of the span")
     ax2.set_ylabel("angular distance d(l, l+n) = θ/π")
     ax2.set_title("angular distance between block inputs l and l+n", fontsize=TITLE_SIZE)

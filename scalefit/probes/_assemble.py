@@ -12,7 +12,7 @@ import pandas as pd
 from .._readonly import ReadOnlyMappings
 from ._hfmodel import LoadedModel
 from ._prune import _key
-from ._reduce import Accumulator
+from ._reduce import SHARES, Accumulator
 from .angles import middle_layers, summarize_table
 from .mechanism import Verdict, split_token_angles, verdict_from_evidence
 
@@ -91,14 +91,18 @@ def _state_table(est: dict, depth: int) -> pd.DataFrame:
             "layer": np.arange(depth + 1),
             "norm": est["norm"]["mean"],
             "theta": np.append(est["theta"]["mean"], np.nan),
-            "dtheta": np.append(est["dtheta"]["mean"][1:], [np.nan, np.nan]),
+            **{
+                q: np.append(est[q]["mean"][1:], [np.nan, np.nan])
+                for q in ("dtheta", *SHARES)
+                if q in est
+            },
         }
     )
 
 
 def summary_of(acc: Accumulator) -> dict:
     """Scalar summary (:func:`~scalefit.probes.angles.summarize_table`) of a reduction."""
-    est = {q: acc.estimate(q, bootstrap=0, seed=0) for q in ("norm", "theta", "dtheta")}
+    est = {q: acc.estimate(q, bootstrap=0, seed=0) for q in ("norm", "theta", "dtheta", *SHARES)}
     return summarize_table(_state_table(est, acc.depth))
 
 
@@ -115,7 +119,7 @@ def assemble(
     depth = lm.depth
     est = {
         q: acc.estimate(q, bootstrap=bootstrap, seed=seed)
-        for q in ("norm", "theta", "dtheta", "step", "block")
+        for q in ("norm", "theta", "dtheta", "step", "block", *SHARES)
     }
     crs = acc.cr_estimate(bootstrap=bootstrap, seed=seed)
     layers = pd.DataFrame({"layer": np.arange(1, depth + 1)})

@@ -23,10 +23,13 @@ from .._io import (
     read_json,
 )
 from ..errors import ScaleFitError
+from ._verdict import CLASSES, increment_indicators, share_key
 from .angles import _to_numpy, angle
 
+#: Per-token shares of the increment classes (the means of their 0/1 indicators), shape L.
+SHARES = tuple(map(share_key, CLASSES))
 #: Quantities kept per window as (sum, count) pairs; shapes in terms of depth L and k.
-QUANTITIES = ("norm", "theta", "dtheta", "step", "block")
+QUANTITIES = ("norm", "theta", "dtheta", "step", "block", *SHARES)
 
 
 def reduce_batch(hidden, *, max_block: int) -> dict[str, np.ndarray]:
@@ -44,7 +47,8 @@ def reduce_batch(hidden, *, max_block: int) -> dict[str, np.ndarray]:
     -------
     dict
         Arrays over ``(…, B, T)`` tokens: ``norm`` (L+1), ``theta`` (L), ``dtheta`` (L; row 0
-        NaN), ``step`` (L, ‖Δh‖/‖h_in‖), ``block`` (k, L; θ/π, NaN where l+n > L).
+        NaN), ``step`` (L, ‖Δh‖/‖h_in‖), ``block`` (k, L; θ/π, NaN where l+n > L), and the
+        increment-class indicators of ``dtheta`` (:data:`SHARES`, 1.0 or 0.0, NaN with it).
     """
     depth = len(hidden) - 1
     bsz, seq, _ = hidden[0].shape
@@ -75,6 +79,7 @@ def reduce_batch(hidden, *, max_block: int) -> dict[str, np.ndarray]:
         window.append(cur)
         if len(window) > max_block:
             window.pop(0)
+    out.update(increment_indicators(out["dtheta"]))
     return out
 
 
@@ -229,6 +234,9 @@ class Accumulator:
             acc.res_theta = data["res_theta"]
             acc.res_doc_start = data["res_doc_start"]
             acc.res_position = data["res_position"]
+            present = [q for q in QUANTITIES if f"sum_{q}" in data]
+            if present and len(present) < len(QUANTITIES):
+                raise KeyError("saved by an older version without the increment shares")
             for q in QUANTITIES:
                 if f"sum_{q}" in data:
                     acc.sums[q], acc.counts[q] = [data[f"sum_{q}"]], [data[f"count_{q}"]]

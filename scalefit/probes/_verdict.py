@@ -1,24 +1,32 @@
 """The rules of the mechanism verdict, their thresholds and where each comes from.
 
-Liu et al. (seed 000) name the signatures but give no numbers for them: "⟨θ⟩ ∝ 1/ℓ" in the middle
-layers (l. 31, 57), neighbouring increments "nearly π/2" for ensemble averaging (l. 31, 58) and
-"correlated" for procedural assembly (l. 14), an early-exit cluster for composition (l. 31, 56),
-and a warning that under-training mimics the ensemble signature (l. 59). The numeric bounds below
-are therefore ours; each :class:`Threshold` says so, and every verdict carries the table.
+Liu et al.'s signatures are cited from seed 000, a third-party summary of their paper (not the
+paper itself; line numbers are the summary's): "⟨θ⟩ ∝ 1/ℓ" in the middle layers (l. 31, 57),
+neighbouring increments "nearly π/2" for ensemble averaging (l. 31, 58) and "correlated" for
+procedural assembly (l. 14), an early-exit cluster for composition (l. 31, 56), the loss-vs-depth
+exponent α_ℓ ≈ 1 for ensemble averaging and rising to 3 for converged procedural assembly (l. 36,
+45, 51-53), and a warning that under-training mimics the ensemble signature (l. 59). It gives no
+numeric bounds for the signatures: the bounds below are ours or sourced elsewhere; each
+:class:`Threshold` says which, and every verdict carries the table.
 
-A mechanism is named only when every check passes; otherwise the verdict is ``undetermined`` and
-the reasons say which check failed. The checks, in order:
+A mechanism is named only when every check passes and the signals agree; otherwise the verdict is
+``undetermined`` and the reasons say which check failed or which signals disagree. In order:
 
 1. *scope*: the caller may refuse the model (an encoder, a post-norm stream) with a reason;
 2. *trained*: each model's summary must differ from the same architecture at initialisation,
    and, where losses are given, the loss must have fallen far below the loss at initialisation
    (hidden-state statistics alone move after a handful of Adam steps);
-3. *residual*: middle-layer step angles must be small (one stream updated in small steps);
-4. *compositional*: an early-exit cluster holding ≥ 20 % of the tokens (deepest model);
-5. *increments*: θ(Δh_l, Δh_{l+1}) at every depth in the orthogonal band (ensemble) or in the
-   correlated band (procedural); anti-correlated or mixed increments match neither;
-6. *1/ℓ*: models of at least two depths (a factor ≥ 2 apart) whose middle step angle scales as
-   ℓ^s with s in [−1.5, −0.5].
+3. *converged*, where the caller gives an earlier late checkpoint: its summaries must agree with
+   the final ones (one snapshot can mislead, l. 59); without one the reasons say it is untested;
+4. *residual*: middle-layer step angles must be small (one stream updated in small steps);
+5. *compositional*: an early-exit cluster holding ≥ 20 % of the tokens (deepest model);
+6. *increments*, on the per-token distribution: at every depth most middle token increment
+   pairs (Δh_l, Δh_{l+1}) are orthogonal (ensemble) or most are correlated (procedural); a mean
+   angle is not enough (tokens at cos +0.9 and −0.9 average to π/2);
+7. *1/ℓ*: models of at least two depths (a factor ≥ 2 apart) whose middle step angle scales as
+   ℓ^s with s in [−1.5, −0.5];
+8. *α_ℓ*, where KL losses of a depth sweep are given: the exponent of loss against depth must
+   read the same mechanism as the increments.
 """
 
 from __future__ import annotations
@@ -39,31 +47,39 @@ class Threshold:
     source: str
 
 
-_LIU = "Liu et al. (seed 000)"
+_LIU = "Liu et al. per seed 000 (a third-party summary of the paper)"
 THRESHOLDS: dict[str, Threshold] = {
     t.name: t
     for t in (
         Threshold(
             "orthogonal_cos",
             0.3,
-            "|cos θ(Δh_l, Δh_{l+1})| ≤ 0.3 (θ in [1.27, 1.88] rad) at every depth: increments "
-            "≈ orthogonal (ensemble)",
+            "a token's increment pair is orthogonal when |cos θ(Δh_l, Δh_{l+1})| ≤ 0.3 "
+            "(θ in [1.27, 1.88] rad)",
             f"{_LIU} l. 31, 58: 'nearly π/2'; the bound 0.3 is ours, set on the toy: students "
-            "of the independent teacher trained 2,000-12,000 steps measure |cos| ≤ 0.28",
+            "of the independent teacher trained 2,000-12,000 steps measure a mean |cos| ≤ 0.28",
         ),
         Threshold(
             "correlated_cos",
             0.5,
-            "cos θ(Δh_l, Δh_{l+1}) ≥ 0.5 (θ ≤ π/3) at every depth: increments correlated "
-            "(procedural)",
+            "a token's increment pair is correlated when cos θ(Δh_l, Δh_{l+1}) ≥ 0.5 (θ ≤ π/3)",
             f"{_LIU} l. 14: 'neighboring updates correlated'; the bound 0.5 is ours",
         ),
         Threshold(
             "anticorrelated_cos",
             -0.3,
-            "cos θ(Δh_l, Δh_{l+1}) < −0.3 (θ > 1.88 rad): anti-correlated increments, which "
-            "match neither signature",
+            "a token's increment pair is anti-correlated when cos θ(Δh_l, Δh_{l+1}) ≤ −0.3 "
+            "(θ ≥ 1.88 rad), which matches neither signature",
             "ours (the mirror of the orthogonal band)",
+        ),
+        Threshold(
+            "increment_share",
+            0.75,
+            "a model's increments are in a class when ≥ 75 % of its middle token increment "
+            "pairs are (pooled over tokens and middle blocks; the spread is the standard "
+            "deviation of the per-block shares); ensemble: orthogonal at every depth, "
+            "procedural: correlated at every depth",
+            "ours: three quarters, so that a half-and-half mixture is never one class",
         ),
         Threshold(
             "slope_low",
@@ -119,11 +135,34 @@ THRESHOLDS: dict[str, Threshold] = {
         ),
         Threshold(
             "nll_ratio",
-            0.6,
-            "trained, where a language-model loss is given: next-token NLL ≤ 60 % of the same "
+            0.4,
+            "trained, where a language-model loss is given: next-token NLL ≤ 40 % of the same "
             "architecture's NLL at initialisation (≈ ln V)",
-            "ours; a 4-block width-32 Llama keeps 99.9 % of its initial NLL after 5 AdamW "
-            "steps and 91 % after 100 on a toy corpus",
+            "Fahim & Karim, The Depth Delusion (seed 003), Table 6 (bundled as depth_delusion): "
+            "all 30 trained decoders end at ≤ 4.332 nats with V = 50,257, i.e. ≤ 0.400 ln V; "
+            "a 4-block width-32 Llama keeps 99.9 % of its initial NLL after 5 AdamW steps and "
+            "91 % after 100 on a toy corpus",
+        ),
+        Threshold(
+            "converged_theta",
+            0.1,
+            "converged, where an earlier late checkpoint is given: ⟨θ⟩_mid changes by ≤ 10 % "
+            "(relative) between the two and each increment share by ≤ 0.1",
+            f"ours; {_LIU} l. 59: a single training snapshot can mimic a mechanism",
+        ),
+        Threshold(
+            "alpha_ensemble",
+            1.5,
+            "α_ℓ (slope of −log KL on log ℓ across the depth sweep) ≤ 1.5 reads ensemble",
+            f"{_LIU} l. 36, 45, 51: α_ℓ ≈ 1 for ensemble averaging (LLMs: 1.2 ± 0.3); the bound "
+            "is ours",
+        ),
+        Threshold(
+            "alpha_procedural",
+            2.0,
+            "α_ℓ ≥ 2 reads procedural; between 1.5 and 2 reads neither",
+            f"{_LIU} l. 36, 52-53: α_ℓ rises to 3 for converged procedural assembly; the bound "
+            "is ours",
         ),
     )
 }
@@ -162,18 +201,69 @@ def init_change(summary: dict, init: dict) -> dict:
     return {"theta_change": theta_change, "cos_change": cos_change, "trained": bool(trained)}
 
 
-def increment_class(dtheta: float) -> str:
-    """Classify one middle increment angle: orthogonal, correlated, anti-correlated, between."""
-    c = _cos(dtheta)
-    if math.isnan(c):
+#: Classes of one token's increment pair (Δh_l, Δh_{l+1}); a summary holds each class's share.
+CLASSES = ("orthogonal", "correlated", "anti-correlated")
+
+
+def share_key(cls: str) -> str:
+    """Summary key of a class's share, e.g. ``share_anticorrelated``."""
+    return "share_" + cls.replace("-", "")
+
+
+def increment_indicators(dtheta) -> dict[str, np.ndarray]:
+    """Per-token class indicators of increment angles: 1.0 or 0.0, NaN where undefined.
+
+    Keys are :func:`share_key` of each of :data:`CLASSES`; their means are the classes' shares.
+    """
+    d = np.asarray(dtheta, dtype=np.float64)
+    c = np.cos(d)
+    masks = (
+        np.abs(c) <= _t("orthogonal_cos"),
+        c >= _t("correlated_cos"),
+        c <= _t("anticorrelated_cos"),
+    )
+    return {
+        share_key(k): np.where(np.isfinite(d), m.astype(np.float64), np.nan)
+        for k, m in zip(CLASSES, masks, strict=True)
+    }
+
+
+def increment_class(summary: dict) -> str:
+    """Class of one model's middle increments from its per-token shares (see the thresholds).
+
+    ``"orthogonal"``, ``"correlated"`` or ``"anti-correlated"`` when that class holds at least
+    the ``increment_share`` of the token pairs, ``"mixed"`` when none does, ``"undefined"``
+    without shares.
+    """
+    shares = {k: summary.get(share_key(k), math.nan) for k in CLASSES}
+    finite = {k: v for k, v in shares.items() if math.isfinite(v)}
+    if not finite:
         return "undefined"
-    if abs(c) <= _t("orthogonal_cos"):
-        return "orthogonal"
-    if c >= _t("correlated_cos"):
-        return "correlated"
-    if c <= _t("anticorrelated_cos"):
-        return "anti-correlated"
-    return "between"
+    best = max(finite, key=finite.get)
+    return best if finite[best] >= _t("increment_share") else "mixed"
+
+
+def _shares_text(s: dict) -> str:
+    parts = [
+        f"{s.get(share_key(k), math.nan):.0%} ± {s.get(share_key(k) + '_sd', math.nan):.0%} {k}"
+        for k in CLASSES
+    ]
+    return f"ℓ={s['depth']}: " + ", ".join(parts) + f" (mean θ {s['dtheta_mid']:.2f} rad)"
+
+
+def depth_exponent(losses, loss_kind: str) -> tuple[float, str]:
+    """α_ℓ, the slope of −log KL on log ℓ across a depth sweep, or NaN and why it is untested."""
+    if loss_kind != "kl":
+        return math.nan, (
+            "α_ℓ untested: a language model's NLL has an irreducible part that one loss per "
+            "depth cannot separate"
+        )
+    pts = sorted((d, v[0]) for d, v in (losses or {}).items() if d and d > 0 and v[0] > 0)
+    depths = [d for d, _ in pts]
+    if len(set(depths)) < 2 or max(depths) < _t("depth_ratio") * min(depths):
+        return math.nan, "α_ℓ untested: it needs KL losses of ≥ 2 depths a factor ≥ 2 apart"
+    d, loss = np.array(pts, dtype=np.float64).T
+    return float(-np.polyfit(np.log(d), np.log(loss), 1)[0]), ""
 
 
 def depth_slope(summaries: dict) -> float:
@@ -191,7 +281,7 @@ def depth_slope(summaries: dict) -> float:
 
 
 def apply_rules(
-    summaries, split, *, init, losses, loss_kind, refusal
+    summaries, split, *, init, losses, loss_kind, refusal, previous=None
 ) -> tuple[str, list[str], dict]:
     """Run the checks of the module docstring; return (mechanism, reasons, evidence)."""
     depths = sorted(s["depth"] for s in summaries.values())
@@ -202,6 +292,8 @@ def apply_rules(
         fails.append(f"not applicable: {refusal}")
     else:
         fails += _trained_checks(summaries, init, losses, loss_kind, evidence)
+    converged = _convergence(summaries, previous, evidence)
+    fails += [converged] if converged.startswith("not converged") else []
     theta_mid = {k: s["theta_mid"] for k, s in summaries.items()}
     big = [k for k, th in theta_mid.items() if not th < _t("residual_theta")]
     if big:
@@ -210,33 +302,88 @@ def apply_rules(
             + ", ".join(f"{theta_mid[k]:.2f}" for k in big)
             + f" rad ≥ {_t('residual_theta'):g} rad"
         )
-    classes = {s["depth"]: increment_class(s["dtheta_mid"]) for s in summaries.values()}
+    classes = {s["depth"]: increment_class(s) for s in summaries.values()}
     evidence["increments"] = classes
-    cosines = ", ".join(
-        f"ℓ={s['depth']}: {s['dtheta_mid']:.3f} rad (cos {_cos(s['dtheta_mid']):+.2f})"
-        for s in sorted(summaries.values(), key=lambda s: s["depth"])
+    shares = "; ".join(
+        _shares_text(s) for s in sorted(summaries.values(), key=lambda s: s["depth"])
     )
-    frac = split["early_exit_fraction"]
     if fails:
-        return "undetermined", fails + [f"θ(Δh) in the middle: {cosines}"], evidence
+        return "undetermined", fails + [f"middle token increment pairs: {shares}"], evidence
+    frac = split["early_exit_fraction"]
     if frac >= _t("early_exit_fraction"):
         reasons.append(f"{frac:.0%} of tokens form an early-exit cluster (≥ 20 %)")
         return "compositional", reasons, evidence
     reasons.append(f"early-exit cluster holds {frac:.1%} of tokens (< 20 %)")
     kinds = set(classes.values())
-    if kinds == {"orthogonal"}:
-        candidate = "ensemble"
-        reasons.append(f"neighbouring increments ≈ orthogonal at every depth: {cosines}")
-    elif kinds == {"correlated"}:
-        candidate = "procedural"
-        reasons.append(f"neighbouring increments correlated at every depth: {cosines}")
+    share = f"{_t('increment_share'):.0%}"
+    if kinds in ({"orthogonal"}, {"correlated"}):
+        candidate = "ensemble" if kinds == {"orthogonal"} else "procedural"
+        reasons.append(
+            f"at every depth ≥ {share} of the middle token increment pairs are "
+            f"{kinds.pop()}: {shares}"
+        )
     else:
-        what = "anti-correlated (neither signature)" if "anti-correlated" in kinds else "mixed"
-        reasons.append(f"neighbouring increments {what}: {cosines}")
+        reasons.append(
+            f"neighbouring increments match no signature (no class holds ≥ {share} of the "
+            f"token pairs at every depth: {', '.join(f'ℓ={d}: {c}' for d, c in classes.items())}"
+            f"): {shares}"
+        )
         return "undetermined", reasons, evidence
     ok, line = _scaling_check(depths, evidence)
     reasons.append(line)
-    return (candidate if ok else "undetermined"), reasons, evidence
+    agree, line = _alpha_check(candidate, losses, loss_kind, evidence)
+    reasons.append(line)
+    reasons.append(converged)
+    return (candidate if ok and agree else "undetermined"), reasons, evidence
+
+
+def _alpha_check(candidate: str, losses, loss_kind: str, evidence: dict) -> tuple[bool, str]:
+    """Whether α_ℓ (where measurable) reads the same mechanism as the increments."""
+    alpha, why = depth_exponent(losses, loss_kind)
+    evidence["alpha_depth"] = alpha
+    if not math.isfinite(alpha):
+        return True, why
+    lo, hi = _t("alpha_ensemble"), _t("alpha_procedural")
+    reads = "ensemble" if alpha <= lo else "procedural" if alpha >= hi else "neither"
+    bands = f"ensemble ≤ {lo:g}, procedural ≥ {hi:g}; seed 000: ≈ 1 and → 3"
+    if reads == candidate:
+        return True, f"loss against depth: α_ℓ = {alpha:.2f} reads {reads} too ({bands})"
+    return False, (
+        f"the signals disagree: the increments read {candidate}, the loss against depth "
+        f"(α_ℓ = {alpha:.2f}) reads {reads} ({bands})"
+    )
+
+
+def _convergence(summaries, previous, evidence: dict) -> str:
+    """Compare the summaries with an earlier late checkpoint's, in words."""
+    if previous is None:
+        return (
+            "convergence untested: no earlier late checkpoint was given (a single snapshot can "
+            "mimic a mechanism)"
+        )
+    bound = _t("converged_theta")
+    changes, moved = {}, []
+    for key, s in summaries.items():
+        p = previous.get(key, previous.get(s["depth"]))
+        if p is None:
+            moved.append(f"ℓ={s['depth']}: no earlier checkpoint")
+            continue
+        top = max(s["theta_mid"], p["theta_mid"])
+        theta = abs(s["theta_mid"] - p["theta_mid"]) / top if top > 0 else 0.0
+        share = max(
+            (abs(s.get(k, math.nan) - p.get(k, math.nan)) for k in map(share_key, CLASSES)),
+            key=lambda v: -1.0 if math.isnan(v) else v,
+        )
+        changes[s["depth"]] = {"theta_change": theta, "share_change": share}
+        if not (theta <= bound and not share > bound):
+            moved.append(f"ℓ={s['depth']}: ⟨θ⟩ moved {theta:.0%}, a share by {share:.2f}")
+    evidence["convergence"] = changes
+    if moved:
+        return (
+            "not converged between the two late checkpoints (need ≤ 10 % and ≤ 0.1; a single "
+            "snapshot can mimic a mechanism): " + "; ".join(moved)
+        )
+    return "converged: the two late checkpoints agree (⟨θ⟩ within 10 %, shares within 0.1)"
 
 
 def _trained_checks(summaries, init, losses, loss_kind, evidence) -> list[str]:
@@ -274,7 +421,7 @@ def _trained_checks(summaries, init, losses, loss_kind, evidence) -> list[str]:
             detail = ", ".join(f"ℓ={d}: {r:.1%}" for d, r in sorted(short.items()))
             fails.append(
                 f"under-trained: the {loss_kind.upper()} is still above {bound:.0%} of its "
-                f"value at initialisation ({detail}); Liu et al. (l. 59) warn that "
+                f"value at initialisation ({detail}); Liu et al. (seed 000 l. 59) warn that "
                 "under-training mimics a signature"
             )
     return fails

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ..errors import ScaleFitError
+from ._verdict import CLASSES, increment_indicators, share_key
 
 
 def as_states(states) -> np.ndarray:
@@ -84,26 +85,33 @@ def layer_table(states):
 
     Columns: ``layer`` (0…L), ``norm`` (mean ‖h_l‖), ``theta`` (θ(h_l, h_{l+1}), NaN at l = L),
     ``angular_distance`` (θ/π, Sun et al.), ``dtheta`` (θ(Δh_l, Δh_{l+1}) with Δh_l =
-    h_{l+1} − h_l; NaN for the last two rows), ``angle_to_final`` (θ(h_l, h_L)).
+    h_{l+1} − h_l; NaN for the last two rows), ``angle_to_final`` (θ(h_l, h_L)), and, on the
+    rows of ``dtheta``, the shares of tokens whose increment pair is orthogonal, correlated or
+    anti-correlated (``share_orthogonal``, ``share_correlated``, ``share_anticorrelated``; the
+    bounds are :data:`scalefit.probes._verdict.THRESHOLDS`).
     """
     import pandas as pd
 
     h = as_states(states)
     n = h.shape[0]
     theta = np.full(n, np.nan)
-    dtheta = np.full(n, np.nan)
+    pairs = {k: np.full(n, np.nan) for k in ("dtheta", *map(share_key, CLASSES))}
     theta[:-1] = _nanmean_rows(angle(h[:-1], h[1:]))
     delta = np.diff(h, axis=0)
     if n >= 3:  # NaN where every increment is zero (e.g. a zero-initialised branch)
-        dtheta[:-2] = _nanmean_rows(angle(delta[:-1], delta[1:]))
+        per_token = angle(delta[:-1], delta[1:])  # (L-1, tokens)
+        pairs["dtheta"][:-2] = _nanmean_rows(per_token)
+        for k, v in increment_indicators(per_token).items():
+            pairs[k][:-2] = _nanmean_rows(v)
     return pd.DataFrame(
         {
             "layer": np.arange(n),
             "norm": np.linalg.norm(h, axis=-1).mean(axis=1),
             "theta": theta,
             "angular_distance": theta / math.pi,
-            "dtheta": dtheta,
+            "dtheta": pairs.pop("dtheta"),
             "angle_to_final": _nanmean_rows(angle(h, h[-1:])),
+            **pairs,
         }
     )
 
@@ -132,7 +140,9 @@ def summarize_states(states) -> dict[str, float]:
     dict
         ``depth`` (L), ``theta_mid`` (mean step angle over the middle blocks, see
         :func:`middle_layers`), ``dtheta_mid`` (mean increment angle over the middle pairs),
-        ``theta_first``, ``theta_last``, ``norm_ratio`` (‖h_L‖ / ‖h_0‖).
+        ``theta_first``, ``theta_last``, ``norm_ratio`` (‖h_L‖ / ‖h_0‖), and the per-token
+        increment shares over the middle pairs (``share_orthogonal``, ``share_correlated``,
+        ``share_anticorrelated``) with their spread over those pairs (``…_sd``).
     """
     return summarize_table(layer_table(states))
 
@@ -140,22 +150,33 @@ def summarize_states(states) -> dict[str, float]:
 def summarize_table(table) -> dict[str, float]:
     """Scalar summaries (see :func:`summarize_states`) of an already reduced per-layer table.
 
-    ``table`` has the columns of :func:`layer_table` (``layer``, ``norm``, ``theta``, ``dtheta``)
-    with rows 0…L; streaming probes that reduce states batch by batch use this directly.
+    ``table`` has the columns of :func:`layer_table` (``layer``, ``norm``, ``theta``, ``dtheta``;
+    the share columns are optional) with rows 0…L; streaming probes that reduce states batch by
+    batch use this directly.
     """
     depth = len(table) - 1
     mid = middle_layers(depth)
     theta = table["theta"].to_numpy()[:depth]
-    dtheta = table["dtheta"].to_numpy()[: max(depth - 1, 0)]
-    dmid = dtheta[mid] if depth >= 2 else np.array([np.nan])
-    if depth >= 2 and dmid.size == 0:
-        dmid = dtheta
     norms = table["norm"].to_numpy()
-    return {
+    out = {
         "depth": depth,
         "theta_mid": float(np.nanmean(theta[mid])),
-        "dtheta_mid": float(np.nanmean(dmid)) if np.isfinite(dmid).any() else math.nan,
+        "dtheta_mid": _middle_pairs(table, "dtheta", depth)[0],
         "theta_first": float(theta[0]),
         "theta_last": float(theta[-1]),
         "norm_ratio": float(norms[-1] / norms[0]) if norms[0] > 0 else math.nan,
     }
+    for k in map(share_key, CLASSES):
+        out[k], out[k + "_sd"] = _middle_pairs(table, k, depth)
+    return out
+
+
+def _middle_pairs(table, column: str, depth: int) -> tuple[float, float]:
+    """Mean and standard deviation of a per-pair column over the middle pairs (NaN if none)."""
+    if column not in table or depth < 2:
+        return math.nan, math.nan
+    values = table[column].to_numpy(dtype=np.float64)[: depth - 1]
+    mid = values[middle_layers(depth)]
+    mid = mid if mid.size else values
+    mid = mid[np.isfinite(mid)]
+    return (float(mid.mean()), float(mid.std())) if mid.size else (math.nan, math.nan)

@@ -11,9 +11,10 @@ Liu et al.'s three candidate mechanisms and their hidden-state signatures:
 
 The verdict names a mechanism only when the evidence agrees: the model is trained (it differs
 from the same architecture at initialisation), its stream is residual, and either an early-exit
-cluster is large or the increment angles at every depth sit in one band *and* the middle step
-angle shrinks as 1/ℓ across depths. Otherwise it says ``undetermined`` and why. The rules, their
-thresholds and the seed lines they come from are in :mod:`scalefit.probes._verdict`.
+cluster is large or, at every depth, most token increment pairs fall in one class *and* the
+middle step angle shrinks as 1/ℓ across depths *and* (where KL losses of a depth sweep are given)
+the loss-vs-depth exponent α_ℓ reads the same mechanism. Otherwise it says ``undetermined`` and
+why. The rules, their thresholds and their sources are in :mod:`scalefit.probes._verdict`.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class Verdict:
         """Return a text report: the mechanism, the reasons and (by default) the thresholds."""
         lines = [f"mechanism: {self.mechanism}"] + [f"  - {r}" for r in self.reasons]
         if thresholds:
-            lines.append("  thresholds (the paper gives none; sources in the verdict's to_dict()):")
+            lines.append("  thresholds (ours unless a source is named; sources in to_dict()):")
             lines += [f"    {t['rule']}" for t in self.thresholds]
         return "\n".join(lines)
 
@@ -188,7 +189,7 @@ def _json_safe(value):
 
 
 def mechanism_verdict(
-    states_by_depth, *, init=None, losses=None, loss_kind: str = "kl", refusal=None
+    states_by_depth, *, init=None, losses=None, loss_kind: str = "kl", refusal=None, previous=None
 ) -> Verdict:
     """Read the mechanism off the hidden states of one or more trained models, or abstain.
 
@@ -205,12 +206,18 @@ def mechanism_verdict(
     losses : dict, optional
         ``{depth: (loss, loss_at_init)}``; when given, a model must have brought its loss far
         below the loss at initialisation (see :data:`~scalefit.probes._verdict.THRESHOLDS`).
+        KL losses of depths a factor ≥ 2 apart also give α_ℓ, which must read the same
+        mechanism as the increments.
     loss_kind : {"kl", "nll"}
         ``"kl"``: a divergence that can reach 0 (the toy; bound 1 %); ``"nll"``: a language
-        model's cross-entropy (bound 60 %).
+        model's cross-entropy (bound 40 %).
     refusal : str, optional
         A reason the signatures do not apply to this model (an encoder, a post-norm stream);
         the verdict is then ``undetermined`` with this reason first.
+    previous : array-like or dict, optional
+        The same models at an earlier late checkpoint (states or summaries, keyed like
+        ``states_by_depth``): the verdict abstains unless both checkpoints agree. Without it
+        the reasons say convergence is untested.
 
     Returns
     -------
@@ -227,27 +234,35 @@ def mechanism_verdict(
     single = not isinstance(states_by_depth, dict)
     if single:
         states_by_depth = {None: states_by_depth}
-        init = None if init is None else {None: init}
     summaries = {}
     for key, states in states_by_depth.items():
         s = summarize_states(states)
         summaries[int(s["depth"]) if key is None else key] = s
-    if init is not None:
-        init = {
-            (summaries[next(iter(summaries))]["depth"] if k is None else k): (
-                v if isinstance(v, dict) else summarize_states(v)
-            )
-            for k, v in init.items()
-        }
+    first = next(iter(summaries))
+    refs = {}
+    for name, ref in (("init", init), ("previous", previous)):
+        if ref is not None:
+            ref = {None: ref} if single else ref
+            refs[name] = {
+                (first if k is None else k): (v if isinstance(v, dict) else summarize_states(v))
+                for k, v in ref.items()
+            }
     deepest = max(summaries, key=lambda k: summaries[k]["depth"])
     split = early_exit_split(states_by_depth[None if single else deepest])
     return verdict_from_evidence(
-        summaries, split, init=init, losses=losses, loss_kind=loss_kind, refusal=refusal
+        summaries, split, losses=losses, loss_kind=loss_kind, refusal=refusal, **refs
     )
 
 
 def verdict_from_evidence(
-    summaries: dict, split: dict, *, init=None, losses=None, loss_kind: str = "kl", refusal=None
+    summaries: dict,
+    split: dict,
+    *,
+    init=None,
+    losses=None,
+    loss_kind: str = "kl",
+    refusal=None,
+    previous=None,
 ) -> Verdict:
     """Apply the verdict's checks to already reduced evidence.
 
@@ -262,6 +277,8 @@ def verdict_from_evidence(
     init : dict, optional
         ``{key: summary}`` of the same architectures at initialisation (keys as in
         ``summaries``, or depths).
+    previous : dict, optional
+        ``{key: summary}`` of the same models at an earlier late checkpoint.
     losses, loss_kind, refusal
         As in :func:`mechanism_verdict`.
 
@@ -272,7 +289,13 @@ def verdict_from_evidence(
     """
     validate("verdict_from_evidence", locals(), {"loss_kind": [Options({"kl", "nll"})]})
     mechanism, reasons, extra = apply_rules(
-        summaries, split, init=init, losses=losses, loss_kind=loss_kind, refusal=refusal
+        summaries,
+        split,
+        init=init,
+        losses=losses,
+        loss_kind=loss_kind,
+        refusal=refusal,
+        previous=previous,
     )
     evidence = {
         "summaries": summaries,

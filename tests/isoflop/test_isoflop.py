@@ -65,7 +65,7 @@ def test_centred_parabola_keeps_the_exponent_but_flags_its_intercept_bias():
     # published study: -1.3 % over 1.2 decades, -2.9 % over 1.8), and the check says so
     assert par.bias["flagged"]
     assert -0.03 < par.bias["tokens_rel_max_sampled"] < -0.01
-    assert [w for w in par.warnings if "parabola's optima are biased" in w] == list(par.warnings)
+    assert [w for w in par.warnings if "parabola and profile disagree" in w] == list(par.warnings)
 
 
 def test_noisy_profile_interval_contains_truth_and_bootstrap_runs():

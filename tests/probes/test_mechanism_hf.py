@@ -58,12 +58,16 @@ def test_cli_on_an_untrained_random_model_says_undetermined(family, tokenizer, t
     assert "mechanism: undetermined" in printed
     assert "indistinguishable from the same architecture at initialisation" in printed
     assert "under-trained: the NLL" in printed  # a random model predicts ≈ uniformly
+    # the reason states the per-token distribution of the increments, not a mean angle
+    assert "middle token increment pairs: ℓ=4:" in printed and "% correlated" in printed
     assert "CR: on each block's attention sub-layer, batches of 8 windows" in printed
     summary = json.loads((out / "summary.json").read_text())
     assert summary["verdict"]["mechanism"] == "undetermined"
     assert summary["cr_on"] == "attention sub-layer" and summary["cr_batch"] == 8
     ratio = summary["verdict"]["evidence"]["loss_ratio"]["4"]
     assert ratio == pytest.approx(1.0, abs=0.05)
+    shares = [summary[f"share_{k}"] for k in ("orthogonal", "correlated", "anticorrelated")]
+    assert all(0 <= v <= 1 for v in shares) and sum(shares) <= 1 + 1e-12
 
 
 def test_a_few_training_steps_are_not_enough(tokenizer):
@@ -79,7 +83,7 @@ def test_a_trained_model_passes_the_training_checks(tokenizer):
     model = _train(_model("llama", tokenizer, seed=1), tokenizer, _predictable(), steps=120)
     res = _probe(model, tokenizer, _predictable(), prune=False)
     why = " ".join(res.verdict.reasons)
-    assert res.verdict.evidence["loss_ratio"][4] < 0.6
+    assert res.verdict.evidence["loss_ratio"][4] < 0.4  # the sourced LM bound
     assert res.verdict.evidence["init_change"][4]["trained"]
     assert "initialisation" not in why and "under-trained" not in why
     assert res.verdict.mechanism in ("undetermined", "compositional")

@@ -186,6 +186,13 @@ def test_angles_match_a_direct_computation_without_the_final_norm(tokenizer):
     )
     two = res.distances[res.distances["n"] == 2]["distance"].to_numpy()
     assert np.allclose(two, np.arccos(np.clip(cos2, -1, 1)).mean(1) / math.pi, rtol=1e-6)
+    # the streamed per-token increment shares equal those of the states held in memory
+    from scalefit.probes import summarize_states
+
+    direct_summary = summarize_states(h)
+    for k in ("share_orthogonal", "share_correlated", "share_anticorrelated"):
+        assert res.summary[k] == pytest.approx(direct_summary[k], abs=1e-12), k
+        assert res.summary[k + "_sd"] == pytest.approx(direct_summary[k + "_sd"], abs=1e-12), k
 
 
 def test_resume_and_extend_give_the_uninterrupted_result(tokenizer, tmp_path):
