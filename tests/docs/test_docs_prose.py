@@ -49,9 +49,6 @@ TRIVIA = [
 ]
 # Pages that record measurements, like the study pages: each figure names its machine and commit.
 RECORDS = {"performance.md", "peers.md", "reproductions.md"}
-# User pages that still carry such trivia, to move to study pages; a page cleaned of it fails
-# here (strict xfail) until it is taken off this list.
-STILL_CARRY_TRIVIA = {"bayes.md", "design.md", "extrapolation.md", "trainer.md"}
 SHARED = re.compile(r"shared/data|\.\./shared\b|\bshared/")
 _FENCE = re.compile(r"^```.*?^```[ \t]*$", re.M | re.S)
 _INLINE = re.compile(r"`[^`\n]*`")
@@ -99,13 +96,11 @@ def test_page_speaks_to_users_not_of_its_development(page: Path):
 
 def user_pages():
     found = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    out = []
-    for page in found:
-        if page.name == "cli.md" or page.name in RECORDS:
-            continue
-        marks = [pytest.mark.xfail(strict=True)] if page.name in STILL_CARRY_TRIVIA else []
-        out.append(pytest.param(page, id=page.name, marks=marks))
-    return out
+    return [
+        pytest.param(page, id=page.name)
+        for page in found
+        if page.name != "cli.md" and page.name not in RECORDS
+    ]
 
 
 @pytest.mark.parametrize("page", user_pages())
