@@ -187,7 +187,7 @@ def estimates(ax, x, y, lo=None, hi=None, *, fmt="o", along="y", band=None, why=
         ms = max(float(line.get_markersize()), 6.0)
         style = {"ls": "none", "marker": marker, "mfc": "white", "mew": 1.5, "ms": ms}
         ax.plot(x[outside], y[outside], color=colour, zorder=3, **style)
-        text = f"{OUTSIDE}: {why or 'the draws sit to one side of it'}"
+        text = f"{OUTSIDE}:\n{why or 'the draws sit to one side of it'}"
         if text not in ax.get_legend_handles_labels()[1]:
             ax.plot([], [], color="0.3", label=text, **style)
     for swatch in [h for h in ax.lines if h.get_label().startswith(OUTSIDE)]:

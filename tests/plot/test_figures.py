@@ -169,7 +169,7 @@ def test_an_estimate_outside_its_interval_is_named_in_the_figure_and_otherwise_n
     from scalefit.plot import toy as toyplot
     from scalefit.plot.isoflop import plot_comparison
 
-    why = "estimate outside its interval: the draws sit to one side of it"
+    why = "estimate outside its interval:\nthe draws sit to one side of it"
     for draw in (toyplot.alpha_vs_steps, toyplot.alpha_vs_temperature):
         assert _notes(draw(_toy_alphas())) == []
         fig = draw(_toy_alphas(outside=True))
@@ -179,7 +179,7 @@ def test_an_estimate_outside_its_interval_is_named_in_the_figure_and_otherwise_n
     iso = approach2(synthetic_isoflops(sigma=0.003, seed=1))
     assert _notes(plot_comparison(compare_approaches(isoflops=[iso]))) == []
     fig = plot_comparison(compare_approaches(isoflops=[iso], published=True))
-    assert _notes(fig) == ["estimate outside its interval: published estimates are rounded"]
+    assert _notes(fig) == ["estimate outside its interval:\npublished estimates are rounded"]
     _clean(fig)
 
 

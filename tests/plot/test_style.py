@@ -146,7 +146,7 @@ def test_an_estimate_outside_its_interval_is_drawn_open_beside_its_true_bar(alon
         len(open_) == 1
         and list(open_[0].get_xydata()[0]) == [2.0, 5.0][:: 1 if along == "y" else -1]
     )
-    assert _legend_texts(fig) == ["fits", "estimate outside its interval: a test says so"]
+    assert _legend_texts(fig) == ["fits", "estimate outside its interval:\na test says so"]
 
 
 def test_estimates_inside_their_intervals_or_bands_carry_no_note():
@@ -165,5 +165,5 @@ def test_estimates_inside_their_intervals_or_bands_carry_no_note():
     style.estimates(right, x, x, x + 0.5 * (x == 4), x + 1, fmt="-", band={}, label="band 3")
     right.legend()
     texts = _legend_texts(fig)
-    assert texts.count("estimate outside its interval: the draws sit to one side of it") == 1
+    assert texts.count("estimate outside its interval:\nthe draws sit to one side of it") == 1
     assert texts[-1].startswith(style.OUTSIDE)  # after the series
