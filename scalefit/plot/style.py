@@ -5,8 +5,9 @@ ticks (plain numbers when an axis spans less than two decades, powers of ten oth
 ``3×10^0``), axis labels in words with units, and titles that name data, law and method. The style
 is applied to each axes explicitly (:func:`style_axes`), so importing scalefit never changes a
 user's matplotlib settings. :func:`axes` makes styled axes (with a headless backend when no
-display is set) and :func:`layout_problems` finds text that leaves a figure or overlaps other text.
-Every figure of :mod:`scalefit.plot` uses it.
+display is set), :func:`estimates` draws estimates with their intervals (one outside its
+interval open, and said so) and :func:`layout_problems` finds text that leaves a figure or
+overlaps other text. Every figure of :mod:`scalefit.plot` uses it.
 """
 
 from __future__ import annotations
