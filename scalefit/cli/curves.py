@@ -263,8 +263,8 @@ def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
     return {"schedule": sched, "tokens_per_step": per, "curves": curves}
 
 
-def _interval_note(args: argparse.Namespace, n_boot: int, runs_fitted: int) -> str:
-    """How the report's intervals treat the checkpoints of one run."""
+def _interval_note(args: argparse.Namespace, n_boot: int, clusters: int) -> str:
+    """How the report's intervals treat the checkpoints of one run (``clusters``: groups fitted)."""
     group = "run (group = run id)" if args.cluster == "run" else f"value of {args.cluster!r}"
     if args.bayes:
         within = ", AR(1) errors within each run" if args.errors == "ar1" else ""
@@ -274,9 +274,9 @@ def _interval_note(args: argparse.Namespace, n_boot: int, runs_fitted: int) -> s
         )
     runs = "whole runs" if args.cluster == "run" else f"whole runs grouped by {args.cluster!r}"
     if not n_boot:
-        return "no intervals: they resample whole runs" + (
-            ", and one run cannot be resampled" if runs_fitted == 1 else " (--bootstrap 0)"
-        )
+        one = "one run" if args.cluster == "run" else f"one value of {args.cluster!r} (one cluster)"
+        why = f", and {one} cannot be resampled" if clusters == 1 else " (--bootstrap 0)"
+        return f"no intervals: they resample {runs}{why}"
     return f"intervals resample {runs}"
 
 
@@ -373,10 +373,11 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         print(f"law choice: {why}\n")
     print(res.report())
     runs = f"{meta['runs']} run{'s' if meta['runs'] != 1 else ''}"
+    note = _interval_note(args, res.n_boot, int(prepared[args.cluster].nunique()))
     print(
         f"\ncurves: {runs}, {meta['checkpoints']} checkpoints fitted (warm-up "
         f"{'kept' if args.keep_warmup else 'dropped'}, first {args.early:g} of each run dropped, "
-        f"at most {args.max_points} per run); {_interval_note(args, res.n_boot, meta['runs'])}."
+        f"at most {args.max_points} per run); {note}."
     )
     extra = {} if args.params is None else {"params": args.params}
     with warnings.catch_warnings():  # the report says "converged NO"; other warnings print

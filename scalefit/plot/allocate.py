@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import NoRecommendationWarning
-from .style import axes, flops_text, log_ticks, suptitle
+from .style import OUTSIDE, axes, estimates, flops_text, legend_entries, log_ticks, suptitle
 
 
 def _bowl(c: pd.DataFrame, rise: float) -> pd.DataFrame:
@@ -64,9 +64,9 @@ def plot_isoflop(
     marks = {}
     for colour, (budget, c) in zip(colours, sorted(curves.items()), strict=False):
         c = _bowl(c, rise)
-        ax.plot(c["depth"], c["loss"], color=colour, lw=1.8, label=f"C = {flops_text(budget)} FLOP")
-        if "loss_lo" in c:
-            ax.fill_between(c["depth"], c["loss_lo"], c["loss_hi"], color=colour, alpha=0.18, lw=0)
+        lo, hi = c.get("loss_lo"), c.get("loss_hi")
+        estimates(ax, c["depth"], c["loss"], lo, hi, fmt="-", band={"alpha": 0.18}, color=colour,
+                  lw=1.8, label=f"C = {flops_text(budget)} FLOP")  # fmt: skip
         s = None if summary is None else summary.loc[np.isclose(summary["budget"], budget)]
         if s is None or s.empty:
             continue
@@ -76,7 +76,9 @@ def plot_isoflop(
     ax.set_ylabel(f"predicted {loss_label(source)}")
     log_ticks(ax)
     handles, labels = ax.get_legend_handles_labels()
-    keep = [(h, lab) for h, lab in zip(handles, labels, strict=True) if lab.startswith("C =")]
+    keep = [
+        (h, lab) for h, lab in zip(handles, labels, strict=True) if lab.startswith(("C =", OUTSIDE))
+    ]
     keep += [(h, h.get_label()) for k, h in marks.items() if k in ("opt", "rec", "best", "bar")]
     ax.legend(*zip(*keep, strict=True), fontsize=7, loc="best", framealpha=0.85, edgecolor="none")
     what = "Iso-FLOP curves: best predicted loss against depth at fixed compute"
@@ -181,17 +183,11 @@ def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
         if flat and q in ("depth", "width"):
             name = "depth_max_opt" if q == "depth" else "width_at_depth_max_opt"
         what = "deepest optimal depth" if name == "depth_max_opt" else "continuous optimum"
-        a.plot(c, summary[name], color=PALETTE[0], lw=1.8, label=what)
-        if f"{name}_lo" in summary:
-            a.fill_between(
-                c,
-                summary[f"{name}_lo"],
-                summary[f"{name}_hi"],
-                color=PALETTE[0],
-                alpha=0.2,
-                lw=0,
-                label="interval over the draws",
-            )
+        lo, hi = summary.get(f"{name}_lo"), summary.get(f"{name}_hi")
+        band = {"label": "interval over the draws"}
+        estimates(a, c, summary[name], lo, hi, fmt="-", band=band, color=PALETTE[0], lw=1.8,
+                  label=what)  # fmt: skip
+        if lo is not None:
             pct = "shaded: interval over the fit's draws"
         if q == "depth" and flat:
             a.fill_between(
@@ -232,7 +228,8 @@ def plot_frontier(summary: pd.DataFrame, *, source: Any = None, ax=None):
         log_ticks(a)
     for a in axs[len(panels) :]:
         a.set_visible(False)
-    axs[0].legend(fontsize=7, frameon=False)
+    entries = legend_entries(*axs)  # an estimate outside its band may be in any panel
+    axs[0].legend(entries.values(), entries, fontsize=7, frameon=False)
     what = "Compute-optimal shape against training budget" + (f" ({pct})" if pct else "")
     suptitle(fig, title(source, what))
     return fig

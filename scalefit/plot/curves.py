@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .style import OUTSIDE, PALETTE, axes, estimates, loss_label, ordered_colours, suptitle, title
+
 
 def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
     """Loss against step per run (points), the fitted law along each run (lines).
@@ -27,7 +29,6 @@ def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
     from matplotlib.lines import Line2D
 
     from ..curves.multipower import with_quadrature
-    from .style import PALETTE, axes, loss_label, ordered_colours, suptitle, title
 
     fig, ax = axes(ax, figsize=(7.0, 4.6))
     prepared = with_quadrature(prepared, result.law)
@@ -45,9 +46,10 @@ def plot_curves(result, prepared: pd.DataFrame, *, forecasts=None, ax=None):
     extra = [PALETTE[1], PALETTE[2], PALETTE[3], PALETTE[4]]
     for j, (name, frame) in enumerate(dict(forecasts or {}).items()):
         c = extra[j % len(extra)]
-        handles += ax.plot(frame["step"], frame["loss"], "--", color=c, label=f"forecast: {name}")
-        if "lo" in frame:
-            ax.fill_between(frame["step"], frame["lo"], frame["hi"], color=c, alpha=0.2, lw=0)
+        lo, hi = frame.get("lo"), frame.get("hi")
+        handles.append(estimates(ax, frame["step"], frame["loss"], lo, hi, fmt="--", band={},
+                                 color=c, label=f"forecast: {name}"))  # fmt: skip
+    handles += [h for h in ax.get_lines() if h.get_label().startswith(OUTSIDE)]
     ax.set_xlabel("optimiser step")
     ax.set_ylabel(loss_label(result))
     lo, hi = np.nanmin(prepared["loss"]), np.nanmax(prepared["loss"])

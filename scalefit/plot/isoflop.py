@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._validation import interval_text
 from ..isoflop import assign_budgets
-from .style import axes, error_bars
+from .style import axes, estimates, legend_entries
 
 
 def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None):
@@ -47,11 +48,14 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
         if curve is not None:
             left.plot(np.exp(x), curve, color=color, lw=1)
         if np.isfinite(row["params_opt"]):
-            left.errorbar(
+            estimates(
+                left,
                 row["params_opt"],
                 row["loss_opt"],
-                xerr=error_bars(row["params_opt"], row["params_lo"], row["params_hi"]),
+                row["params_lo"],
+                row["params_hi"],
                 fmt="D",
+                along="x",
                 color=color,
                 ms=5,
                 mec="k",
@@ -63,11 +67,12 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
     log_ticks(left)
     left.legend(fontsize=6, ncol=2)
     ok = np.isfinite(bud["params_opt"].to_numpy())
-    right.errorbar(
+    estimates(
+        right,
         bud["budget"][ok],
         bud["params_opt"][ok],
-        yerr=error_bars(bud["params_opt"], bud["params_lo"], bud["params_hi"])[:, ok],
-        fmt="o",
+        bud["params_lo"][ok],
+        bud["params_hi"][ok],
         color="k",
         label=f"optimum per budget ({100 * iso.ci_prob:g}% interval)",
     )
@@ -77,7 +82,8 @@ def plot_isoflops(iso, table: pd.DataFrame, *, ax=None, title: str | None = None
         c,
         np.exp(ex["intercept"]) * c ** ex["exponent"],
         color="C3",
-        label=f"N* ∝ C^{ex['exponent']:.3f} [{ex['lo']:.3f}, {ex['hi']:.3f}]",
+        label=f"N* ∝ C^{ex['exponent']:.3f}"
+        + interval_text(ex["exponent"], ex["lo"], ex["hi"], "{:.3f}".format),
     )
     right.set_xscale("log")
     right.set_yscale("log")
@@ -109,23 +115,21 @@ def plot_comparison(frame: pd.DataFrame, *, ax=None, truth: tuple | None = None,
     """
     fig, (left, right) = axes(ax, ncols=2, figsize=(4.5, 0.45 * len(frame) + 1.5))
     y = np.arange(len(frame))[::-1]
+    pub = frame["approach"].str.contains("published").to_numpy()
     for axis, q in ((left, "a"), (right, "b")):
-        v = frame[q].to_numpy(float)
-        err = error_bars(v, frame[f"{q}_lo"], frame[f"{q}_hi"])  # published points are rounded
-        pub = frame["approach"].str.contains("published").to_numpy()
-        axis.errorbar(v[~pub], y[~pub], xerr=err[:, ~pub], fmt="o", color="C0", label="this data")
-        axis.errorbar(
-            v[pub],
-            y[pub],
-            xerr=err[:, pub],
-            fmt="s",
-            color="C1",
-            label="published (10th–90th pct.)",
-        )
+        v, lo, hi = (frame[c].to_numpy(float) for c in (q, f"{q}_lo", f"{q}_hi"))
+        estimates(axis, v[~pub], y[~pub], lo[~pub], hi[~pub], along="x", color="C0",
+                  label="this data")  # fmt: skip
+        if pub.any():
+            estimates(
+                axis, v[pub], y[pub], lo[pub], hi[pub], fmt="s", along="x", color="C1",
+                label="published (10th–90th pct.)", why="published estimates are rounded",
+            )  # fmt: skip
         if truth is not None:
             axis.axvline(truth[0 if q == "a" else 1], color="k", ls="--", lw=1, label="truth")
         axis.set_yticks(y, frame["approach"] if q == "a" else [""] * len(y))
         axis.set_xlabel("a  (N* ∝ C^a)" if q == "a" else "b  (T* ∝ C^b)")
-    left.legend(fontsize=7, loc="lower right")
+    entries = legend_entries(left, right)
+    fig.legend(entries.values(), entries, fontsize=7, loc="outside lower center", ncol=2)
     fig.suptitle(title or "Compute-optimal exponents by approach")
     return fig

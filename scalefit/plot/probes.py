@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .style import TITLE_SIZE, axes, suptitle
+from .style import TITLE_SIZE, axes, estimates, suptitle
 
 
 def _short(name: str) -> str:
@@ -27,10 +27,9 @@ def _integer_ticks(*axs) -> None:
 
 
 def _band(ax, x, frame, col, label, color=None):
-    line = ax.plot(x, frame[col], marker="o", ms=3, label=label, color=color)[0]
-    lo, hi = f"{col}_lo", f"{col}_hi"
-    if lo in frame and frame[lo].notna().any():
-        ax.fill_between(x, frame[lo], frame[hi], alpha=0.25, color=line.get_color(), lw=0)
+    lo, hi = (frame.get(f"{col}_{end}") for end in ("lo", "hi"))
+    estimates(ax, x, frame[col], lo, hi, fmt="o-", band={"alpha": 0.25}, ms=3, label=label,
+              color=color)  # fmt: skip
 
 
 def angles_figure(result):

@@ -5,8 +5,9 @@ ticks (plain numbers when an axis spans less than two decades, powers of ten oth
 ``3×10^0``), axis labels in words with units, and titles that name data, law and method. The style
 is applied to each axes explicitly (:func:`style_axes`), so importing scalefit never changes a
 user's matplotlib settings. :func:`axes` makes styled axes (with a headless backend when no
-display is set) and :func:`layout_problems` finds text that leaves a figure or overlaps other text.
-Every figure of :mod:`scalefit.plot` uses it.
+display is set), :func:`estimates` draws estimates with their intervals (one outside its
+interval open, and said so) and :func:`layout_problems` finds text that leaves a figure or
+overlaps other text. Every figure of :mod:`scalefit.plot` uses it.
 """
 
 from __future__ import annotations
@@ -132,10 +133,77 @@ def log_ticks(ax, which: str = "both") -> None:
             axis.set_major_locator(LogLocator(base=100, numticks=12))
 
 
-def error_bars(value, lo, hi) -> np.ndarray:
-    """``[value - lo, hi - value]`` for ``xerr``/``yerr``: clipped at 0, a missing bound NaN."""
-    value, lo, hi = (np.asarray(a, dtype=float) for a in (value, lo, hi))
-    return np.clip(np.vstack([value - lo, hi - value]), 0, None)
+OUTSIDE = "estimate outside its interval"
+
+
+def estimates(ax, x, y, lo=None, hi=None, *, fmt="o", along="y", band=None, why=None, **kw):
+    """Estimates with their intervals; one outside its own interval is drawn open and named.
+
+    The interval drawn is ``[lo, hi]`` itself (bars about its midpoint, or a shaded band), never
+    bars clipped at the estimate, so an estimate outside its interval shows as a point beside its
+    bar: an open marker, with one legend entry per axes saying so and why.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+        Where to draw (call ``ax.legend()`` afterwards).
+    x, y : array-like
+        Positions of the estimates.
+    lo, hi : array-like, optional
+        The interval of each estimate along ``along`` (NaN: none drawn).
+    fmt : str, default "o"
+        Marker and line of the estimates (``"o-"`` joins them).
+    along : {"y", "x"}
+        The axis of the intervals.
+    band : dict, optional
+        Draw the intervals as a band (``fill_between`` keywords) instead of bars (``along="y"``).
+    why : str, optional
+        The legend's reason for an estimate outside (default: the draws sit to one side of it).
+    **kw
+        Passed to ``ax.plot`` for the estimates (``color``, ``label``, ``ms``, ...).
+
+    Returns
+    -------
+    matplotlib.lines.Line2D
+        The estimates' line (its colour for what the caller adds).
+    """
+    x, y = (np.atleast_1d(np.asarray(a, dtype=float)) for a in (x, y))
+    line = ax.plot(x, y, fmt, **kw)[0]
+    if lo is None or hi is None:
+        return line
+    colour = line.get_color()
+    lo, hi = (np.broadcast_to(np.asarray(a, dtype=float), x.shape) for a in (lo, hi))
+    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    has = np.isfinite(lo) & np.isfinite(hi)
+    value = y if along == "y" else x
+    outside = has & ((value < lo) | (value > hi))
+    if band is not None:
+        ax.fill_between(x, lo, hi, **{"color": colour, "alpha": 0.2, "lw": 0, **band})
+    elif has.any():
+        mid, half = (lo + hi)[has] / 2, (hi - lo)[has] / 2  # half-widths >= 0: the interval
+        at = (x[has], mid) if along == "y" else (mid, y[has])
+        ax.errorbar(*at, **{f"{along}err": half}, fmt="none", color=colour, capsize=3, zorder=1.5)
+    if outside.any():
+        marker = line.get_marker() if line.get_marker() not in ("None", "", None) else "o"
+        ms = max(float(line.get_markersize()), 6.0)
+        style = {"ls": "none", "marker": marker, "mfc": "white", "mew": 1.5, "ms": ms}
+        ax.plot(x[outside], y[outside], color=colour, zorder=3, **style)
+        text = f"{OUTSIDE}:\n{why or 'the draws sit to one side of it'}"
+        if text not in ax.get_legend_handles_labels()[1]:
+            ax.plot([], [], color="0.3", label=text, **style)
+    for swatch in [h for h in ax.lines if h.get_label().startswith(OUTSIDE)]:
+        swatch.remove()  # last in the legend, after the series
+        ax.add_line(swatch)
+    return line
+
+
+def legend_entries(*axs) -> dict:
+    """Label -> handle over the legend entries of several axes (the first of each label)."""
+    entries = {}
+    for ax in axs:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(text, handle)
+    return entries
 
 
 def value_ticks(*axs, values) -> None:

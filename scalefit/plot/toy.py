@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .style import TITLE_SIZE, axes, error_bars, log_ticks, value_ticks
+from .style import TITLE_SIZE, axes, estimates, log_ticks, value_ticks
 
 TOY = "toy teacher–student (width 32)"
 
@@ -87,25 +87,21 @@ def _matching_fit(alphas, mode, rho, temperature, steps):
 def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None, ylim=(0.0, 5.0)):
     """α_ℓ (with its interval) against training steps, one line per teacher and temperature.
 
-    Fits flagged by the fitter (a warning, or α outside ``ylim``) are drawn as open markers; the
+    Fits flagged by the fitter (a warning, or α outside ``ylim``) are ringed; the
     axis is limited to ``ylim`` so that one unidentified fit does not hide the others.
     """
     fig, ax = axes(ax, figsize=(7.0, 4.6))
     for (mode, rho, tau), group in alphas.groupby(["teacher_mode", "rho", "temperature"]):
         group = group.sort_values("steps")
-        err = None
-        if {"alpha_lo", "alpha_hi"} <= set(group.columns) and group["alpha_lo"].notna().any():
-            err = error_bars(group["alpha"], group["alpha_lo"], group["alpha_hi"])
-        bars = ax.errorbar(
-            group["steps"], group["alpha"], yerr=err, marker="o", capsize=3,
-            label=f"{_label(mode, rho)}, τ = {tau:g}",
-        )  # fmt: skip
+        lo, hi = (group.get(f"alpha_{end}") for end in ("lo", "hi"))
+        line = estimates(ax, group["steps"], group["alpha"], lo, hi, fmt="o-",
+                         label=f"{_label(mode, rho)}, τ = {tau:g}")  # fmt: skip
         flagged = group["alpha"].gt(ylim[1]) | group["alpha"].lt(ylim[0])
         if "warnings" in group.columns:
             flagged |= group["warnings"].fillna("").astype(str).str.len() > 0
         ax.plot(
             group.loc[flagged, "steps"], group.loc[flagged, "alpha"].clip(*ylim), "o",
-            mfc="white", color=bars.lines[0].get_color(),
+            mfc="none", mec=line.get_color(), ms=11, mew=1,
         )  # fmt: skip
     ax.axhline(1.0, color="grey", lw=0.8, ls=":")
     ax.axhline(3.0, color="grey", lw=0.8, ls=":")
@@ -116,7 +112,7 @@ def alpha_vs_steps(alphas: pd.DataFrame, *, ax=None, ylim=(0.0, 5.0)):
     ax.set_ylabel("depth exponent α_ℓ of c/ℓ^α + L0")
     ax.set_title(
         f"{TOY}: fitted depth exponent against training steps\n"
-        "bars: bootstrap interval; open: fit flagged by the fitter; dotted: α = 1 and 3",
+        "bars: bootstrap interval; ringed: fit flagged by the fitter; dotted: α = 1 and 3",
         fontsize=TITLE_SIZE,
     )
     ax.legend(fontsize=8, frameon=False)
@@ -131,9 +127,8 @@ def alpha_vs_temperature(alphas: pd.DataFrame, *, ax=None):
     ]
     for (mode, rho), group in last.groupby(["teacher_mode", "rho"]):
         group = group.sort_values("temperature")
-        err = error_bars(group["alpha"], group["alpha_lo"], group["alpha_hi"])
-        ax.errorbar(group["temperature"], group["alpha"], yerr=err, marker="o", capsize=3,
-                    label=_label(mode, rho))  # fmt: skip
+        estimates(ax, group["temperature"], group["alpha"], group["alpha_lo"], group["alpha_hi"],
+                  fmt="o-", label=_label(mode, rho))  # fmt: skip
     ax.set_xscale("log")
     log_ticks(ax, "x")
     ax.set_xlabel("teacher temperature τ")

@@ -190,6 +190,12 @@ def test_cli_curves_fit_resamples_runs_grouped_by_a_column(tmp_path, capsys):
     assert code == 0
     assert "intervals resample whole runs grouped by 'model'" in out
     assert "clusters of 'model'" in out
+    # one value of the cluster column: no intervals by default, and the line says why
+    curves.assign(model="m0").to_csv(path, index=False)
+    assert main(["curves", "fit", str(path), "--starts", "8", "--cluster", "model"]) == 0
+    out = capsys.readouterr().out
+    assert "grouped by 'model', and one value of 'model' (one cluster) cannot be resampled" in out
+    assert "(--bootstrap 0)" not in out
 
 
 @pytest.mark.parametrize(

@@ -121,9 +121,7 @@ def test_isoflop_figures():
     _clean(plot_comparison(compare_approaches(isoflops=isos), truth=true_exponents()))
 
 
-def test_toy_figures():
-    from scalefit.plot import toy as toyplot
-
+def _toy_alphas(outside: bool = False) -> pd.DataFrame:
     rows = []
     for mode, alpha in (("independent", 1.0), ("tied", 3.0)):
         for tau in (0.1, 1.0):
@@ -133,7 +131,23 @@ def test_toy_figures():
                      "steps": steps, "alpha": alpha, "alpha_lo": alpha - 0.1,
                      "alpha_hi": alpha + 0.1, "c": 1.0, "L0": 0.0, "warnings": ""}
                 )  # fmt: skip
-    alphas = pd.DataFrame(rows)
+    if outside:  # one bootstrap interval to one side of its estimate, as percentile ones can be
+        rows[5].update(alpha_lo=rows[5]["alpha"] + 0.2, alpha_hi=rows[5]["alpha"] + 0.6)
+    return pd.DataFrame(rows)
+
+
+def _notes(fig) -> list[str]:
+    """Legend lines of a figure that say an estimate lies outside its interval."""
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    texts = [t.get_text() for leg in legends if leg is not None for t in leg.get_texts()]
+    return [t for t in texts if t.startswith("estimate outside its interval")]
+
+
+def test_toy_figures():
+    from scalefit.plot import toy as toyplot
+
+    alphas = _toy_alphas()
+    rows = alphas.to_dict("records")
     _clean(toyplot.alpha_vs_steps(alphas))
     _clean(toyplot.alpha_vs_temperature(alphas))
     depths = np.array([6, 12, 24, 48])
@@ -148,6 +162,25 @@ def test_toy_figures():
     last = table[table["steps"] == 400]
     _clean(toyplot.loss_vs_depth(last, temperature=1.0, alphas=alphas))
     _clean(toyplot.probe_summary(last))
+
+
+def test_an_estimate_outside_its_interval_is_named_in_the_figure_and_otherwise_not():
+    from scalefit.isoflop import approach2, compare_approaches, synthetic_isoflops
+    from scalefit.plot import toy as toyplot
+    from scalefit.plot.isoflop import plot_comparison
+
+    why = "estimate outside its interval:\nthe draws sit to one side of it"
+    for draw in (toyplot.alpha_vs_steps, toyplot.alpha_vs_temperature):
+        assert _notes(draw(_toy_alphas())) == []
+        fig = draw(_toy_alphas(outside=True))
+        assert _notes(fig) == [why]
+        _clean(fig)
+    # Hoffmann et al.'s approach 3 (a = 0.46 [0.454, 0.455]) is rounded outside its interval
+    iso = approach2(synthetic_isoflops(sigma=0.003, seed=1))
+    assert _notes(plot_comparison(compare_approaches(isoflops=[iso]))) == []
+    fig = plot_comparison(compare_approaches(isoflops=[iso], published=True))
+    assert _notes(fig) == ["estimate outside its interval:\npublished estimates are rounded"]
+    _clean(fig)
 
 
 @pytest.fixture(scope="module")

@@ -119,3 +119,51 @@ def test_a_long_title_is_wrapped_to_the_figure_and_keeps_its_line_breaks():
     per_line = int(0.92 * 3.0 * 72 / (0.6 * style.TITLE_SIZE))
     assert all(len(line) <= per_line for line in lines)
     assert " ".join(lines[:-1]).split() == ["word"] * 60  # nothing lost in the wrapping
+
+
+def _legend_texts(fig):
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    return [t.get_text() for leg in legends if leg is not None for t in leg.get_texts()]
+
+
+@pytest.mark.parametrize("along", ["y", "x"])
+def test_an_estimate_outside_its_interval_is_drawn_open_beside_its_true_bar(along):
+    """Bars span [lo, hi] exactly (never clipped at the estimate); the outside point is named."""
+    import numpy as np
+
+    fig, ax = axes()
+    x, y = np.array([1.0, 2.0, 3.0]), np.array([5.0, 5.0, 5.0])
+    lo, hi = np.array([4.0, 5.5, np.nan]), np.array([6.0, 6.5, np.nan])  # 2nd outside, 3rd none
+    pos, val = (x, y) if along == "y" else (y, x)
+    style.estimates(ax, pos, val, lo, hi, along=along, label="fits", why="a test says so")
+    ax.legend()
+    (bars,) = [c for c in ax.collections if len(c.get_segments()) == 2]
+    k = 1 if along == "y" else 0
+    spans = sorted(sorted(seg[:, k]) for seg in bars.get_segments())
+    assert spans == [[4.0, 6.0], [5.5, 6.5]]
+    open_ = [ln for ln in ax.lines if ln.get_markerfacecolor() == "white" and len(ln.get_xdata())]
+    assert (
+        len(open_) == 1
+        and list(open_[0].get_xydata()[0]) == [2.0, 5.0][:: 1 if along == "y" else -1]
+    )
+    assert _legend_texts(fig) == ["fits", "estimate outside its interval:\na test says so"]
+
+
+def test_estimates_inside_their_intervals_or_bands_carry_no_note():
+    import numpy as np
+
+    fig, (left, right) = axes(ncols=2)
+    x = np.arange(1.0, 5.0)
+    style.estimates(left, x, x, x - 1, x + 1, label="bars")
+    style.estimates(right, x, x, x - 1, x + 1, fmt="-", band={}, label="band")
+    style.estimates(right, x, x + 1, None, None, label="no interval")
+    for ax in (left, right):
+        ax.legend()
+    assert not any(style.OUTSIDE in t for t in _legend_texts(fig))
+    # a line leaving its band at one point: marked there, the note said once per axes
+    style.estimates(right, x, x, x + 0.5 * (x == 3), x + 1, fmt="-", band={}, label="band 2")
+    style.estimates(right, x, x, x + 0.5 * (x == 4), x + 1, fmt="-", band={}, label="band 3")
+    right.legend()
+    texts = _legend_texts(fig)
+    assert texts.count("estimate outside its interval:\nthe draws sit to one side of it") == 1
+    assert texts[-1].startswith(style.OUTSIDE)  # after the series
