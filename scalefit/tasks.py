@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import ScaleFitError
+from .errors import ConvergenceWarning, ScaleFitError
 from .fit import FitResult, fit
 
 SIGMOID = ("a", "k", "b0", "c")
@@ -138,7 +138,9 @@ class TaskFit:
     task : str
         The task (``bpb_<task>`` and ``acc_<task>`` columns).
     step1 : FitResult
-        (params, tokens) -> bits-per-byte, fitted on the final row of each run.
+        (params, tokens) -> bits-per-byte, fitted on the final row of each run; its convergence
+        warnings (a ladder of a few rungs barely separates ``A`` from ``alpha``) are kept in
+        ``step1.warnings`` rather than emitted.
     step2 : dict
         The sigmoid's ``a, k, b0, c`` (:func:`sigmoid`), fitted on every row.
     single : dict
@@ -270,7 +272,9 @@ def fit_task(
     def step1(f: pd.DataFrame, **kw) -> FitResult:
         return fit(f[["params", "tokens"]].assign(loss=f["bpb"].to_numpy()), _LAW, **kw)
 
-    res1 = step1(final, seed=seed)
+    with warnings.catch_warnings():  # kept in res1.warnings: a ladder's few rungs often warn
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res1 = step1(final, seed=seed)
     res2 = _fit_sigmoid(rows["bpb"].to_numpy(), rows["acc"].to_numpy())
     runs = final["run"].to_numpy()
     by_run = {r: g for r, g in rows.groupby("run")}
@@ -329,7 +333,8 @@ def predict(
     -------
     pandas.DataFrame
         One row per task and target run: ``task, run, params, tokens, bpb, bpb_pred, acc,
-        acc_pred, acc_lo, acc_hi, acc_single, abs_err, abs_err_single, covered``.
+        acc_pred, acc_lo, acc_hi, acc_single, warnings`` (step 1's, joined by `` | ``), ``abs_err,
+        abs_err_single, covered``.
     """
     if tasks is None:
         tasks = [c[4:] for c in train.columns if c.startswith("acc_") and f"bpb_{c[4:]}" in train]
@@ -343,6 +348,7 @@ def predict(
         pred.insert(0, "run", goal["run"].to_numpy())
         pred.insert(0, "task", task)
         pred["bpb"] = goal.get(f"bpb_{task}", pd.Series(np.nan, goal.index)).to_numpy(float)
+        pred["warnings"] = " | ".join(tf.step1.warnings)
         pred["acc"] = goal.get(f"acc_{task}", pd.Series(np.nan, goal.index)).to_numpy(float)
         out.append(pred)
     res = pd.concat(out, ignore_index=True)

@@ -67,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
     )
     cols = ["task", "run", "acc", "acc_pred", "acc_lo", "acc_hi", "acc_single", "abs_err"]
     print(res[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for task, notes in res.groupby("task", sort=False)["warnings"].first().items():
+        for note in filter(None, notes.split(" | ")):
+            print(f"warning (step 1, {task}): {note}")
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, res)}")
     return 0

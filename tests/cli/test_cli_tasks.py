@@ -46,7 +46,6 @@ def _run(argv, capsys):
     return code, out, err
 
 
-@pytest.mark.filterwarnings("ignore:.*correlated at:scalefit.ConvergenceWarning")
 def test_predicts_the_held_out_rung_and_writes_the_table(ladder, tmp_path, capsys):
     out = tmp_path / "pred.csv"
     argv = [str(ladder), "--target", "params > 1e9", "--n-boot", "5", "--out", str(out)]

@@ -42,11 +42,6 @@ def ladder(seed: int = 0, sizes=(1e8, 2e8, 4e8, 8e8), noise: float = 0.004) -> p
     return pd.concat(rows, ignore_index=True)
 
 
-# A ladder of 4 rungs barely separates A from alpha: the step-1 fit says so (ConvergenceWarning)
-FLAT = pytest.mark.filterwarnings("ignore:.*correlated at:scalefit.ConvergenceWarning")
-
-
-@FLAT
 def test_two_steps_recover_a_known_ladder_and_cover_the_truth():
     tf = fit_task(ladder(), "toy", bootstrap=20, seed=1)
     for name, value in LAW.items():
@@ -62,7 +57,6 @@ def test_two_steps_recover_a_known_ladder_and_cover_the_truth():
     assert out["acc_lo"] <= truth <= out["acc_hi"]
 
 
-@FLAT
 def test_same_seed_same_numbers_and_warning_filters_untouched():
     table = ladder(seed=3)
     before = list(warnings.filters)
