@@ -122,10 +122,10 @@ def _smoothed(rows: pd.DataFrame, skip: float = 0.1, window: int = 5) -> pd.Data
 
 def _seed_sd(final: pd.DataFrame) -> float:
     """Accuracy sd of one run from the final rows of runs sharing (params, tokens) (reruns)."""
-    key = [final["params"], (final["tokens"] / final["params"]).round(0)]
-    groups = final.groupby(key)["acc"]
-    dev = (final["acc"] - groups.transform("mean"))[groups.transform("size") > 1]
-    dof = int((groups.size() > 1).sum() and (groups.size()[groups.size() > 1] - 1).sum())
+    groups = final.groupby([final["params"], (final["tokens"] / final["params"]).round(0)])["acc"]
+    sizes = groups.size()
+    dof = int((sizes[sizes > 1] - 1).sum())  # pooled: each group of n replicates gives n - 1
+    dev = final["acc"] - groups.transform("mean")
     return float(np.sqrt((dev**2).sum() / dof)) if dof else 0.0
 
 
@@ -260,7 +260,12 @@ def fit_task(
     ScaleFitError
         A task column missing, fewer than 2 rungs or 6 runs, accuracies outside [0, 1].
     """
-    if not 0 < ci_prob < 1 or isinstance(bootstrap, bool) or not bootstrap >= 0:
+    if (
+        not 0 < ci_prob < 1
+        or isinstance(bootstrap, bool)
+        or not isinstance(bootstrap, int | np.integer)
+        or bootstrap < 0
+    ):
         raise ScaleFitError(
             "fit_task needs ci_prob in (0, 1) and bootstrap a non-negative integer. Got "
             f"ci_prob={ci_prob!r}, bootstrap={bootstrap!r} instead."
@@ -333,8 +338,8 @@ def predict(
     -------
     pandas.DataFrame
         One row per task and target run: ``task, run, params, tokens, bpb, bpb_pred, acc,
-        acc_pred, acc_lo, acc_hi, acc_single, warnings`` (step 1's, joined by `` | ``), ``abs_err,
-        abs_err_single, covered``.
+        acc_pred, acc_lo, acc_hi, acc_single, abs_err, abs_err_single, covered, warnings`` (step
+        1's, joined by `` | ``), ``n_boot`` (resamples used) and ``seed``.
     """
     if tasks is None:
         tasks = [c[4:] for c in train.columns if c.startswith("acc_") and f"bpb_{c[4:]}" in train]
@@ -349,10 +354,12 @@ def predict(
         pred.insert(0, "task", task)
         pred["bpb"] = goal.get(f"bpb_{task}", pd.Series(np.nan, goal.index)).to_numpy(float)
         pred["warnings"] = " | ".join(tf.step1.warnings)
+        pred["n_boot"], pred["seed"] = len(tf.draws), seed
         pred["acc"] = goal.get(f"acc_{task}", pd.Series(np.nan, goal.index)).to_numpy(float)
         out.append(pred)
     res = pd.concat(out, ignore_index=True)
     res["abs_err"] = (res["acc_pred"] - res["acc"]).abs()
     res["abs_err_single"] = (res["acc_single"] - res["acc"]).abs()
     res["covered"] = (res["acc_lo"] <= res["acc"]) & (res["acc"] <= res["acc_hi"])
-    return res
+    tail = ["warnings", "n_boot", "seed"]
+    return res[[c for c in res.columns if c not in tail] + tail]

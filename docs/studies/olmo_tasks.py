@@ -54,7 +54,6 @@ def main() -> None:
     res = tasks.predict(train, held, bootstrap=args.boot, seed=args.seed, ci_prob=0.9)
     res.insert(2, "size", res["run"].map(held.groupby("run")["size"].first()))
     res.insert(3, "paper_task", res["task"].isin(PAPER_TASKS))
-    res["boot"], res["seed"] = args.boot, args.seed
     res.round(5).to_csv(args.out, index=False)
     print(f"wrote {args.out} ({len(res)} rows, {time.perf_counter() - t0:.0f} s)")
     seven = res[res["size"] == "7B"].set_index("task")

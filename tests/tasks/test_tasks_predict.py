@@ -43,7 +43,13 @@ def ladder(seed: int = 0, sizes=(1e8, 2e8, 4e8, 8e8), noise: float = 0.004) -> p
 
 
 def test_two_steps_recover_a_known_ladder_and_cover_the_truth():
-    tf = fit_task(ladder(), "toy", bootstrap=20, seed=1)
+    table = ladder()
+    tf = fit_task(table, "toy", bootstrap=20, seed=1)
+    # seed spread: the pooled sd of each (1x, 1x-rerun) pair's final accuracy, |a - b| / sqrt(2)
+    last = table.sort_values("tokens").groupby("run").tail(1).set_index("run")["acc_toy"]
+    pairs = [(last[r], last[f"{r}-rerun"]) for r in last.index if f"{r}-rerun" in last.index]
+    assert len(pairs) == 4
+    assert tf.seed_sd == pytest.approx(np.sqrt(sum((a - b) ** 2 / 2 for a, b in pairs) / 4))
     for name, value in LAW.items():
         assert tf.step1.params[name] == pytest.approx(value, rel=0.25), name
     for name, value in SIG.items():
@@ -84,7 +90,9 @@ def test_bad_tables_get_one_line(edit, match):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("kw", [{"ci_prob": 1.5}, {"bootstrap": -1}, {"bootstrap": True}])
+@pytest.mark.parametrize(
+    "kw", [{"ci_prob": 1.5}, {"bootstrap": -1}, {"bootstrap": True}, {"bootstrap": 2.5}]
+)
 def test_bad_options_are_refused(kw):
     with pytest.raises(ScaleFitError, match="ci_prob in \\(0, 1\\) and bootstrap"):
         fit_task(ladder(), "toy", **kw)
