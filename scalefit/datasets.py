@@ -132,6 +132,21 @@ DATASETS: dict[str, Dataset] = {
         "wandb_df_for_fitting_hot_100b+.jsonl",
         bundled=True,
     ),
+    # --- OLMo model ladder (issue 43): 31 CSVs under olmo_ladder/ladder-runs/, one long table; see
+    # scalefit/olmo_ladder_data.py. This entry is the 7B-4T target file.
+    "olmo_ladder": Dataset(
+        name="olmo_ladder",
+        filename="olmo_ladder/ladder-runs/peteish7_eval_anneal.csv",
+        description=(
+            "OLMo model ladder (Bhagia et al. 2024, Apache-2.0): 190M-3B at 0.5-10x Chinchilla "
+            "tokens with reruns, and the 7B-4T target; every evaluation step with validation "
+            "losses and bits-per-byte and accuracy for ten downstream tasks."
+        ),
+        sha256="0742d6c113aa0f9c789cf9e5745678fc6f30eb9b873a1f98068fc6f6522c85df",
+        url="https://raw.githubusercontent.com/allenai/OLMo-ladder/67a3f44/src/scripts/paper/data/"
+        "ladder-runs/peteish7_eval_anneal.csv",
+        loss_unit="nats/token",
+    ),
 }
 
 
@@ -338,8 +353,9 @@ def load(
 
     Parameters
     ----------
-    name : {"chinchilla", "chinchilla_epoch", "depth_delusion"}
-        The dataset.
+    name : str
+        The dataset: one of :data:`DATASETS` (``"olmo_ladder"``: the OLMo ladder's runs as one
+        long table, :mod:`scalefit.olmo_ladder_data`).
     data_dir : path-like, optional
         Folder holding the public CSVs (else ``SCALEFIT_DATA_DIR``, the cache, a download).
     drop_highest : int, default 0
@@ -372,6 +388,13 @@ def load(
                 f"'gemstones'. Got experiment={experiment!r}, drop_highest={drop_highest!r}."
             )
         return _load_gemstones(name, data_dir, file, download)
+    if name == "olmo_ladder" and file is None and experiment is None:
+        if drop_highest:
+            raise ScaleFitError(
+                "The 'drop_highest' parameter of load does not apply to 'olmo_ladder' (rows are "
+                f"checkpoints, not runs). Got {drop_highest!r}."
+            )
+        return _load_olmo_ladder(data_dir, download)
     if file is not None:
         raise ScaleFitError(
             f"The 'file' parameter of load applies to 'gemstones' only. Got {file!r} for {name!r}."
@@ -483,3 +506,27 @@ def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
     if hashlib.sha256(raw).hexdigest() != gem.sha256:  # replaced since it was located
         raise ScaleFitError(f"{path}: sha256 checksum does not match the published {gem.key!r}.")
     return frame_of(raw, path, gem)
+
+
+# --- OLMo model ladder (issue 43) -----------------------------------------------------------------
+# 31 files resolved and checksummed one by one like the Chinchilla tables; the per-file rules live
+# in scalefit/olmo_ladder_data.py.
+
+
+def _load_olmo_ladder(data_dir, download) -> pd.DataFrame:
+    import dataclasses
+
+    from .olmo_ladder_data import FOLDER, SHA256, checked, frame_of, url
+
+    frames, sources = [], []
+    for stem, digest in SHA256.items():
+        ds = dataclasses.replace(
+            DATASETS["olmo_ladder"], filename=f"{FOLDER}/{stem}.csv", sha256=digest, url=url(stem)
+        )
+        path = _locate(ds, data_dir, download).path
+        raw = _read(path)
+        if hashlib.sha256(raw).hexdigest() != digest:  # replaced since it was located
+            raise ScaleFitError(f"{path}: sha256 checksum does not match the published {stem!r}.")
+        frames.append(frame_of(raw, path, stem))
+        sources.append(str(path))
+    return checked(pd.concat(frames, ignore_index=True), sources)

@@ -338,6 +338,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "probe",
         "hidden-state probes: a saved toy model, or a Hugging Face language model (hf)",
     ),
+    "tasks": ("tasks", "downstream task accuracy from a model ladder, in two steps"),
     "toy": ("toy", "teacher–student toy: run sweeps, fit α_ℓ"),
     "train": ("train", "train reference transformers (one run, a grid, diagnostics)"),
 }
@@ -407,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 #: write their outputs at the end and read none of them back. The producers (``train``, ``data``,
 #: ``toy run``, ``probe hf``) keep checkpoints that must survive a kill, so they write at once.
 _REPORT_COMMANDS = frozenset(
-    {"allocate", "bayes", "compare", "curves", "demo", "design", "fit", "isoflop"}
+    {"allocate", "bayes", "compare", "curves", "demo", "design", "fit", "isoflop", "tasks"}
     | {"toy fit", "probe toy"}
 )
 

@@ -35,7 +35,7 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
         metavar="TABLE",
         help="a CSV path or a dataset name (chinchilla, chinchilla_epoch, depth_delusion, "
         "gemstones (bundled; gemstones:FILE for its other files), isoflops:ID, "
-        "lm_grid_shakespeare)",
+        "lm_grid_shakespeare, olmo_ladder)",
     )
     for flag in ("--drop-highest", "--data-dir"):
         add_option(p, flag)
