@@ -157,6 +157,23 @@ def test_curves_out_and_plots_write_all_or_nothing(tmp_path, capsys, decoy):
     assert_refused(result, "curves_lr_annealing.png", outputs=[tmp_path / "r.json"])
 
 
+def test_wrote_lines_appear_only_once_the_files_are_in_place(tmp_path, capsys):
+    plots = tmp_path / "plots"
+    (plots / "isoflop.png").mkdir(parents=True)  # the figure's name is taken by a folder
+    args = ["isoflop", "isoflops:ml_scalefit__massivetext__chinchilla"]
+    args += ["--out", tmp_path / "r.csv", "--plots", plots]
+    result = cli(capsys, args)
+    assert_refused(result, "isoflop.png", outputs=[tmp_path / "r.csv"])
+    assert "wrote" not in result[1] and "parabola" in result[1]  # the table, not the file
+    (plots / "isoflop.png").rmdir()
+    code, out, _ = cli(capsys, args)
+    assert code == 0 and (tmp_path / "r.csv").is_file() and (plots / "isoflop.png").is_file()
+    assert out.splitlines()[-2:] == [
+        f"wrote {tmp_path / 'r.csv'}",
+        f"wrote {plots / 'isoflop.png'}",
+    ]
+
+
 def test_a_figure_name_linked_out_of_plots_is_refused(tmp_path, capsys, decoy):
     run = trainer_run(tmp_path / "run")
     plots = tmp_path / "plots"
