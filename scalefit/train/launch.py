@@ -44,6 +44,11 @@ class RankFailure:
         it wrote to stderr (a traceback's exception), else torch's description.
     log : str or None
         Its full stderr, kept when the failure is not a refusal (exit code 2).
+
+    Examples
+    --------
+    >>> RankFailure(1, 2, 2, "run.toml: depth must be positive").line()
+    'rank 1 of 2 (exit 2): run.toml: depth must be positive'
     """
 
     rank: int
@@ -98,11 +103,11 @@ def launch(argv: Sequence[str], *, nproc_per_node: int) -> RankFailure | None:
             return None if found is None else RankFailure(**found)
     if code == 0:
         return None
-    return RankFailure(-1, nproc_per_node, code, "torch's launcher ended before the processes")
+    return RankFailure(-1, nproc_per_node, code, "it ended before the processes reported")
 
 
 def _launch_here(report: str, nproc_per_node: int, argv: Sequence[str]) -> int:
-    """Run torch's launcher here; write the failure (or None) written to ``report`` as JSON."""
+    """Run torch's launcher here; write the failure (or None) to ``report`` as JSON."""
     import json
 
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException, Std
@@ -145,6 +150,9 @@ def _launch_here(report: str, nproc_per_node: int, argv: Sequence[str]) -> int:
             kept = tempfile.mkdtemp(prefix=f"scalefit-rank{failure.rank}-")
             Path(kept, "stderr.log").write_text(texts[failure.rank])
             failure = dataclasses.replace(failure, log=str(Path(kept, "stderr.log")))
+    except Exception as exc:  # noqa: BLE001 - the rendezvous or a start failed: one line too
+        text = " ".join(str(exc).split())[:300]
+        failure = RankFailure(-1, nproc_per_node, 1, f"{type(exc).__name__}: {text}")
     Path(report).write_text(json.dumps(None if failure is None else dataclasses.asdict(failure)))
     return 0
 

@@ -53,6 +53,10 @@ def test_the_failure_that_explains_a_launch(codes, texts, rank, code, reason):
     assert reason in found.reason and "scalefit: error" not in found.reason
     line = RankFailure(1, 2, 2, "x: refused", log="/tmp/l").line()
     assert line == "rank 1 of 2 (exit 2): x: refused; its log: /tmp/l"
+    assert (
+        RankFailure(-1, 2, 1, "RendezvousError: x").line()
+        == "torch's launcher (exit 1): RendezvousError: x"
+    )
 
 
 def test_nproc_per_node_is_refused_under_torchrun_and_checked(tmp_path, capsys, monkeypatch):
