@@ -223,11 +223,7 @@ def _launch(args, out: Path) -> int:
         )
     argv = ["train", "run", args.config, "--out", str(out)]
     argv += [f"--set={item}" for item in args.set]
-    argv += [
-        flag
-        for flag in ("--no-progress", "--overwrite")
-        if getattr(args, flag[2:].replace("-", "_"))
-    ]
+    argv += ["--no-progress"] * args.no_progress + ["--overwrite"] * args.overwrite
     failure = launch(argv, nproc_per_node=args.nproc_per_node)
     if failure is None:
         return 0

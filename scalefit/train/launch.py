@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import sys
 import tempfile
 import uuid
@@ -24,7 +25,8 @@ from pathlib import Path
 _TORCH_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher")
 #: What a process may print after its error line while it exits (gloo's teardown; C++ runtime).
 _TEARDOWN = frozenset({"terminate called without an active exception"})
-_PREFIX = "scalefit: error: "
+#: The one line with which scalefit's command line refuses (exit 2).
+_ERROR = re.compile(r"^scalefit( [a-z]+)*: error: (.*)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,31 +44,39 @@ class RankFailure:
     reason : str
         Its own last line: the ``scalefit: error:`` line without the prefix, else the last line
         it wrote to stderr (a traceback's exception), else torch's description.
+    refused : bool
+        Whether it said ``scalefit: error:`` (it refused its input; gloo's teardown may still
+        abort it, or torch end it, before it exits with 2).
     log : str or None
-        Its full stderr, kept when the failure is not a refusal (exit code 2).
+        Its full stderr, kept when it did not refuse (a crash).
 
     Examples
     --------
-    >>> RankFailure(1, 2, 2, "run.toml: depth must be positive").line()
-    'rank 1 of 2 (exit 2): run.toml: depth must be positive'
+    >>> RankFailure(1, 2, 2, "run.toml: depth must be positive", refused=True).line()
+    'rank 1 of 2 refused: run.toml: depth must be positive'
     """
 
     rank: int
     nproc: int
     exitcode: int
     reason: str
+    refused: bool = False
     log: str | None = None
 
     @property
     def code(self) -> int:
-        """The launcher's exit code: the process's own, ``128 + signal`` for a signal."""
+        """The launcher's exit code: 2 for a refusal, else the process's own (128 + a signal)."""
+        if self.refused:
+            return 2
         return self.exitcode if self.exitcode > 0 else 128 - self.exitcode
 
     def line(self) -> str:
-        """One line naming the rank, its exit code and its reason (and where its log is)."""
-        where = f"; its log: {self.log}" if self.log else ""
+        """One line naming the rank, its reason and, for a crash, its exit code and log."""
         who = f"rank {self.rank} of {self.nproc}" if self.rank >= 0 else "torch's launcher"
-        return f"{who} (exit {self.exitcode}): {self.reason}{where}"
+        if self.refused:
+            return f"{who} refused: {self.reason}"
+        where = f"; its log: {self.log}" if self.log else ""
+        return f"{who} failed (exit {self.exitcode}): {self.reason}{where}"
 
 
 def launch(argv: Sequence[str], *, nproc_per_node: int) -> RankFailure | None:
@@ -146,7 +156,7 @@ def _launch_here(report: str, nproc_per_node: int, argv: Sequence[str]) -> int:
     except ChildFailedError as exc:
         texts = {rank: _read(logs.dest.stderrs.get(rank)) for rank in exc.failures}
         failure = rank_failure(exc.failures, texts, nproc=nproc_per_node)
-        if failure.exitcode != 2:  # a crash: keep its stderr where the line says
+        if not failure.refused:  # a crash: keep its stderr where the line says
             kept = tempfile.mkdtemp(prefix=f"scalefit-rank{failure.rank}-")
             Path(kept, "stderr.log").write_text(texts[failure.rank])
             failure = dataclasses.replace(failure, log=str(Path(kept, "stderr.log")))
@@ -160,8 +170,9 @@ def _launch_here(report: str, nproc_per_node: int, argv: Sequence[str]) -> int:
 def rank_failure(failures: Mapping, stderrs: Mapping[int, str], *, nproc: int) -> RankFailure:
     """The failure that explains a launch, from torch's failures and the processes' stderr.
 
-    A process that refused with its own reason comes first; one stopped by a signal (torch ends
-    the others when one fails) or one that only says another process refused comes last.
+    A process that refused with its own reason comes first, then one that only says another
+    process refused, then one that crashed, and one stopped by a signal (torch ends the others
+    when one fails) last.
 
     Parameters
     ----------
@@ -178,25 +189,31 @@ def rank_failure(failures: Mapping, stderrs: Mapping[int, str], *, nproc: int) -
     RankFailure
     """
     found = [
-        RankFailure(rank, nproc, f.exitcode, _reason(stderrs.get(rank, ""), f))
+        RankFailure(rank, nproc, f.exitcode, *_reason(stderrs.get(rank, ""), f))
         for rank, f in sorted(failures.items())
     ]
     return min(
         found,
-        key=lambda r: (r.exitcode < 0, "refused by another process" in r.reason, r.rank),
+        key=lambda r: (
+            not r.refused,
+            "refused by another process" in r.reason,
+            r.exitcode < 0,
+            r.rank,
+        ),
     )
 
 
-def _reason(text: str, failure) -> str:
+def _reason(text: str, failure) -> tuple[str, bool]:
+    """A process's reason, and whether it is its own refusal (a ``scalefit: error:`` line)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() not in _TEARDOWN]
-    own = [ln for ln in lines if ln.startswith(_PREFIX)]
+    own = [m for m in map(_ERROR.match, lines) if m]
     if own:
-        return own[-1][len(_PREFIX) :]
+        return own[-1].group(2), True
     if lines:
-        return lines[-1]
+        return lines[-1], False
     if failure.exitcode < 0:
-        return f"ended by signal {failure.signal_name()}"
-    return "exited without a message"
+        return f"ended by signal {failure.signal_name()}", False
+    return "exited without a message", False
 
 
 def _read(path: str | None) -> str:

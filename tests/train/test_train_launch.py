@@ -26,6 +26,7 @@ from scalefit.train.loop import config_from_dict, train  # noqa: E402
 
 REFUSED = "scalefit: error: runs/x/checkpoint.dcp: is not DCP checkpoint metadata\n"
 OTHER = "scalefit: error: runs/x/checkpoint.dcp: refused by another process; remove it\n"
+TEARDOWN = "terminate called without an active exception\n"
 CRASH = 'Traceback (most recent call last):\n  File "x.py"\nRuntimeError: boom\n'
 
 
@@ -40,23 +41,29 @@ def _failure(exitcode: int, rank: int):
     [
         ({0: 2, 1: 2}, {0: OTHER, 1: REFUSED}, 1, 2, "is not DCP checkpoint metadata"),
         ({0: -15, 1: 2}, {0: "", 1: REFUSED}, 1, 2, "is not DCP checkpoint metadata"),
+        ({0: -15, 1: -6}, {0: OTHER, 1: REFUSED + TEARDOWN}, 1, 2, "not DCP checkpoint"),
         ({0: 1, 1: -15}, {0: CRASH, 1: ""}, 0, 1, "RuntimeError: boom"),
         ({1: -9}, {1: ""}, 1, 137, "ended by signal SIGKILL"),
-        ({0: 3}, {0: "terminate called without an active exception\n"}, 0, 3, "without a message"),
+        ({0: 3}, {0: TEARDOWN}, 0, 3, "without a message"),
     ],
-    ids=["own reason first", "signalled last", "crash", "killed", "silent"],
+    ids=["own reason first", "signalled last", "aborted in teardown", "crash", "killed", "silent"],
 )
 def test_the_failure_that_explains_a_launch(codes, texts, rank, code, reason):
     failures = {r: _failure(c, r) for r, c in codes.items()}
     found = rank_failure(failures, texts, nproc=2)
-    assert (found.rank, found.code) == (rank, code)
+    assert (found.rank, found.code, found.refused) == (rank, code, code == 2)
     assert reason in found.reason and "scalefit: error" not in found.reason
-    line = RankFailure(1, 2, 2, "x: refused", log="/tmp/l").line()
-    assert line == "rank 1 of 2 (exit 2): x: refused; its log: /tmp/l"
+
+
+def test_the_launchers_line():
     assert (
-        RankFailure(-1, 2, 1, "RendezvousError: x").line()
-        == "torch's launcher (exit 1): RendezvousError: x"
+        RankFailure(1, 2, -6, "x: refused", refused=True).line()
+        == "rank 1 of 2 refused: x: refused"
     )
+    line = RankFailure(0, 2, 1, "RuntimeError: boom", log="/tmp/l").line()
+    assert line == "rank 0 of 2 failed (exit 1): RuntimeError: boom; its log: /tmp/l"
+    line = RankFailure(-1, 2, 1, "RendezvousError: x").line()
+    assert line == "torch's launcher failed (exit 1): RendezvousError: x"
 
 
 def test_nproc_per_node_is_refused_under_torchrun_and_checked(tmp_path, capsys, monkeypatch):
@@ -102,13 +109,15 @@ def test_two_processes_launched_by_scalefit_train_and_leave_the_process_as_found
     before = _state()
     code = main(
         ["train", "run", str(config), "--out", str(tmp_path / "run"), "--no-progress"]
-        + ["--nproc-per-node", "2"]
+        + ["--set", "eval_tokens=1024", "--nproc-per-node", "2"]
     )
     out, err = capfd.readouterr()
     assert code == 0, err
     assert _state() == before
-    row = json.loads((tmp_path / "run" / "result.json").read_text())["result"]
-    single = train(config_from_dict(json.loads((tmp_path / "settings.json").read_text())))
+    saved = json.loads((tmp_path / "run" / "result.json").read_text())
+    row = saved["result"]
+    settings = json.loads((tmp_path / "settings.json").read_text())
+    single = train(config_from_dict({**settings, "eval_tokens": 1024}))  # --set reached them
     assert row["world"] == 2 and row["loss"] == pytest.approx(single.row["loss"], rel=1e-4)
     assert out.count("wrote ") == 1 and "Traceback" not in err
 
@@ -140,5 +149,26 @@ def test_a_hostile_dcp_metadata_is_one_line_from_the_launcher(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("scalefit: error: rank "), proc.stderr
-    assert "not DCP checkpoint metadata" in lines[0] and "(exit 2)" in lines[0]
+    assert "not DCP checkpoint metadata" in lines[0] and " refused: " in lines[0]
     assert not marker.exists() and not (run / "result.json").exists()
+
+
+@pytest.mark.slow
+def test_a_crashed_process_gives_its_code_and_keeps_its_log(tmp_path, monkeypatch):
+    """Rank 1 dies at start-up with exit 5 after a line on stderr (a ``sitecustomize`` module
+    on its path); rank 0 runs ``scalefit laws``."""
+    from scalefit.train.launch import launch
+
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, sys\nif os.environ.get('RANK') == '1':\n"
+        "    sys.stderr.write('Traceback ...\\nRuntimeError: boom\\n'); sys.stderr.flush()\n"
+        "    os._exit(5)\n"
+    )
+    path = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), path])))
+    failure = launch(["laws"], nproc_per_node=2)
+    assert (failure.rank, failure.code, failure.refused) == (1, 5, False)
+    assert failure.line().startswith("rank 1 of 2 failed (exit 5): RuntimeError: boom; its log: ")
+    assert Path(failure.log).read_text().endswith("RuntimeError: boom\n")
+    Path(failure.log).unlink()
+    Path(failure.log).parent.rmdir()
