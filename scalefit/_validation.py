@@ -703,6 +703,15 @@ VOCABULARY: dict[str, Option] = {
             "run the jobs here (local) or submit them to Slurm",
         ),  # fmt: skip
         _flag("overwrite", "replace what --out holds from a run with other settings"),
+        _opt(
+            "nproc_per_node",
+            [None, Interval(int, 1, 4096)],
+            None,
+            "start N processes on this node (torch's launcher, as torchrun does); a failed "
+            "process is reported in one line",
+            metavar="N",
+            shown="this process alone, or those torchrun started",
+        ),  # fmt: skip
         # the command line's own: inputs, outputs and what a command prints
         _opt(
             "budget",

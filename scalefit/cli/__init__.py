@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import re
 import sys
 import warnings
@@ -413,6 +414,38 @@ _REPORT_COMMANDS = frozenset(
 )
 
 
+class _HeldBack(io.TextIOBase):
+    """Standard output of a command whose files are all written or none.
+
+    From the first ``wrote PATH`` line on, what the command prints is held until its files are
+    in place (:func:`scalefit._io.all_or_nothing`): a command that fails after writing one file
+    (``--out r.json --plots DIR`` with a figure's name taken by a folder) removes it and does
+    not say it wrote it.
+    """
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._held: list[str] | None = None
+
+    def write(self, text: str) -> int:  # noqa: D102 - io's own
+        if self._held is None and text.lstrip("\n").startswith("wrote "):
+            self._held = []
+        if self._held is None:
+            return self._out.write(text)
+        self._held.append(text)
+        return len(text)
+
+    def flush(self) -> None:  # noqa: D102 - io's own
+        self._out.flush()
+
+    def isatty(self) -> bool:  # noqa: D102 - io's own
+        return self._out.isatty()
+
+    def release(self) -> None:
+        """Print what was held."""
+        self._out.write("".join(self._held or ()))
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser(_command_word(argv))
     _ACTIVE.clear()
@@ -425,9 +458,13 @@ def _main(argv: Sequence[str] | None) -> int:
     word = _command_word(argv)
     sub = getattr(args, f"{word}_command", None)
     staged = word in _REPORT_COMMANDS or f"{word} {sub}" in _REPORT_COMMANDS
+    held = _HeldBack(sys.stdout) if staged else None
     try:
         with all_or_nothing() if staged else contextlib.nullcontext():
-            code = args.func(args)
+            with contextlib.redirect_stdout(held) if held else contextlib.nullcontext():
+                code = args.func(args)
+        if held:  # the files are in place: now say so
+            held.release()
     except ModuleNotFoundError as exc:  # an optional dependency imported deep in a command
         from ..errors import missing_extra
 

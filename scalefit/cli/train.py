@@ -38,6 +38,7 @@ def _register_run(tsub) -> None:
         help="override a setting (TOML value syntax), repeatable",
     )
     add_option(run, "--no-progress", help="hide the progress bar")
+    add_option(run, "--nproc-per-node")
     add_option(
         run,
         "--overwrite",
@@ -198,6 +199,8 @@ def _cmd_run(args) -> int:
     name = str(raw.get("name", Path(args.config).stem))
     out = Path(args.out or inside("runs", name, what=f"{args.config}: run name (name)"))
     check_paths(folders={"output folder": out})  # the default runs/NAME too
+    if args.nproc_per_node is not None:
+        return _launch(args, out)
     try:
         if cfg.cooldowns:
             return _run_cooldowns(cfg, out, args, task)
@@ -205,6 +208,27 @@ def _cmd_run(args) -> int:
     finally:
         _close_process_group()
     return _write_run(out, cfg, task, res, res.row, [(out, res.row)])
+
+
+def _launch(args, out: Path) -> int:
+    """``train run`` in ``--nproc-per-node`` processes; a failed one said in one line."""
+    import sys
+
+    from ..train.launch import launch
+
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        raise ScaleFitError(
+            "--nproc-per-node starts the processes itself; under torchrun leave it out "
+            f"(torchrun's --nproc_per_node chose them). Got --nproc-per-node {args.nproc_per_node}."
+        )
+    argv = ["train", "run", args.config, "--out", str(out)]
+    argv += [f"--set={item}" for item in args.set]
+    argv += ["--no-progress"] * args.no_progress + ["--overwrite"] * args.overwrite
+    failure = launch(argv, nproc_per_node=args.nproc_per_node)
+    if failure is None:
+        return 0
+    print(f"scalefit: error: {failure.line()}", file=sys.stderr)
+    return failure.code
 
 
 def _data_inside(settings: dict, source: str) -> dict:

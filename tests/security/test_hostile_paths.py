@@ -149,12 +149,39 @@ def test_toy_sweep_run_folder_link_is_refused(tmp_path, capsys, decoy, link):
 def test_curves_out_and_plots_write_all_or_nothing(tmp_path, capsys, decoy):
     run = trainer_run(tmp_path / "run")
     plots = tmp_path / "plots"
-    (plots / "curves_lr_annealing.png").mkdir(parents=True)  # a folder where a figure goes
+    (plots / "curves_lr_constant.png").mkdir(parents=True)  # a folder where a figure goes
     fast = ["--bootstrap", "0", "--starts", "1", "--max-points", "20"]
     result = cli(
         capsys, ["curves", "fit", run, "--out", tmp_path / "r.json", "--plots", plots, *fast]
     )
-    assert_refused(result, "curves_lr_annealing.png", outputs=[tmp_path / "r.json"])
+    assert_refused(result, "curves_lr_constant.png", outputs=[tmp_path / "r.json"])
+
+
+def test_wrote_lines_appear_only_once_the_files_are_in_place(tmp_path, capsys):
+    import numpy as np
+
+    rows = [  # three IsoFLOP budgets of a Chinchilla-shaped law
+        (n, c / (6 * n), 1.7 + 400 / n**0.34 + 410 / (c / (6 * n)) ** 0.28)
+        for c in (1e18, 1e19, 1e20)
+        for n in np.geomspace(3e7, 3e9, 7)
+        if c / (6 * n) >= 1e8
+    ]
+    table = tmp_path / "t.csv"
+    table.write_text("params,tokens,loss\n" + "".join(f"{n},{t},{y}\n" for n, t, y in rows))
+    plots = tmp_path / "plots"
+    (plots / "isoflop.png").mkdir(parents=True)  # the figure's name is taken by a folder
+    args = ["isoflop", table]
+    args += ["--out", tmp_path / "r.csv", "--plots", plots]
+    result = cli(capsys, args)
+    assert_refused(result, "isoflop.png", outputs=[tmp_path / "r.csv"])
+    assert "wrote" not in result[1] and "parabola" in result[1]  # the table, not the file
+    (plots / "isoflop.png").rmdir()
+    code, out, _ = cli(capsys, args)
+    assert code == 0 and (tmp_path / "r.csv").is_file() and (plots / "isoflop.png").is_file()
+    assert out.splitlines()[-2:] == [
+        f"wrote {tmp_path / 'r.csv'}",
+        f"wrote {plots / 'isoflop.png'}",
+    ]
 
 
 def test_a_figure_name_linked_out_of_plots_is_refused(tmp_path, capsys, decoy):
@@ -162,10 +189,10 @@ def test_a_figure_name_linked_out_of_plots_is_refused(tmp_path, capsys, decoy):
     plots = tmp_path / "plots"
     plots.mkdir()
     fast = ["--bootstrap", "0", "--starts", "1", "--max-points", "20"]
-    (plots / "curves_lr_annealing.png").symlink_to(decoy / "keep.txt")  # a link out
+    (plots / "curves_lr_constant.png").symlink_to(decoy / "keep.txt")  # a link out
     result = cli(capsys, ["curves", "fit", run, "--plots", plots, *fast])
     assert_refused(result, "symbolic link")
-    assert (plots / "curves_lr_annealing.png").is_symlink()
+    assert (plots / "curves_lr_constant.png").is_symlink()
 
 
 # ------------------------------------------------------------------------------ caches
