@@ -158,6 +158,7 @@ def mixed_fit():
     return curves, _fit(curves, bootstrap=50, seed=3)
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_truth_recovered_within_run_bootstrap_intervals(mixed_fit):
     """95 % intervals from 50 resamples of the twelve runs hold every true value (seed 3).
 
@@ -174,6 +175,7 @@ def test_truth_recovered_within_run_bootstrap_intervals(mixed_fit):
         assert lo <= value <= hi, (name, lo, hi)
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_multistart_reaches_the_optimum_a_start_at_the_truth_finds(mixed_fit):
     curves, res = mixed_fit
     law = dataclasses.replace(get_law("multi_power"), start_points=(TRUTH,))
@@ -181,6 +183,7 @@ def test_multistart_reaches_the_optimum_a_start_at_the_truth_finds(mixed_fit):
     assert res.objective <= from_truth.objective * (1 + 1e-6)
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_forecasts_and_the_figure_read_the_quadrature(mixed_fit, tmp_path):
     curves, res = mixed_fit
     sched = _schedule("wsd", 8000, 3e-4)
@@ -215,6 +218,7 @@ def test_a_frame_without_lr_history_is_refused():
         with_quadrature(bare, get_law("multi_power"))
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_bayesian_fit_runs_the_law():
     pytest.importorskip("numpyro")
     from scalefit.curves.api import curve_table

@@ -87,6 +87,7 @@ def test_same_seed_same_draws(depth_fit):
     np.testing.assert_array_equal(again.draws, depth_fit.draws)
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_own_driver_and_numpyro_mcmc_sample_the_same_posterior(depth_fit):
     """The one-program driver (public ``numpyro.infer.hmc.hmc``) and numpyro's ``MCMC`` (the
     ``sequential`` chain method) with another seed agree on every posterior mean within Monte
@@ -172,6 +173,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_compiled_sampler_matches_numpyro_mcmc_per_chain_on_any_device_count(tmp_path):
     """In a process with 2 CPU devices the one-program sampler splits the chains over both; each
     chain equals numpyro MCMC's vectorised chain and the one-device program's (to rounding); the
@@ -389,6 +391,7 @@ def test_cli_bayes_writes_outputs(tmp_path, capsys):
         assert_png(png)
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_compare_columns_and_ranking(depth_fit):
     from scalefit.fit.compare import COLUMNS, compare_fits
     from scalefit.laws import Law, Param

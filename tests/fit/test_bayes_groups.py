@@ -82,6 +82,7 @@ SEED = 1
 LEVEL = ("c", "L0")
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_grouped_level_intervals_are_wider_and_cover_the_truth(pair):
     indep, grouped = pair
     for name in LEVEL:
@@ -92,6 +93,7 @@ def test_grouped_level_intervals_are_wider_and_cover_the_truth(pair):
     assert missed, indep.ci
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_grouping_is_recorded_and_diagnosed(pair):
     _, grouped = pair
     rec = grouped.conventions["group"]
@@ -104,6 +106,7 @@ def test_grouping_is_recorded_and_diagnosed(pair):
     json.dumps(grouped.conventions)  # JSON-safe
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_a_new_run_predicts_with_a_fresh_offset(pair):
     _, grouped = pair
     x = pd.DataFrame({"depth": [4.0, 16.0]})

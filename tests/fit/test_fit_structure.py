@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 FIT = Path(__file__).resolve().parents[2] / "scalefit" / "fit"
 
 
@@ -36,6 +38,7 @@ def test_no_module_imports_another_modules_private_names():
     assert not bad, bad
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_no_import_cycles_even_lazy():
     graph = {
         m: {t for t, _ in deps if t in _imports() and t != "__init__"}

@@ -113,6 +113,7 @@ def test_demo_on_chinchilla_matches_the_documented_intervals(tmp_path):
     assert_png(demo / "isoflop_decomposed.png")
 
 
+@pytest.mark.slow  # in `make test-slow`: the default run stays under 10 minutes on 2 cores
 def test_bayes_then_compare(tmp_path):
     pytest.importorskip("numpyro")
     scalefit(
