@@ -416,11 +416,14 @@ def _floor_warnings(law, bounds: np.ndarray, ci_prob: float, warns: list[str]) -
     alone means little: on Gemstones, L0 anywhere in [0, 1] fits almost as well, with the depth
     exponent moving from 0.13 to 0.26.
     """
+    from .report import FLOOR_LINE
+
     for i, p in enumerate(law.params):
         lo, hi = bounds[i]
         if p.kind == "floor" and p.bounds[0] == 0 and np.isfinite(hi) and lo <= 1e-3 * hi:
+            warns[:] = [w for w in warns if not (w.startswith(f"{p.name} = ") and FLOOR_LINE in w)]
             warns.append(
-                f"{p.name}'s {ci_prob:.0%} interval reaches 0: the data bound it from above only "
+                f"{p.name}'s {ci_prob:.0%} interval reaches 0: {FLOOR_LINE} "
                 f"({p.name} <= {hi:.3g}), so its value is not identified; the draws carry its "
                 f"trade-off with the other terms into predictions and allocations."
             )

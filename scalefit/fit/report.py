@@ -77,6 +77,8 @@ def format_report(res: Any) -> str:
             f"{conv.get('ci_method', 'percentile')} interval: {_outside_why(res, name)}; read the "
             "interval as the spread of refits, not as centred on the estimate."
         )
+    if not res.ci:  # a floor that reaches 0 (with a bootstrap, its warning says so)
+        lines.extend(f"\nfloor      {t}" for t in floor_lines(res.law, res.params, res.stderr))
     if conv.get("stderr"):  # a curve fit: where its standard errors come from (or why none)
         lines.append(f"\nstderr     {conv['stderr']}")
     if at_bound:
@@ -347,3 +349,26 @@ def _pit_line(pit: np.ndarray, prob: float) -> str:
 
 def _lpd(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+#: What a floor whose interval reaches 0 is called in a report (the bootstrap replaces the line).
+FLOOR_LINE = "the data bound it from above only"
+
+
+def floor_lines(law, values: dict[str, float], stderr: dict[str, float]) -> list[str]:
+    """A floor (irreducible loss) whose asymptotic 95 % interval reaches 0: an upper bound only.
+
+    Such a floor is not identified on its own (on Gemstones, L0 anywhere in [0, 1] fits almost
+    as well), although the fit converged; its trade-off with the other terms is what the data
+    leave open, which a bootstrap carries into predictions and allocations.
+    """
+    out = []
+    for p in law.params:
+        v, se = values[p.name], stderr.get(p.name, np.nan)
+        if p.kind == "floor" and p.bounds[0] == 0 and np.isfinite(se) and v - 1.96 * se <= 0:
+            out.append(
+                f"{p.name} = {v:.3g} +- 1.96 x {se:.3g} reaches 0: {FLOOR_LINE}, so its value "
+                f"is not identified; {spelled('bootstrap=B')} gives the upper bound (resample "
+                f"runs when rows are checkpoints)."
+            )
+    return out

@@ -97,3 +97,13 @@ def test_an_irreducible_loss_whose_interval_reaches_zero_is_called_not_identifie
         warnings.simplefilter("ignore")
         res = scalefit.fit(table, "decomposed", bootstrap=20, seed=0, starts=32)
     assert res.ci["L0"][0] > 0.1 and line not in res.report()
+
+
+def test_the_plain_fit_report_says_the_floor_is_bounded_from_above_only(capsys):
+    """`scalefit fit gemstones --law decomposed` (no bootstrap) says L0 is not identified."""
+    from scalefit.cli import main
+
+    assert main(["fit", "gemstones", "--law", "decomposed", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "floor      L0 = 0.0558 +- 1.96 x 0.127 reaches 0: the data bound it from above" in out
+    assert "--bootstrap B on the command line" in out
