@@ -50,7 +50,7 @@ def _frontier(law: Law, p: dict, log_c: np.ndarray, steps: int = 60) -> np.ndarr
 
 
 def _compute_at(law: Law, p: dict, target: float, bounds: tuple[float, float]) -> np.ndarray:
-    """The log compute where the compute-optimal loss falls to ``target`` (NaN where it never does)."""
+    """Log of the compute where the optimal loss falls to ``target`` (NaN: never)."""
     n = len(next(iter(p.values())))
     lo, hi = np.full(n, bounds[0]), np.full(n, bounds[1])
     reached = _frontier(law, p, hi) <= target
