@@ -42,6 +42,9 @@ def register(sub: Subcommands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    import warnings
+
+    from ..errors import ConvergenceWarning
     from ..multiplier import compute_multiplier
 
     a, b = (
@@ -56,16 +59,21 @@ def run(args: argparse.Namespace) -> int:
         )
         for table, where in ((args.a, args.where_a), (args.b, args.where_b))
     )
-    res = compute_multiplier(
-        a,
-        b,
-        law=args.law,
-        target_loss=args.target_loss,
-        shared_floor=args.shared_floor,
-        bootstrap=args.n_boot,
-        cluster=args.cluster,
-        seed=args.seed,
-        ci_prob=args.ci_prob,
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # printed below, by recipe
+        res = compute_multiplier(
+            a,
+            b,
+            law=args.law,
+            target_loss=args.target_loss,
+            shared_floor=args.shared_floor,
+            bootstrap=args.n_boot,
+            cluster=args.cluster,
+            seed=args.seed,
+            ci_prob=args.ci_prob,
+        )
     print(res.report())
+    for name, result in (("A", res.fit_a), ("B", res.fit_b)):
+        for note in result.warnings:
+            print(f"warning (fit of {name}): {note}")
     return 0
