@@ -693,6 +693,16 @@ VOCABULARY: dict[str, Option] = {
             "tokens per optimiser step",
             metavar="N",
         ),  # fmt: skip
+        # recipe comparisons
+        _opt(
+            "target_loss",
+            [None, _POSITIVE],
+            None,
+            "loss at which to compare the compute the two fitted laws need",
+            metavar="LOSS",
+            shown="the larger compute-optimal loss at the middle of the shared compute range",
+        ),  # fmt: skip
+        _flag("shared_floor", "fix both fits' irreducible loss to a fit of the pooled tables"),
         # sweeps and runs
         _opt("workers", Interval(int, 0, 4096), 1, "local worker processes", metavar="N"),
         _opt("threads", Interval(int, 1, 4096), 1, "torch threads per worker", metavar="T"),

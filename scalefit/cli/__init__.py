@@ -335,6 +335,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "IsoFLOP approaches 1, 2 (parabola, weighted parabola, profile) and 3 side by side",
     ),
     "laws": ("fit", "list the registered laws with their formulas"),
+    "multiplier": (
+        "multiplier",
+        "compare two recipes: the compute multiplier at a target loss, with an interval",
+    ),
     "probe": (
         "probe",
         "hidden-state probes: a saved toy model, or a Hugging Face language model (hf)",
@@ -410,6 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 #: ``toy run``, ``probe hf``) keep checkpoints that must survive a kill, so they write at once.
 _REPORT_COMMANDS = frozenset(
     {"allocate", "bayes", "compare", "curves", "demo", "design", "fit", "isoflop", "tasks"}
+    | {"multiplier"}
     | {"toy fit", "probe toy"}
 )
 
