@@ -96,14 +96,7 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
         )
     if not where:
         return table
-    from ..expr import filter_rows
-
-    try:
-        kept = filter_rows(table, where)
-    except ScaleFitError as exc:
-        raise ScaleFitError(f"--where: {exc}") from None
-    if kept.empty:
-        raise ScaleFitError(f"--where {where!r} keeps no rows.")
+    kept = rows_where(table, where)
     meta = dict(table.attrs.get("scalefit", {}))
     out = read_table(
         kept.reset_index(drop=True), drop_highest=args.drop_highest, positive_loss=pos, keep=keep
@@ -112,6 +105,19 @@ def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
     meta["where"] = where
     out.attrs["scalefit"] = meta
     return out
+
+
+def rows_where(table: pd.DataFrame, expr: str, flag: str = "--where") -> pd.DataFrame:
+    """The rows of ``table`` a filter keeps (the ``--where`` grammar); none kept is an error."""
+    from ..expr import filter_rows
+
+    try:
+        kept = filter_rows(table, expr)
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{flag}: {exc}") from None
+    if kept.empty:
+        raise ScaleFitError(f"{flag} {expr!r} keeps no rows.")
+    return kept
 
 
 def _lexists(path: Path) -> bool:

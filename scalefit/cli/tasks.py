@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import Subcommands
-from ._common import add_option, add_table_args, check_paths, load_table_arg
+from ._common import add_option, add_table_args, check_paths, load_table_arg, rows_where
 
 
 def register(sub: Subcommands) -> None:
@@ -40,19 +40,6 @@ def register(sub: Subcommands) -> None:
     p.set_defaults(func=run)
 
 
-def _rows(table, expr: str, flag: str):
-    from ..errors import ScaleFitError
-    from ..expr import filter_rows
-
-    try:
-        kept = filter_rows(table, expr)
-    except ScaleFitError as exc:
-        raise ScaleFitError(f"{flag}: {exc}") from None
-    if kept.empty:
-        raise ScaleFitError(f"{flag} {expr!r} keeps no rows.")
-    return kept
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from .._io import atomic_write_csv
@@ -60,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_paths(files={"--out": args.out})
     table = load_table_arg(argparse.Namespace(**{**vars(args), "where": None}))
-    target = _rows(table, args.target, "--target")
-    train = _rows(table, args.where, "--where") if args.where else table.drop(index=target.index)
+    target = rows_where(table, args.target, "--target")
+    train = rows_where(table, args.where) if args.where else table.drop(index=target.index)
     res = predict(
         train, target, args.task, bootstrap=args.n_boot, seed=args.seed, ci_prob=args.ci_prob
     )
