@@ -295,7 +295,7 @@ def allocate(
             and np.isfinite(row.get("depth", np.nan))
         )
         rows.append(row)
-    _mark_beyond_data(rows, source)
+    notes = _mark_beyond_data(rows, source)
     alloc = Allocation(
         src.law.name,
         space.kind,
@@ -311,16 +311,17 @@ def allocate(
         not_identified=src.not_identified,
     )
     alloc = _with_interval(alloc, space, src, source, interval, depth_range, eps)
-    alloc = dataclasses.replace(alloc, warnings=_warnings(alloc))
+    alloc = dataclasses.replace(alloc, warnings=_warnings(alloc) + notes)
     _warn_if_nothing_recommended(alloc)
     return alloc
 
 
-def _mark_beyond_data(rows: list[dict], source: Any) -> None:
+def _mark_beyond_data(rows: list[dict], source: Any) -> list[str]:
     """Name, in ``beyond_data``, a best shape whose depth or width the fitted table never had.
 
     Such a shape extrapolates the law in shape, not only in size, so it is not ``recommended``.
-    A law given by parameters (no fitted table) has no range to compare with.
+    Returns one warning per budget whose tokens per parameter leave the fitted rows' range (an
+    extrapolation said, not refused). A law given by parameters has no range to compare with.
     """
     from ..fit import FitResult
 
@@ -337,6 +338,17 @@ def _mark_beyond_data(rows: list[dict], source: Any) -> None:
                 out.append(f"{q} {v:g} outside the fitted {rng[q][0]:g}-{rng[q][1]:g}")
         row["beyond_data"] = "; ".join(out)
         row["recommended"] = bool(row.get("recommended")) and not out
+    notes = []
+    for row in rows if "tokens_per_param" in rng else ():
+        lo, hi = rng["tokens_per_param"]
+        ratio = row.get("tokens", np.nan) / row.get("params", np.nan)
+        if np.isfinite(ratio) and not lo * (1 - 1e-9) <= ratio <= hi * (1 + 1e-9):
+            notes.append(
+                f"at {flops_text(row['budget'])} FLOP the optimum trains {ratio:.3g} tokens per "
+                f"parameter, outside the fitted rows' {lo:.3g}-{hi:.3g}: the law is extrapolated "
+                f"in tokens per parameter there."
+            )
+    return notes
 
 
 def _warn_if_nothing_recommended(alloc: Allocation) -> None:

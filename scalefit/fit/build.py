@@ -62,6 +62,13 @@ def data_range(tab: pd.DataFrame) -> dict[str, list[float]]:
             values = values[np.isfinite(values) & (values > 0)]
             if values.size:
                 out[col] = [float(values.min()), float(values.max())]
+    if "params" in out and "tokens" in out:  # tokens per parameter, row by row
+        ratio = pd.to_numeric(tab["tokens"], errors="coerce") / pd.to_numeric(
+            tab["params"], errors="coerce"
+        )
+        ratio = ratio[np.isfinite(ratio) & (ratio > 0)]
+        if len(ratio):
+            out["tokens_per_param"] = [float(ratio.min()), float(ratio.max())]
     return out
 
 

@@ -626,3 +626,23 @@ def test_a_shape_outside_the_fitted_depths_and_widths_is_not_recommended():
     with pytest.warns(NoRecommendationWarning, match="boundary solution"):  # on the data's edge
         kept = allocate(narrow, [1e21], max_depth=depth - 1).summary.iloc[0]
     assert kept["beyond_data"] == "" and kept["depth"] == depth - 1 and kept["boundary"]
+
+
+def test_tokens_per_parameter_outside_the_fitted_rows_is_said():
+    """An optimum that trains fewer tokens per parameter than any fitted row gets a warning; the
+    fitted range is recorded by the fit (``data_range["tokens_per_param"]``)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from scalefit.fit.build import data_range
+
+    res = _fake_result(n=4, scale=0.0)
+    s = allocate(res, [1e21]).summary.iloc[0]
+    ratio = s["tokens"] / s["params"]
+    fitted = {"tokens_per_param": [2 * ratio, 100 * ratio]}
+    a = allocate(dataclasses.replace(res, conventions={"data_range": fitted}), [1e21])
+    assert any("tokens per parameter, outside the fitted rows'" in w for w in a.warnings)
+    assert bool(a.summary["recommended"].iloc[0])  # said, not refused
+    table = pd.DataFrame({"params": [1e6, 2e6, 4e6], "tokens": [1e7, 1e8, 4e7], "loss": 3.0})
+    assert data_range(table)["tokens_per_param"] == [10.0, 50.0]
