@@ -286,7 +286,8 @@ def fit_task(
     rng = np.random.default_rng(seed)
     draws = []
     with warnings.catch_warnings():  # resamples repeat runs: flat directions are expected there
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("ignore", r".*duplicate row", UserWarning)  # a run drawn twice
         for i in range(int(bootstrap)):
             pick = rng.choice(runs, size=len(runs))
             if len(set(final.set_index("run").loc[pick, "params"])) < 2:
