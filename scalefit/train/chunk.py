@@ -31,7 +31,8 @@ from .._io import atomic_write_csv
 from ..errors import ScaleFitError
 from ..sweep.spec import Run, SweepSpec
 
-#: Columns added to every row a chunk merges into the table.
+#: Columns added to every row a chunk merges into the table (and ``run_s``, the run's seconds
+#: in the chunk: start-up, compilation, training and evaluation).
 PROVENANCE = ("host", "device_name", "torch", "cuda", "chunk")
 #: Grid keys used to place runs in the information order (log scale).
 SHAPE_KEYS = ("depth", "width", "tokens")
@@ -165,10 +166,9 @@ def run_chunk(
         atomically after each finished run with the new rows appended and :data:`PROVENANCE`.
     max_minutes : float, optional
         Start a run only if the minutes since the chunk began plus its estimated minutes stay
-        below this. The estimate divides the run's ``depth * width**2 * tokens`` by the same
-        quantity per second of the runs already timed on this device (``wall_s`` of the table's
-        rows with the same ``device_name``, then of this chunk's runs); with none timed yet, the
-        first run starts. Default: no limit.
+        below this. The estimate is ``a + b * FLOPs`` fitted (a, b >= 0) to the runs timed on this
+        device (``run_s`` of the table's rows with the same ``device_name``, then this chunk's);
+        until two runs of different sizes are timed, the next run starts. Default: no limit.
     run : callable, optional
         Trains one run and returns its rows (default: :func:`scalefit.sweep.run_sweep` on that
         run alone, in this process).
@@ -194,37 +194,78 @@ def run_chunk(
     done = [r for r in runs if point_key(r.config, keys) in have]
     todo = information_order([r for r in runs if point_key(r.config, keys) not in have], done)
     prov = provenance(str(spec.fixed.get("device", "auto")))
-    rate = _rate(table, prov["device_name"])
+    timed = _timed(table, prov["device_name"])
     report = ChunkReport(remaining=len(todo), stopped="complete" if not todo else "all")
     run = run or (lambda r: _run_one(spec, out, r))
     for r in todo:
-        elapsed = clock() - start
-        if max_minutes is not None and rate and elapsed + _cost(r.config) / rate > max_minutes * 60:
-            report.stopped = "time"
-            break
+        need = _estimate(timed, run_flops(r.config))
+        if max_minutes is not None and need is not None:
+            if clock() - start + need > max_minutes * 60:
+                report.stopped = "time"
+                break
         t0 = clock()
-        rows = run(r).assign(**prov)
+        rows = run(r)
+        seconds = clock() - t0
+        rows = rows.assign(**prov, run_s=seconds)
         table = pd.concat([table, rows], ignore_index=True) if len(table) else rows
         atomic_write_csv(table_path, table)
-        mine = _cost(r.config) / max(clock() - t0, 1e-9)
-        rate = mine if rate is None else min(rate, mine)  # the slower estimate: stop early
+        timed.append((run_flops(r.config), seconds))
         report.ran.append(r.run_id)
         report.remaining -= 1
     report.table = table
     return report
 
 
-def _rate(table: pd.DataFrame, device_name: str) -> float | None:
-    """``depth * width**2 * tokens`` per second of the table's main runs on this device."""
-    need = {"device_name", "wall_s", *SHAPE_KEYS}
-    if not len(table) or not need <= set(table.columns):
+def run_flops(config: dict) -> float:
+    """Training FLOPs of a trainer config (parameters counted by :mod:`scalefit.accounting`)."""
+    from ..accounting import flops_per_token, param_count
+
+    depth, width = int(config["depth"]), int(config["width"])
+    vocab = int(config.get("bpe_vocab", 1024)) if config.get("tokenizer") == "bpe" else 256
+    params = param_count(
+        depth,
+        width,
+        vocab=vocab,
+        block=config.get("block", "standard"),
+        embeddings=config.get("embeddings", "tied"),
+    )
+    seq_len = int(config.get("seq_len", 128))
+    return flops_per_token(params, depth=depth, width=width, seq_len=seq_len) * float(
+        config["tokens"]
+    )
+
+
+def _estimate(timed: list[tuple[float, float]], flops: float) -> float | None:
+    """Seconds of a run of ``flops``: ``a + b * flops`` (a, b >= 0) fitted to the timed runs.
+
+    None (start the run) until two runs of different sizes are timed: one run cannot tell the
+    fixed cost (start-up, compilation, evaluation) from the cost per FLOP.
+    """
+    if len({f for f, _ in timed}) < 2:
         return None
-    rows = table[table["device_name"] == device_name]
-    if "branch" in rows.columns:
-        rows = rows[rows["branch"].isna() | (rows["branch"] == "main")]
-    rates = [_cost(r) / r["wall_s"] for r in rows.to_dict("records") if r["wall_s"] > 0]
-    rates = [x for x in rates if math.isfinite(x)]
-    return float(np.median(rates)) if rates else None
+    from scipy.optimize import nnls
+
+    x = np.array([[1.0, f] for f, _ in timed])
+    scale = x.max(axis=0)
+    coef, _ = nnls(x / scale, np.array([t for _, t in timed]))
+    return float(coef[0] + coef[1] * flops / scale[1])
+
+
+def _timed(table: pd.DataFrame, device_name: str) -> list[tuple[float, float]]:
+    """(FLOPs, seconds) of the table's runs that a chunk timed on this device."""
+    need = {"device_name", "run_s", *SHAPE_KEYS}
+    if not len(table) or not need <= set(table.columns):
+        return []
+    rows = table[(table["device_name"] == device_name) & (table["run_s"] > 0)]
+    if "run_id" in rows.columns:
+        rows = rows.drop_duplicates("run_id")  # one line per run (cooldown branches share it)
+    out = []
+    for row in rows.to_dict("records"):
+        try:
+            out.append((run_flops(row), float(row["run_s"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 def _run_one(spec: SweepSpec, out: Path, run: Run) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from train_support import _one_torch_thread, make_corpus  # noqa: E402, F401 - a
 from scalefit.cli import main  # noqa: E402
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.sweep import spec_from_dict  # noqa: E402
-from scalefit.train.chunk import information_order, point_key, run_chunk  # noqa: E402
+from scalefit.train.chunk import _estimate, information_order, point_key, run_chunk  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 
 
@@ -24,7 +24,9 @@ def token_dir(tmp_path_factory):
 
 
 def spec(token_dir, grid=None):
-    fixed = dict(data=token_dir, seq_len=16, batch_size=4, eval_tokens=128, diagnose=False)
+    fixed = dict(
+        data=token_dir, seq_len=16, batch_size=4, eval_tokens=128, diagnose=False, device="cpu"
+    )
     grid = grid or {"depth": [1, 2], "width": [16], "tokens": [256]}
     return spec_from_dict({"sweep": {"name": "c", "task": "train"}, "fixed": fixed, "grid": grid})
 
@@ -86,12 +88,26 @@ def test_killed_chunk_is_redone_and_never_counted_twice(token_dir, tmp_path):
 
 def test_chunk_stops_before_a_run_that_would_not_fit(token_dir, tmp_path):
     table = tmp_path / "grid.csv"
-    # one run timed on this device in 300 s: the next (twice as deep) needs about 10 minutes
-    row = {"depth": 1, "width": 16, "tokens": 256, "loss": 3.0, "wall_s": 300.0}
-    pd.DataFrame([{**row, "device_name": "cpu"}]).to_csv(table, index=False)
-    report = run_chunk(spec(token_dir), tmp_path / "o", table, max_minutes=5)
+    # two runs timed on this device in 100 s and 280 s: the third, deeper one needs > 5 minutes
+    rows = [
+        {"depth": d, "width": 16, "tokens": 256, "seq_len": 16, "run_s": t, "device_name": "cpu"}
+        for d, t in ((1, 100.0), (2, 280.0))
+    ]
+    pd.DataFrame(rows).to_csv(table, index=False)
+    grid = {"depth": [1, 2, 3], "width": [16], "tokens": [256]}
+    report = run_chunk(spec(token_dir, grid), tmp_path / "o", table, max_minutes=5)
     assert report.stopped == "time" and report.ran == [] and report.remaining == 1
     assert not (tmp_path / "o").exists()
+    # with room for it, the same chunk runs it, and times it
+    report = run_chunk(spec(token_dir, grid), tmp_path / "o", table, max_minutes=10)
+    assert report.stopped == "all" and len(report.ran) == 1
+    assert pd.read_csv(table)["run_s"].iloc[-1] > 0
+
+
+def test_time_estimate_separates_fixed_cost_from_cost_per_flop():
+    assert _estimate([(1e9, 10.0)], 1e12) is None  # one size: cannot tell; the run starts
+    est = _estimate([(1e9, 20.0), (3e9, 40.0)], 2e9)  # 10 s + 10 s per 1e9 FLOPs
+    assert est == pytest.approx(30.0)
 
 
 def test_cli_chunk_and_its_refusals(token_dir, tmp_path, capsys):
