@@ -714,6 +714,24 @@ VOCABULARY: dict[str, Option] = {
         ),  # fmt: skip
         _flag("overwrite", "replace what --out holds from a run with other settings"),
         _opt(
+            "resume_from",
+            [None, _TEXT],
+            None,
+            "the grid's loss table, from any machine: run only the runs it lacks, most "
+            "informative first, and add each finished run's rows to it with the machine",
+            metavar="CSV",
+            shown="run every unfinished run of --out",
+        ),  # fmt: skip
+        _opt(
+            "max_minutes",
+            [None, _POSITIVE],
+            None,
+            "with --resume-from: start a run only if it can finish within this many minutes "
+            "(timed from the runs this device already did)",
+            metavar="M",
+            shown="no limit",
+        ),  # fmt: skip
+        _opt(
             "nproc_per_node",
             [None, Interval(int, 1, 4096)],
             None,

@@ -174,6 +174,30 @@ def replicate(runs, truth, sigma, seed, *, bootstrap, starts) -> dict:
     }
 
 
+def prefix_study(
+    spec_path, truth, sigma, prefixes, *, replicates, bootstrap, starts
+) -> pd.DataFrame:
+    """How often the first ``k`` runs identify a_depth, in the chunk order and the spec's order.
+
+    The chunk order is :func:`scalefit.train.chunk.information_order` (what
+    ``scalefit train grid --resume-from`` runs first); the spec's order is depth-major.
+    """
+    from scalefit.train.chunk import information_order
+
+    spec_runs = load_spec(spec_path).runs()
+    runs = grid_runs(spec_path)
+    index = {r.run_id: i for i, r in enumerate(spec_runs)}
+    chunk = [index[r.run_id] for r in information_order(spec_runs, [])]
+    rows = []
+    for k in prefixes:
+        for name, order in (("chunk", chunk), ("spec", list(range(len(spec_runs))))):
+            part = runs.iloc[order[:k]].reset_index(drop=True)
+            for i in range(replicates):
+                r = replicate(part, truth, sigma, i, bootstrap=bootstrap, starts=starts)
+                rows.append({"runs": k, "order": name, **r})
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("spec", nargs="?", default=str(ROOT / "configs" / "grid_gpu_depth.toml"))
@@ -182,7 +206,27 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=64)
     ap.add_argument("--sigma", type=float, default=None, help="noise sd (default: measured)")
     ap.add_argument("--out", default=None, metavar="DIR")
+    ap.add_argument(
+        "--prefixes",
+        default=None,
+        metavar="K,K,...",
+        help="instead: how often the first K runs identify a_depth, chunk order vs spec order",
+    )
     args = ap.parse_args()
+    if args.prefixes:
+        truth = truth_params(args.starts)
+        sigma = cpu_noise(args.starts) if args.sigma is None else args.sigma
+        ks = [int(k) for k in args.prefixes.split(",")]
+        res = prefix_study(
+            args.spec, truth, sigma, ks,
+            replicates=args.replicates, bootstrap=args.bootstrap, starts=args.starts,
+        )  # fmt: skip
+        summary = res.groupby(["runs", "order"])[["identified", "rel_half_width"]].median()
+        summary["identified"] = res.groupby(["runs", "order"])["identified"].mean()
+        print(summary.to_string())
+        if args.out:
+            atomic_write_csv(Path(args.out) / "gpu_depth_grid_prefixes.csv", res)
+        return
 
     runs = grid_runs(args.spec)
     total = runs["seconds"].sum()

@@ -71,6 +71,8 @@ def _register_grid(tsub) -> None:
         "--overwrite",
         help="replace a grid spec of the same name that ran in --out with other settings",
     )
+    for flag in ("--resume-from", "--max-minutes"):
+        add_option(grid, flag)
     grid.set_defaults(func=_cmd_grid)
 
 
@@ -316,6 +318,8 @@ def _cmd_grid(args) -> int:
             _check_grid_memory(spec, path, workers=args.workers)
     out = Path(args.out or Path("runs") / specs[0].name)
     check_paths(folders={"output folder": out})  # the default runs/NAME too
+    if args.resume_from or args.max_minutes:
+        return _grid_chunk(specs, args, out)
     for spec in specs:
         run_sweep(
             spec,
@@ -340,6 +344,28 @@ def _cmd_grid(args) -> int:
     )
     if args.table:
         print(f"wrote {args.table}")
+    return 0
+
+
+def _grid_chunk(specs, args, out: Path) -> int:
+    """``train grid --resume-from CSV [--max-minutes M]``: one chunk of a grid (train/chunk.py)."""
+    from ..train.chunk import run_chunk
+
+    if not args.resume_from:
+        raise ScaleFitError("--max-minutes needs --resume-from CSV (the grid's loss table).")
+    if len(specs) != 1:
+        raise ScaleFitError(f"--resume-from takes one grid spec; got {len(specs)}.")
+    check_paths(files={"--resume-from": args.resume_from})
+    report = run_chunk(specs[0], out, args.resume_from, max_minutes=args.max_minutes)
+    why = {
+        "complete": "the table already holds every run",
+        "time": f"the next run would not finish within {args.max_minutes} minutes",
+        "all": "every missing run ran",
+    }[report.stopped]
+    print(
+        f"{args.resume_from}: {len(report.ran)} runs added by this chunk, "
+        f"{report.remaining} of {len(specs[0].runs())} still missing ({why})"
+    )
     return 0
 
 

@@ -86,6 +86,7 @@ def run_sweep(
     slurm: dict | None = None,
     overwrite: bool = False,
     wait: bool = True,
+    only: set[str] | None = None,
 ):
     """Run every unfinished run of ``spec`` and collect the results.
 
@@ -122,6 +123,8 @@ def run_sweep(
         Replace a differently configured spec of the same name in ``out_dir``.
     wait : bool, default True
         Wait for another process that holds the folder's lock instead of raising.
+    only : set of str, optional
+        Run only the runs with these ids (the others are neither run nor collected).
 
     Returns
     -------
@@ -160,13 +163,14 @@ def run_sweep(
     with folder_lock(out, wait=wait, what="sweep folder"):
         _claim_spec(spec, out, runs, overwrite=overwrite)
         atomic_write_json(out / "sweep.json", {**spec.to_dict(), "task_ref": task_ref(spec.task)})
-        todo = [r for r in runs if not is_finished(out, r)]
+        chosen = [r for r in runs if only is None or r.run_id in only]
+        todo = [r for r in chosen if not is_finished(out, r)]
         failures = _execute(
-            spec, out, todo, len(runs), workers, executor, progress, threads_per_worker, slurm
+            spec, out, todo, len(chosen), workers, executor, progress, threads_per_worker, slurm
         )
-        table = collect_results(out, runs)
+        table = collect_results(out, chosen)
     ran = [r.run_id for r in todo]
-    table.attrs["sweep"] = {"ran": ran, "skipped": [r.run_id for r in runs if r not in todo]}
+    table.attrs["sweep"] = {"ran": ran, "skipped": [r.run_id for r in chosen if r not in todo]}
     if failures:
         names = ", ".join(run_id for run_id, _ in failures[:5])
         raise SweepError(
