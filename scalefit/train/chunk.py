@@ -256,7 +256,8 @@ def _timed(table: pd.DataFrame, device_name: str) -> list[tuple[float, float]]:
     need = {"device_name", "run_s", *SHAPE_KEYS}
     if not len(table) or not need <= set(table.columns):
         return []
-    rows = table[(table["device_name"] == device_name) & (table["run_s"] > 0)]
+    seconds = pd.to_numeric(table["run_s"], errors="coerce")  # a hand-edited cell is skipped
+    rows = table[(table["device_name"] == device_name) & (seconds > 0)]
     if "run_id" in rows.columns:
         rows = rows.drop_duplicates("run_id")  # one line per run (cooldown branches share it)
     out = []

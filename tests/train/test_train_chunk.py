@@ -135,3 +135,28 @@ def test_table_of_another_grid_is_refused(token_dir, tmp_path):
     pd.DataFrame({"loss": [1.0]}).to_csv(tmp_path / "t.csv", index=False)
     with pytest.raises(ScaleFitError, match="not this grid's loss table"):
         run_chunk(spec(token_dir), tmp_path / "o", tmp_path / "t.csv")
+
+
+def test_hand_edited_table_cells_do_not_break_a_chunk(token_dir, tmp_path):
+    table = tmp_path / "grid.csv"
+    rows = [
+        {
+            "depth": 1,
+            "width": 16,
+            "tokens": 256,
+            "seq_len": 16,
+            "run_s": "fast",
+            "device_name": "cpu",
+        },
+        {
+            "depth": "two",
+            "width": 16,
+            "tokens": 256,
+            "seq_len": 16,
+            "run_s": 5,
+            "device_name": "cpu",
+        },
+    ]
+    pd.DataFrame(rows).to_csv(table, index=False)
+    report = run_chunk(spec(token_dir), tmp_path / "o", table, max_minutes=10)
+    assert report.ran and report.remaining == 0  # depth 2 was not in the table: it ran
