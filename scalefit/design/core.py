@@ -16,6 +16,9 @@ from ..errors import ScaleFitError
 from . import _update
 
 QUANTITIES = ("log_params", "log_tokens", "log_depth", "log_width", "loss")
+#: How the greedy search ranks runs: by expected variance drop per FLOP of the run, or by the
+#: larger total drop of the gain and gain-per-FLOP orderings within ``budget_for_runs``.
+CRITERIA = ("per_flop", "total")
 RUN_COLUMNS = ["depth", "width", "params", "tokens", "flops"]
 
 
@@ -167,6 +170,8 @@ def next_runs(
     replace: bool = False,
     ci_prob: float | None = None,
     accounting=None,
+    criterion: str = "per_flop",
+    max_run_flops: float | None = None,
 ) -> DesignResult:
     """Choose up to ``k`` runs that minimise the expected variance of a recommendation.
 
@@ -189,14 +194,25 @@ def next_runs(
     noise : float, optional
         Noise sd of a run's log loss (default: the fit's ``rmse_log``).
     search : {"greedy", "exhaustive"}, default "greedy"
-        Greedy (the better of gain and gain-per-FLOP orderings) or every subset of distinct
-        candidates (small cases only).
+        Greedy (ranked by ``criterion``) or every subset of distinct candidates within
+        ``budget_for_runs`` that leaves the least variance (small cases only).
     replace : bool, default False
         Allow the same candidate twice (a repeated seed).
     ci_prob : float, optional
         Interval probability (default: the result's).
     accounting : Accounting, optional
         Parameter accounting for shape laws.
+    criterion : {"per_flop", "total"}, default "per_flop"
+        Greedy ranking. ``"per_flop"``: the expected drop of the quantity's variance divided by
+        the run's compute ``6·N·T``. For ``log_params`` this is the drop of the decision's
+        expected regret per FLOP, since a log-size error ``δ`` at the target costs about
+        ``κ·δ²/2`` of loss (``κ`` the IsoFLOP curvature), so the expected regret is
+        ``κ·Var(log N*)/2``. ``"total"``: the better of the gain and gain-per-FLOP orderings
+        at the end of ``budget_for_runs`` (spends the budget; the choice before 0.x).
+        On the oracle replays of ``docs/studies/plan_replay.md`` per-FLOP ranking reached the
+        full grid's regret with less compute.
+    max_run_flops : float, optional
+        Largest compute of one run the hardware allows; larger candidates are dropped.
 
     Returns
     -------
@@ -220,6 +236,8 @@ def next_runs(
             "quantity": [Options(set(QUANTITIES))],
             "search": [Options({"greedy", "exhaustive"})],
             "replace": ["boolean"],
+            "criterion": [Options(set(CRITERIA))],
+            "max_run_flops": [None, Interval(float, 0, None, closed="neither")],
         },
     )
     src = resolve(result, ci_prob=ci_prob)
@@ -235,11 +253,14 @@ def next_runs(
             f"next_runs: only {int(ok.sum())} draws have a finite optimum at {target_budget:g}."
         )
     draws = {kk: v[ok] for kk, v in src.draws.items()}
-    cand, h = _usable_candidates(src, space, draws, candidates, budget_for_runs)
+    cap = min(float(budget_for_runs), float(max_run_flops or np.inf))
+    cand, h = _usable_candidates(src, space, draws, candidates, cap, max_run_flops)
     sd = _noise(result, noise)
     ens = _update.Ensemble.from_draws(q[ok], h, sd)
     cost = cand["flops"].to_numpy(float)
-    if search == "greedy":
+    if search == "greedy" and criterion == "per_flop":
+        chosen, path = _update.greedy(ens, cost, budget_for_runs, k, per_cost=True, replace=replace)
+    elif search == "greedy":
         chosen, path = _update.best_greedy(ens, cost, budget_for_runs, k, replace=replace)
     else:
         chosen, _ = _update.exhaustive(ens, cost, budget_for_runs, k)
@@ -267,19 +288,18 @@ def next_runs(
     )
 
 
-def _usable_candidates(src, space, draws, candidates, budget_for_runs) -> tuple:
-    """Candidates within the budget with finite log-loss predictions (draws x candidates)."""
+def _usable_candidates(src, space, draws, candidates, cap, max_run_flops) -> tuple:
+    """Candidates within ``cap`` FLOPs with finite log-loss predictions (draws x candidates)."""
     from .candidates import default_candidates
 
     if candidates is None:
-        cand = default_candidates(src, space, float(budget_for_runs))
+        cand = default_candidates(src, space, cap)
     else:
         cand = _check_candidates(pd.DataFrame(candidates), space)
-    cand = cand[cand["flops"] <= budget_for_runs * (1 + 1e-12)].reset_index(drop=True)
+    cand = cand[cand["flops"] <= cap * (1 + 1e-12)].reset_index(drop=True)
     if cand.empty:
-        raise ScaleFitError(
-            f"next_runs: no candidate fits within budget_for_runs={budget_for_runs:g} FLOPs."
-        )
+        what = "budget_for_runs" if max_run_flops is None or max_run_flops > cap else "max_run_flops"
+        raise ScaleFitError(f"next_runs: no candidate fits within {what}={cap:g} FLOPs.")
     h = _log_pred(src.law, draws, cand)
     good = np.all(np.isfinite(h), axis=0)
     return cand[good].reset_index(drop=True), h[:, good]
