@@ -1,37 +1,41 @@
-"""Oracle replays of the ladder loop: runs chosen by the decision against the fixed grid and random order.
+"""Oracle replays of the ladder loop: runs chosen by next_runs against the full grid and others.
 
 Each public grid is an *oracle*: the loop may only "run" points the grid holds, and learns their
 recorded loss. Protocol (seeded, one command):
 
 1. Hold out the grid's top budget with at least six runs (its runs score the decision); the
-   target budget is that budget. The budgets below it are the *pool*. The *seed* set is the pool's smallest budgets (at least two budgets and
-   eight runs): a lab's first rungs.
-2. Loop: fit the Chinchilla law (least squares, ``BOOT`` bootstrap resamples), recommend N* at the
-   target (the point fit's compute-optimal size; its interval is the bootstrap percentile interval
-   of log N*), choose ``k`` runs from what is left of the pool, add their losses, refit; until the
-   pool is empty. ``k`` is a tenth of the pool (at least 4), so every arm ends on the full pool.
-3. Arms: ``per_flop`` and ``total`` (``scalefit.design.next_runs`` with that ``criterion``, the
-   remaining pool as candidates), ``random`` (``SEEDS`` random orders, point fits), and
-   ``chinchilla`` (the ``chinchilla`` package's policy: seed draws from its ``Chinchilla.seed``,
-   log-uniform in compute and tokens per parameter over the pool's ranges, snapped to the nearest
-   unused pool run; skipped with a note if the package is not installed).
+   target budget is that budget. The budgets below it are the *pool*. The *seed* set is the
+   pool's smallest budgets (at least two budgets and eight runs): a lab's first rungs.
+2. Loop: fit the Chinchilla law (least squares, ``BOOT`` bootstrap resamples, ``STARTS`` starts),
+   recommend N* at the target with ``scalefit.allocate`` (its calibrated interval: the draws plus
+   the law's measured misfit), choose up to ``k`` runs from what is left of the pool, add their
+   recorded losses, refit; until the pool is empty, so every arm ends on the full pool. ``k`` is
+   a tenth of the pool (at least 4).
+3. Arms: ``total`` and ``per_flop`` (``scalefit.design.next_runs`` with that ``criterion`` for
+   log N*, the remaining pool as candidates, each step's compute at most what was spent so far:
+   the ladder at most doubles its compute per step); ``random`` (``SEEDS`` random orders, point
+   fits); ``chinchilla`` (the ``chinchilla`` package's seeding policy, ``Chinchilla.seed``:
+   log-uniform draws in compute and tokens per parameter over the pool's ranges, each snapped to
+   the nearest unused pool run; ``SEEDS`` seeds; skipped if the package is not installed).
 4. Regret of a recommendation: the held-out loss of the run nearest (in log params) to the
-   recommended size minus the held-out budget's best loss. The *fixed grid* is the fit on the
-   whole pool; an arm *reaches* it at the first round whose regret is at most the fixed grid's
-   final regret, and its compute share is the compute spent by then (seed included) over the
-   pool's compute.
-5. Gemstones (width x depth x tokens checkpoints): every 5th checkpoint of each model; budgets are
-   the checkpoints' ``6·N·T`` binned per quarter decade; the held-out budget is 1e21 FLOPs, where
-   each model's loss is interpolated in log tokens between its two nearest checkpoints (models
-   whose run spans it). A point's cost is its own ``6·N·T`` (a run's earlier checkpoints are
-   not counted as free).
+   recommended size minus the held-out budget's best loss (``regret``); and the same on a
+   parabola in log params through the held-out runs (``regret_smooth``). The *fixed grid* is
+   the fit on the whole pool. An arm *reaches* it at the first step whose regret is at most
+   the fixed grid's (``share_to_fixed``: compute spent by then, seed included, over the pool's
+   compute) and *stays* from the step after which it never rises above it (``share_stays``).
+   Stopping rule scored: the draws' 95 % interval of N* within a factor ``STOP_RATIO``.
+5. Gemstones (width x depth x tokens checkpoints): every 5th checkpoint of each model below
+   ``GEM_TARGET / 2``; budgets are the checkpoints' ``6·N·T`` binned per quarter decade; the
+   held-out budget is ``GEM_TARGET``, where each model whose run spans it has its loss
+   interpolated in log tokens. A point costs its own ``6·N·T`` (earlier checkpoints of the same
+   run are not counted as free).
 6. Simulated ladder: the Chinchilla law with Hoffmann et al.'s parameters on an IsoFLOP grid
-   shaped like Hoffmann's (9 budgets 6e18-3e21, 12 sizes over 1.5 decades), plus the median
-   residual sd and the median cubic misfit (log loss residual against ``log10(N/N*)`` per budget)
-   of the fixed-grid fits of the public IsoFLOP sweeps; the held-out budget is scored on the
-   noiseless law with the misfit.
+   shaped like Hoffmann's (9 budgets 6e18-3e21, 12 sizes over 1.5 decades), with the median
+   residual sd and the median cubic misfit (log-loss residual against ``log10(N/N*)``) of the
+   full-pool fits of the eight public IsoFLOP sweeps (``plan_replay_misfit.csv``); its held-out
+   budget is scored on the noiseless law with the misfit.
 
-Run (about 10 minutes on 2 cores)::
+Run (about 3 minutes on 2 cores; the package root must be importable, e.g. ``PYTHONPATH=.``)::
 
     nice -n 10 python docs/studies/plan_replay.py --out docs/studies/results --img docs/img
 """
@@ -54,44 +58,65 @@ from scalefit.accounting import training_flops
 from scalefit.allocate.api import resolve
 from scalefit.allocate.space import Space
 from scalefit.design import next_runs
-from scalefit.design.core import quantity_draws
 from scalefit.errors import ScaleFitError
 
 BOOT, STARTS, SEEDS, PROB = 40, 16, 3, 0.95
 #: Hoffmann et al.'s fitted Chinchilla law (the simulated ladder's truth).
 HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 GEM_TARGET = 1e21
+#: The stopping rule scored: the 95 % interval of N* spans at most this factor (hi / lo).
+STOP_RATIO = 1.5
+LABELS = {
+    "total": "next_runs (total)",
+    "per_flop": "next_runs (per FLOP)",
+    "random": "random order (3 seeds)",
+    "chinchilla": "chinchilla package's seeding (3 seeds)",
+}
 
 
 def _fit(rows: pd.DataFrame, boot: int):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fit(
-            rows[["params", "tokens", "loss"]], "chinchilla", bootstrap=boot, starts=STARTS,
-            seed=0, progress=False,
+            rows[["params", "tokens", "loss", "flops"]],
+            "chinchilla",
+            bootstrap=boot,
+            starts=STARTS,
+            seed=0,
+            progress=False,
         )
 
 
-def _decision(res, target: float) -> tuple[float, float, float]:
-    """Recommended N* at ``target`` and the percentile interval of the draws (NaN without)."""
-    src = resolve(res)
-    space = Space.of(src.law, None)
-    if src.draws is None:
-        one = {k: np.array([v]) for k, v in src.point.items()}
-        from scalefit.allocate.solve import solve
+def _decision(res, target: float) -> dict:
+    """Recommended N* at ``target``, its calibrated and draws-only intervals (NaN without draws)."""
+    from scalefit import allocate
 
-        return float(solve(space, one, [target], sets=False).iloc[0]["params"]), np.nan, np.nan
-    value, q, _ = quantity_draws(src, space, target, "log_params")
-    q = q[np.isfinite(q)]
-    lo, hi = np.quantile(q, [(1 - PROB) / 2, (1 + PROB) / 2]) if len(q) >= 20 else (np.nan,) * 2
-    return float(np.exp(value)), float(np.exp(lo)), float(np.exp(hi))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            row = allocate(res, [target]).summary.iloc[0]
+    except ScaleFitError:  # a fit that did not converge recommends nothing
+        return {"nstar": np.nan}
+    out = {"nstar": float(row["params_star"])}
+    if "params_star_lo" in row:
+        out.update(
+            lo=row["params_star_lo"],
+            hi=row["params_star_hi"],
+            lo_draws=row["params_star_lo_draws"],
+            hi_draws=row["params_star_hi_draws"],
+        )
+    return out
 
 
-def _regret(held: pd.DataFrame, nstar: float) -> float:
+def _regret(held: pd.DataFrame, nstar: float) -> tuple[float, float]:
+    """Regret of the held-out run nearest to ``nstar``; and on a parabola through the held-out."""
     if not np.isfinite(nstar):
-        return np.nan
-    i = int(np.argmin(np.abs(np.log(held["params"].to_numpy()) - np.log(nstar))))
-    return float(held["score"].iloc[i] - held["score"].min())
+        return np.nan, np.nan
+    x = np.log(held["params"].to_numpy())
+    i = int(np.argmin(np.abs(x - np.log(nstar))))
+    c = np.polyfit(x, held["score"].to_numpy(), 2)
+    smooth = c[0] * (np.log(nstar) + c[1] / (2 * c[0])) ** 2 if c[0] > 0 else np.nan
+    return float(held["score"].iloc[i] - held["score"].min()), float(smooth)
 
 
 def _choose(arm, res, pool, left, k, target, rng, cc):
@@ -142,10 +167,16 @@ def _chinchilla_seeder(pool, seed: int, folder: str):
     random.seed(seed)  # Chinchilla.seed draws from the random module
     r = pool["tokens"] / pool["params"]
     ranges = {"C": (pool["flops"].min(), pool["flops"].max()), "N_to_D": (r.min(), r.max())}
-    grid = {"E": np.linspace(1, 2, 3), "A": np.linspace(1, 10, 3), "B": np.linspace(1, 10, 3),
-            "alpha": np.linspace(0.2, 0.5, 3), "beta": np.linspace(0.2, 0.5, 3)}
-    return Chinchilla(folder, param_grid=grid, seed_ranges=ranges, model_search_config=None,
-                      log_level=50)
+    grid = {
+        "E": np.linspace(1, 2, 3),
+        "A": np.linspace(1, 10, 3),
+        "B": np.linspace(1, 10, 3),
+        "alpha": np.linspace(0.2, 0.5, 3),
+        "beta": np.linspace(0.2, 0.5, 3),
+    }
+    return Chinchilla(
+        folder, param_grid=grid, seed_ranges=ranges, model_search_config=None, log_level=50
+    )
 
 
 def replay(name, pool, held, target, arm, seed, seed_mask) -> list[dict]:
@@ -163,11 +194,23 @@ def replay(name, pool, held, target, arm, seed, seed_mask) -> list[dict]:
         seen = pool[~left]
         boot = BOOT if arm in ("per_flop", "total") or not left.any() else 0
         res = _fit(seen, boot)
-        nstar, lo, hi = _decision(res, target)
-        rows.append(dict(grid=name, arm=arm, seed=seed, round=rnd, runs=len(seen),
-                         share=float(seen["flops"].sum()) / total, nstar=nstar, lo=lo, hi=hi,
-                         regret=_regret(held, nstar), best=float(held["params"].iloc[
-                             int(np.argmin(held["score"]))]), note=""))
+        dec = _decision(res, target)
+        regret, smooth = _regret(held, dec["nstar"])
+        rows.append(
+            dict(
+                grid=name,
+                arm=arm,
+                seed=seed,
+                round=rnd,
+                runs=len(seen),
+                share=float(seen["flops"].sum()) / total,
+                **dec,
+                regret=regret,
+                regret_smooth=smooth,
+                best=float(held["params"].iloc[int(np.argmin(held["score"]))]),
+                note="",
+            )
+        )
         if not left.any():
             return rows
         pick, note = _choose(arm, res, pool, left, k, target, rng, cc)
@@ -204,14 +247,21 @@ def _split(d: pd.DataFrame):
 def _gemstones():
     g = datasets.load("gemstones").sort_values(["run", "tokens"])
     held = []
-    for run, r in g.groupby("run"):
+    for _, r in g.groupby("run"):
         lt, fl = np.log(r["tokens"].to_numpy()), r["flops"].to_numpy()
         if fl.min() < GEM_TARGET < fl.max():
             t = GEM_TARGET / (6 * r["params"].iloc[0])
-            held.append({"params": r["params"].iloc[0], "tokens": t,
-                         "score": np.interp(np.log(t), lt, r["loss"].to_numpy())})
+            held.append(
+                {
+                    "params": r["params"].iloc[0],
+                    "tokens": t,
+                    "score": np.interp(np.log(t), lt, r["loss"].to_numpy()),
+                }
+            )
     held = pd.DataFrame(held)
-    sub = g[g["flops"] < GEM_TARGET / 2].groupby("run", group_keys=False).apply(lambda r: r.iloc[::5])
+    sub = (
+        g[g["flops"] < GEM_TARGET / 2].groupby("run", group_keys=False).apply(lambda r: r.iloc[::5])
+    )
     sub = sub.assign(budget=10 ** (np.round(np.log10(sub["flops"]) * 4) / 4), score=sub["loss"])
     pool = sub[["params", "tokens", "loss", "budget", "flops", "score"]].reset_index(drop=True)
     budgets = np.sort(pool["budget"].unique())
@@ -253,7 +303,9 @@ def misfit_of_real(orc: dict) -> tuple[float, np.ndarray, pd.DataFrame]:
             continue
         res = _fit(pool, 0)
         src = resolve(res)
-        pred = np.asarray(src.law.evaluate(src.point, {k: pool[k].to_numpy() for k in ("params", "tokens")}))
+        pred = np.asarray(
+            src.law.evaluate(src.point, {k: pool[k].to_numpy() for k in ("params", "tokens")})
+        )
         r = np.log(pool["loss"].to_numpy()) - np.log(pred)
         from scalefit.allocate.solve import solve
 
@@ -263,28 +315,57 @@ def misfit_of_real(orc: dict) -> tuple[float, np.ndarray, pd.DataFrame]:
         x = np.log10(pool["params"].to_numpy() / pool["budget"].map(nmap).to_numpy())
         c = np.polyfit(x, r, 3)
         coefs.append(c)
-        rows.append({"grid": name, "rmse_log": float(np.std(r)), "misfit_c3": c[0], "misfit_c2": c[1]})
+        rows.append(
+            {"grid": name, "rmse_log": float(np.std(r)), "misfit_c3": c[0], "misfit_c2": c[1]}
+        )
     frame = pd.DataFrame(rows)
     return float(frame["rmse_log"].median()), np.median(coefs, axis=0), frame
 
 
+def _reach(r: pd.DataFrame, col: str, target: float) -> tuple[float, float]:
+    """Compute share of the first round at or below ``target``, and of the round from which on
+    every later round stays there (NaN if never)."""
+    ok = (r[col] <= target + 1e-12).to_numpy()
+    stays = np.flip(np.cumprod(np.flip(ok))).astype(bool)
+    share = r["share"].to_numpy()
+    return (
+        float(share[ok][0]) if ok.any() else np.nan,
+        float(share[stays][0]) if stays.any() else np.nan,
+    )
+
+
 def summarise(rounds: pd.DataFrame, fixed: dict) -> pd.DataFrame:
+    """Per grid and arm (random and chinchilla: median over seeds)."""
     rows = []
     for (g, arm, seed), r in rounds.groupby(["grid", "arm", "seed"]):
-        f = fixed[g]
-        hit = r[r["regret"] <= f + 1e-12]
-        out = r.dropna(subset=["lo"])
-        cover = ((out["best"] >= out["lo"]) & (out["best"] <= out["hi"])).mean() if len(out) else np.nan
-        inside = ((out["nstar"] >= out["lo"]) & (out["nstar"] <= out["hi"])).all() if len(out) else True
-        rows.append(dict(grid=g, arm=arm, seed=seed, fixed_regret=f, rounds=len(r),
-                         share_to_fixed=float(hit["share"].iloc[0]) if len(hit) else np.nan,
-                         seed_share=float(r["share"].iloc[0]), best_in_interval=cover,
-                         rec_in_interval=bool(inside), fallbacks=int(r["note"].str.len().gt(0).sum())))
-    s = pd.DataFrame(rows)
-    return s.groupby(["grid", "arm"], as_index=False).agg(
-        fixed_regret=("fixed_regret", "first"), seed_share=("seed_share", "first"),
-        share_to_fixed=("share_to_fixed", "median"), best_in_interval=("best_in_interval", "mean"),
-        rec_in_interval=("rec_in_interval", "all"), fallbacks=("fallbacks", "sum"), rounds=("rounds", "max"))
+        first, stays = _reach(r, "regret", fixed[g][0])
+        first_s = _reach(r, "regret_smooth", fixed[g][1])[0]
+        stop = r[(r["hi_draws"] / r["lo_draws"]) <= STOP_RATIO]
+        cal = r.dropna(subset=["lo"])
+        rows.append(
+            dict(
+                grid=g,
+                arm=arm,
+                seed=seed,
+                fixed_regret=fixed[g][0],
+                fixed_smooth=fixed[g][1],
+                seed_share=float(r["share"].iloc[0]),
+                share_to_fixed=first,
+                share_stays=stays,
+                smooth_to_fixed=first_s,
+                seed_reaches=bool(r["regret"].iloc[0] <= fixed[g][0] + 1e-12),
+                stop_share=float(stop["share"].iloc[0]) if len(stop) else np.nan,
+                stop_regret=float(stop["regret"].iloc[0]) if len(stop) else np.nan,
+                best_in_interval=float(cal["best"].between(cal["lo"], cal["hi"]).mean()),
+                rec_outside=int((~cal["nstar"].between(cal["lo"], cal["hi"])).sum()),
+                fallbacks=int(r["note"].str.len().gt(0).sum()),
+                rounds=len(r),
+            )
+        )
+    s = pd.DataFrame(rows).drop(columns="seed")
+    how = {c: "median" for c in s.columns if c not in ("grid", "arm")}
+    how.update(seed_reaches="all", rec_outside="sum", fallbacks="sum", rounds="max")
+    return s.groupby(["grid", "arm"], as_index=False).agg(how)
 
 
 def plot(rounds: pd.DataFrame, fixed: dict, path: Path) -> None:
@@ -294,24 +375,40 @@ def plot(rounds: pd.DataFrame, fixed: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     grids = list(dict.fromkeys(rounds["grid"]))
-    fig, axes = plt.subplots(2, (len(grids) + 1) // 2, figsize=(3.2 * ((len(grids) + 1) // 2), 6.0),
-                             sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        2,
+        (len(grids) + 1) // 2,
+        figsize=(3.2 * ((len(grids) + 1) // 2), 6.0),
+        sharex=True,
+        squeeze=False,
+    )
     colours = {"per_flop": "C0", "total": "C1", "random": "0.6", "chinchilla": "C3"}
     for ax, g in zip(axes.ravel(), grids, strict=False):
         for (arm, seed), r in rounds[rounds["grid"] == g].groupby(["arm", "seed"]):
-            ax.step(100 * r["share"], r["regret"], where="post", color=colours[arm], lw=1.2,
-                    alpha=0.5 if arm == "random" else 1.0,
-                    label=arm.replace("_", " ") if seed == 0 else None)
-        ax.axhline(fixed[g], color="k", ls=":", lw=1, label="fixed grid")
+            ax.step(
+                100 * r["share"],
+                r["regret"],
+                where="post",
+                color=colours[arm],
+                lw=1.2,
+                alpha=0.5 if arm == "random" else 1.0,
+                label=LABELS[arm] if seed == 0 else None,
+            )
+        ax.axhline(fixed[g][0], color="k", ls=":", lw=1, label="fixed grid")
         ax.set_xscale("log")
-        ax.set_title(g.replace("__", " ")[:34], fontsize=8)
-        ax.set_xlabel("compute spent (% of the grid's)")
-        ax.set_ylabel("regret at held-out budget (loss)")
-    for ax in axes.ravel()[len(grids):]:
+        ax.set_title(" ".join(g.split("__")[:2]), fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("compute spent (% of the full grid's)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("regret at the held-out budget\n(loss above its best run)")
+    for ax in axes.ravel()[len(grids) :]:
         ax.axis("off")
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Oracle replays: regret of the recommended size against compute spent (Chinchilla law, LSQ)")
-    fig.tight_layout()
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=5, fontsize=8)
+    fig.suptitle(
+        "Oracle replays of the ladder loop on public grids: regret of the recommended size "
+        "against compute spent (Chinchilla law, least squares)"
+    )
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
 
 
@@ -332,7 +429,7 @@ def main(argv=None) -> int:
     for name, (pool, held, target, seed_mask) in orc.items():
         if a.grids and name not in a.grids:
             continue
-        fixed[name] = _regret(held, _decision(_fit(pool, 0), target)[0])
+        fixed[name] = _regret(held, _decision(_fit(pool, 0), target)["nstar"])
         for arm in a.arms:
             for seed in range(SEEDS if arm in ("random", "chinchilla") else 1):
                 rounds += replay(name, pool, held, target, arm, seed, seed_mask)
@@ -342,8 +439,11 @@ def main(argv=None) -> int:
     summary = summarise(frame, fixed)
     atomic_write_csv(a.out / "plan_replay.csv", summary)
     plot(frame, fixed, a.img / "plan_replay.png")
-    with pd.option_context("display.width", 160):
-        print(summary.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    table = summary.pivot(index="grid", columns="arm", values=["share_to_fixed", "share_stays"])
+    first = summary.groupby("grid")[["fixed_regret", "fixed_smooth", "seed_reaches"]].first()
+    print(first.to_string())
+    with pd.option_context("display.width", 200):
+        print(table.round(3).to_string())
     return 0
 
 

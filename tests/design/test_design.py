@@ -50,7 +50,7 @@ def test_greedy_is_near_exhaustive_on_small_cases(pilot, quantity):
     )
     cand = cand.assign(params=np.tile(n, 3))
     cand["tokens"] = np.repeat([1e18, 1e19, 1e20], 4) / (6 * cand["params"])
-    kw = dict(candidates=cand, k=3, quantity=quantity, noise=0.005, criterion="total")
+    kw = dict(candidates=cand, k=3, quantity=quantity, noise=0.005)
     greedy = next_runs(res, 1e23, 1.2e20, **kw)
     best = next_runs(res, 1e23, 1.2e20, search="exhaustive", **kw)
     assert best.sd_after <= greedy.sd_after + 1e-12
@@ -178,8 +178,8 @@ def test_criteria_and_hardware_cap(pilot):
     first = one.runs.iloc[0]
     best = cand.iloc[int(np.argmax(cand["gain_alone"] / cand["flops"]))]
     assert (first["params"], first["tokens"]) == (best["params"], best["tokens"])
-    per_flop = next_runs(res, 1e24, 1e21, k=12)
-    total = next_runs(res, 1e24, 1e21, k=12, criterion="total")
+    per_flop = next_runs(res, 1e24, 1e21, k=12, criterion="per_flop")
+    total = next_runs(res, 1e24, 1e21, k=12)
     assert total.sd_after <= per_flop.sd_after + 1e-12
     assert per_flop.total_flops <= total.total_flops
     cap = 1e19
