@@ -209,8 +209,8 @@ def next_runs(
         regret: a log-size error ``δ`` at the target costs about ``κ·δ²/2`` of loss (``κ`` the
         IsoFLOP curvature), so the expected regret is ``κ·Var(log N*)/2``. In the oracle replays
         of the ladder loop (docs/studies/plan_replay.md), with each step's ``budget_for_runs``
-        the compute spent so far, ``"total"`` reached the full grid's regret with less compute
-        on 8 of 10 grids.
+        the compute spent so far, ``"total"`` reached the full grid's regret with at most the
+        compute ``"per_flop"`` needed on 8 of 10 grids (less on 4).
     max_run_flops : float, optional
         Largest compute of one run the hardware allows; larger candidates are dropped.
 
