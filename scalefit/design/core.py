@@ -39,6 +39,8 @@ class DesignResult:
     value, sd_before, sd_after : float
         Point estimate of the quantity and its standard deviation before and after the runs
         (linearised update of the draws; see :mod:`scalefit.design._update`).
+    criterion : str
+        How the greedy search ranked the runs (``"total"`` or ``"per_flop"``).
     """
 
     runs: pd.DataFrame
@@ -54,6 +56,7 @@ class DesignResult:
     n_draws: int
     search: str
     law: str
+    criterion: str = "total"
 
     @property
     def total_flops(self) -> float:
@@ -99,6 +102,7 @@ class DesignResult:
             "noise_sd": self.noise_sd,
             "n_draws": self.n_draws,
             "search": self.search,
+            "criterion": self.criterion,
             "law": self.law,
             "runs": self.runs.to_dict(orient="records"),
         }
@@ -285,6 +289,7 @@ def next_runs(
         int(ok.sum()),
         search,
         src.law.name,
+        criterion,
     )
 
 

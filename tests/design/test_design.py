@@ -182,6 +182,7 @@ def test_criteria_and_hardware_cap(pilot):
     total = next_runs(res, 1e24, 1e21, k=12)
     assert total.sd_after <= per_flop.sd_after + 1e-12
     assert per_flop.total_flops <= total.total_flops
+    assert (per_flop.to_dict()["criterion"], total.to_dict()["criterion"]) == ("per_flop", "total")
     cap = 1e19
     capped = next_runs(res, 1e24, 1e21, k=12, max_run_flops=cap)
     assert (capped.runs["flops"] <= cap * (1 + 1e-12)).all()
