@@ -16,6 +16,9 @@ from ..errors import ScaleFitError
 from . import _update
 
 QUANTITIES = ("log_params", "log_tokens", "log_depth", "log_width", "loss")
+#: How the greedy search ranks runs: the better at the end of ``budget_for_runs`` of the gain and
+#: gain-per-FLOP orderings, or the expected variance drop per FLOP of each run alone.
+CRITERIA = ("total", "per_flop")
 RUN_COLUMNS = ["depth", "width", "params", "tokens", "flops"]
 
 
@@ -36,6 +39,8 @@ class DesignResult:
     value, sd_before, sd_after : float
         Point estimate of the quantity and its standard deviation before and after the runs
         (linearised update of the draws; see :mod:`scalefit.design._update`).
+    criterion : str
+        How the greedy search ranked the runs (``"total"`` or ``"per_flop"``).
     """
 
     runs: pd.DataFrame
@@ -51,6 +56,7 @@ class DesignResult:
     n_draws: int
     search: str
     law: str
+    criterion: str = "total"
 
     @property
     def total_flops(self) -> float:
@@ -96,6 +102,7 @@ class DesignResult:
             "noise_sd": self.noise_sd,
             "n_draws": self.n_draws,
             "search": self.search,
+            "criterion": self.criterion,
             "law": self.law,
             "runs": self.runs.to_dict(orient="records"),
         }
@@ -167,6 +174,8 @@ def next_runs(
     replace: bool = False,
     ci_prob: float | None = None,
     accounting=None,
+    criterion: str = "total",
+    max_run_flops: float | None = None,
 ) -> DesignResult:
     """Choose up to ``k`` runs that minimise the expected variance of a recommendation.
 
@@ -189,14 +198,25 @@ def next_runs(
     noise : float, optional
         Noise sd of a run's log loss (default: the fit's ``rmse_log``).
     search : {"greedy", "exhaustive"}, default "greedy"
-        Greedy (the better of gain and gain-per-FLOP orderings) or every subset of distinct
-        candidates (small cases only).
+        Greedy (ranked by ``criterion``) or every subset of distinct candidates within
+        ``budget_for_runs`` that leaves the least variance (small cases only).
     replace : bool, default False
         Allow the same candidate twice (a repeated seed).
     ci_prob : float, optional
         Interval probability (default: the result's).
     accounting : Accounting, optional
         Parameter accounting for shape laws.
+    criterion : {"total", "per_flop"}, default "total"
+        Greedy ranking. ``"total"``: the better, at the end of ``budget_for_runs``, of the
+        orderings by variance drop and by variance drop per FLOP. ``"per_flop"``: the variance
+        drop per FLOP (``6·N·T``) of each run. For ``log_params`` both rank by the decision's
+        regret: a log-size error ``δ`` at the target costs about ``κ·δ²/2`` of loss (``κ`` the
+        IsoFLOP curvature), so the expected regret is ``κ·Var(log N*)/2``. In the oracle replays
+        of the ladder loop (docs/studies/plan_replay.md), with each step's ``budget_for_runs``
+        the compute spent so far, ``"total"`` reached the full grid's regret with at most the
+        compute ``"per_flop"`` needed on 8 of 10 grids (less on 4).
+    max_run_flops : float, optional
+        Largest compute of one run the hardware allows; larger candidates are dropped.
 
     Returns
     -------
@@ -220,6 +240,8 @@ def next_runs(
             "quantity": [Options(set(QUANTITIES))],
             "search": [Options({"greedy", "exhaustive"})],
             "replace": ["boolean"],
+            "criterion": [Options(set(CRITERIA))],
+            "max_run_flops": [None, Interval(float, 0, None, closed="neither")],
         },
     )
     src = resolve(result, ci_prob=ci_prob)
@@ -235,11 +257,14 @@ def next_runs(
             f"next_runs: only {int(ok.sum())} draws have a finite optimum at {target_budget:g}."
         )
     draws = {kk: v[ok] for kk, v in src.draws.items()}
-    cand, h = _usable_candidates(src, space, draws, candidates, budget_for_runs)
+    cap = min(float(budget_for_runs), float(max_run_flops or np.inf))
+    cand, h = _usable_candidates(src, space, draws, candidates, cap, max_run_flops)
     sd = _noise(result, noise)
     ens = _update.Ensemble.from_draws(q[ok], h, sd)
     cost = cand["flops"].to_numpy(float)
-    if search == "greedy":
+    if search == "greedy" and criterion == "per_flop":
+        chosen, path = _update.greedy(ens, cost, budget_for_runs, k, per_cost=True, replace=replace)
+    elif search == "greedy":
         chosen, path = _update.best_greedy(ens, cost, budget_for_runs, k, replace=replace)
     else:
         chosen, _ = _update.exhaustive(ens, cost, budget_for_runs, k)
@@ -264,22 +289,24 @@ def next_runs(
         int(ok.sum()),
         search,
         src.law.name,
+        criterion,
     )
 
 
-def _usable_candidates(src, space, draws, candidates, budget_for_runs) -> tuple:
-    """Candidates within the budget with finite log-loss predictions (draws x candidates)."""
+def _usable_candidates(src, space, draws, candidates, cap, max_run_flops) -> tuple:
+    """Candidates within ``cap`` FLOPs with finite log-loss predictions (draws x candidates)."""
     from .candidates import default_candidates
 
     if candidates is None:
-        cand = default_candidates(src, space, float(budget_for_runs))
+        cand = default_candidates(src, space, cap)
     else:
         cand = _check_candidates(pd.DataFrame(candidates), space)
-    cand = cand[cand["flops"] <= budget_for_runs * (1 + 1e-12)].reset_index(drop=True)
+    cand = cand[cand["flops"] <= cap * (1 + 1e-12)].reset_index(drop=True)
     if cand.empty:
-        raise ScaleFitError(
-            f"next_runs: no candidate fits within budget_for_runs={budget_for_runs:g} FLOPs."
+        what = (
+            "budget_for_runs" if max_run_flops is None or max_run_flops > cap else "max_run_flops"
         )
+        raise ScaleFitError(f"next_runs: no candidate fits within {what}={cap:g} FLOPs.")
     h = _log_pred(src.law, draws, cand)
     good = np.all(np.isfinite(h), axis=0)
     return cand[good].reset_index(drop=True), h[:, good]

@@ -168,3 +168,29 @@ def test_greedy_breaks_near_ties_by_candidate_order():
     # a real difference (1e-6 relative) is not a tie
     cov[0, 2] = cov[2, 0] = 0.5 * (1 + 1e-6)
     assert best_greedy(Ensemble(cov, 0.01), np.ones(3), 1.0, 1, replace=False)[0] == [1]
+
+
+def test_criteria_and_hardware_cap(pilot):
+    """per_flop ranks by variance drop per FLOP; total keeps the better ordering; the cap binds."""
+    res, _ = pilot
+    one = next_runs(res, 1e24, 1e21, k=1, criterion="per_flop")
+    cand = one.candidates
+    first = one.runs.iloc[0]
+    best = cand.iloc[int(np.argmax(cand["gain_alone"] / cand["flops"]))]
+    assert (first["params"], first["tokens"]) == (best["params"], best["tokens"])
+    per_flop = next_runs(res, 1e24, 1e21, k=12, criterion="per_flop")
+    total = next_runs(res, 1e24, 1e21, k=12)
+    assert total.sd_after <= per_flop.sd_after + 1e-12
+    assert per_flop.total_flops <= total.total_flops
+    assert (per_flop.to_dict()["criterion"], total.to_dict()["criterion"]) == ("per_flop", "total")
+    cap = 1e19
+    capped = next_runs(res, 1e24, 1e21, k=12, max_run_flops=cap)
+    assert (capped.runs["flops"] <= cap * (1 + 1e-12)).all()
+    assert (capped.candidates["flops"] <= cap * (1 + 1e-12)).all()
+    big = pd.DataFrame({"params": [1e9, 2e9], "tokens": [1e11, 1e11]})  # 6e20 and 1.2e21 FLOPs
+    with pytest.raises(ScaleFitError, match="no candidate fits within max_run_flops=1e\\+20"):
+        next_runs(res, 1e24, 1e22, candidates=big, max_run_flops=1e20)
+    with pytest.raises(ScaleFitError, match="'criterion' parameter of next_runs"):
+        next_runs(res, 1e24, 1e21, criterion="regret")
+    with pytest.raises(ScaleFitError, match="'max_run_flops' parameter of next_runs"):
+        next_runs(res, 1e24, 1e21, max_run_flops=0.0)
