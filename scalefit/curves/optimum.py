@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..allocate import Allocation
 
 #: Schedule quantities a curve law may read besides ``params`` and ``tokens``.
-SCHEDULE_INPUTS = ("S1", "S2", "lr", "step")
+SCHEDULE_INPUTS = ("S1", "S2", "lr", "step", "peak_lr")
 
 
 def final_areas(schedule: Schedule, steps, *, momentum: float = MOMENTUM):
@@ -197,6 +197,7 @@ def final_loss_law(
         steps = np.asarray(x["tokens"], dtype=float) / per
         s1, s2 = final_areas(sched, steps, momentum=lam)
         out = {**x, "S1": s1, "S2": s2, "step": steps, "lr": last_lr(sched, steps)}
+        out["peak_lr"] = np.full_like(steps, sched.lr)
         return {**out, **(inner(xp, out) if inner is not None else {})}
 
     params = tuple(
