@@ -136,3 +136,23 @@ def test_allocation_recommends_size_tokens_and_the_peak_rate_with_intervals(fitt
         other = parse_schedule(row["schedule"].replace(f"lr={star:.3g}", f"lr={star * factor:.3g}"))
         worse = final_loss_law(fitted.law, other, tokens_per_step=8192)
         assert float(worse.evaluate(fitted.params, x)) > at
+
+
+def test_cli_refuses_lr_optimum_on_the_one_rate_cpu_grid_in_one_line(capsys):
+    from scalefit.cli import main
+    from scalefit.datasets import BUNDLED_DIR
+
+    code = main(["curves", "fit", str(BUNDLED_DIR / "lm_wsd_curves.csv"), "--law", "lr_optimum"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "one peak rate (0.002): the optimum is not identified" in err
+
+
+@pytest.mark.slow  # uses the module's fit (9 s with its compilation)
+def test_result_with_its_peak_rates_saves_and_loads(fitted, tmp_path):
+    from scalefit import FitResult
+
+    fitted.save(tmp_path / "lr.json")
+    back = FitResult.load(tmp_path / "lr.json")
+    assert back.conventions["curves"]["peak_lr"] == [0.0005, 0.0015, 0.0045]
+    pd.testing.assert_frame_equal(optimal_lr(back, 1e7, 3e6), optimal_lr(fitted, 1e7, 3e6))
