@@ -349,6 +349,12 @@ def allocation(
     if at_optimum:
         summary = _peak_rates(result, summary, alloc)
     notes = [*alloc.warnings, *_extrapolation(result, summary, curves)]
+    bad = summary["budget"][~(summary["loss"] > 0)]
+    if len(bad):
+        notes.append(
+            f"at {', '.join(f'{b:.3g}' for b in bad)} FLOP the recommended run's final loss is "
+            "not a positive number: the law is used where it does not hold; do not train it."
+        )
     return CurveAllocation(
         alloc.law, alloc.ci_prob, summary, sched, per, _resample(result), notes, alloc
     )
@@ -466,10 +472,12 @@ def _resample(result) -> str:
     if result.draws is None or not len(result.draws):
         return f"none: the fit has no bootstrap draws; for intervals, {spelled('bootstrap=B')}"
     n = int(np.isfinite(np.asarray(result.draws, dtype=float)).all(axis=1).sum())  # usable
-    if result.conventions.get("cluster") == "run":
+    cluster = result.conventions.get("cluster")
+    if cluster and "curves" in result.conventions:  # fit_curves resamples whole runs
+        unit = "run" if cluster == "run" else f"value of {cluster!r} (whole runs)"
         return (
             f"percentiles of the optimum over {n} bootstrap refits; the resampling unit is the "
-            "run (whole curves drawn with replacement)"
+            f"{unit} (whole curves drawn with replacement)"
         )
     return f"percentiles of the optimum over {n} draws of the fit (not a run bootstrap)"
 

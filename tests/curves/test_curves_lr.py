@@ -156,3 +156,14 @@ def test_result_with_its_peak_rates_saves_and_loads(fitted, tmp_path):
     back = FitResult.load(tmp_path / "lr.json")
     assert back.conventions["curves"]["peak_lr"] == [0.0005, 0.0015, 0.0045]
     pd.testing.assert_frame_equal(optimal_lr(back, 1e7, 3e6), optimal_lr(fitted, 1e7, 3e6))
+
+
+@pytest.mark.slow  # uses the module's fit (9 s with its compilation)
+def test_allocation_says_when_the_recommended_run_has_no_positive_loss(fitted):
+    # far past the fitted runs, the linear annealing term takes the final loss below 0
+    alloc = allocation(
+        fitted, [1e16], schedule="wsd:lr=1e-3,warmup=20,decay=0.2", tokens_per_step=8192
+    )
+    assert alloc.summary["loss"].iloc[0] < 0
+    assert any("final loss is not a positive number" in w for w in alloc.warnings)
+    assert "the resampling unit is the run (whole curves" in alloc.report()
