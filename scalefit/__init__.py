@@ -7,8 +7,9 @@ Main entry points: :func:`read_table`, :func:`scalefit.datasets.load`, :func:`fi
 
 from __future__ import annotations
 
-# allocate: the subpackage, callable as its allocate() (scalefit.allocate(res, budgets), .Space)
-from . import allocate, datasets
+# allocate and plan: subpackages callable as their function (scalefit.allocate(res, budgets),
+# scalefit.plan(target_budget, folder, ...)), with .Space, .load and the rest inside
+from . import allocate, datasets, plan
 from ._version import __version__ as __version__
 from .errors import ConvergenceWarning, NoRecommendationWarning, ScaleFitError
 from .fit import FitResult, bootstrap, fit
@@ -46,6 +47,7 @@ __all__ = [
     "fit_bayes",
     "get_law",
     "list_laws",
+    "plan",
     "read_table",
     "register_law",
 ]
