@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_json, ensure_folder, inside, read_json
-from .._validation import IsType, constraints, validate
+from .._validation import IsType, constraints, spelled, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
 
@@ -244,7 +244,11 @@ def _candidate_table(candidates, trainer: dict | None) -> pd.DataFrame:
     if not np.all(np.isfinite(vals) & (vals > 0)):
         raise ScaleFitError("plan: candidate params and tokens must be finite and positive.")
     cand = cand[RUN_COLUMNS].drop_duplicates().reset_index(drop=True)
-    cand.insert(0, "run_id", [make_run_id(*run_config(trainer, r)) for _, r in cand.iterrows()])
+    ids = []
+    for _, row in cand.iterrows():
+        config, point = run_config(trainer, row)
+        ids.append(make_run_id(config or point, point))
+    cand.insert(0, "run_id", ids)
     return cand
 
 
@@ -313,10 +317,14 @@ def plan(
         _check_trainer(trainer, cand)
     cand = _fits_hardware(cand, max_run_flops)
     smallest = float(cand["flops"].min())
-    for name, value in (("target_budget", target_budget), ("total_flops", total_flops)):
+    for name, flag, value in (
+        ("target_budget", "--budget", target_budget),
+        ("total_flops", "--total-flops", total_flops),
+    ):
         if value is not None and value < smallest:
             raise ScaleFitError(
-                f"The '{name}' parameter of plan must be at least the smallest candidate run "
+                f"The {spelled(name, flag)} parameter of plan must be at least the smallest "
+                f"candidate run "
                 f"({smallest:.3g} FLOPs). Got {value:.3g} instead."
             )
     folder = ensure_folder(folder)
@@ -398,7 +406,10 @@ def _choose(p: Plan, k: int) -> list[str]:
     left = min(p._compute_left(), float(free["flops"].sum()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's own warnings are recorded by tell
-        d = next_runs(fit, p.settings["target_budget"], left, candidates=free[RUN_COLUMNS], k=k)
+        try:
+            d = next_runs(fit, p.settings["target_budget"], left, candidates=free[RUN_COLUMNS], k=k)
+        except ScaleFitError:  # no finite optimum in enough draws: more data first
+            return _spread(free, k)
     keys = ["params", "tokens"]
     picked = d.runs[keys].merge(free[[*keys, "run_id"]], on=keys, how="left")
     return list(dict.fromkeys(picked["run_id"].dropna()))
@@ -412,13 +423,14 @@ def _match(p: Plan, results: pd.DataFrame) -> list[dict]:
     if "run_id" in results:
         ids = results["run_id"].astype(str)
     else:
-        ids = [_find(pending, r) for _, r in results.iterrows()]
+        asked = p._rows([a["run_id"] for a in p.asked])
+        ids = [_find(asked, r) for _, r in results.iterrows()]
     told = {r["run_id"] for r in p.results}
     out, open_ids = [], set(pending["run_id"])
     for (_, row), rid in zip(results.iterrows(), ids, strict=True):
         if rid not in open_ids:
-            what = "was already told" if rid in told else "was not asked for by this plan"
-            raise ScaleFitError(f"Plan.tell: run {_name(row, rid)} {what}; ask first.")
+            what = "was already told" if rid in told else "was not asked for (ask first)"
+            raise ScaleFitError(f"Plan.tell: run {_name(row, rid)} {what}.")
         open_ids.discard(rid)
         told.add(rid)
         plan_row = pending.set_index("run_id").loc[rid]
@@ -463,14 +475,22 @@ def _decide(p: Plan) -> dict:
     if len(table) < len(law.params) + 1:
         base["notes"].append(f"{len(table)} runs with a loss: {len(law.params) + 1} needed to fit")
         return {**base, "params": None}
+    path = inside(p.folder, FIT_FILE, what="plan file")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = scalefit.fit(
             table, law=law, bootstrap=p.settings["n_boot"], seed=p.settings["seed"], progress=False
         )
-        fit.save(inside(p.folder, FIT_FILE, what="plan file"))
-        row = scalefit.allocate(fit, [p.settings["target_budget"]]).summary.iloc[0]
+        try:
+            row = scalefit.allocate(fit, [p.settings["target_budget"]]).summary.iloc[0]
+        except ScaleFitError as exc:  # a fit with no allocation: no decision this round
+            row = None
+            base["notes"].append(f"no decision: {exc}")
     base["notes"] += list(dict.fromkeys(str(w.message).splitlines()[0] for w in caught))
+    if row is None:
+        path.unlink(missing_ok=True)  # the next choice spreads runs instead of trusting this fit
+        return {**base, "params": None}
+    fit.save(path)
     out = {**base, **_decision(row, fit.converged)}
     if not out["inside"]:
         out["notes"].append("the recommended N* lies outside its own interval")
