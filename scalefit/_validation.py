@@ -734,7 +734,7 @@ VOCABULARY: dict[str, Option] = {
         _opt(
             "stop_width",
             Interval(float, 1, None, closed="neither", finite=True),
-            2.0,
+            3.0,
             "stop when the interval of N* at the target budget has hi/lo at most this",
             metavar="RATIO",
         ),  # fmt: skip

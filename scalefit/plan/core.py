@@ -112,7 +112,7 @@ class Plan:
             lines.append(
                 f"decision: N* {d['params']:.4g} [{d['params_lo']:.4g}, {d['params_hi']:.4g}] "
                 f"(hi/lo {d['ratio']:.3g}, stop at {s['stop_width']:g}){shape}, "
-                f"tokens {d['tokens']:.4g}"
+                f"tokens {d['tokens']:.4g}{'' if d['converged'] else ' (the fit did not converge)'}"
             )
         notes = (d or {}).get("notes", [])
         lines += [f"note: {note}" for note in notes[:3]]
@@ -260,7 +260,7 @@ def plan(
     law: str = "chinchilla",
     max_run_flops: float | None = None,
     total_flops: float | None = None,
-    stop_width: float = 2.0,
+    stop_width: float = 3.0,
     n_boot: int = 200,
     seed: int = 0,
     trainer: dict | None = None,
@@ -282,7 +282,7 @@ def plan(
         The largest run the hardware allows (``6·N·T``); larger candidates are dropped.
     total_flops : float, optional
         Compute for all the plan's runs together (default: no limit but the candidates).
-    stop_width : float, default 2.0
+    stop_width : float, default 3.0
         Stop when the interval of N* at the target budget has ``hi / lo`` at most this.
     n_boot : int, default 200
         Bootstrap resamples of each fit (their draws drive the choice and the intervals).
