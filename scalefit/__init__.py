@@ -7,9 +7,8 @@ Main entry points: :func:`read_table`, :func:`scalefit.datasets.load`, :func:`fi
 
 from __future__ import annotations
 
-# allocate and plan: subpackages callable as their function (scalefit.allocate(res, budgets),
-# scalefit.plan(target_budget, folder, ...)), with .Space, .load and the rest inside
-from . import allocate, datasets, plan
+# allocate: the subpackage, callable as its allocate() (scalefit.allocate(res, budgets), .Space)
+from . import allocate, datasets
 from ._version import __version__ as __version__
 from .errors import ConvergenceWarning, NoRecommendationWarning, ScaleFitError
 from .fit import FitResult, bootstrap, fit
@@ -19,6 +18,9 @@ from .table import read_table
 _LAZY = {
     "fit_bayes": ("scalefit.fit.bayes", "fit_bayes"),
     "compare_laws": ("scalefit.fit.compare", "compare_laws"),
+    # plan: the subpackage, callable as its plan() (scalefit.plan(target_budget, folder, ...),
+    # .load); imported on first use, as it reaches the trainer and the sweep runner
+    "plan": ("scalefit.plan", None),
 }
 
 
@@ -28,7 +30,8 @@ def __getattr__(name: str):
         import importlib
 
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        found = importlib.import_module(module)
+        return found if attr is None else getattr(found, attr)
     raise AttributeError(f"module 'scalefit' has no attribute {name!r}")
 
 

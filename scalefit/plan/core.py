@@ -464,13 +464,13 @@ def _name(row, rid) -> str:
 
 def _decide(p: Plan) -> dict:
     """Refit the told runs, allocate the target budget, and return the decision record."""
-    import scalefit
+    from ..allocate import allocate
+    from ..fit import fit as fit_law
+    from ..laws import get_law
 
     table = p.table().dropna(subset=["loss"])
     table = table.dropna(axis=1, how="all")
     base = {"runs": len(p.results), "flops_spent": p.flops_spent, "notes": []}
-    from ..laws import get_law
-
     law = get_law(p.settings["law"])
     if len(table) < len(law.params) + 1:
         base["notes"].append(f"{len(table)} runs with a loss: {len(law.params) + 1} needed to fit")
@@ -478,11 +478,11 @@ def _decide(p: Plan) -> dict:
     path = inside(p.folder, FIT_FILE, what="plan file")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = scalefit.fit(
+        fit = fit_law(
             table, law=law, bootstrap=p.settings["n_boot"], seed=p.settings["seed"], progress=False
         )
         try:
-            row = scalefit.allocate(fit, [p.settings["target_budget"]]).summary.iloc[0]
+            row = allocate(fit, [p.settings["target_budget"]]).summary.iloc[0]
         except ScaleFitError as exc:  # a fit with no allocation: no decision this round
             row = None
             base["notes"].append(f"no decision: {exc}")
