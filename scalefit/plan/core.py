@@ -1,17 +1,16 @@
 """The plan's state: candidates, asked runs, results and decisions, saved as JSON in a folder.
 
 :func:`plan` starts one, :func:`load` reads it back; :meth:`Plan.ask` chooses runs through
-:func:`scalefit.design.next_runs` (one call, in :func:`_choose`), :meth:`Plan.tell` refits with
-:func:`scalefit.fit`, records the decision at the target budget from :func:`scalefit.allocate` and
-checks the stopping rule. The state is written atomically after each step, so a plan killed at
-any moment resumes from its last step.
+:func:`scalefit.design.next_runs` (one call, in :func:`scalefit.plan.steps.choose`),
+:meth:`Plan.tell` refits with :func:`scalefit.fit`, records the decision at the target budget from
+:func:`scalefit.allocate` and checks the stopping rule. The state is written atomically after each
+step, so a plan killed at any moment resumes from its last step.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,9 @@ from .._io import atomic_write_json, ensure_folder, inside, read_json
 from .._validation import IsType, constraints, spelled, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
+from .steps import FIT_FILE, RUN_COLUMNS, choose, decide, match
 
 STATE_FILE = "plan.json"
-FIT_FILE = "fit.json"
-RUN_COLUMNS = ["depth", "width", "params", "tokens", "flops"]
 SCHEMA = 1
 
 
@@ -61,7 +59,7 @@ class Plan:
         """Runs asked and not yet told, in the order asked (with ``round`` and ``config``)."""
         told = {r["run_id"] for r in self.results}
         ids = [a["run_id"] for a in self.asked if a["run_id"] not in told]
-        return self._rows(ids)
+        return self.runs(ids)
 
     @property
     def flops_spent(self) -> float:
@@ -78,7 +76,7 @@ class Plan:
         last = self.decisions[-1] if self.decisions else {}
         if last.get("ratio") is not None and last["ratio"] <= self.settings["stop_width"]:
             return "interval"
-        if self.pending.empty and self._free().empty:
+        if self.pending.empty and self.free().empty:
             return "compute"
         return None
 
@@ -136,12 +134,12 @@ class Plan:
         """
         validate("Plan.ask", {"k": k}, constraints("k"))
         if self.stop_reason() is not None:
-            return self._rows([])
-        chosen = _choose(self, int(k))
+            return self.runs([])
+        chosen = choose(self, int(k))
         rnd = max((a["round"] for a in self.asked), default=0) + 1
         self.asked += [{"run_id": i, "round": rnd} for i in chosen]
         self.save()
-        return self._rows(chosen)
+        return self.runs(chosen)
 
     def tell(self, results: pd.DataFrame) -> dict | None:
         """Add the losses of asked runs, refit, record the decision and save the plan.
@@ -164,10 +162,9 @@ class Plan:
         ScaleFitError
             A row the plan did not ask for, or one already told.
         """
-        rows = _match(self, pd.DataFrame(results))
+        rows = match(self, pd.DataFrame(results))
         self.results += rows
-        self.save()
-        decision = _decide(self)
+        decision = decide(self)
         self.decisions.append(decision)
         self.save()
         return decision if decision.get("params") is not None else None
@@ -192,8 +189,9 @@ class Plan:
         path = inside(self.folder, FIT_FILE, what="plan file")
         return FitResult.load(path) if path.is_file() else None
 
-    # -- helpers -------------------------------------------------------------------------
-    def _rows(self, ids: list[str]) -> pd.DataFrame:
+    # -- candidates ----------------------------------------------------------------------
+    def runs(self, ids: list[str]) -> pd.DataFrame:
+        """The candidate runs ``ids`` with their ``round`` and trainer ``config``."""
         cand = self.candidates.set_index("run_id")
         out = cand.loc[ids, RUN_COLUMNS].reset_index()
         rounds = {a["run_id"]: a["round"] for a in self.asked}
@@ -201,13 +199,14 @@ class Plan:
         out["config"] = [run_config(self.settings["trainer"], r)[0] for _, r in out.iterrows()]
         return out
 
-    def _free(self) -> pd.DataFrame:
+    def free(self) -> pd.DataFrame:
         """Candidates not yet asked that fit the compute left."""
         asked = {a["run_id"] for a in self.asked}
         free = self.candidates[~self.candidates["run_id"].isin(asked)]
-        return free[free["flops"] <= self._compute_left() * (1 + 1e-12)]
+        return free[free["flops"] <= self.compute_left() * (1 + 1e-12)]
 
-    def _compute_left(self) -> float:
+    def compute_left(self) -> float:
+        """Compute not yet spent nor promised to pending runs (inf without ``total_flops``)."""
         total = self.settings["total_flops"]
         if total is None:
             return math.inf
@@ -382,130 +381,3 @@ def load(folder: str | os.PathLike) -> Plan:
     cand = pd.DataFrame(data["candidates"]).astype({c: float for c in RUN_COLUMNS})
     return Plan(Path(folder), data["settings"], cand, data["asked"], data["results"],
                 data["decisions"])  # fmt: skip
-
-
-def _spread(free: pd.DataFrame, k: int) -> list[str]:
-    """A first design without a fit: ``k`` runs spread over size and tokens among the cheapest."""
-    pool = free.nsmallest(min(len(free), max(2 * k, len(free) // 2)), "flops")
-    pool = pool.sort_values(["params", "tokens"])
-    idx = np.unique(np.linspace(0, len(pool) - 1, min(k, len(pool))).round().astype(int))
-    return pool["run_id"].iloc[idx].tolist()
-
-
-def _choose(p: Plan, k: int) -> list[str]:
-    """The next runs: :func:`scalefit.design.next_runs` on the last fit, else a spread."""
-    from ..design import next_runs
-
-    free = p._free()
-    fit = p.last_fit()
-    if free.empty:
-        return []
-    draws = np.asarray(fit.draws if fit is not None and fit.draws is not None else [], float)
-    if draws.ndim != 2 or np.all(np.isfinite(draws), axis=1).sum() < 20:
-        return _spread(free, k)  # no fit yet, or too few usable draws to design with
-    left = min(p._compute_left(), float(free["flops"].sum()))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the fit's own warnings are recorded by tell
-        try:
-            d = next_runs(fit, p.settings["target_budget"], left, candidates=free[RUN_COLUMNS], k=k)
-        except ScaleFitError:  # no finite optimum in enough draws: more data first
-            return _spread(free, k)
-    keys = ["params", "tokens"]
-    picked = d.runs[keys].merge(free[[*keys, "run_id"]], on=keys, how="left")
-    return list(dict.fromkeys(picked["run_id"].dropna()))
-
-
-def _match(p: Plan, results: pd.DataFrame) -> list[dict]:
-    """Rows of ``results`` matched to asked, untold runs; refuse any other."""
-    if "loss" not in results:
-        raise ScaleFitError("Plan.tell: the results need a 'loss' column.")
-    pending = p.pending
-    if "run_id" in results:
-        ids = results["run_id"].astype(str)
-    else:
-        asked = p._rows([a["run_id"] for a in p.asked])
-        ids = [_find(asked, r) for _, r in results.iterrows()]
-    told = {r["run_id"] for r in p.results}
-    out, open_ids = [], set(pending["run_id"])
-    for (_, row), rid in zip(results.iterrows(), ids, strict=True):
-        if rid not in open_ids:
-            what = "was already told" if rid in told else "was not asked for (ask first)"
-            raise ScaleFitError(f"Plan.tell: run {_name(row, rid)} {what}.")
-        open_ids.discard(rid)
-        told.add(rid)
-        plan_row = pending.set_index("run_id").loc[rid]
-        rec = {"run_id": rid, **{c: _num(row, c, plan_row) for c in RUN_COLUMNS}}
-        rec["flops"] = float(training_flops(rec["params"], rec["tokens"]))
-        loss = float(row["loss"])
-        rec["loss"] = loss if math.isfinite(loss) and loss > 0 else None
-        out.append(rec)
-    return out
-
-
-def _find(pending: pd.DataFrame, row) -> str | None:
-    keys = [c for c in ("depth", "width", "params", "tokens") if c in row.index]
-    hit = np.ones(len(pending), bool)
-    for c in keys:
-        hit &= np.isclose(pending[c].to_numpy(float), float(row[c]), rtol=1e-9, equal_nan=True)
-    return pending["run_id"].iloc[int(np.argmax(hit))] if hit.any() else None
-
-
-def _num(row, col: str, plan_row) -> float | None:
-    v = row.get(col, plan_row[col])
-    v = float(v) if v is not None else math.nan
-    return v if math.isfinite(v) else None
-
-
-def _name(row, rid) -> str:
-    if rid is not None and "run_id" in row.index:
-        return repr(rid)
-    return ", ".join(f"{c}={row[c]:g}" for c in ("params", "tokens") if c in row.index)
-
-
-def _decide(p: Plan) -> dict:
-    """Refit the told runs, allocate the target budget, and return the decision record."""
-    from ..allocate import allocate
-    from ..fit import fit as fit_law
-    from ..laws import get_law
-
-    table = p.table().dropna(subset=["loss"])
-    table = table.dropna(axis=1, how="all")
-    base = {"runs": len(p.results), "flops_spent": p.flops_spent, "notes": []}
-    law = get_law(p.settings["law"])
-    if len(table) < len(law.params) + 1:
-        base["notes"].append(f"{len(table)} runs with a loss: {len(law.params) + 1} needed to fit")
-        return {**base, "params": None}
-    path = inside(p.folder, FIT_FILE, what="plan file")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        fit = fit_law(
-            table, law=law, bootstrap=p.settings["n_boot"], seed=p.settings["seed"], progress=False
-        )
-        try:
-            row = allocate(fit, [p.settings["target_budget"]]).summary.iloc[0]
-        except ScaleFitError as exc:  # a fit with no allocation: no decision this round
-            row = None
-            base["notes"].append(f"no decision: {exc}")
-    base["notes"] += list(dict.fromkeys(str(w.message).splitlines()[0] for w in caught))
-    if row is None:
-        path.unlink(missing_ok=True)  # the next choice spreads runs instead of trusting this fit
-        return {**base, "params": None}
-    fit.save(path)
-    out = {**base, **_decision(row, fit.converged)}
-    if not out["inside"]:
-        out["notes"].append("the recommended N* lies outside its own interval")
-    return out
-
-
-def _decision(row, converged: bool) -> dict:
-    def num(key):
-        v = float(row.get(key, math.nan))
-        return v if math.isfinite(v) else None
-
-    lo, hi, n = num("params_star_lo"), num("params_star_hi"), num("params")
-    out = {k: num(k) for k in ("params", "depth", "width", "tokens", "loss")}
-    out.update(params_lo=lo, params_hi=hi, tokens_lo=num("tokens_star_lo"))
-    out.update(tokens_hi=num("tokens_star_hi"), converged=bool(converged))
-    out["ratio"] = hi / lo if lo and hi else None
-    out["inside"] = bool(lo is not None and hi is not None and n is not None and lo <= n <= hi)
-    return out

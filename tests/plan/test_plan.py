@@ -147,7 +147,7 @@ def test_the_choice_is_next_runs_on_the_saved_fit(oracle, tmp_path):
 
     p = start(oracle, tmp_path / "p", total_flops=None)
     p.tell(losses(p.ask(12), oracle))
-    fit, free = p.last_fit(), p._free()
+    fit, free = p.last_fit(), p.free()
     want = next_runs(
         fit,
         1e22,
