@@ -19,7 +19,9 @@ def register(subparsers) -> None:
     sub = plan.add_subparsers(dest="plan_command", metavar="ACTION", required=True)
 
     init = sub.add_parser("init", help="start a plan in FOLDER over the candidate runs")
-    init.add_argument("folder", metavar="FOLDER", help="a new or empty folder for the plan")
+    init.add_argument(
+        "folder", metavar="FOLDER", help="the folder for the plan (one plan per folder)"
+    )
     init.add_argument(
         "candidates",
         metavar="CANDIDATES",

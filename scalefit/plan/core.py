@@ -74,7 +74,8 @@ class Plan:
     def stop_reason(self) -> str | None:
         """Why the plan is finished (``"interval"``, ``"compute"``), or None while it is not."""
         last = self.decisions[-1] if self.decisions else {}
-        if last.get("ratio") is not None and last["ratio"] <= self.settings["stop_width"]:
+        ratio = last.get("ratio") if last.get("converged") else None  # a converged fit's only
+        if ratio is not None and ratio <= self.settings["stop_width"]:
             return "interval"
         if self.pending.empty and self.free().empty:
             return "compute"
@@ -271,7 +272,7 @@ def plan(
     target_budget : float
         The budget (FLOPs) whose decision (N*, depth, width, tokens) the plan pins down.
     folder : path-like
-        A new or empty folder for the plan's state (``plan.json``).
+        The folder for the plan's state (``plan.json``, ``fit.json``; one plan per folder).
     candidates : DataFrame
         The runs the plan may ask for: ``params, tokens`` (and ``depth, width`` for laws of
         shape, or to train them); e.g. the points of a grid used as an oracle.

@@ -158,3 +158,25 @@ def test_the_choice_is_next_runs_on_the_saved_fit(oracle, tmp_path):
     got = p.ask(3)
     np.testing.assert_array_equal(got["params"], want.runs["params"])
     np.testing.assert_array_equal(got["tokens"], want.runs["tokens"])
+
+
+def test_known_law_the_decision_covers_the_truth_and_a_narrow_interval_stops(tmp_path):
+    truth = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+    n, t = np.meshgrid(np.geomspace(1e7, 1e9, 8), np.geomspace(1e9, 1e11, 6))
+    cand = pd.DataFrame({"params": n.ravel(), "tokens": t.ravel()})
+    rng = np.random.default_rng(0)
+    clean = (
+        truth["E"]
+        + truth["A"] / cand.params ** truth["alpha"]
+        + truth["B"] / cand.tokens ** truth["beta"]
+    )
+    cand["loss"] = clean * np.exp(rng.normal(0, 0.003, len(cand)))
+    p = scalefit.plan(
+        1e22, tmp_path / "p", candidates=cand[["params", "tokens"]], n_boot=30, stop_width=50.0
+    )
+    runs = p.ask(16)
+    d = p.tell(runs.merge(cand, on=["params", "tokens"])[["params", "tokens", "loss"]])
+    want = scalefit.allocate("chinchilla", [1e22], params=truth).summary["params"].iloc[0]
+    assert d["converged"] and d["params_lo"] <= want <= d["params_hi"]
+    assert d["ratio"] <= 50 and p.stop_reason() == "interval" and p.ask(4).empty
+    assert "the interval is narrow enough" in p.report()
