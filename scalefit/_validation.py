@@ -734,8 +734,8 @@ VOCABULARY: dict[str, Option] = {
         _opt(
             "stop_width",
             Interval(float, 1, None, closed="neither", finite=True),
-            3.0,
-            "stop when the interval of N* at the target budget has hi/lo at most this",
+            1.5,
+            "stop when the draws' interval of N* at the target budget has hi/lo at most this",
             metavar="RATIO",
         ),  # fmt: skip
         _opt(

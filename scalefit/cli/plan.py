@@ -103,6 +103,7 @@ def _ask(args: argparse.Namespace) -> int:
         print("no run to ask: the plan has stopped (see 'scalefit plan status')")
         return 0
     cols = ["run_id", "round", "depth", "width", "params", "tokens", "flops"]
+    print(f"{len(runs)} runs, chosen by {runs.attrs['choice']}:")
     print(runs[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, runs[cols])}")

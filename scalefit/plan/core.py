@@ -42,8 +42,9 @@ class Plan:
     candidates : DataFrame
         ``run_id, depth, width, params, tokens, flops`` of every run the plan may ask for.
     asked, results, decisions : list of dict
-        Asked runs (``run_id, round``), told results (``run_id, params, tokens, flops, loss``) and
-        one decision per tell (N*, depth, width, tokens at the target budget with the interval).
+        Asked runs (``run_id, round, choice``), told results (``run_id, depth, width, params,
+        tokens, flops, loss``) and one decision per tell (N*, depth, width, tokens at the target
+        budget with its calibrated interval, ``ratio`` the draws' ``hi / lo``, ``notes``).
     """
 
     folder: Path
@@ -110,7 +111,7 @@ class Plan:
             shape = "" if d["depth"] is None else f", depth {d['depth']:g}, width {d['width']:g}"
             lines.append(
                 f"decision: N* {d['params']:.4g} [{d['params_lo']:.4g}, {d['params_hi']:.4g}] "
-                f"(hi/lo {d['ratio']:.3g}, stop at {s['stop_width']:g}){shape}, "
+                f"(draws hi/lo {d['ratio']:.3g}, stop at {s['stop_width']:g}){shape}, "
                 f"tokens {d['tokens']:.4g}{'' if d['converged'] else ' (the fit did not converge)'}"
             )
         notes = (d or {}).get("notes", [])
@@ -130,17 +131,20 @@ class Plan:
         -------
         DataFrame
             ``run_id, round, depth, width, params, tokens, flops, config`` (``config``: the
-            trainer settings that produce the run; empty without a trainer). Empty when the
-            stopping rule holds or no candidate fits the compute left.
+            trainer settings that produce the run; empty without a trainer); ``attrs["choice"]``
+            says how they were chosen. Empty when the stopping rule holds or no candidate fits
+            the compute left.
         """
         validate("Plan.ask", {"k": k}, constraints("k"))
         if self.stop_reason() is not None:
             return self.runs([])
-        chosen = choose(self, int(k))
+        chosen, how = choose(self, int(k))
         rnd = max((a["round"] for a in self.asked), default=0) + 1
-        self.asked += [{"run_id": i, "round": rnd} for i in chosen]
+        self.asked += [{"run_id": i, "round": rnd, "choice": how} for i in chosen]
         self.save()
-        return self.runs(chosen)
+        out = self.runs(chosen)
+        out.attrs["choice"] = how
+        return out
 
     def tell(self, results: pd.DataFrame) -> dict | None:
         """Add the losses of asked runs, refit, record the decision and save the plan.
@@ -260,7 +264,7 @@ def plan(
     law: str = "chinchilla",
     max_run_flops: float | None = None,
     total_flops: float | None = None,
-    stop_width: float = 3.0,
+    stop_width: float = 1.5,
     n_boot: int = 200,
     seed: int = 0,
     trainer: dict | None = None,
@@ -282,8 +286,9 @@ def plan(
         The largest run the hardware allows (``6·N·T``); larger candidates are dropped.
     total_flops : float, optional
         Compute for all the plan's runs together (default: no limit but the candidates).
-    stop_width : float, default 3.0
-        Stop when the interval of N* at the target budget has ``hi / lo`` at most this.
+    stop_width : float, default 1.5
+        Stop when the bootstrap draws' interval of N* at the target budget has ``hi / lo`` at
+        most this (the calibrated interval, which adds the law's misfit, is the one reported).
     n_boot : int, default 200
         Bootstrap resamples of each fit (their draws drive the choice and the intervals).
     seed : int, default 0

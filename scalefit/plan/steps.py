@@ -24,27 +24,33 @@ def _spread(free: pd.DataFrame, k: int) -> list[str]:
     return pool["run_id"].iloc[idx].tolist()
 
 
-def choose(p, k: int) -> list[str]:
-    """The next runs: :func:`scalefit.design.next_runs` on the last fit, else a spread."""
+def choose(p, k: int) -> tuple[list[str], str]:
+    """The next runs and how they were chosen.
+
+    :func:`scalefit.design.next_runs` on the last fit, with at most the compute spent so far
+    (the ladder at most doubles its compute per step); without a fit that has 20 usable draws,
+    or when ``next_runs`` finds no design, a spread over the cheapest candidates (:func:`_spread`).
+    """
     from ..design import next_runs
 
     free = p.free()
     fit = p.last_fit()
     if free.empty:
-        return []
+        return [], "none"
     draws = np.asarray(fit.draws if fit is not None and fit.draws is not None else [], float)
     if draws.ndim != 2 or np.all(np.isfinite(draws), axis=1).sum() < 20:
-        return _spread(free, k)  # no fit yet, or too few usable draws to design with
-    left = min(p.compute_left(), float(free["flops"].sum()))
+        why = "no fit yet" if fit is None else "fewer than 20 usable draws"
+        return _spread(free, k), f"spread over the cheapest candidates ({why})"
+    left = min(p.compute_left(), p.flops_spent)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's own warnings are recorded by tell
         try:
             d = next_runs(fit, p.settings["target_budget"], left, candidates=free[RUN_COLUMNS], k=k)
-        except ScaleFitError:  # no finite optimum in enough draws: more data first
-            return _spread(free, k)
+        except ScaleFitError as exc:
+            return _spread(free, k), f"spread over the cheapest candidates ({exc})"
     keys = ["depth", "width", "params", "tokens"]
     picked = d.runs[keys].merge(free[[*keys, "run_id"]], on=keys, how="left")
-    return list(dict.fromkeys(picked["run_id"].dropna()))
+    return list(dict.fromkeys(picked["run_id"].dropna())), "next_runs on the last fit"
 
 
 def match(p, results: pd.DataFrame) -> list[dict]:
@@ -138,6 +144,10 @@ def _decision(row, converged: bool) -> dict:
     out = {k: num(k) for k in ("params", "depth", "width", "tokens", "loss")}
     out.update(params_lo=lo, params_hi=hi, tokens_lo=num("tokens_star_lo"))
     out.update(tokens_hi=num("tokens_star_hi"), converged=bool(converged))
-    out["ratio"] = hi / lo if lo and hi else None
+    # the stopping rule reads the draws' interval: the calibrated one adds the law's misfit,
+    # which more runs below the target do not shrink
+    d_lo = num("params_star_lo_draws") if "params_star_lo_draws" in row else lo
+    d_hi = num("params_star_hi_draws") if "params_star_hi_draws" in row else hi
+    out["ratio"] = d_hi / d_lo if d_lo and d_hi else None
     out["inside"] = bool(lo is not None and hi is not None and n is not None and lo <= n <= hi)
     return out
