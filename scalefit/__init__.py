@@ -18,6 +18,9 @@ from .table import read_table
 _LAZY = {
     "fit_bayes": ("scalefit.fit.bayes", "fit_bayes"),
     "compare_laws": ("scalefit.fit.compare", "compare_laws"),
+    # plan: the subpackage, callable as its plan() (scalefit.plan(target_budget, folder, ...),
+    # .load); imported on first use, as it reaches the trainer and the sweep runner
+    "plan": ("scalefit.plan", None),
 }
 
 
@@ -27,7 +30,8 @@ def __getattr__(name: str):
         import importlib
 
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(module), attr)
+        found = importlib.import_module(module)
+        return found if attr is None else getattr(found, attr)
     raise AttributeError(f"module 'scalefit' has no attribute {name!r}")
 
 
@@ -46,6 +50,7 @@ __all__ = [
     "fit_bayes",
     "get_law",
     "list_laws",
+    "plan",
     "read_table",
     "register_law",
 ]

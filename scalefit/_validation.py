@@ -713,6 +713,47 @@ VOCABULARY: dict[str, Option] = {
             "run the jobs here (local) or submit them to Slurm",
         ),  # fmt: skip
         _flag("overwrite", "replace what --out holds from a run with other settings"),
+        # plans (scalefit.plan)
+        _opt("k", Interval(int, 1, None), 12, "most runs to choose", metavar="K"),
+        _opt(
+            "max_run_flops",
+            [None, _POSITIVE],
+            None,
+            "the largest run the hardware allows (6 N T)",
+            metavar="FLOPS",
+            shown="no limit",
+        ),  # fmt: skip
+        _opt(
+            "total_flops",
+            [None, _POSITIVE],
+            None,
+            "compute for all the plan's runs together",
+            metavar="FLOPS",
+            shown="no limit but the candidates",
+        ),  # fmt: skip
+        _opt(
+            "stop_width",
+            Interval(float, 1, None, closed="neither", finite=True),
+            1.5,
+            "stop when the draws' interval of N* at the target budget has hi/lo at most this",
+            metavar="RATIO",
+        ),  # fmt: skip
+        _opt(
+            "rounds",
+            [None, Interval(int, 1, None)],
+            None,
+            "most ask-train-tell rounds",
+            metavar="N",
+            shown="until the plan stops",
+        ),  # fmt: skip
+        _opt(
+            "trainer",
+            [None, _TEXT],
+            None,
+            "trainer settings (TOML of scalefit.train keys, without depth, width, tokens)",
+            metavar="TOML",
+            shown="none: train elsewhere and tell",
+        ),  # fmt: skip
         _opt(
             "resume_from",
             [None, _TEXT],

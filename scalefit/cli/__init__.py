@@ -339,6 +339,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "multiplier",
         "compare two recipes: the compute multiplier at a target loss, with an interval",
     ),
+    "plan": (
+        "plan",
+        "ask for runs, tell their losses, stop when the decision at a budget is pinned",
+    ),
     "probe": (
         "probe",
         "hidden-state probes: a saved toy model, or a Hugging Face language model (hf)",

@@ -10,7 +10,6 @@ from ._common import (
     add_option,
     check_paths,
     figure_paths,
-    int_at_least,
     positive_flops,
     tidy_table,
 )
@@ -39,7 +38,7 @@ def register(sub: Subcommands) -> None:
         metavar="FLOPS",
         help="total compute for the runs",
     )
-    p.add_argument("--k", type=int_at_least(1), default=12, help="most runs to choose")
+    add_option(p, "--k")
     p.add_argument(
         "--quantity",
         default="log_params",
