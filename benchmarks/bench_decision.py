@@ -19,7 +19,9 @@ the final budgets inform no choice and no calibration.
   weighted equally: "pooled"), or ``kappa`` alone on the sweep's own rolling origins when it has
   4 or more scored budgets ("own", else pooled); "param" is ``s_param`` alone;
 * the recommended method is the one with the lowest rolling-origin mean ``|ln N*|`` error (mean over
-  sweeps of each sweep's mean), ties by regret; every method is then scored once on the finals;
+  sweeps of each sweep's mean), ties by regret; every method is then scored once on the finals.
+  The choice is made twice: over every method, the candidates of ``decision_candidates.py``
+  (estimators not in the library) included, and over the library's methods only (its default);
 * ``stack`` (a convex combination of ``STACK_PARTS`` on ``ln N*``, weights by
   ``fit_stack_weights``) is scored leave-one-sweep-out at the rolling origins (the weights for
   sweep s come from the other sweeps' rolling origins only) and, at the final budgets, with the
@@ -65,7 +67,8 @@ def base_methods():
 def run_sweep(table, exp, *, n_boot, seed, split=None, methods=None, weights=(None, None)):
     """Rolling-origin and final rows of ``methods`` on one sweep (``split``: (train, test)).
 
-    ``weights``: the ``stack`` weights for the rolling origins and for the final budgets.
+    ``weights``: the ``stack`` weights for the rolling origins and for the final budgets. With
+    ``methods=None`` the candidates of ``decision_candidates.py`` are scored too.
     """
     import decision_candidates as cand
     import pandas as pd
