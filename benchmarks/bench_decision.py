@@ -19,7 +19,9 @@ the final budgets inform no choice and no calibration.
   weighted equally: "pooled"), or ``kappa`` alone on the sweep's own rolling origins when it has
   4 or more scored budgets ("own", else pooled); "param" is ``s_param`` alone;
 * the recommended method is the one with the lowest rolling-origin mean ``|ln N*|`` error (mean over
-  sweeps of each sweep's mean), ties by regret; every method is then scored once on the finals;
+  sweeps of each sweep's mean), ties by regret; every method is then scored once on the finals.
+  The choice is made twice: over every method, the candidates of ``decision_candidates.py``
+  (estimators not in the library) included, and over the library's methods only (its default);
 * ``stack`` (a convex combination of ``STACK_PARTS`` on ``ln N*``, weights by
   ``fit_stack_weights``) is scored leave-one-sweep-out at the rolling origins (the weights for
   sweep s come from the other sweeps' rolling origins only) and, at the final budgets, with the
@@ -65,26 +67,37 @@ def base_methods():
 def run_sweep(table, exp, *, n_boot, seed, split=None, methods=None, weights=(None, None)):
     """Rolling-origin and final rows of ``methods`` on one sweep (``split``: (train, test)).
 
-    ``weights``: the ``stack`` weights for the rolling origins and for the final budgets.
+    ``weights``: the ``stack`` weights for the rolling origins and for the final budgets. With
+    ``methods=None`` the candidates of ``decision_candidates.py`` are scored too.
     """
+    import decision_candidates as cand
+    import pandas as pd
+
     from scalefit.isoflop._estimators import groups_of, pooled_sigma
     from scalefit.isoflop.decision import rolling_origins, score_origin
 
+    base = methods is None
     methods = methods or base_methods()
     train, test = split or split_final(table)
     rolling = rolling_origins(train, methods, n_boot=n_boot, seed=seed, stack_weights=weights[0])
-    rolling["phase"] = "rolling"
+    sigma_ref = pooled_sigma(groups_of(table))
     final = score_origin(
         groups_of(train),
         groups_of(test),
         methods,
-        sigma_ref=pooled_sigma(groups_of(table)),
+        sigma_ref=sigma_ref,
         n_boot=n_boot,
         seed=seed,
         stack_weights=weights[1],
     )
+    if base:  # the candidates of issue 36 item 2, same origins and references
+        rolling = pd.concat([rolling, cand.rolling_origins(train, n_boot=n_boot, seed=seed)])
+        final = pd.concat([final, cand.score_origin(groups_of(train), groups_of(test),
+                                                    sigma_ref=sigma_ref, n_boot=n_boot,
+                                                    seed=seed)])  # fmt: skip
+    rolling["phase"] = "rolling"
     final["phase"] = "final"
-    out = __import__("pandas").concat([rolling, final], ignore_index=True)
+    out = pd.concat([rolling, final], ignore_index=True)
     out.insert(0, "experiment", exp)
     return out
 
@@ -276,8 +289,11 @@ def summarise(frame):
     return pd.DataFrame(rows)
 
 
-def choose(summary):
+def choose(summary, among=None):
+    """Lowest rolling-origin mean |error| (ties: regret), over ``among`` (default: every method)."""
     roll = summary[summary["phase"] == "rolling"].sort_values(["abs_err", "regret"])
+    if among is not None:
+        roll = roll[roll["method"].isin(among)]
     return str(roll.iloc[0]["method"])
 
 
@@ -298,7 +314,7 @@ def figure(frame, summary, pooled, chosen, path):
 
     from scalefit._io import atomic_savefig
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 8.5))
     ax = axes[0]
     meths = list(summary[summary["phase"] == "rolling"].sort_values("abs_err")["method"])
     y = np.arange(len(meths))
@@ -307,6 +323,8 @@ def figure(frame, summary, pooled, chosen, path):
         ax.barh(y + off, s["abs_err"], height=0.38, color=col, label=f"{phase} budgets")
     ax.set_yticks(y, [m + (" (chosen)" if m == chosen else "") for m in meths], fontsize=8)
     ax.invert_yaxis()
+    par = summary[(summary["phase"] == "final") & (summary["method"] == "parabola")]["abs_err"]
+    ax.axvline(float(par.iloc[0]), color="k", lw=0.8, ls="--", label="parabola, final budgets")
     ax.set_xlabel("mean |ln N* error| (mean over sweeps)")
     ax.set_title("Point estimate: rolling origins choose, final budgets score", fontsize=9)
     ax.legend(fontsize=8)
@@ -423,6 +441,7 @@ def main(argv=None) -> int:
     frame = coverage_columns(frame)
     summary = summarise(frame)
     chosen = choose(summary)
+    library = choose(summary, among=base_methods() + ["stack"])
     gem, gem_notes = run_gemstones(n_boot=args.boot, seed=args.seed, weights=w_all)
     if gem is not None:  # beside the sweeps: scored with the sweeps' pooled calibration only
         for col in ("s_mis_pooled", "s_mis_own"):
@@ -440,7 +459,7 @@ def main(argv=None) -> int:
             c for c in s.columns if c.startswith("cov") and "own" not in c
         ]
         print(f"\n{phase} budgets:\n" + s[cols].to_string(index=False, float_format="%.3f"))
-    print(f"\nchosen on the rolling origins: {chosen}")
+    print(f"\nchosen on the rolling origins: {chosen} (among the library's methods: {library})")
     print("pooled calibrations (s0, kappa, n_origins, n_scored):")
     for m, c in pooled.items():
         print(f"    {m!r}: ({c.s0:.4f}, {c.kappa:.4f}, {c.n_origins}, {c.n_scored}),")

@@ -46,10 +46,12 @@ def summary(tmp_path_factory):
 
 
 def test_acceptance_numbers(summary):
+    from scalefit.isoflop._estimators import METHODS
     from scalefit.isoflop.decision import DEFAULT_METHOD
 
     roll = summary.loc["rolling"].sort_values(["abs_err", "regret"])
-    assert roll.index[0] == DEFAULT_METHOD  # the library's default is the rolling-origin choice
+    # the library's default is the rolling-origin choice among the library's methods
+    assert roll.index[roll.index.isin(METHODS)][0] == DEFAULT_METHOD
     fin = summary.loc["final"]
     ours = fin.loc[DEFAULT_METHOD]
     # reached (bench_decision.py --boot 20): pooled-calibrated 95 % intervals contain the
@@ -69,7 +71,7 @@ def test_pooled_constants_are_the_benchmarks(summary):
     from scalefit.isoflop.decision import POOLED
 
     cal = summary.attrs["calibration"]
-    assert set(POOLED) == set(cal.index)
+    assert set(POOLED) == set(cal.index) - set(_candidates().NAMES)
     for m, (s0, kappa, n_origins, n_scored) in POOLED.items():
         assert cal.loc[m, "s0"] == pytest.approx(s0, abs=2e-4)
         assert cal.loc[m, "kappa"] == pytest.approx(kappa, abs=2e-4)
@@ -82,6 +84,35 @@ def test_new_candidates_scored_and_not_chosen(summary):
     for m in ("parabola_shared", "parabola_sharedc", "slope_prior", "law_near"):
         assert m in roll.index and m in summary.loc["final"].index
         assert roll.loc[m, "abs_err"] > roll.loc["average", "abs_err"]
+
+
+def _candidates():
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import decision_candidates
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    return decision_candidates
+
+
+def test_vertex_candidates_win_the_rolling_origins_but_not_the_parabolas_final_score(summary):
+    # issue 36 item 2, the 14 candidates of decision_candidates.py: the rolling origins choose
+    # mean_vertex4 (the mean of four vertex lines: parabola, parabola_sharedc, Theil-Sen and
+    # random-effects), ahead of the library's average (0.147 against 0.166); on the final budgets
+    # it scores 0.142 against the parabola's 0.131: the issue's target is NOT met
+    roll = summary.loc["rolling"].sort_values(["abs_err", "regret"])
+    assert set(_candidates().NAMES) <= set(roll.index)
+    assert roll.index[0] == "mean_vertex4"
+    assert roll.loc["mean_vertex4", "abs_err"] == pytest.approx(0.147, abs=0.001)
+    assert roll.loc["mean_vertex4", "abs_err"] < roll.loc["average", "abs_err"] - 0.015
+    fin = summary.loc["final"]
+    ours = fin.loc["mean_vertex4"]
+    assert ours["abs_err"] == pytest.approx(0.142, abs=0.001)
+    assert fin.loc["parabola", "abs_err"] < ours["abs_err"] < fin.loc["average", "abs_err"]
+    assert ours["regret"] < fin.loc["average", "regret"]
+    # its pooled misfit term, fitted on its own rolling errors, covers the final budgets
+    assert ours["cov95_pooled"] >= 0.90
+    assert 0.72 <= ours["cov80_pooled"] <= 0.90
 
 
 def test_gemstones_beside_the_sweeps(summary):
