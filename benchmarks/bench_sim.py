@@ -39,8 +39,9 @@ def main() -> None:
     import torch
 
     pin_torch()
+    from _sim_baseline import plain_setup, plain_step
+
     from scalefit.sim import ToyConfig
-    from scalefit.sim.baseline import plain_setup, plain_step
     from scalefit.sim.model import StudentStack, Teacher
     from scalefit.sim.train import _Adam
 

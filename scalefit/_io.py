@@ -41,6 +41,50 @@ def user_cache() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "scalefit"
 
 
+def cpu_room() -> int | None:
+    """Bytes this process may still allocate in main memory, or None when it cannot be told.
+
+    The smaller of ``MemAvailable`` (``/proc/meminfo``, else ``os.sysconf``) and the room left
+    under the cgroup's memory limit (v2, else v1).
+    """
+    found = [v for v in (_meminfo_available(), _cgroup_room()) if v is not None]
+    return min(found) if found else None
+
+
+def _meminfo_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _cgroup_room() -> int | None:
+    """Room under the cgroup memory limit (v2, else v1), or None without a limit."""
+    pairs = (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    )
+    for limit_path, usage_path in pairs:
+        try:
+            limit = Path(limit_path).read_text().strip()
+            usage = int(Path(usage_path).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if not limit.isdigit() or int(limit) >= 1 << 60:  # "max" or v1's "no limit"
+            return None
+        return max(0, int(limit) - usage)
+    return None
+
+
 def _host() -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
 

@@ -19,6 +19,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -155,10 +156,6 @@ def _read(path: Path) -> bytes:
     return read_input_bytes(path, what="reference table (CSV)")
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(_read(path)).hexdigest()
-
-
 def cache_dir() -> Path:
     """Folder of the user cache of reference tables.
 
@@ -190,16 +187,18 @@ PLACE_NAMES = {
 }
 
 
-def _verified(path: Path, ds: Dataset) -> Path:
-    if ds.sha256 and _sha256(path) != ds.sha256:
+def _verified(where: Path | str, raw: bytes, ds: Dataset) -> bytes:
+    """``raw`` when it matches the table's published sha256 (the one check of every copy)."""
+    if ds.sha256 and hashlib.sha256(raw).hexdigest() != ds.sha256:
+        fix = "; remove or replace the file" if isinstance(where, Path) else ""
         raise ScaleFitError(
-            f"{path}: sha256 checksum does not match the published {ds.name!r} table "
-            f"(expected {ds.sha256[:12]}…); remove or replace the file."
+            f"{where}: sha256 checksum does not match the published {ds.name!r} table "
+            f"(expected {ds.sha256[:12]}…){fix}."
         )
-    return path
+    return raw
 
 
-def _remember(path: Path, ds: Dataset) -> None:
+def _remember(path: Path, raw: bytes, ds: Dataset) -> None:
     """Keep a verified copy in the user cache, so later runs find it without the folder.
 
     A cache that cannot be written (read-only home, full disk) is not an error: the table was
@@ -209,7 +208,7 @@ def _remember(path: Path, ds: Dataset) -> None:
     try:
         if target.exists() or target.resolve() == path.resolve():
             return
-        atomic_write_bytes(target, _read(path))
+        atomic_write_bytes(target, raw)
     except (OSError, ScaleFitError):  # a cache under a file, unwritable or full: used as is
         return
 
@@ -242,8 +241,7 @@ class TableNotFound(ScaleFitError):
         super().__init__(_not_found(ds, places, why))
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """Where :func:`locate` found a table: its verified path and the place's label."""
 
     path: Path
@@ -255,28 +253,32 @@ def locate(name: str, data_dir: str | os.PathLike | None = None, *, download: bo
 
     ``where`` is one of the labels of :func:`search_path`, ``"download"`` or ``"bundled"``.
     """
+    return _locate(_dataset(name), data_dir, download)[0]
+
+
+def _dataset(name: str) -> Dataset:
     if name not in DATASETS:
         raise ScaleFitError(
             f"Unknown dataset {name!r}; expected one of {', '.join(sorted(DATASETS))}."
         )
-    return _locate(DATASETS[name], data_dir, download)
+    return DATASETS[name]
 
 
-def _locate(ds: Dataset, data_dir, download: bool) -> Found:
-    name = ds.name
+def _locate(ds: Dataset, data_dir, download: bool) -> tuple[Found, bytes]:
+    """Where the table is and its bytes, read once and checked against its sha256."""
     if ds.bundled:
         path = BUNDLED_DIR / ds.filename
         if not path.exists():
             raise ScaleFitError(f"bundled table {path} is missing from this installation.")
-        return Found(path, "bundled")
+        return Found(path, "bundled"), _verified(path, _read(path), ds)
     places = search_path(data_dir)
     for label, folder in places:
-        candidate = None if folder is None else folder / ds.filename
-        if candidate is not None and candidate.exists():
-            path = _verified(candidate, ds)
+        path = None if folder is None else folder / ds.filename
+        if path is not None and path.exists():
+            raw = _verified(path, _read(path), ds)
             if label != "cache":
-                _remember(path, ds)
-            return Found(path, label)
+                _remember(path, raw, ds)
+            return Found(path, label), raw
     if not download:
         raise TableNotFound(ds, places, "downloads are off")
     import urllib.error  # here, not at the top: http/ssl/email cost ~20 ms of every command
@@ -288,11 +290,10 @@ def _locate(ds: Dataset, data_dir, download: bool) -> Found:
     except (urllib.error.URLError, OSError) as exc:
         reason = str(getattr(exc, "reason", exc)).replace("(", "").replace(")", "")
         raise TableNotFound(ds, places, f"the download failed: {reason}") from exc
-    if ds.sha256 and hashlib.sha256(payload).hexdigest() != ds.sha256:
-        raise ScaleFitError(f"downloaded {name!r} from {ds.url} but its sha256 does not match.")
+    _verified(f"the download of {ds.name!r} from {ds.url}", payload, ds)
     target = cache_dir() / ds.filename
     atomic_write_bytes(target, payload)
-    return Found(target, "download")
+    return Found(target, "download"), payload
 
 
 def _not_found(ds: Dataset, places: list[tuple[str, Path | None]], why: str) -> str:
@@ -406,11 +407,8 @@ def load(
             f"The 'experiment' parameter of load applies to 'isoflops' only. Got {experiment!r} "
             f"for {name!r}."
         )
-    path = resolve(name, data_dir, download=download)
-    ds = DATASETS[name]
-    raw = _read(path)
-    if ds.sha256 and hashlib.sha256(raw).hexdigest() != ds.sha256:  # replaced since resolve()
-        raise ScaleFitError(f"{path}: sha256 checksum does not match the published {name!r} table.")
+    ds = _dataset(name)
+    (path, _), raw = _locate(ds, data_dir, download)
     try:
         frame = pd.read_csv(io.BytesIO(raw))
     except (pd.errors.ParserError, ValueError) as exc:
@@ -445,12 +443,7 @@ def _load_isoflops(name, data_dir, experiment, drop_highest, download) -> pd.Dat
     from .isoflop_data import frame_of, split_name
 
     chosen = split_name(name, experiment)
-    path = resolve("isoflops", data_dir, download=download)
-    raw = _read(path)
-    if hashlib.sha256(raw).hexdigest() != DATASETS["isoflops"].sha256:  # replaced since resolve()
-        raise ScaleFitError(
-            f"{path}: sha256 checksum does not match the published 'isoflops' table."
-        )
+    (path, _), raw = _locate(DATASETS["isoflops"], data_dir, download)
     table = frame_of(raw, path, chosen)
     if drop_highest:
         from .table import drop_highest_losses
@@ -501,10 +494,7 @@ def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
         url=gem.url,
         bundled=gem.key == BUNDLED_FILE,
     )
-    path = _locate(ds, data_dir, download).path
-    raw = _read(path)
-    if hashlib.sha256(raw).hexdigest() != gem.sha256:  # replaced since it was located
-        raise ScaleFitError(f"{path}: sha256 checksum does not match the published {gem.key!r}.")
+    (path, _), raw = _locate(ds, data_dir, download)
     return frame_of(raw, path, gem)
 
 
@@ -523,10 +513,7 @@ def _load_olmo_ladder(data_dir, download) -> pd.DataFrame:
         ds = dataclasses.replace(
             DATASETS["olmo_ladder"], filename=f"{FOLDER}/{stem}.csv", sha256=digest, url=url(stem)
         )
-        path = _locate(ds, data_dir, download).path
-        raw = _read(path)
-        if hashlib.sha256(raw).hexdigest() != digest:  # replaced since it was located
-            raise ScaleFitError(f"{path}: sha256 checksum does not match the published {stem!r}.")
+        (path, _), raw = _locate(ds, data_dir, download)
         frames.append(frame_of(raw, path, stem))
         sources.append(str(path))
     return checked(pd.concat(frames, ignore_index=True), sources)

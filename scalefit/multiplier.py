@@ -6,7 +6,8 @@ compute-optimal allocation (``C = 6 · params · tokens``): the multiplier ``C_A
 A multiplier of 2 means recipe A needs twice B's compute to reach ``L*``: B saves half of it.
 
 The compute-optimal loss at ``C`` is the law minimised over ``params`` with ``tokens = C / (6
-params)``; it is inverted in ``C`` by bisection. Both steps run on every bootstrap draw at once.
+params)`` (:func:`scalefit.allocate.solve.optimum`, the solver of :func:`scalefit.allocate`); it
+is inverted in ``C`` by bisection. Both steps run on every bootstrap draw at once.
 The interval pairs draw ``i`` of A's fit with draw ``i`` of B's (the two resamples are
 independent) and takes the percentiles of the per-draw multiplier::
 
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .allocate.solve import optimum
+from .allocate.space import Space
 from .errors import ScaleFitError
 from .fit import FitResult, fit
 from .laws import Law, get_law
@@ -33,20 +36,9 @@ _INPUTS = ("params", "tokens")
 _FLOORS = ("E", "L0")
 
 
-def _frontier(law: Law, p: dict, log_c: np.ndarray, steps: int = 60) -> np.ndarray:
-    """Loss at the compute-optimal split of ``exp(log_c)`` FLOPs (golden section in log params)."""
-    lo, hi = np.zeros_like(log_c), log_c - np.log(6.0)  # 1 <= params <= C / 6 (tokens >= 1)
-    g = (np.sqrt(5.0) - 1) / 2
-
-    def loss(u: np.ndarray) -> np.ndarray:
-        x = {"params": np.exp(u), "tokens": np.exp(log_c - np.log(6.0) - u)}
-        return np.nan_to_num(np.asarray(law.evaluate(p, x), float), nan=np.inf)
-
-    for _ in range(steps):
-        u1, u2 = hi - g * (hi - lo), lo + g * (hi - lo)
-        left = loss(u1) < loss(u2)
-        lo, hi = np.where(left, lo, u1), np.where(left, u2, hi)
-    return loss((lo + hi) / 2)
+def _frontier(law: Law, p: dict, log_c: np.ndarray) -> np.ndarray:
+    """Loss at the compute-optimal split of ``exp(log_c)`` FLOPs (allocate's solver)."""
+    return optimum(Space.of(law), p, np.exp(log_c)).f
 
 
 def _compute_at(law: Law, p: dict, target: float, bounds: tuple[float, float]) -> np.ndarray:

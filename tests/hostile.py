@@ -21,6 +21,17 @@ from scalefit.cli import main
 #: Seconds a child process may take before the case counts as a hang.
 HANG_S = 120
 
+#: The ``config.json`` of a tiny GPT-2 model folder (2 blocks, width 32), for hostile-folder cases.
+GPT2 = {
+    "model_type": "gpt2",
+    "architectures": ["GPT2LMHeadModel"],
+    "n_layer": 2,
+    "n_embd": 32,
+    "n_head": 2,
+    "vocab_size": 100,
+    "n_positions": 64,
+}
+
 
 def cli(capsys, args: Sequence[object]):
     """Run ``scalefit args`` in-process; an escaping exception is returned as ``"traceback"``."""

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..accounting import tokens_for_budget
-from ._newton import grid_start, minimise
+from ._newton import Minimum, grid_start, minimise
 from .profile import depth_profile, level_set, plateau_level
 from .space import RATIO_RANGE, Space
 
@@ -84,13 +84,8 @@ def solve(
     budgets = np.atleast_1d(np.asarray(budgets, dtype=float))
     prm, bud, n_set, n_bud = _problems(params, budgets)
     lo, hi = space.box(bud, depth_range, ratio_range)
-    f = space.objective(prm, bud)
-    if hint is None:
-        z0, _ = grid_start(f, lo, hi, GRID[space.ndim])
-    else:
-        extra = np.tile(np.asarray(hint, dtype=float), (n_set, 1))[:, None, :]
-        z0, _ = grid_start(f, lo, hi, GRID_WITH_HINT[space.ndim], extra=extra)
-    res = minimise(f, lo, hi, z0)
+    extra = None if hint is None else np.tile(np.asarray(hint, dtype=float), (n_set, 1))[:, None]
+    res = optimum(space, prm, bud, (lo, hi), extra)
     out = {"set": np.repeat(np.arange(n_set), n_bud), "budget": bud}
     unbounded = res.at_lo[:, -1] | res.at_hi[:, -1]
     if space.kind == "shape":
@@ -132,6 +127,19 @@ def solve(
         if col in frame:
             frame.loc[bad, col] = np.nan
     return frame
+
+
+def optimum(space: Space, params, budgets: np.ndarray, box=None, extra=None) -> Minimum:
+    """The compute-optimal point of each problem: parameter set ``i`` at budget ``budgets[i]``.
+
+    Pairs are taken elementwise (:func:`solve` pairs every set with every budget); ``box``
+    defaults to :meth:`Space.box` with the default depth and ratio ranges; ``extra`` (P, E, n)
+    are further starting candidates (then a coarser grid is searched beside them).
+    """
+    lo, hi = space.box(budgets, (1.0, 1e4)) if box is None else box
+    f = space.objective(params, budgets)
+    grid = (GRID if extra is None else GRID_WITH_HINT)[space.ndim]
+    return minimise(f, lo, hi, grid_start(f, lo, hi, grid, extra=extra)[0])
 
 
 def _sets(space, prm, bud, res, lo, hi, eps, out) -> None:

@@ -28,6 +28,7 @@ from .._io import (
     MAX_CONFIG_BYTES,
     _kind,
     check_input_file,
+    cpu_room,
     decode_utf8,
     open_input,
     parse_json_text,
@@ -224,7 +225,7 @@ def _check_config(path: Path, config: dict, dtype_bytes: int) -> None:
                 f"{path}: '{key}' must be a whole number in [1, {high:,}]; got {str(value)[:40]!r}."
             )
     need = _estimate_bytes(config, dtype_bytes)
-    have = _available_memory()
+    have = cpu_room()
     if have is not None and need > have:
         raise ScaleFitError(
             f"{path}: the configured model needs about {need / 2**30:,.1f} GiB for its weights; "
@@ -248,21 +249,6 @@ def _estimate_bytes(config: dict, dtype_bytes: int) -> int:
     positions = _first(config, "max_position_embeddings", "n_positions", default=0)
     params = layers * (4 * d * d + 3 * d * ff) + (2 * vocab + positions) * d
     return int(params) * dtype_bytes
-
-
-def _available_memory() -> int | None:
-    """Available memory in bytes (``MemAvailable``), or None where unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _check_index(folder: Path, path: Path) -> None:

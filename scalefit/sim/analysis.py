@@ -73,10 +73,3 @@ def group_keys(table: pd.DataFrame) -> list[str]:
     """The grouping columns: :data:`GROUP_KEYS` plus optional keys that vary in ``table``."""
     extra = [k for k in OPTIONAL_KEYS if k in table.columns and table[k].nunique() > 1]
     return [*GROUP_KEYS, *extra]
-
-
-def mean_by_depth(table: pd.DataFrame, loss_column: str = "test_loss") -> pd.DataFrame:
-    """Mean and spread of the loss per group and depth (over seeds and replicas)."""
-    keys = [*group_keys(table), "depth"]
-    agg = table.groupby(keys, sort=True)[loss_column].agg(["mean", "std", "count"]).reset_index()
-    return agg.rename(columns={"mean": loss_column, "std": f"{loss_column}_std", "count": "n"})

@@ -212,10 +212,6 @@ def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool)
     record = out / SPECS_DIR / f"{spec.name}.json"
     mine = {**spec.to_dict(), "task_ref": task_ref(spec.task)}
     old = _read_record(record)
-    if old is None:
-        legacy = _read_record(out / "sweep.json")  # folders written before specs/ existed
-        if legacy is not None and legacy.get("sweep", {}).get("name") == spec.name:
-            old = legacy
     if old is not None:
         diff = _differences(old, mine)
         if diff and not overwrite:

@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._io import cpu_room
 from ..errors import ScaleFitError
 
 __all__ = [
@@ -171,10 +172,7 @@ def available_memory(device) -> int | None:
             return int(torch.cuda.mem_get_info(device)[0])
         except (RuntimeError, AssertionError):
             return None
-    if device.type != "cpu":
-        return None
-    found = [v for v in (_meminfo_available(), _cgroup_room()) if v is not None]
-    return min(found) if found else None
+    return cpu_room() if device.type == "cpu" else None
 
 
 def check_memory(
@@ -289,40 +287,6 @@ def check_run_memory(
         where=where,
         processes=processes,
     )
-
-
-def _meminfo_available() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _cgroup_room() -> int | None:
-    """Room under the cgroup memory limit (v2, else v1), or None without a limit."""
-    pairs = (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        (
-            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-        ),
-    )
-    for limit_path, usage_path in pairs:
-        try:
-            limit = Path(limit_path).read_text().strip()
-            usage = int(Path(usage_path).read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if not limit.isdigit() or int(limit) >= 1 << 60:  # "max" or v1's "no limit"
-            return None
-        return max(0, int(limit) - usage)
-    return None
 
 
 def _gb(n: float) -> str:

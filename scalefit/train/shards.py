@@ -343,10 +343,6 @@ class ShardData(TokenSource):
         shard = int(np.searchsorted(bounds, pos, side="right") - 1)
         return {"epoch": int(epoch), "shard": shard, "offset": int(pos - bounds[shard])}
 
-    def epochs(self, tokens: int) -> float:
-        """Passes over the training stream after ``tokens`` training tokens."""
-        return tokens / float(self.splits["train"][1][-1])
-
     def _read(self, split: str, start: int, n: int) -> np.ndarray:
         maps, bounds = self.splits[split]
         total, out, pos = int(bounds[-1]), [], start % int(bounds[-1])

@@ -146,8 +146,9 @@ def test_teacher_increments_show_but_a_random_teacher_gets_no_verdict():
 
 def test_capture_residual_states_with_hooks():
     torch = pytest.importorskip("torch")
+    from _sim_baseline import PlainNet
+
     from scalefit.probes import capture_residual_states
-    from scalefit.sim.baseline import PlainNet
     from scalefit.sim.model import rmsnorm
 
     torch.manual_seed(0)

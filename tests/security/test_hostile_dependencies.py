@@ -13,20 +13,10 @@ import os
 import struct
 
 import pytest
-from hostile import assert_refused, cli
+from hostile import GPT2, assert_refused, cli
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
-
-GPT2 = {
-    "model_type": "gpt2",
-    "architectures": ["GPT2LMHeadModel"],
-    "n_layer": 2,
-    "n_embd": 32,
-    "n_head": 2,
-    "vocab_size": 100,
-    "n_positions": 64,
-}
 
 
 class _Call:

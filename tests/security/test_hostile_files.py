@@ -29,7 +29,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from hostile import assert_refused, cli, cli_process  # noqa: E402
+from hostile import GPT2, assert_refused, cli, cli_process  # noqa: E402
 
 from scalefit._io import MAX_CONFIG_BYTES, MAX_INPUT_BYTES  # noqa: E402
 from scalefit.errors import ScaleFitError  # noqa: E402
@@ -666,16 +666,6 @@ def test_hostile_output_is_refused_before_any_work(tmp_path, ok, capsys, case, k
 # --------------------------------------------------------------------------------------------
 # Hugging Face model folders: what transformers would read, checked first
 # --------------------------------------------------------------------------------------------
-
-GPT2 = {
-    "model_type": "gpt2",
-    "architectures": ["GPT2LMHeadModel"],
-    "n_layer": 2,
-    "n_embd": 32,
-    "n_head": 2,
-    "vocab_size": 100,
-    "n_positions": 64,
-}
 
 
 def _safetensors(header: dict, data: bytes = b"", *, length: int | None = None) -> bytes:

@@ -22,7 +22,16 @@ from scalefit.sweep import (
     spec_from_dict,
 )
 
-DEMO = "scalefit.sweep._demo:demo_task"
+DEMO = "sweep_tasks:demo_task"  # tests/sweep_tasks.py
+
+
+@pytest.fixture(autouse=True)
+def _tests_on_child_path(monkeypatch):
+    """Child processes (driver scripts, submitit's jobs) import the task from tests/ too."""
+    tests = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))
+    )
 
 
 def _write(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:

@@ -1,12 +1,17 @@
-"""A small real task for tests and examples: a seeded least-squares fit, optionally slow."""
+"""A small real sweep task for the sweep tests: a seeded least-squares fit, optionally slow.
+
+It lives with the tests (``tests/`` is on ``sys.path``: pytest's ``pythonpath`` in this process,
+spawned workers inherit it, and ``tests/sweep/test_sweep.py`` puts it on ``PYTHONPATH`` for the
+child processes it starts).
+"""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from .._io import atomic_write_json
-from ..errors import ScaleFitError
+from scalefit._io import atomic_write_json
+from scalefit.errors import ScaleFitError
 
 
 def demo_task(config: dict, run_dir: Path) -> dict:

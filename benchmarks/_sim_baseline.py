@@ -1,8 +1,8 @@
 """The plain way: one ``nn.Module`` per student, the teacher recomputed for every student.
 
-This is how the original scripts train the toy. It serves as the reference for correctness tests
-(the stacked students must follow it step for step) and as the baseline of
-``benchmarks/bench_sim.py``.
+This is how the original scripts train the toy. It serves as the baseline of ``bench_sim.py`` and
+as the reference of the simulator's correctness tests (``tests/sim/test_sim.py``: the stacked
+students must follow it step for step); it is not part of the package.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .config import ToyConfig
-from .model import StudentStack, Teacher, rmsnorm
+from scalefit.sim.config import ToyConfig
+from scalefit.sim.model import StudentStack, Teacher, rmsnorm
 
 
 class PlainBlock(nn.Module):
