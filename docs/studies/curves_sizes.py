@@ -12,7 +12,8 @@ Sweeps (``--sweeps``, comma-separated):
   validation loss every 200-1,000 steps. The schedule of each run is read off its own file:
   peak rate ``learning_rate_peak``, linear warm-up over ``params / batch`` steps (one token per
   parameter), cosine decay to 0.1 x the peak at the run's last step (the logged
-  ``optim/learning_rate_group0`` follows it to 0.5 % of the peak, checked on every run). One rate per size.
+  ``optim/learning_rate_group0`` follows it to 0.5 % of the peak, checked on every run). One
+  rate per size.
 * ``gemstones``: the main ("hot", constant rate) runs to 100B tokens and the cooldown branches'
   final losses (``gemstones:hot``, ``gemstones:cool_end``), as in ``curves_gemstones.py``: shapes
   below 1.5B -> the three ~2B shapes' 29 branches; a main run and its branches are resampled
@@ -21,8 +22,10 @@ Sweeps (``--sweeps``, comma-separated):
   ratio of the two rates, so ``--ablation-lr`` declares it (default 0.5 of the main rate).
 * ``gpu``, ``cpu``: the package's WSD grids (``data/lm_wsd_gpu*.csv``, ``data/lm_wsd*.csv``):
   three peak rates (GPU) x depth x width, main runs and cooldown branches; the widest models
-  are held out. The curves are one-batch training losses, so the finals scored are
-  ``train_end`` (the mean training loss of each run's last 10 steps).
+  are held out. The curves are one-batch training losses, so the finals scored are training
+  losses too: on the GPU grid ``train_end`` (the mean of each run's last 10 steps), on the CPU
+  grid each run's last logged step's (one step before its schedule's end; its validation loss
+  is within 0.03 nats of it, ``curves_cpu_grid.py``).
 
 Run::
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -111,14 +115,18 @@ def gemstones(ablation_lr: float | None) -> tuple[pd.DataFrame, pd.DataFrame | N
     return curves, None, GEM_HELD_OUT, "model"
 
 
-def grid(which: str) -> tuple[pd.DataFrame, pd.DataFrame, float, str]:
-    """A package WSD grid's curves and its finals (``train_end``); held out: the widest."""
+def grid(which: str) -> tuple[pd.DataFrame, pd.DataFrame | None, float, str]:
+    """A package WSD grid's curves (and finals); held out: the widest models."""
     stem = "lm_wsd_gpu" if which == "gpu" else "lm_wsd"
     curves = read_curves(ROOT / "data" / f"{stem}_curves.csv")
-    finals = pd.read_csv(ROOT / "data" / f"{stem}.csv")
-    finals = finals.assign(loss=finals["train_end"])
-    main = finals.set_index("run")["main"]
-    curves["main"] = curves["run"].map(main)
+    curves["main"] = curves["run"].str.split("/").str[0]
+    # CPU: each run's last logged step (one before its schedule's end; validation within 0.03
+    # nats of it, curves_cpu_grid.py)
+    last = curves.sort_values("step").groupby("run", sort=False).tail(1)
+    finals = last[["run", "params", "tokens", "loss", "main"]].reset_index(drop=True)
+    if which == "gpu":
+        finals = pd.read_csv(ROOT / "data" / f"{stem}.csv")
+        finals = finals.assign(loss=finals["train_end"])
     widest = curves["width"].max()
     return curves, finals, float(curves.loc[curves["width"] == widest, "params"].min()), "main"
 
@@ -134,6 +142,7 @@ def main() -> None:
     laws = [s for s in args.laws.split(",") if s]
     all_rows = []
     for sweep in args.sweeps.split(","):
+        start = time.perf_counter()
         if sweep == "olmo":
             curves, finals, held, cluster = olmo()
         elif sweep.startswith("gemstones"):
@@ -147,7 +156,8 @@ def main() -> None:
         all_rows.append(rows)
         n_fit = curves.loc[curves["params"] < held, "run"].nunique()
         print(f"\n{sweep}: {n_fit} runs fitted below {held:.3g} params")
-        print(holdout_summary(rows).to_string(float_format=lambda v: f"{v:.4f}"), flush=True)
+        print(holdout_summary(rows).to_string(float_format=lambda v: f"{v:.4f}"))
+        print(f"({time.perf_counter() - start:.0f} s)", flush=True)
     table = pd.concat(all_rows, ignore_index=True)
     if args.out:
         folder = Path(args.out)

@@ -117,6 +117,11 @@ def size_holdout(
         },
     )
     finals = run_finals(curves) if finals is None else finals
+    if finals.empty:
+        raise ScaleFitError(
+            "size_holdout: no run reaches the last step of its schedule, so there is no final "
+            "loss to fit or score; pass finals=DataFrame(run, params, tokens, loss)."
+        )
     if cluster not in finals.columns:
         finals = finals.merge(curves.groupby("run")[cluster].first(), on="run", how="left")
     test = finals[finals["params"] >= held_out]
@@ -170,10 +175,17 @@ def _finals_method(rows: pd.DataFrame, test: pd.DataFrame, opts):
         fit, table, "chinchilla", bootstrap=opts["bootstrap"], cluster=opts["cluster"],
         seed=opts["seed"], starts=opts["starts"], progress=False,
     )  # fmt: skip
-    bands = res.predict(test[["params", "tokens"]].reset_index(drop=True), bands=True)
-    pred = pd.DataFrame({"run": test["run"].to_numpy(), "predicted": np.asarray(bands["loss"])})
-    pred["lo"], pred["hi"] = np.asarray(bands["lo"]), np.asarray(bands["hi"])
+    x = test[["params", "tokens"]].reset_index(drop=True)
+    pred = pd.DataFrame({"run": test["run"].to_numpy(), "predicted": res.predict(x)})
+    if _bands_hold(res):
+        bands = res.predict(x, bands=True)
+        pred["lo"], pred["hi"] = np.asarray(bands["lo"]), np.asarray(bands["hi"])
     return res, pred
+
+
+def _bands_hold(res) -> bool:
+    """Whether 80 % of the bootstrap resamples converged (scalefit's rule for an interval)."""
+    return res.draws is not None and np.isfinite(np.asarray(res.draws)).all(axis=1).mean() >= 0.8
 
 
 def _scored(method: str, res, pred: pd.DataFrame, test: pd.DataFrame) -> pd.DataFrame:
@@ -182,8 +194,7 @@ def _scored(method: str, res, pred: pd.DataFrame, test: pd.DataFrame) -> pd.Data
     both = test[keep].merge(
         pred[["run", "predicted", *[c for c in ("lo", "hi") if c in pred]]], on="run"
     )
-    ok = res.draws is not None and np.isfinite(np.asarray(res.draws)).all(axis=1).mean() >= 0.8
-    if not ok or "lo" not in both:
+    if not _bands_hold(res) or "lo" not in both:
         both["lo"] = both["hi"] = np.nan
     both.insert(0, "method", method)
     both["log_err"] = np.log(both["predicted"] / both["loss"])
