@@ -432,6 +432,11 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         f"{'kept' if args.keep_warmup else 'dropped'}, first {args.early:g} of each run dropped, "
         f"at most {args.max_points} per run); {note}."
     )
+    if "peak_lr" in res.law.inputs:  # lr_optimum: the recommended peak rate, largest run
+        from ..curves.optimum import optimal_lr_text
+
+        rng = res.conventions["data_range"]
+        print(optimal_lr_text(res, rng["params"][1], rng["tokens"][1]))
     extra = {} if args.params is None else {"params": args.params}
     with warnings.catch_warnings():  # the report says "converged NO"; other warnings print
         warnings.filterwarnings("ignore", message=UNCONVERGED, category=ConvergenceWarning)

@@ -15,7 +15,7 @@ from .api import (
     momentum_profile,
     truncate,
 )
-from .optimum import CurveAllocation, allocation, final_areas, final_loss_law
+from .optimum import CurveAllocation, allocation, final_areas, final_loss_law, optimal_lr
 from .prepare import lr_sequence, prepare, schedule_frame
 from .read import read_curves, read_tensorboard, read_trainer_run, read_trainer_runs, read_wandb
 from .synthetic import synthetic_curves
@@ -37,6 +37,7 @@ __all__ = [
     "forecast",
     "lr_sequence",
     "momentum_profile",
+    "optimal_lr",
     "parse_schedule",
     "prepare",
     "read_curves",

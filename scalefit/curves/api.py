@@ -107,6 +107,7 @@ def fit_curves(
     tab = curve_table(prepared)
     n_runs = int(tab["run"].nunique())
     _check_cluster(tab, cluster)
+    _check_rates(tab, law if formula is None else None)
     if bayes:
         options = {**options, "group": cluster, "errors": errors}
         return _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options)
@@ -135,6 +136,7 @@ def fit_curves(
     meta = dict(prepared.attrs.get("scalefit_curves", {}))
     resampled = "runs" if cluster == "run" else f"runs grouped by {cluster!r}"
     meta.update(runs=n_runs, checkpoints=len(tab), resample=resampled if bootstrap else "none")
+    meta.update(peak_lr=peak_rates(tab))
     res = res.replace(conventions={**res.conventions, "curves": meta})
     return _run_level_stderr(res, n_groups)
 
@@ -262,6 +264,27 @@ def _check_cluster(tab: pd.DataFrame, cluster: str) -> None:
         )
 
 
+def peak_rates(tab: pd.DataFrame) -> list[float]:
+    """The distinct peak learning rates of the curves (``peak_lr`` of :func:`prepare`)."""
+    if "peak_lr" not in tab.columns:
+        return []
+    return sorted({float(f"{v:.6g}") for v in tab["peak_lr"].to_numpy(float)})
+
+
+def _check_rates(tab: pd.DataFrame, law) -> None:
+    """Refuse a law with a peak-rate optimum on curves of a single peak rate."""
+    if not isinstance(law, Law) or "peak_lr" not in law.inputs:
+        return
+    rates = peak_rates(tab)
+    if len(rates) < 2:
+        raise ScaleFitError(
+            f"law {law.name!r} fits an optimal peak learning rate, but the curves have one peak "
+            f"rate ({', '.join(f'{r:g}' for r in rates) or 'none'}): the optimum is not "
+            "identified. Fit curves at two peak rates or more (three or more pin its "
+            "curvature), or fit lr_annealing_params."
+        )
+
+
 def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options):
     """:func:`fit_curves` with ``bayes=True``: a Bayesian fit with a random offset per run."""
     from ..fit.bayes import fit_bayes
@@ -292,6 +315,7 @@ def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, opti
     meta.update(
         runs=n_runs, checkpoints=len(tab), resample=f"none (Bayes, offset per {per}{within})"
     )
+    meta.update(peak_lr=peak_rates(tab))
     return res.replace(conventions={**res.conventions, "curves": meta})
 
 
@@ -341,6 +365,9 @@ def forecast(
     validate("forecast", given, {k: [positive, None] for k in given})  # e.g. params=nan
     if steps is None:
         steps = np.unique(np.round(np.linspace(1, sched.steps, 50)).astype(int))
+    if "peak_lr" in result.law.inputs:
+        columns.setdefault("peak_lr", sched.lr)
+    warn_new_rate(result, sched.lr, "forecast")
     frame = schedule_frame(
         sched, steps=steps, momentum=momentum, segments=segments_of(result.law), **columns
     )
@@ -365,6 +392,24 @@ def forecast(
         out = frame.assign(loss=result.predict(frame))
     _warn_untrusted(result, out)
     return out
+
+
+def warn_new_rate(result, lr: float, what: str) -> None:
+    """Warn when ``lr`` lies outside the peak rates of the curves ``result`` was fitted to."""
+    seen = result.conventions.get("curves", {}).get("peak_lr") or []
+    if not seen or seen[0] * (1 - 1e-6) <= lr <= seen[-1] * (1 + 1e-6):
+        return
+    fix = (
+        "fit curves at several peak rates with lr_optimum"
+        if len(seen) == 1 or "peak_lr" not in result.law.inputs
+        else "treat it as an extrapolation of eta*"
+    )
+    warnings.warn(
+        f"{what} at peak learning rate {lr:g}, outside the fitted curves' peak rates "
+        f"({', '.join(f'{r:g}' for r in seen)}): the law has not seen that rate; {fix}.",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 #: Start of the warning :func:`forecast` gives for a fit that did not converge (the CLI's report

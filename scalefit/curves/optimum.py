@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..allocate import Allocation
 
 #: Schedule quantities a curve law may read besides ``params`` and ``tokens``.
-SCHEDULE_INPUTS = ("S1", "S2", "lr", "step")
+SCHEDULE_INPUTS = ("S1", "S2", "lr", "step", "peak_lr")
 
 
 def final_areas(schedule: Schedule, steps, *, momentum: float = MOMENTUM):
@@ -197,6 +197,7 @@ def final_loss_law(
         steps = np.asarray(x["tokens"], dtype=float) / per
         s1, s2 = final_areas(sched, steps, momentum=lam)
         out = {**x, "S1": s1, "S2": s2, "step": steps, "lr": last_lr(sched, steps)}
+        out["peak_lr"] = np.full_like(steps, sched.lr)
         return {**out, **(inner(xp, out) if inner is not None else {})}
 
     params = tuple(
@@ -430,3 +431,69 @@ def _extrapolation(result, summary: pd.DataFrame, curves: pd.DataFrame | None) -
                 f"checkpoints ({'; '.join(far)}): the law is used where no run measured it."
             )
     return out
+
+
+def optimal_lr(result, params, tokens, *, ci_prob: float | None = None) -> pd.DataFrame:
+    """The optimal peak learning rate ``eta*(params, tokens)`` of an ``lr_optimum`` fit.
+
+    Parameters
+    ----------
+    result : FitResult
+        A curve fit (:func:`scalefit.curves.fit_curves`) of a law with ``e0, a, b``
+        (``lr_optimum``); its bootstrap draws (whole runs resampled) give the interval.
+    params, tokens : float or array-like
+        Model size and training tokens of the run to train (broadcast together).
+    ci_prob : float, optional
+        Interval probability (default: the fit's ``ci_prob``).
+
+    Returns
+    -------
+    DataFrame
+        ``params, tokens, peak_lr`` and, with draws, ``peak_lr_lo``, ``peak_lr_hi`` (percentiles
+        of ``eta*`` over the finite draws) and ``n_draws``.
+
+    Examples
+    --------
+    >>> optimal_lr(res, 1e9, 2e10)  # doctest: +SKIP
+    """
+    from .._validation import Interval, validate
+    from ..laws.catalogue import log_lr_star
+
+    names = list(result.params)
+    if not {"e0", "a", "b"} <= set(names) or "peak_lr" not in result.law.inputs:
+        raise ScaleFitError(
+            f"law {result.law.name!r} has no optimal peak rate (parameters e0, a, b over "
+            "peak_lr); fit lr_optimum to curves at several peak rates."
+        )
+    positive = Interval(float, 0, None, closed="neither", finite=True)
+    n, d = np.broadcast_arrays(np.asarray(params, float), np.asarray(tokens, float))
+    for what, arr in (("params", n), ("tokens", d)):
+        for v in arr.reshape(-1):
+            validate("optimal_lr", {what: float(v)}, {what: [positive]})
+    n, d = n.reshape(-1), d.reshape(-1)
+    out = pd.DataFrame({"params": n, "tokens": d})
+    out["peak_lr"] = np.exp(log_lr_star(np, result.params, n, d))
+    draws = None if result.draws is None else np.asarray(result.draws, dtype=float)
+    if draws is not None and len(draws):
+        draws = draws[np.isfinite(draws).all(axis=1)]
+        p = {k: draws[:, i, None] for i, k in enumerate(names)}
+        sims = np.exp(log_lr_star(np, p, n[None, :], d[None, :]))  # (draws, points)
+        prob = result.ci_prob if ci_prob is None else float(ci_prob)
+        lo, hi = np.quantile(sims, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+        out = out.assign(peak_lr_lo=lo, peak_lr_hi=hi, n_draws=len(draws))
+    return out
+
+
+def optimal_lr_text(result, params: float, tokens: float) -> str:
+    """One report line: ``eta*`` at ``params`` and ``tokens`` with its interval."""
+    from .._validation import interval_text
+
+    r = optimal_lr(result, params, tokens).iloc[0]
+    band = interval_text(r["peak_lr"], r.get("peak_lr_lo", np.nan), r.get("peak_lr_hi", np.nan))
+    where = "run bootstrap" if result.conventions.get("cluster") else "draws"
+    note = f" ({result.ci_prob:.0%}, {where})" if "peak_lr_lo" in r else " (no interval)"
+    return (
+        f"optimal peak lr eta* at {params:.3g} params, {tokens:.3g} tokens: "
+        f"{r['peak_lr']:.3g}{band}{note}; eta* = {result.params['e0']:.3g} "
+        f"(N/1e8)^{result.params['a']:.3f} (D/1e10)^{result.params['b']:.3f}"
+    )

@@ -106,7 +106,8 @@ def prepare(
     Returns
     -------
     DataFrame
-        One row per kept checkpoint with ``run, step, loss, lr, S1, S2`` and the run columns;
+        One row per kept checkpoint with ``run, step, loss, lr, S1, S2``, ``peak_lr`` (the
+        run's largest learning rate up to its last checkpoint) and the run columns;
         ``attrs["scalefit_curves"]`` records the rules and each run's lr source;
         ``attrs["scalefit_lr_history"]`` keeps each run's learning rates, from which a fit of
         the multi-power law adds its quadrature columns.
@@ -137,6 +138,7 @@ def prepare(
         part = part[keep].copy()
         idx = idx[keep]
         part["lr"], part["S1"], part["S2"] = eta[idx - 1], s1[idx - 1], s2[idx - 1]
+        part["peak_lr"] = float(eta.max())
         cut = max(warm if drop_warmup else 0, early * last)
         part = part[part["step"] > cut]
         part = _thin(part, max_points)

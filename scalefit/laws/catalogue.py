@@ -338,6 +338,99 @@ def lr_annealing_params() -> Law:
     )
 
 
+#: Reference size and tokens of :func:`lr_optimum`'s ``e0`` (the optimal peak rate there).
+LR_PIVOT = {"params": 1e8, "tokens": 1e10}
+
+
+def _lr_features(xp, x):
+    """Areas per unit of peak rate: steps-equivalent ``S1 / peak_lr`` and ``S2 / peak_lr``."""
+    return {"S1_per_lr": x["S1"] / x["peak_lr"], "S2_per_lr": x["S2"] / x["peak_lr"]}
+
+
+def log_lr_star(xp, p, params, tokens):
+    """``log eta*(N, D) = log e0 + a log(N / 1e8) + b log(D / 1e10)`` of :func:`lr_optimum`."""
+    return (
+        xp.log(p["e0"])
+        + p["a"] * xp.log(params / LR_PIVOT["params"])
+        + p["b"] * xp.log(tokens / LR_PIVOT["tokens"])
+    )
+
+
+def _lr_optimum_expr(xp, p, x):
+    miss = xp.log(x["peak_lr"]) - log_lr_star(xp, p, x["params"], x["tokens"])
+    return (
+        p["L0"]
+        + p["B"] * inv_power(xp, x["params"], p["beta"])
+        + p["A"] * inv_power(xp, x["S1_per_lr"], p["alpha"])
+        - p["C"] * x["S2_per_lr"]
+        + p["k"] * miss**2
+    )
+
+
+def lr_optimum() -> Law:
+    """:func:`lr_annealing_params` with an optimal peak learning rate ``eta*(params, tokens)``.
+
+    ``L = L0 + B/N^beta + A/(S1/eta)^alpha - C S2/eta + k (log eta - log eta*)^2`` with ``eta``
+    the run's peak rate (``peak_lr``), ``N`` params, ``D`` the checkpoint's tokens and
+    ``eta* = e0 (N/1e8)^a (D/1e10)^b`` (the learning-rate laws of DeepSeek-LLM and Step Law).
+    The areas are counted per unit of peak rate, so the peak rate acts through the penalty
+    alone and ``eta*`` is the loss's minimum over it. Curves of one peak rate do not identify
+    ``k, e0, a, b``: :func:`scalefit.curves.fit_curves` refuses them.
+    """
+    return Law(
+        name="lr_optimum",
+        inputs=("params", "tokens", "S1", "S2", "peak_lr"),
+        params=(
+            Param("L0", "floor", bounds=(0.0, 10.0), description="loss floor"),
+            _coef("A", "alpha", "S1_per_lr", "forward-area coefficient (area / peak rate)"),
+            _exponent("alpha", "forward-area exponent", (0.1, 1.0)),
+            Param(
+                "C",
+                "positive",
+                start=(1e-6, 1e-2),
+                bounds=(0.0, float("inf")),
+                description="loss drop per unit of annealing area / peak rate",
+            ),
+            _coef("B", "beta", "params", "params-term coefficient"),
+            _exponent("beta", "params exponent", (0.1, 1.0)),
+            Param(
+                "k",
+                "positive",
+                start=(1e-3, 0.1),
+                bounds=(0.0, float("inf")),
+                description="loss per squared log-distance of the peak rate from eta*",
+            ),
+            Param(
+                "e0",
+                "positive",
+                start=(1e-4, 1e-2),
+                bounds=(0.0, float("inf")),
+                description="eta* at 1e8 params and 1e10 tokens",
+            ),
+            Param(
+                "a",
+                "free",
+                start=(-1.0, 0.2),
+                bounds=(-3.0, 3.0),
+                description="eta* params exponent",
+            ),
+            Param(
+                "b",
+                "free",
+                start=(-0.5, 0.5),
+                bounds=(-3.0, 3.0),
+                description="eta* tokens exponent",
+            ),
+        ),
+        expr=_lr_optimum_expr,
+        features=_lr_features,
+        formula="L = L0 + B / params^beta + A / (S1/peak_lr)^alpha - C * S2/peak_lr "
+        "+ k (log peak_lr - log eta*)^2, eta* = e0 (params/1e8)^a (tokens/1e10)^b",
+        reference="Tissue et al. 2024 (arXiv:2408.11029) with a peak-rate optimum as in "
+        "DeepSeek-AI 2024 (arXiv:2401.02954) and Li et al. 2025, Step Law (arXiv:2503.04715)",
+    )
+
+
 # ------------------------------------------------------------------------------ multi-power law
 #: Default number of quadrature nodes of the multi-power law's loss-drop term.
 MPL_SEGMENTS = 16
@@ -516,7 +609,7 @@ def list_laws() -> list[str]:
 
 for _f in (chinchilla, decomposed, critical_depth, critical_depth_power, depth_power):
     register_law(_f)
-for _f in (lr_annealing, lr_annealing_params):
+for _f in (lr_annealing, lr_annealing_params, lr_optimum):
     register_law(_f)
 for _f in (multi_power, multi_power_params):
     register_law(_f)
