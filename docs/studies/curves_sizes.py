@@ -47,12 +47,15 @@ from scalefit import datasets
 from scalefit._io import atomic_write_csv
 from scalefit.curves import read_curves
 from scalefit.curves.holdout import CURVE_LAWS, holdout_summary, size_holdout
+from scalefit.schedule import parse_schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
 from public_files import run  # noqa: E402  (same folder)
 
 ROOT = Path(__file__).resolve().parents[2]
 OLMO_SIZES = ("190M", "370M", "760M", "1B", "3B")
+#: Laws that need runs at two peak rates or more (fit_curves refuses them on one).
+ONE_RATE_REFUSED = ("lr_optimum",)
 GEM_HELD_OUT = 1.5e9  # the three ~2B shapes (1.90-2.01B)
 GEM_COOL = "wsd:lr={lr},steps={step},decay=0.0904,final_lr=0"
 GEM_HOT = "constant:lr={lr},steps=83475"
@@ -149,8 +152,10 @@ def main() -> None:
             curves, finals, held, cluster = gemstones(args.ablation_lr if "+lr" in sweep else None)
         else:
             curves, finals, held, cluster = grid(sweep)
+        rates = curves.loc[curves["params"] < held, "schedule"].map(lambda t: parse_schedule(t).lr)
+        use = [law for law in laws if law not in ONE_RATE_REFUSED or rates.nunique() > 1]
         rows = size_holdout(
-            curves, held, laws=laws, finals=finals, bootstrap=args.bootstrap, cluster=cluster
+            curves, held, laws=use, finals=finals, bootstrap=args.bootstrap, cluster=cluster
         )
         rows.insert(0, "sweep", sweep)
         all_rows.append(rows)
@@ -158,12 +163,12 @@ def main() -> None:
         print(f"\n{sweep}: {n_fit} runs fitted below {held:.3g} params")
         print(holdout_summary(rows).to_string(float_format=lambda v: f"{v:.4f}"))
         print(f"({time.perf_counter() - start:.0f} s)", flush=True)
-    table = pd.concat(all_rows, ignore_index=True)
+        if args.out:  # after every sweep, so a long run keeps what it has
+            folder = Path(args.out)
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_csv(folder / "curves_sizes.csv", pd.concat(all_rows, ignore_index=True))
     if args.out:
-        folder = Path(args.out)
-        folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_csv(folder / "curves_sizes.csv", table)
-        print(f"wrote {folder / 'curves_sizes.csv'}")
+        print(f"wrote {Path(args.out) / 'curves_sizes.csv'}")
 
 
 if __name__ == "__main__":
