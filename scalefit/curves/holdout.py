@@ -149,9 +149,10 @@ def size_holdout(
 
 
 def _quiet(fn, *args, **kwargs):
-    """Call ``fn`` without its ConvergenceWarnings: the table records ``converged`` instead."""
+    """Call ``fn`` without the warnings the table records (``converged``, ``rate_fitted``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.filterwarnings("ignore", message="forecast at peak learning rate")
         return fn(*args, **kwargs)
 
 
