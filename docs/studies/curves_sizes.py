@@ -9,7 +9,8 @@ Sweeps (``--sweeps``, comma-separated):
 
 * ``olmo``: the OLMo ladder (Bhagia et al. 2024; ``datasets.load("olmo_ladder")``): 190M, 370M,
   760M and 1B at 0.5-10 x Chinchilla tokens (and the 1xC reruns) -> the six 3B runs. C4
-  validation loss every 200-1,000 steps. The schedule of each run is read off its own file:
+  validation loss every 200-1,000 steps. ``olmo-lr1``: the same with ``lr=1`` in every schedule
+  (the areas count steps, as for Gemstones). The schedule of each run is read off its own file:
   peak rate ``learning_rate_peak``, linear warm-up over ``params / batch`` steps (one token per
   parameter), cosine decay to 0.1 x the peak at the run's last step (the logged
   ``optim/learning_rate_group0`` follows it to 0.5 % of the peak, checked on every run). One
@@ -27,7 +28,8 @@ Sweeps (``--sweeps``, comma-separated):
   grid each run's last logged step's (one step before its schedule's end; its validation loss
   is within 0.03 nats of it, ``curves_cpu_grid.py``).
 
-Run::
+Curve laws: ``--laws`` (default ``lr_annealing,lr_annealing_params,lr_optimum``; the
+multi-power laws of :data:`scalefit.curves.holdout.CURVE_LAWS` take far longer). Run::
 
     SCALEFIT_DATA_DIR=/path/to/data nice -n 10 python docs/studies/curves_sizes.py \\
         --out docs/studies/results
@@ -46,7 +48,7 @@ import pandas as pd
 from scalefit import datasets
 from scalefit._io import atomic_write_csv
 from scalefit.curves import read_curves
-from scalefit.curves.holdout import CURVE_LAWS, holdout_summary, size_holdout
+from scalefit.curves.holdout import holdout_summary, size_holdout
 from scalefit.schedule import parse_schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -61,8 +63,12 @@ GEM_COOL = "wsd:lr={lr},steps={step},decay=0.0904,final_lr=0"
 GEM_HOT = "constant:lr={lr},steps=83475"
 
 
-def olmo() -> tuple[pd.DataFrame, pd.DataFrame | None, float, str]:
-    """The OLMo ladder's curves (190M-3B) with each run's schedule; held out: 3B."""
+def olmo(relative: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None, float, str]:
+    """The OLMo ladder's curves (190M-3B) with each run's schedule; held out: 3B.
+
+    With ``relative`` the schedules say ``lr=1``: the areas count steps at the peak rate, as
+    for Gemstones, and a law does not see that the peak rate falls with size.
+    """
     table = datasets.load("olmo_ladder")  # resolved and checksummed, file by file
     folder = Path(datasets.resolve("olmo_ladder")).parent
     parts = []
@@ -76,9 +82,9 @@ def olmo() -> tuple[pd.DataFrame, pd.DataFrame | None, float, str]:
         last = int(part["step"].max())
         warm = round(float(part["params"].iloc[0]) / batch)
         sched = f"cosine:lr={peak:.6g},steps={last},warmup={warm},final_lr_ratio=0.1"
-        part["schedule"] = sched
-        part["step"] = part["step"].astype(int)
         _check_lr(name, sched, raw)
+        part["schedule"] = sched.replace(f"lr={peak:.6g}", "lr=1") if relative else sched
+        part["step"] = part["step"].astype(int)
         parts.append(part)
     curves = read_curves(pd.concat(parts, ignore_index=True))
     return curves, None, 3e9, "run"
@@ -136,8 +142,8 @@ def grid(which: str) -> tuple[pd.DataFrame, pd.DataFrame | None, float, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sweeps", default="olmo,gemstones,gemstones+lr,gpu,cpu")
-    ap.add_argument("--laws", default=",".join(CURVE_LAWS))
+    ap.add_argument("--sweeps", default="olmo,olmo-lr1,gemstones,gemstones+lr,gpu,cpu")
+    ap.add_argument("--laws", default="lr_annealing,lr_annealing_params,lr_optimum")
     ap.add_argument("--bootstrap", type=int, default=200)
     ap.add_argument("--ablation-lr", type=float, default=0.5)
     ap.add_argument("--out", default=None, metavar="DIR")
@@ -146,8 +152,8 @@ def main() -> None:
     all_rows = []
     for sweep in args.sweeps.split(","):
         start = time.perf_counter()
-        if sweep == "olmo":
-            curves, finals, held, cluster = olmo()
+        if sweep.startswith("olmo"):
+            curves, finals, held, cluster = olmo(relative=sweep == "olmo-lr1")
         elif sweep.startswith("gemstones"):
             curves, finals, held, cluster = gemstones(args.ablation_lr if "+lr" in sweep else None)
         else:
