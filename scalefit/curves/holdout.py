@@ -122,6 +122,10 @@ def size_holdout(
             "size_holdout: no run reaches the last step of its schedule, so there is no final "
             "loss to fit or score; pass finals=DataFrame(run, params, tokens, loss)."
         )
+    need = [c for c in ("run", "params", "tokens", "loss") if c not in finals.columns]
+    if need or cluster not in {*finals.columns, *curves.columns}:
+        missing = ", ".join(need or [cluster])
+        raise ScaleFitError(f"size_holdout: the finals (or curves) lack column(s) {missing}.")
     if cluster not in finals.columns:
         finals = finals.merge(curves.groupby("run")[cluster].first(), on="run", how="left")
     test = finals[finals["params"] >= held_out]
@@ -130,7 +134,9 @@ def size_holdout(
     if test.empty or curves.loc[curves["run"].isin(train_runs), "params"].nunique() < 2:
         raise ScaleFitError(
             f"size_holdout: held_out={held_out:g} must leave two sizes or more to fit and a "
-            f"run with a final loss to predict; sizes: {sorted(set(curves['params']))}."
+            f"run with a final loss to predict; the curves' sizes run from "
+            f"{curves['params'].min():g} to {curves['params'].max():g} "
+            f"({curves['params'].nunique()} sizes)."
         )
     best = train.loc[train.groupby(["params", "tokens"])["loss"].idxmin()]
     opts = {"bootstrap": bootstrap, "cluster": cluster, "seed": seed, "starts": starts}

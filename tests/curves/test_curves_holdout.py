@@ -41,8 +41,8 @@ def test_curves_from_the_law_predict_the_held_out_finals_and_cover_them():
 
 def test_a_held_out_rate_no_training_run_had_is_marked():
     curves = _curves(rates=(3e-3, 1e-3))
-    curves = curves[~((curves["params"] < 5e6) & curves["schedule"].str.contains("lr=0.001"))]
-    rows = size_holdout(curves, 5e6, laws=[], bootstrap=4, starts=4)
+    curves = curves[~((curves["params"] < 1e7) & curves["schedule"].str.contains("lr=0.001"))]
+    rows = size_holdout(curves, 1e7, laws=[], bootstrap=4, starts=4)
     low = rows["lr"] == 1e-3
     assert low.any() and not rows.loc[low, "rate_fitted"].any()
     assert rows.loc[~low, "rate_fitted"].all()
@@ -112,3 +112,8 @@ def test_bad_command_input_is_one_line_and_exit_2(tmp_path, capsys, extra, match
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 or "usage" in err[0]
     assert match in err[-1]
+
+
+def test_a_cluster_column_the_curves_lack_is_one_line():
+    with pytest.raises(ScaleFitError, match="lack column.*model"):
+        size_holdout(_curves(), 5e6, laws=[], bootstrap=4, cluster="model")
