@@ -33,7 +33,9 @@ Run::
 
 Writes ``curves_lr_params.csv`` (every fitted parameter with its interval, per data set),
 ``curves_lr_eta.csv`` (eta* per shape of each grid, with its interval, beside the grid's
-best rate) and ``curves_lr_refusals.txt``. docs/studies/curves_lr.md has the results.
+best rate), ``curves_lr_allocation.csv`` (size, tokens and peak rate for three budgets from the
+GPU grid's fit, run-bootstrap intervals) and ``curves_lr_refusals.txt``.
+docs/studies/curves_lr.md has the results.
 """
 
 from __future__ import annotations
@@ -48,11 +50,13 @@ import pandas as pd
 
 from scalefit import datasets
 from scalefit._io import atomic_write_csv, atomic_write_text
-from scalefit.curves import fit_curves, optimal_lr, prepare, read_curves
+from scalefit.curves import allocation, fit_curves, optimal_lr, prepare, read_curves
 from scalefit.errors import ScaleFitError
 from scalefit.laws import get_law
 
 DATA = Path(__file__).resolve().parents[2] / "data"
+#: Allocation of the GPU grid's fit: the grid's schedule family (its rate is replaced by eta*).
+FAMILY, BUDGETS = "wsd:lr=1e-3,warmup=24,decay=0.2,final_lr=0", [1e13, 1e14, 3e14]
 #: Published exponents (a, b) of eta* in N and D, and the compute exponent.
 PUBLISHED = {
     "Step Law (Li et al. 2025)": {"a": -0.713, "b": 0.307, "c": (-0.713 + 0.307) / 2},
@@ -106,6 +110,10 @@ def gpu_grid(bootstrap: int):
             best_rate_of_grid=best["lr"].to_numpy(),
         )  # fmt: skip
         etas.append(eta)
+        if label == "gpu grid, all":
+            alloc = allocation(res, BUDGETS, schedule=FAMILY, tokens_per_step=8192)
+            print(alloc.report(), flush=True)
+            rows.append(alloc.summary.assign(data=label, param="allocation"))
     return rows, etas
 
 
@@ -154,6 +162,8 @@ def main(argv=None) -> None:
     refusal = cpu_grid()
     print(refusal)
     more_rows, more_etas = gemstones(args.bootstrap)
+    alloc = pd.concat([r for r in rows if "budget" in r.columns], ignore_index=True)
+    rows = [r for r in rows if "budget" not in r.columns]
     params = pd.concat(rows + more_rows, ignore_index=True)
     eta = pd.concat(etas + more_etas, ignore_index=True)
     pub = pd.DataFrame(
@@ -164,6 +174,7 @@ def main(argv=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_csv(args.out / "curves_lr_params.csv", params)
     atomic_write_csv(args.out / "curves_lr_eta.csv", eta)
+    atomic_write_csv(args.out / "curves_lr_allocation.csv", alloc)
     atomic_write_text(args.out / "curves_lr_refusals.txt", refusal + "\n")
     with pd.option_context("display.width", 160, "display.max_rows", 200):
         print(params.to_string(index=False, float_format="{:.4g}".format))

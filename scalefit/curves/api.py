@@ -367,7 +367,7 @@ def forecast(
         steps = np.unique(np.round(np.linspace(1, sched.steps, 50)).astype(int))
     if "peak_lr" in result.law.inputs:
         columns.setdefault("peak_lr", sched.lr)
-    warn_new_rate(result, sched.lr, "forecast")
+    warn_new_rate(result, float(columns.get("peak_lr", sched.lr)), "forecast")
     frame = schedule_frame(
         sched, steps=steps, momentum=momentum, segments=segments_of(result.law), **columns
     )

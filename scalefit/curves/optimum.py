@@ -261,6 +261,11 @@ class CurveAllocation:
                 f"tokens {r['tokens']:.3g}{_band(r, 'tokens')} = {r['steps']:.0f} steps"
                 f"{_band(r, 'steps', '{:.0f}')}, {r['tokens_per_param']:.3g} tokens per param",
                 f"  final loss {r['loss']:.4g}{_band(r, 'loss', '{:.4g}')} for that run",
+                *(
+                    [f"  peak lr eta* {r['peak_lr']:.3g}{_band(r, 'peak_lr')} (the fitted optimum)"]
+                    if "peak_lr" in r
+                    else []
+                ),
                 f"  train: {r['params']:.3g} params with {r['schedule']}",
             ]
         lines += [f"warning: {w}" for w in self.warnings]
@@ -307,6 +312,10 @@ def allocation(
     Returns
     -------
     CurveAllocation
+        For a law with a peak-rate optimum (``lr_optimum``) the run is trained at ``eta*`` of
+        its size and tokens: the summary adds ``peak_lr`` (with ``peak_lr_lo``/``_hi``: each
+        draw's ``eta*`` at its own optimum) and the schedule's ``lr`` is that rate. Other curve
+        laws keep the schedule's rate and warn when it lies outside the fitted curves' rates.
     """
     from ..allocate import allocate
 
@@ -314,7 +323,13 @@ def allocation(
     sched, per = defaults(curves, schedule, tokens_per_step)
     momentum = float(result.conventions.get("curves", {}).get("momentum", MOMENTUM))
     law = final_loss_law(result.law, sched, tokens_per_step=per, momentum=momentum)
-    alloc = allocate(result.replace(law=law), budgets, ci_prob=ci_prob)
+    at_optimum = _has_lr_optimum(result)
+    if not at_optimum:
+        from .api import warn_new_rate
+
+        warn_new_rate(result, sched.lr, "allocation")
+    source = _at_optimal_rate(result) if at_optimum else result
+    alloc = allocate(source.replace(law=law), budgets, ci_prob=ci_prob)
     rows = []
     for _, r in alloc.summary.iterrows():
         row = {q: r[q] for q in ("budget", "params", "tokens", "loss")}
@@ -331,10 +346,67 @@ def allocation(
         )
         rows.append(row)
     summary = pd.DataFrame(rows)
+    if at_optimum:
+        summary = _peak_rates(result, summary, alloc)
     notes = [*alloc.warnings, *_extrapolation(result, summary, curves)]
+    bad = summary["budget"][~(summary["loss"] > 0)]
+    if len(bad):
+        notes.append(
+            f"at {', '.join(f'{b:.3g}' for b in bad)} FLOP the recommended run's final loss is "
+            "not a positive number: the law is used where it does not hold; do not train it."
+        )
     return CurveAllocation(
         alloc.law, alloc.ci_prob, summary, sched, per, _resample(result), notes, alloc
     )
+
+
+def _has_lr_optimum(result) -> bool:
+    return "peak_lr" in result.law.inputs and {"k", "e0", "a", "b"} <= set(result.params)
+
+
+def _at_optimal_rate(result):
+    """The fit with ``k = 0`` (point and draws): the final loss of a run at ``eta*(N, D)``.
+
+    With the areas counted per unit of peak rate, the peak rate acts only through
+    ``k (log eta - log eta*)^2``, which is 0 at ``eta*``: the size and tokens that minimise
+    the loss at the best rate are those of the law without that term.
+    """
+    names = list(result.params)
+    draws = result.draws
+    if draws is not None:
+        draws = np.array(draws, dtype=float)
+        draws[:, names.index("k")] = 0.0
+    return result.replace(params={**result.params, "k": 0.0}, draws=draws)
+
+
+def _peak_rates(result, summary: pd.DataFrame, alloc) -> pd.DataFrame:
+    """``peak_lr`` = eta* at each budget's optimum; its interval: each draw's eta* at its own."""
+    from ..laws.catalogue import log_lr_star
+
+    out = summary.copy()
+    out["peak_lr"] = np.exp(log_lr_star(np, result.params, out["params"], out["tokens"]))
+    out["peak_lr_lo"] = out["peak_lr_hi"] = np.nan
+    if alloc.draws is not None and result.draws is not None:
+        d = np.asarray(result.draws, dtype=float)
+        d = d[np.isfinite(d).all(axis=1)]
+        p = {k: d[:, i] for i, k in enumerate(result.params)}
+        prob = alloc.ci_prob
+        for i, budget in enumerate(out["budget"]):
+            sol = alloc.draws[np.isclose(alloc.draws["budget"], budget)]
+            ok = sol["converged"].to_numpy(bool) & np.isfinite(sol["params"].to_numpy(float))
+            sol = sol[ok]
+            if len(sol) < 2:
+                continue
+            j = sol["set"].to_numpy(int)
+            pj = {k: v[j] for k, v in p.items()}
+            eta = np.exp(log_lr_star(np, pj, sol["params"].to_numpy(), sol["tokens"].to_numpy()))
+            lo, hi = np.quantile(eta, [(1 - prob) / 2, (1 + prob) / 2])
+            out.loc[out.index[i], ["peak_lr_lo", "peak_lr_hi"]] = [lo, hi]
+    out["schedule"] = [
+        re.sub(r"lr=[^,]+", f"lr={eta:.3g}", text, count=1) if text else text
+        for text, eta in zip(out["schedule"], out["peak_lr"], strict=True)
+    ]
+    return out
 
 
 def defaults(
@@ -400,10 +472,12 @@ def _resample(result) -> str:
     if result.draws is None or not len(result.draws):
         return f"none: the fit has no bootstrap draws; for intervals, {spelled('bootstrap=B')}"
     n = int(np.isfinite(np.asarray(result.draws, dtype=float)).all(axis=1).sum())  # usable
-    if result.conventions.get("cluster") == "run":
+    cluster = result.conventions.get("cluster")
+    if cluster and "curves" in result.conventions:  # fit_curves resamples whole runs
+        unit = "run" if cluster == "run" else f"value of {cluster!r} (whole runs)"
         return (
             f"percentiles of the optimum over {n} bootstrap refits; the resampling unit is the "
-            "run (whole curves drawn with replacement)"
+            f"{unit} (whole curves drawn with replacement)"
         )
     return f"percentiles of the optimum over {n} draws of the fit (not a run bootstrap)"
 

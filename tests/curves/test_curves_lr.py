@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 
 from scalefit.curves import (
+    allocation,
+    final_loss_law,
     fit_curves,
     forecast,
     optimal_lr,
@@ -113,3 +115,55 @@ def test_area_law_fitted_on_one_rate_warns_when_asked_for_another():
         forecast(res, "wsd:lr=3e-3,steps=400,warmup=20,decay=0.2", params=3e6)
     with pytest.raises(ScaleFitError, match="no optimal peak rate"):
         optimal_lr(res, 1e7, 1e7)
+
+
+@pytest.mark.slow  # uses the module's fit (9 s with its compilation)
+def test_allocation_recommends_size_tokens_and_the_peak_rate_with_intervals(fitted):
+    sched = "wsd:lr=1e-2,warmup=20,decay=0.2"  # the rate is replaced by eta*
+    alloc = allocation(fitted, [3e13], schedule=sched, tokens_per_step=8192)
+    row = alloc.summary.iloc[0]
+    star = optimal_lr(fitted, row["params"], row["tokens"])["peak_lr"].iloc[0]
+    assert row["peak_lr"] == pytest.approx(star, rel=1e-12)
+    assert row["peak_lr_lo"] < row["peak_lr"] < row["peak_lr_hi"]
+    assert row["schedule"].startswith(f"wsd:lr={star:.3g},steps=")
+    assert f"  peak lr eta* {star:.3g} [" in alloc.report()
+    # at the recommended size and tokens, another rate gives a higher final loss
+    law = final_loss_law(fitted.law, parse_schedule(row["schedule"]), tokens_per_step=8192)
+    x = {"params": row["params"], "tokens": row["tokens"]}
+    at = float(law.evaluate(fitted.params, x))
+    assert at == pytest.approx(row["loss"], rel=1e-6)  # the schedule text rounds eta*
+    for factor in (0.5, 2.0):
+        other = parse_schedule(row["schedule"].replace(f"lr={star:.3g}", f"lr={star * factor:.3g}"))
+        worse = final_loss_law(fitted.law, other, tokens_per_step=8192)
+        assert float(worse.evaluate(fitted.params, x)) > at
+
+
+def test_cli_refuses_lr_optimum_on_the_one_rate_cpu_grid_in_one_line(capsys):
+    from scalefit.cli import main
+    from scalefit.datasets import BUNDLED_DIR
+
+    code = main(["curves", "fit", str(BUNDLED_DIR / "lm_wsd_curves.csv"), "--law", "lr_optimum"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "one peak rate (0.002): the optimum is not identified" in err
+
+
+@pytest.mark.slow  # uses the module's fit (9 s with its compilation)
+def test_result_with_its_peak_rates_saves_and_loads(fitted, tmp_path):
+    from scalefit import FitResult
+
+    fitted.save(tmp_path / "lr.json")
+    back = FitResult.load(tmp_path / "lr.json")
+    assert back.conventions["curves"]["peak_lr"] == [0.0005, 0.0015, 0.0045]
+    pd.testing.assert_frame_equal(optimal_lr(back, 1e7, 3e6), optimal_lr(fitted, 1e7, 3e6))
+
+
+@pytest.mark.slow  # uses the module's fit (9 s with its compilation)
+def test_allocation_says_when_the_recommended_run_has_no_positive_loss(fitted):
+    # far past the fitted runs, the linear annealing term takes the final loss below 0
+    alloc = allocation(
+        fitted, [1e16], schedule="wsd:lr=1e-3,warmup=20,decay=0.2", tokens_per_step=8192
+    )
+    assert alloc.summary["loss"].iloc[0] < 0
+    assert any("final loss is not a positive number" in w for w in alloc.warnings)
+    assert "the resampling unit is the run (whole curves" in alloc.report()
