@@ -158,7 +158,7 @@ def _quiet(fn, *args, **kwargs):
     """Call ``fn`` without the warnings the table records (``converged``, ``rate_fitted``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        warnings.filterwarnings("ignore", message="forecast at peak learning rate")
+        warnings.filterwarnings("ignore", message=r".*at peak learning rate .*outside the fitted")
         return fn(*args, **kwargs)
 
 
