@@ -607,6 +607,13 @@ VOCABULARY: dict[str, Option] = {
             shown="no held-out check",
         ),  # fmt: skip
         _opt(
+            "held_out_params",
+            _POSITIVE,
+            None,
+            "hold out the runs of at least this many parameters; fit on the smaller ones",
+            metavar="PARAMS",
+        ),  # fmt: skip
+        _opt(
             "predictive",
             Options({"law", "calibrated"}),
             "law",

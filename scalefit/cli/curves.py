@@ -79,6 +79,7 @@ def register(sub: Subcommands) -> None:
     add_option(p, "--out", metavar="RESULT.json", help="write the result as JSON")
     add_option(p, "--plots")
     p.set_defaults(func=run_curves_fit)
+    _register_holdout(cmds)
     group.set_defaults(func=lambda args: _no_command(group))
 
 
@@ -102,8 +103,58 @@ def _forecasts(args, res, curves, forecasts, extra) -> dict:
     return frames
 
 
-def _add_reading_args(p) -> None:
-    """The options that say how to read the curves and which law to fit."""
+def _register_holdout(cmds) -> None:
+    """``scalefit curves holdout``: the held-out protocol across sizes."""
+    from ..curves.holdout import CURVE_LAWS
+
+    p = cmds.add_parser(
+        "holdout",
+        help="predict the larger models' final losses from the smaller models' curves",
+        description="Fit curve laws to every checkpoint of the runs below --held-out-params "
+        "(every peak rate), predict each larger run's loss at the end of its schedule, and "
+        "compare with Chinchilla's law fitted to the same runs' final losses (every rate; the "
+        "best rate per size and length): mean |ln error| and 95% intervals holding the loss.",
+    )
+    _add_reading_args(p, law=False)
+    add_option(p, "--held-out-params", required=True)
+    add_option(
+        p, "--law", action="append", help="curve law to fit (repeatable)",
+        shown=", ".join(CURVE_LAWS),
+    )  # fmt: skip
+    add_option(p, "--bootstrap", default=200, help="resamples of whole runs for the intervals")
+    add_option(p, "--cluster", default="run", shown=None, help="resample these runs together")
+    add_option(p, "--starts", default=64)
+    add_option(p, "--seed")
+    add_option(p, "--out", metavar="ROWS.csv", help="write every held-out prediction as CSV")
+    p.set_defaults(func=run_curves_holdout)
+
+
+def run_curves_holdout(args: argparse.Namespace) -> int:
+    """Run ``scalefit curves holdout``."""
+    from .._io import atomic_write_csv
+    from ..curves.holdout import CURVE_LAWS, holdout_summary, size_holdout
+    from ..laws import get_law
+
+    laws = args.law or list(CURVE_LAWS)
+    for name in laws:
+        get_law(name)  # an unknown name is one line before any fit
+    curves = _read(args)
+    if args.schedule and not _is_template(args.schedule) and "schedule" not in curves:
+        curves = curves.assign(schedule=args.schedule)
+    rows = size_holdout(
+        curves, args.held_out_params, laws=laws, bootstrap=args.bootstrap,
+        cluster=args.cluster, seed=args.seed, starts=args.starts,
+    )  # fmt: skip
+    print(f"held out: {rows['run'].nunique()} runs of >= {args.held_out_params:g} params")
+    print(holdout_summary(rows).to_string(float_format=lambda v: f"{v:.4f}"))
+    if args.out:
+        atomic_write_csv(args.out, rows)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _add_reading_args(p, law: bool = True) -> None:
+    """The options that say how to read the curves (and, with ``law``, which law to fit)."""
     p.add_argument("files", nargs="+", metavar="FILE", help="curve file(s) or folder(s)")
     p.add_argument(
         "--format",
@@ -112,13 +163,15 @@ def _add_reading_args(p) -> None:
         help="how to read FILE (auto: by suffix; a folder with history.csv is a trainer run, "
         "any other folder TensorBoard event files)",
     )
-    which = p.add_mutually_exclusive_group()
-    add_option(which, "--law", shown="lr_annealing")
-    which.add_argument(
-        "--formula",
-        metavar="EXPR",
-        help='a formula over S1, S2, lr, step, tokens, params, e.g. "L0 + A*S1**(-alpha) - C*S2"',
-    )
+    if law:
+        which = p.add_mutually_exclusive_group()
+        add_option(which, "--law", shown="lr_annealing")
+        which.add_argument(
+            "--formula",
+            metavar="EXPR",
+            help='a formula over S1, S2, lr, step, tokens, params, e.g. "L0 + A*S1**(-alpha) - '
+            'C*S2"',
+        )
     p.add_argument(
         "--schedule",
         default=None,

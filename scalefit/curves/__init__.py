@@ -15,6 +15,7 @@ from .api import (
     momentum_profile,
     truncate,
 )
+from .holdout import holdout_summary, size_holdout
 from .optimum import CurveAllocation, allocation, final_areas, final_loss_law, optimal_lr
 from .prepare import lr_sequence, prepare, schedule_frame
 from .read import read_curves, read_tensorboard, read_trainer_run, read_trainer_runs, read_wandb
@@ -33,6 +34,7 @@ __all__ = [
     "final_areas",
     "final_loss_law",
     "final_losses",
+    "holdout_summary",
     "fit_curves",
     "forecast",
     "lr_sequence",
@@ -46,6 +48,7 @@ __all__ = [
     "read_trainer_runs",
     "read_wandb",
     "schedule_frame",
+    "size_holdout",
     "synthetic_curves",
     "truncate",
     "validate_curves",
