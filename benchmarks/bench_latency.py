@@ -7,26 +7,32 @@ In one run, alternating, each in a fresh process with the same thread settings:
 - ``fit 203``: ``scalefit fit chinchilla --law decomposed --drop-highest 40`` (Liu's 203 rows);
 - ``fit 215``: the same with ``--drop-highest 30`` (215 rows: another row count in the same
   bucket, which must reuse the compiled program);
+- ``fit gemstones``: ``scalefit fit gemstones --law decomposed`` (the bundled table, no data
+  folder needed);
 - ``floor, frozen exit``: the floor followed by ``gc.freeze()``, the exit the ``scalefit``
   console script has (``scalefit.cli.run``): Python's finalisation then skips its full garbage
   collections (≈ 0.2 s after importing JAX and pandas). The table gives each command's ratio to
   both floors.
 
-Byte-code caching is on for every command (see ``main``). The benchmark uses its own empty
-compile cache (``SCALEFIT_JAX_CACHE`` set to a fresh folder), so
-the first ``fit 203`` is a true cold start; it then runs ``fit 215`` once with ``JAX_LOG_COMPILES``
-and counts the solver programs that had to be compiled (a persistent-cache hit is not a
-compilation), and reports where a warm fresh process spends its time (tracing, loading compiled
-programs, imports) from the same log. Timed repeats all see the warm cache.
+Every ``scalefit`` command runs the package tree this benchmark belongs to (its repository root
+first on ``PYTHONPATH``, through the console script's entry, ``scalefit.cli.run``), not whichever
+copy is installed. Byte-code caching is on for every command (see ``main``). The benchmark uses its
+own empty compile cache (``SCALEFIT_JAX_CACHE`` set to a fresh folder), so the first ``fit 203`` is
+a true cold start; it then runs ``fit 215`` once with ``JAX_LOG_COMPILES`` and counts the solver
+programs that had to be compiled (a persistent-cache hit is not a compilation), and reports where a
+warm fresh process spends its time (tracing, loading compiled programs, imports) from the same log.
+Timed repeats all see the warm cache.
 
 With ``--before DIR`` (a copy of an older ``scalefit`` package tree, e.g. from ``git archive
 <commit> scalefit | tar -x -C DIR``) a fourth command, ``fit 203 rows (before)``, runs the same fit
 with that tree first on ``PYTHONPATH``, alternating with the others, so the old and the new code
 are compared under the same load; its programs are put in the same compile cache (their keys
-differ) before the timed repeats.
+differ) before the timed repeats. With ``--isoflop`` the runs add ``scalefit isoflop
+isoflops:misfitting__fineweb_c4__transformer`` (Approach 2's three methods on the Misfitting sweep,
+whose profile fit used to take most of a minute), and its ``(before)`` twin with ``--before``.
 
     SCALEFIT_DATA_DIR=../shared/data nice -n 10 python benchmarks/bench_latency.py [--repeats 3]
-        [--before DIR]
+        [--before DIR] [--isoflop]
 """
 
 from __future__ import annotations
@@ -47,6 +53,15 @@ FLOOR = "import jax, pandas; import jax.numpy as jnp; jnp.ones(1).block_until_re
 #: shown beside the issue's one so the share of the gap that exit made is visible.
 FLOOR_FROZEN = FLOOR + "; import gc; gc.freeze()"
 SOLVER_PROGRAMS = ("solve_one", "curvature")
+#: The console script's entry (``run``: the frozen exit) where a tree has one.
+ENTRY = "import sys, scalefit.cli as c; sys.exit((getattr(c, 'run', None) or c.main)())"
+ROOT = Path(__file__).resolve().parents[1]
+ISOFLOP = ["isoflop", "isoflops:misfitting__fineweb_c4__transformer"]
+
+
+def scalefit_cmd(tree: Path | str, *args: str) -> list[str]:
+    """A fresh ``scalefit ARGS`` run of the package in ``tree`` (first on ``PYTHONPATH``)."""
+    return ["env", f"PYTHONPATH={tree}", sys.executable, "-c", ENTRY, *args]
 
 
 def compile_log(stderr: str) -> dict[str, object]:
@@ -88,6 +103,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--keep-cache", action="store_true", help="use the user's compile cache")
     ap.add_argument("--before", help="folder holding an older scalefit package to compare")
+    ap.add_argument("--isoflop", action="store_true", help="add the Misfitting isoflop command")
     args = ap.parse_args()
     threads = pin_threads(args.threads)
     header("fresh-process latency: scalefit fit vs the bare interpreter floor", threads)
@@ -97,7 +113,6 @@ def main() -> None:
     if not args.keep_cache:
         cache = tempfile.mkdtemp(prefix="scalefit-latency-cache-")
         os.environ["SCALEFIT_JAX_CACHE"] = cache
-    cli = str(Path(sys.executable).parent / "scalefit")
     work = tempfile.mkdtemp(prefix="scalefit-latency-")
     # Every command runs with byte-code caching on, in a folder of its own: an installed package
     # ships .pyc files, and so do jax and pandas here, but a PYTHONDONTWRITEBYTECODE=1 shell
@@ -109,26 +124,23 @@ def main() -> None:
         f"byte-code cache: {os.environ['PYTHONPYCACHEPREFIX']} (PYTHONDONTWRITEBYTECODE "
         f"{'was ' + repr(bytecode) + ', unset for the runs' if bytecode else 'not set'})"
     )
+    fit = ["fit", "chinchilla", "--law", "decomposed", "--drop-highest"]
     cmds = {
         "floor": [sys.executable, "-c", FLOOR],
         "floor, frozen exit": [sys.executable, "-c", FLOOR_FROZEN],
-        "fit 203 rows": [cli, "fit", "chinchilla", "--law", "decomposed", "--drop-highest", "40"],
-        "fit 215 rows": [cli, "fit", "chinchilla", "--law", "decomposed", "--drop-highest", "30"],
+        "fit 203 rows": scalefit_cmd(ROOT, *fit, "40"),
+        "fit 215 rows": scalefit_cmd(ROOT, *fit, "30"),
+        "fit gemstones": scalefit_cmd(ROOT, "fit", "gemstones", "--law", "decomposed"),
     }
+    if args.isoflop:
+        cmds["isoflop Misfitting"] = scalefit_cmd(ROOT, *ISOFLOP)
     if args.before:
         before = str(Path(args.before).resolve())
         if not (Path(before) / "scalefit" / "__init__.py").exists():
             sys.exit(f"--before {args.before}: no scalefit package in that folder")
-        # the older tree's own console-script entry: ``run`` (the frozen exit) where it has one
-        entry = "import sys, scalefit.cli as c; sys.exit((getattr(c, 'run', None) or c.main)())"
-        cmds["fit 203 rows (before)"] = [
-            "env",
-            f"PYTHONPATH={before}",
-            sys.executable,
-            "-c",
-            entry,
-            *cmds["fit 203 rows"][1:],
-        ]
+        cmds["fit 203 rows (before)"] = scalefit_cmd(before, *fit, "40")
+        if args.isoflop:
+            cmds["isoflop Misfitting (before)"] = scalefit_cmd(before, *ISOFLOP)
         print(f"before: {before} (first on PYTHONPATH for 'fit 203 rows (before)')")
     try:
         print(f"compile cache: {cache or 'user cache'}")
@@ -166,10 +178,12 @@ def main() -> None:
                 "print(f'{time.perf_counter()-t:.3f}')",
             ],
             cwd=work,
+            env={"PYTHONPATH": str(ROOT)},
         )
         if imp.returncode == 0:
             print(f"import scalefit.cli alone: {imp.stdout.strip()} s")
         run_fresh(cmds["floor"], cwd=work)  # warm the OS page cache for the floor too
+        run_fresh(cmds["fit gemstones"], cwd=work)  # its own row-count bucket's programs
         if args.before:  # the older tree's byte code and programs, before any timed run
             for _ in range(2):
                 warmup = run_fresh(cmds["fit 203 rows (before)"], cwd=work)

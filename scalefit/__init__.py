@@ -7,15 +7,23 @@ Main entry points: :func:`read_table`, :func:`scalefit.datasets.load`, :func:`fi
 
 from __future__ import annotations
 
-# allocate: the subpackage, callable as its allocate() (scalefit.allocate(res, budgets), .Space)
-from . import allocate, datasets
+from typing import TYPE_CHECKING
+
 from ._version import __version__ as __version__
 from .errors import ConvergenceWarning, NoRecommendationWarning, ScaleFitError
 from .fit import FitResult, bootstrap, fit
 from .laws import Law, Param, get_law, list_laws, register_law
 from .table import read_table
 
+if TYPE_CHECKING:
+    from . import allocate, datasets, plan
+
+#: Entry points imported on first use (PEP 562), so that a command loads only what it touches:
+#: ``scalefit fit`` never imports :mod:`scalefit.allocate`. Name -> (module, attribute or None).
 _LAZY = {
+    # allocate: the subpackage, callable as its allocate() (scalefit.allocate(res, budgets), .Space)
+    "allocate": ("scalefit.allocate", None),
+    "datasets": ("scalefit.datasets", None),
     "fit_bayes": ("scalefit.fit.bayes", "fit_bayes"),
     "compare_laws": ("scalefit.fit.compare", "compare_laws"),
     # plan: the subpackage, callable as its plan() (scalefit.plan(target_budget, folder, ...),
@@ -30,8 +38,8 @@ def __getattr__(name: str):
         import importlib
 
         module, attr = _LAZY[name]
-        found = importlib.import_module(module)
-        return found if attr is None else getattr(found, attr)
+        value = importlib.import_module(module)
+        return value if attr is None else getattr(value, attr)
     raise AttributeError(f"module 'scalefit' has no attribute {name!r}")
 
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import stats
 
-#: Starting shapes (alpha, beta) tried by the joint profile fit.
-SHAPE_STARTS = ((0.3, 0.3), (0.5, 0.25), (0.25, 0.5))
+#: Points per axis of the joint profile fit's grid over ``ln(alpha, beta)`` within the bounds.
+GRID = 10
+#: Most Gauss–Newton steps of the profile's shape search (it converges in under 10 on the sweeps).
+MAX_STEPS = 50
 #: Bounds on the fitted shape: an exponent at a bound means the data do not identify the shape.
 SHAPE_BOUNDS = (0.02, 3.0)
 
@@ -54,6 +56,7 @@ class Optima:
     curve: list  # per budget, the coefficients needed to draw the fitted curve
     shape: tuple[float, float] | None = None  # (alpha, beta) of the profile fit
     shape_se: tuple[float, float] | None = None
+    note: str = ""  # why the fit is not to be trusted (a shape search that did not converge)
 
 
 def fit_parabolas(groups: list[tuple[np.ndarray, np.ndarray]]) -> Optima:
@@ -84,113 +87,164 @@ def fit_parabolas(groups: list[tuple[np.ndarray, np.ndarray]]) -> Optima:
     return Optima(xs, np.diag(var_unit * sigma2), np.array(loss), np.array(ok), curve)
 
 
-def _f(u, a, b):
-    return b * np.exp(-a * u) + a * np.exp(b * u)
+def _columns(u, a, b):
+    """The profile's two shape columns ``(e^{-a u} - 1)/a`` and ``(e^{b u} - 1)/b``.
+
+    Written this way they tend to ``-u`` and ``u`` as an exponent shrinks, so the linear block
+    stays well conditioned down to the smallest shape the bounds allow.
+    """
+    return np.expm1(-a * u) / a, np.expm1(b * u) / b
 
 
-def profile_value(x, e, g, xstar, alpha, beta):
-    """The IsoFLOP profile ``E + G·(β e^{-α u} + α e^{β u})``, ``u = x - x*``."""
-    return e + g * _f(np.asarray(x) - xstar, alpha, beta)
+def profile_value(x, curve: dict, alpha: float, beta: float):
+    """Loss on one budget's fitted profile (a ``curve`` of :class:`Optima`) at ``x = ln N``."""
+    c1, c2 = _columns(np.asarray(x, float) - curve["mean"], alpha, beta)
+    e, p, q = curve["coef"]
+    return e + p * c1 + q * c2
 
 
 class _Profile:
-    """Residuals and Jacobian of the joint profile fit over ``K`` budgets."""
+    """The joint profile fit over ``K`` budgets, by variable projection.
 
-    def __init__(self, groups, shape=None):
-        self.x = np.concatenate([g[0] for g in groups])
+    Under the law the profile of one budget is ``E + P e^{-α u} + Q e^{β u}`` (``u = x - mean``,
+    ``P, Q >= 0``): linear in ``(E, P, Q)`` once the shared shape ``(α, β)`` is fixed. So each
+    shape gets its exact per-budget non-negative least squares in closed form (a 2 × 2 problem
+    after centring), and only the two exponents are searched: a grid over the bounded box, then
+    projected Gauss–Newton from its best cell. The optimum of a budget is where the two terms
+    balance, ``x* = mean + ln(P'/Q') / (α + β)`` in the well-conditioned columns of
+    :func:`_columns` (``P' = αP``, ``Q' = βQ``).
+    """
+
+    def __init__(self, groups):
         self.y = np.concatenate([g[1] for g in groups])
+        self.mean = np.array([float(g[0].mean()) for g in groups])
         self.idx = np.concatenate([np.full(len(g[0]), i) for i, g in enumerate(groups)])
-        self.k = len(groups)
-        self.fixed = shape
+        self.u = np.concatenate([g[0] for g in groups]) - self.mean[self.idx]
+        self.starts = np.r_[0, np.cumsum([len(g[0]) for g in groups])[:-1]]
+        self.count = np.array([len(g[0]) for g in groups], float)
+        self.yc = self._centre(self.y)
 
-    def unpack(self, th):
-        k = self.k
-        if self.fixed is None:
-            a, b, rest = np.exp(th[0]), np.exp(th[1]), th[2:]
-        else:
-            (a, b), rest = self.fixed, th
-        return a, b, rest[:k], np.exp(rest[k : 2 * k]), rest[2 * k :]
+    def _centre(self, v):  # (..., n) minus its per-budget mean
+        return v - (np.add.reduceat(v, self.starts, axis=-1) / self.count)[..., self.idx]
 
-    def resid(self, th):
-        a, b, e, g, xs = self.unpack(th)
-        i = self.idx
-        return self.y - profile_value(self.x, e[i], g[i], xs[i], a, b)
+    def inner(self, th):
+        """Per-budget NNLS at shapes ``th = ln(α, β)`` ``(S, 2)``: residuals ``(S, n)``, P', Q'."""
+        a, b = np.exp(th[:, :1]), np.exp(th[:, 1:])
+        c1, c2 = (self._centre(c) for c in _columns(self.u, a, b))
 
-    def jac(self, th):
-        a, b, e, g, xs = self.unpack(th)
-        i, k = self.idx, self.k
-        u = self.x - xs[i]
-        ea, eb = np.exp(-a * u), np.exp(b * u)
-        gi = g[i]
-        n = len(u)
-        off = 0 if self.fixed is not None else 2
-        jac = np.zeros((n, off + 3 * k))
-        if self.fixed is None:
-            jac[:, 0] = -gi * (-b * u * ea + eb) * a
-            jac[:, 1] = -gi * (ea + a * u * eb) * b
-        rows = np.arange(n)
-        jac[rows, off + i] = -1.0
-        jac[rows, off + k + i] = -gi * _f(u, a, b)
-        jac[rows, off + 2 * k + i] = gi * a * b * (eb - ea)
-        return jac
+        def sums(v):
+            return np.add.reduceat(v, self.starts, axis=-1)
+
+        s11, s22, s12, r1, r2 = (
+            sums(v) for v in (c1 * c1, c2 * c2, c1 * c2, c1 * self.yc, c2 * self.yc)
+        )
+        det = s11 * s22 - s12 * s12
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p, q = (s22 * r1 - s12 * r2) / det, (s11 * r2 - s12 * r1) / det
+            both = (det > 1e-12 * s11 * s22) & (p >= 0) & (q >= 0)
+            p1, q1 = np.maximum(r1, 0) / s11, np.maximum(r2, 0) / s22  # one term only
+        one = p1 * r1 >= q1 * r2
+        p = np.where(both, p, np.where(one, p1, 0.0))
+        q = np.where(both, q, np.where(one, 0.0, q1))
+        return self.yc - p[:, self.idx] * c1 - q[:, self.idx] * c2, p, q
+
+    def search(self) -> tuple[np.ndarray, bool]:
+        """The shape ``ln(α, β)`` of least RSS, and whether Gauss–Newton converged to it."""
+        lo, hi = np.log(SHAPE_BOUNDS)
+        grid = np.linspace(lo, hi, GRID)
+        cells = np.stack([v.ravel() for v in np.meshgrid(grid, grid)], axis=1)
+        th = cells[np.argmin(np.sum(self.inner(cells)[0] ** 2, axis=1))]
+
+        def stencil(th):  # the point and a forward step in each exponent, inside the bounds
+            h = 1e-7 * np.where(th < hi, 1.0, -1.0)
+            return self.inner(np.array([th, th + [h[0], 0.0], th + [0.0, h[1]]]))[0], h
+
+        r, h = stencil(th)
+        for _ in range(MAX_STEPS):
+            jac = (r[1:] - r[0]) / h[:, None]  # (2, n)
+            g, rss = jac @ r[0], r[0] @ r[0]
+            free = ~(((th <= lo) & (g > 0)) | ((th >= hi) & (g < 0)))  # not held by a bound
+            step = np.zeros(2)
+            if free.any():
+                step[free] = -np.linalg.lstsq(jac[free] @ jac[free].T, g[free], rcond=None)[0]
+            for _ in range(30):  # halve until the RSS does not rise
+                new = np.clip(th + step, lo, hi)
+                r_new, h = stencil(new)
+                if r_new[0] @ r_new[0] <= rss:
+                    break
+                step /= 2
+            done = np.max(np.abs(new - th)) < 1e-8 or rss - r_new[0] @ r_new[0] <= 1e-12 * rss
+            th, r = new, r_new
+            if done:
+                return th, True
+        return th, False
 
 
-def fit_profile(groups, start: Optima, shape=None) -> Optima:
+def fit_profile(groups, shape=None) -> Optima:
     """Joint least-squares fit of the law profile over all budgets (see the module docstring).
 
-    ``start`` (the parabola fit) gives the starting optima; with ``shape=(alpha, beta)`` the shape
-    is held fixed instead of fitted.
+    With ``shape=(alpha, beta)`` the shape is held fixed instead of fitted. ``Optima.note`` says
+    when the shape search did not converge.
     """
-    prob = _Profile(groups, shape)
-    k = prob.k
-    best = None
-    for a0, b0 in SHAPE_STARTS if shape is None else [shape]:
-        th0 = _start(groups, start, a0, b0)
-        if shape is None:
-            th0 = np.concatenate([[np.log(a0), np.log(b0)], th0])
-        lo, hi = np.full(len(th0), -np.inf), np.full(len(th0), np.inf)
-        if shape is None:
-            lo[:2], hi[:2] = np.log(SHAPE_BOUNDS[0]), np.log(SHAPE_BOUNDS[1])
-        try:
-            sol = optimize.least_squares(
-                prob.resid, th0, jac=prob.jac, bounds=(lo, hi), method="trf", max_nfev=2000
-            )
-        except (ValueError, np.linalg.LinAlgError):
-            continue
-        if np.all(np.isfinite(sol.x)) and (best is None or sol.cost < best.cost):
-            best = sol
-    if best is None:
-        nan = np.full(k, np.nan)
-        return Optima(nan, np.diag(nan), nan, np.zeros(k, bool), [None] * k)
-    th = best.x
-    a, b, e, g, xs = prob.unpack(th)
-    jac = prob.jac(th)
-    dof = len(prob.y) - len(th)
-    sigma2 = 2 * best.cost / dof if dof > 0 else np.nan
-    cov = sigma2 * np.linalg.pinv(jac.T @ jac)
-    off = 0 if shape is not None else 2
-    sl = slice(off + 2 * k, off + 3 * k)
-    loss = e + g * (a + b)
+    prob = _Profile(groups)
+    k = len(groups)
+    converged = True
+    if shape is None:
+        th, converged = prob.search()
+        a, b = (float(v) for v in np.exp(th))
+    else:
+        a, b = shape
+    _, p, q = prob.inner(np.log([[a, b]]))
+    p, q = p[0], q[0]
+    c1, c2 = _columns(prob.u, a, b)
+    e = np.add.reduceat(prob.y - p[prob.idx] * c1 - q[prob.idx] * c2, prob.starts) / prob.count
+    ok = (p > 0) & (q > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.where(ok, np.log(p / q) / (a + b), np.nan)  # optimum minus the budget's mean
+    cov, shape_se = _covariance(prob, a, b, e, p, q, v, fitted=shape is None)
     curve = [
-        {"kind": "profile", "e": float(e[j]), "g": float(g[j]), "x": float(xs[j])} for j in range(k)
+        {
+            "kind": "profile",
+            "mean": float(prob.mean[j]),
+            "coef": [float(e[j]), float(p[j]), float(q[j])],
+        }
+        for j in range(k)
     ]
-    shape_se = None if shape is not None else tuple(np.sqrt(np.diag(cov)[:2]) * (a, b))
-    return Optima(xs, cov[sl, sl], loss, np.isfinite(xs), curve, (float(a), float(b)), shape_se)
+    loss = np.array([profile_value(prob.mean[j] + v[j], curve[j], a, b) for j in range(k)])
+    note = "" if converged else "the profile's shape search stopped before converging"
+    return Optima(prob.mean + v, cov, loss, ok, curve, (a, b), shape_se, note)
 
 
-def _start(groups, start: Optima, a0: float, b0: float) -> np.ndarray:
-    e, lg, xs = [], [], []
-    for j, (x, y) in enumerate(groups):
-        lo, hi = float(x.min()), float(x.max())
-        span = hi - lo
-        x0 = start.x[j] if start.ok[j] else float(x[np.argmin(y)])
-        x0 = float(np.clip(x0, lo - 0.5 * span, hi + 0.5 * span))
-        c2 = start.curve[j]["coef"][2] if start.ok[j] else 1e-3
-        g0 = max(2 * c2 / (a0 * b0 * (a0 + b0)), 1e-6)
-        e.append(float(np.min(y)) - g0 * (a0 + b0))
-        lg.append(np.log(g0))
-        xs.append(x0)
-    return np.array(e + lg + xs)
+def _covariance(prob: _Profile, a, b, e, p, q, v, *, fitted: bool):
+    """Gauss–Newton covariance of the optima (and of the shape when ``fitted``).
+
+    Parameters: the shared ``(α, β)`` and per budget ``(E, P', Q')``; the residual variance is the
+    joint fit's. The normal matrix is block-diagonal but for the shape, so its inverse comes from
+    the 3 × 3 budget blocks and a 2 × 2 Schur complement; the optima follow by the delta method
+    (NaN where a budget has no minimum).
+    """
+    i, u, k = prob.idx, prob.u, len(e)
+    c1, c2 = _columns(u, a, b)
+    jb = np.stack([np.ones_like(u), c1, c2], axis=1)  # (n, 3) per-budget columns
+    ja = np.stack([p[i] * (-u * np.exp(-a * u) - c1) / a, q[i] * (u * np.exp(b * u) - c2) / b], 1)
+    resid = prob.y - e[i] - p[i] * c1 - q[i] * c2
+    dof = len(u) - 3 * k - (2 if fitted else 0)
+    sigma2 = resid @ resid / dof if dof > 0 else np.nan
+    d_inv = np.linalg.pinv(np.add.reduceat(jb[:, :, None] * jb[:, None, :], prob.starts))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gb = np.stack([np.zeros(k), 1 / ((a + b) * p), -1 / ((a + b) * q)], axis=1)  # (K, 3)
+    cov_x = np.diag(np.einsum("ki,kij,kj->k", gb, d_inv, gb))
+    shape_se = None
+    if fitted:
+        bmat = np.add.reduceat(ja[:, :, None] * jb[:, None, :], prob.starts)  # (K, 2, 3)
+        schur = ja.T @ ja - np.einsum("kai,kij,kbj->ab", bmat, d_inv, bmat)
+        s_inv = np.linalg.pinv(schur)
+        w = (-v / (a + b))[:, None] - np.einsum("kai,kij,kj->ka", bmat, d_inv, gb)
+        cov_x = cov_x + w @ s_inv @ w.T
+        shape_se = tuple(float(s) for s in np.sqrt(sigma2 * np.diag(s_inv)))
+    ok = np.isfinite(v)
+    cov_x[~ok, :] = cov_x[:, ~ok] = np.nan
+    return sigma2 * cov_x, shape_se
 
 
 def power_law(

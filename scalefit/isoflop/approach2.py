@@ -113,8 +113,7 @@ class IsoFLOPResult(PowerLawExponents, ReadOnlyMappings):
         if curve["kind"] == "parabola":
             c0, c1, c2 = curve["coef"]
             return c0 + c1 * (x - curve["mean"]) + c2 * (x - curve["mean"]) ** 2
-        alpha, beta = self.shape["alpha"], self.shape["beta"]
-        return profile_value(x, curve["e"], curve["g"], curve["x"], alpha, beta)
+        return profile_value(x, curve, self.shape["alpha"], self.shape["beta"])
 
 
 def _groups(table: pd.DataFrame, budgets, tol: float) -> tuple[np.ndarray, list, list[str]]:
@@ -144,10 +143,7 @@ def _groups(table: pd.DataFrame, budgets, tol: float) -> tuple[np.ndarray, list,
 
 
 def _fit(groups, method: str, shape) -> Optima:
-    par = fit_parabolas(groups)
-    if method in PARABOLAS:
-        return par
-    return fit_profile(groups, par, shape)
+    return fit_parabolas(groups) if method in PARABOLAS else fit_profile(groups, shape)
 
 
 def approach2(
@@ -247,7 +243,7 @@ def approach2(
         lo, hi, se = _bootstrap(groups, logc, method, shape, ci_prob, n_boot, seed)
         law.update(lo=lo, hi=hi, se=se)
     frame = _budget_frame(cs, groups, opt, ci_prob)
-    warns = tuple(notes) + _bias_flags(frame, method)
+    warns = tuple(notes) + _bias_flags(frame, method) + ((opt.note,) if opt.note else ())
     bias: dict = {}
     if method in PARABOLAS:
         bias = _profile_check(groups, logc, opt, shape, target)
@@ -390,17 +386,16 @@ def _profile_check(groups, logc: np.ndarray, par: Optima, shape, target) -> dict
         "flagged": False,
         "note": "",
     }
-    ref = fit_profile(groups, par, shape)
+    ref = fit_profile(groups, shape)
     ok = par.ok & ref.ok & np.isfinite(par.x) & np.isfinite(ref.x)
     at_bound = ref.shape is not None and any(
         min(abs(np.log(v / b)) for b in SHAPE_BOUNDS) < 1e-3 for v in ref.shape
     )
-    if ok.sum() < 3 or at_bound:
+    if ok.sum() < 3 or at_bound or ref.note:
+        why = "its shape sits at a bound" if at_bound else ref.note or "too few budgets"
         out["note"] = (
             "the parabola could not be compared with the law's IsoFLOP profile: the profile does "
-            "not fit these runs ("
-            + ("its shape sits at a bound" if at_bound else "too few budgets")
-            + ")"
+            f"not fit these runs ({why})"
         )
         return out
     # OLS lines of ln N* on ln C through both sets of optima; T* = C/(6 N*), so the parabola's

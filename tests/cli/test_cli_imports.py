@@ -88,8 +88,15 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit as exc:
         code = exc.code
 cli = sorted(m for m in sys.modules if m.startswith("scalefit.cli"))
-print(json.dumps({"code": code, "cli": cli}))
+top = sorted({m.split(".")[1] for m in sys.modules if m.startswith("scalefit.")})
+print(json.dumps({"code": code, "cli": cli, "top": top}))
 """
+#: The library packages of the other commands (allocate, curves, design, isoflop, multiplier,
+#: probe, tasks, toy, train), figures and the Bayesian fits: a `scalefit fit` loads none of them.
+OTHER_COMMANDS = {
+    "allocate", "curves", "design", "isoflop", "isoflop_data", "multiplier", "plot", "probes",
+    "sim", "sweep", "tasks", "train", "workflows", "experimental", "_torch",
+}  # fmt: skip
 
 
 def _cli_modules(*args) -> dict:
@@ -107,7 +114,12 @@ def test_fit_builds_only_its_own_parser(tmp_path):
     path = tmp_path / "t.csv"
     simulate_table("chinchilla", seed=0).iloc[:40].to_csv(path, index=False)
     own = ["scalefit.cli", "scalefit.cli._common", "scalefit.cli.fit"]
-    assert _cli_modules("fit", "--help") == {"code": 0, "cli": own}
     run = ["fit", str(path), "--law", "chinchilla", "--starts", "4", "--no-progress"]
-    assert _cli_modules(*run) == {"code": 0, "cli": own}
+    for args in (["fit", "--help"], run):
+        got = _cli_modules(*args)
+        assert (got["code"], got["cli"]) == (0, own), args
+        assert not OTHER_COMMANDS & set(got["top"]), (
+            args,
+            sorted(OTHER_COMMANDS & set(got["top"])),
+        )
     assert _cli_modules("--help")["cli"] == ["scalefit.cli"]

@@ -216,3 +216,84 @@ def test_published_rows_only_beside_chinchilla(tmp_path):
     tab = pd.read_csv(out)
     assert {"2 (parabola)", "2 (parabola_weighted)", "2 (profile)"} <= set(tab["approach"])
     assert not tab["approach"].str.contains("published").any()
+
+
+def _sweeps():
+    """Every public IsoFLOP sweep of the reference collection, if it is available."""
+    import os
+    from pathlib import Path
+
+    path = Path(os.environ.get("SCALEFIT_DATA_DIR", "")) / "isoflops_experiments.csv"
+    if not os.environ.get("SCALEFIT_DATA_DIR") or not path.is_file():
+        pytest.skip("isoflops_experiments.csv not found (set SCALEFIT_DATA_DIR)")
+    tab = pd.read_csv(path)
+    return {k: g[["params", "tokens", "budget", "loss"]] for k, g in tab.groupby("experiment")}
+
+
+def test_profile_fit_converges_to_the_least_squares_shape_on_every_public_sweep():
+    """The profile's shape search converges and no shape on a fine grid fits the runs better."""
+    from scalefit.isoflop._curves import SHAPE_BOUNDS, _Profile, fit_profile
+    from scalefit.isoflop.approach2 import _groups
+
+    sweeps = _sweeps()
+    assert len(sweeps) == 8
+    fine = np.linspace(*np.log(SHAPE_BOUNDS), 60)
+    cells = np.stack([v.ravel() for v in np.meshgrid(fine, fine)], axis=1)
+    for name, runs in sweeps.items():
+        groups = _groups(runs, None, 0.06)[1]
+        opt = fit_profile(groups)
+        prob = _Profile(groups)
+        rss = float(np.sum(prob.inner(np.log([opt.shape]))[0] ** 2))
+        grid_best = float(np.min(np.sum(prob.inner(cells)[0] ** 2, axis=1)))
+        assert opt.note == "", name
+        assert rss <= grid_best * (1 + 1e-9), name
+        assert opt.ok.sum() >= len(groups) - 2, name
+
+
+def test_profile_covariance_is_the_gauss_newton_one():
+    """The optima's covariance from blocks equals sigma² (JᵀJ)⁻¹ of the full Jacobian, mapped."""
+    from scalefit.isoflop._curves import _columns, _Profile, fit_profile
+    from scalefit.isoflop.approach2 import _groups
+
+    groups = _groups(synthetic_isoflops(sigma=0.005, seed=3, offset=0.3), None, 0.06)[1]
+    opt = fit_profile(groups)
+    prob, k = _Profile(groups), len(groups)
+    coef = np.array([c["coef"] for c in opt.curve])  # (K, 3): E, P', Q'
+    th = np.concatenate([opt.shape, coef.ravel()])
+
+    def model(th):
+        c1, c2 = _columns(prob.u, th[0], th[1])
+        m = th[2:].reshape(k, 3)[prob.idx]
+        return m[:, 0] + m[:, 1] * c1 + m[:, 2] * c2
+
+    def optima(th):
+        m = th[2:].reshape(k, 3)
+        return prob.mean + np.log(m[:, 1] / m[:, 2]) / (th[0] + th[1])
+
+    def jac(f, th, h=1e-6):
+        cols = []
+        for j in range(len(th)):
+            d = np.zeros_like(th)
+            d[j] = h * max(1.0, abs(th[j]))
+            cols.append((f(th + d) - f(th - d)) / (2 * d[j]))
+        return np.stack(cols, axis=1)
+
+    j = jac(model, th)
+    r = prob.y - model(th)
+    cov = r @ r / (len(r) - len(th)) * np.linalg.inv(j.T @ j)
+    g = jac(optima, th)
+    assert np.allclose(optima(th), opt.x, rtol=0, atol=1e-12)
+    assert np.allclose(opt.cov, g @ cov @ g.T, rtol=1e-5, atol=0)
+    assert np.allclose(opt.shape_se, np.sqrt(np.diag(cov)[:2]), rtol=1e-5)
+
+
+def test_an_unconverged_profile_fit_says_so(monkeypatch):
+    """A shape search stopped early is reported, and the parabola check says it cannot compare."""
+    from scalefit.isoflop import _curves
+
+    monkeypatch.setattr(_curves, "MAX_STEPS", 0)
+    runs = synthetic_isoflops(sigma=0.005, seed=3, offset=0.3)
+    prof = approach2(runs, method="profile")
+    assert any("stopped before converging" in w for w in prof.warnings)
+    par = approach2(runs, method="parabola")
+    assert not par.bias["flagged"] and "stopped before converging" in par.bias["note"]
