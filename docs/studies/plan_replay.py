@@ -39,7 +39,7 @@ recorded loss. Protocol (seeded, one command):
    full-pool fits of the eight public IsoFLOP sweeps (``plan_replay_misfit.csv``); its held-out
    budget is scored on the noiseless law with the misfit.
 
-Run (about 3 minutes on 2 cores; the package root must be importable, e.g. ``PYTHONPATH=.``)::
+Run (1-3 minutes on 2 cores; the package root must be importable, e.g. ``PYTHONPATH=.``)::
 
     nice -n 10 python docs/studies/plan_replay.py --out docs/studies/results --img docs/img
 """
