@@ -1,4 +1,4 @@
-"""Oracle replays of the ladder loop: runs chosen by next_runs against the full grid and others.
+"""Oracle replays of the ladder loop: scalefit.plan and next_runs against the full grid and others.
 
 Each public grid is an *oracle*: the loop may only "run" points the grid holds, and learns their
 recorded loss. Protocol (seeded, one command):
@@ -16,7 +16,11 @@ recorded loss. Protocol (seeded, one command):
    the ladder at most doubles its compute per step); ``random`` (``SEEDS`` random orders, point
    fits); ``chinchilla`` (the ``chinchilla`` package's seeding policy, ``Chinchilla.seed``:
    log-uniform draws in compute and tokens per parameter over the pool's ranges, each snapped to
-   the nearest unused pool run; ``SEEDS`` seeds; skipped if the package is not installed).
+   the nearest unused pool run; ``SEEDS`` seeds; skipped if the package is not installed);
+   ``plan`` (``scalefit.plan`` itself, in a temporary folder, with the pool as its candidates:
+   ``ask`` / ``tell`` with the oracle's losses until its stopping rule holds or the pool is
+   spent; its first round is its own choice of as many runs as the seed set, see
+   :func:`replay_plan`).
 4. Regret of a recommendation: the held-out loss of the run nearest (in log params) to the
    recommended size minus the held-out budget's best loss (``regret``); and the same on a
    parabola in log params through the held-out runs (``regret_smooth``). The *fixed grid* is
@@ -35,7 +39,7 @@ recorded loss. Protocol (seeded, one command):
    full-pool fits of the eight public IsoFLOP sweeps (``plan_replay_misfit.csv``); its held-out
    budget is scored on the noiseless law with the misfit.
 
-Run (about 3 minutes on 2 cores; the package root must be importable, e.g. ``PYTHONPATH=.``)::
+Run (1-3 minutes on 2 cores; the package root must be importable, e.g. ``PYTHONPATH=.``)::
 
     nice -n 10 python docs/studies/plan_replay.py --out docs/studies/results --img docs/img
 """
@@ -67,10 +71,11 @@ GEM_TARGET = 1e21
 #: The stopping rule scored: the 95 % interval of N* spans at most this factor (hi / lo).
 STOP_RATIO = 1.5
 LABELS = {
-    "total": "next_runs (total)",
     "per_flop": "next_runs (per FLOP)",
+    "total": "next_runs (total)",
     "random": "random order (3 seeds)",
     "chinchilla": "chinchilla package's seeding (3 seeds)",
+    "plan": "scalefit.plan (ask / tell; dot: its rule stops it)",
 }
 
 
@@ -181,6 +186,8 @@ def _chinchilla_seeder(pool, seed: int, folder: str):
 
 def replay(name, pool, held, target, arm, seed, seed_mask) -> list[dict]:
     """One arm on one oracle: a row per round."""
+    if arm == "plan":
+        return replay_plan(name, pool, held, target, seed_mask)
     rng = np.random.default_rng(seed)
     left = ~seed_mask.copy()
     k = max(4, len(pool) // 10)
@@ -217,6 +224,60 @@ def replay(name, pool, held, target, arm, seed, seed_mask) -> list[dict]:
         rows[-1]["note"] = note
         left[pick] = False
         rnd += 1
+
+
+def replay_plan(name, pool, held, target, seed_mask) -> list[dict]:
+    """The ``plan`` arm: ``scalefit.plan`` on the pool, ask / tell until it stops (a row per tell).
+
+    The first ``ask`` asks for as many runs as the seed set holds (the plan chooses them itself:
+    without a fit it spreads them over the cheapest candidates); later asks take ``k`` runs. The
+    plan fits with its own settings (``BOOT`` resamples, the fit's default starts) and stops by
+    its own rule (draws' ``hi / lo`` of N* at most ``STOP_RATIO``) or when the pool is spent.
+    """
+    import scalefit
+
+    k = max(4, len(pool) // 10)
+    total = float(pool["flops"].sum())
+    key = {(p, t): i for i, (p, t) in enumerate(pool[["params", "tokens"]].to_numpy())}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = scalefit.plan(
+            target, tmp, candidates=pool[["params", "tokens"]], n_boot=BOOT, stop_width=STOP_RATIO
+        )
+        asked = p.ask(int(seed_mask.sum()))
+        while not asked.empty:
+            idx = [key[(a, b)] for a, b in asked[["params", "tokens"]].to_numpy()]
+            p.tell(asked[["run_id"]].assign(loss=pool["loss"].to_numpy()[idx]))
+            d = p.decisions[-1]
+            nstar = d["params"] if d.get("params") is not None else np.nan
+            regret, smooth = _regret(held, nstar)
+            rows.append(
+                dict(
+                    grid=name,
+                    arm="plan",
+                    seed=0,
+                    round=len(rows),
+                    runs=len(p.results),
+                    share=p.flops_spent / total,
+                    nstar=nstar,
+                    lo=d.get("params_lo"),
+                    hi=d.get("params_hi"),
+                    ratio=d.get("ratio"),
+                    regret=regret,
+                    regret_smooth=smooth,
+                    best=float(held["params"].iloc[int(np.argmin(held["score"]))]),
+                    note="",
+                    inside=d.get("inside"),
+                    outside_said=any("outside its own interval" in n for n in d["notes"]),
+                    plan_notes="; ".join(d["notes"]),
+                    stop=p.stop_reason() or "",
+                )
+            )
+            asked = p.ask(k)
+            if not asked.empty and asked.attrs["choice"] != "next_runs on the last fit":
+                rows[-1]["note"] = asked.attrs["choice"]  # how the next runs were chosen
+    return rows
 
 
 def oracles(sim_noise=None, sim_misfit=None) -> dict:
@@ -340,8 +401,10 @@ def summarise(rounds: pd.DataFrame, fixed: dict) -> pd.DataFrame:
     for (g, arm, seed), r in rounds.groupby(["grid", "arm", "seed"]):
         first, stays = _reach(r, "regret", fixed[g][0])
         first_s = _reach(r, "regret_smooth", fixed[g][1])[0]
-        stop = r[(r["hi_draws"] / r["lo_draws"]) <= STOP_RATIO]
+        ratio = (r["hi_draws"] / r["lo_draws"]).fillna(r["ratio"])
+        stop = r[ratio <= STOP_RATIO]
         cal = r.dropna(subset=["lo"])
+        out = ~cal["nstar"].between(cal["lo"], cal["hi"])
         rows.append(
             dict(
                 grid=g,
@@ -357,7 +420,13 @@ def summarise(rounds: pd.DataFrame, fixed: dict) -> pd.DataFrame:
                 stop_share=float(stop["share"].iloc[0]) if len(stop) else np.nan,
                 stop_regret=float(stop["regret"].iloc[0]) if len(stop) else np.nan,
                 best_in_interval=float(cal["best"].between(cal["lo"], cal["hi"]).mean()),
-                rec_outside=int((~cal["nstar"].between(cal["lo"], cal["hi"])).sum()),
+                rec_outside=int(out.sum()),
+                rec_outside_unsaid=int((out & ~cal["outside_said"].eq(True)).sum())
+                if arm == "plan"
+                else np.nan,
+                no_decision=int(r["nstar"].isna().sum()),
+                final_share=float(r["share"].iloc[-1]),
+                final_regret=float(r["regret"].iloc[-1]),
                 fallbacks=int(r["note"].str.len().gt(0).sum()),
                 rounds=len(r),
             )
@@ -365,6 +434,7 @@ def summarise(rounds: pd.DataFrame, fixed: dict) -> pd.DataFrame:
     s = pd.DataFrame(rows).drop(columns="seed")
     how = {c: "median" for c in s.columns if c not in ("grid", "arm")}
     how.update(seed_reaches="all", rec_outside="sum", fallbacks="sum", rounds="max")
+    how.update(no_decision="sum")
     return s.groupby(["grid", "arm"], as_index=False).agg(how)
 
 
@@ -382,7 +452,7 @@ def plot(rounds: pd.DataFrame, fixed: dict, path: Path) -> None:
         sharex=True,
         squeeze=False,
     )
-    colours = {"per_flop": "C0", "total": "C1", "random": "0.6", "chinchilla": "C3"}
+    colours = {"per_flop": "C0", "total": "C1", "random": "0.6", "chinchilla": "C3", "plan": "C2"}
     for ax, g in zip(axes.ravel(), grids, strict=False):
         for (arm, seed), r in rounds[rounds["grid"] == g].groupby(["arm", "seed"]):
             ax.step(
@@ -390,10 +460,12 @@ def plot(rounds: pd.DataFrame, fixed: dict, path: Path) -> None:
                 r["regret"],
                 where="post",
                 color=colours[arm],
-                lw=1.2,
+                lw=2.0 if arm == "plan" else 1.2,
                 alpha=0.5 if arm == "random" else 1.0,
                 label=LABELS[arm] if seed == 0 else None,
             )
+            if arm == "plan" and r["stop"].iloc[-1] == "interval":  # where its rule stopped it
+                ax.plot(100 * r["share"].iloc[-1], r["regret"].iloc[-1], "o", color="C2", ms=5)
         ax.axhline(fixed[g][0], color="k", ls=":", lw=1, label="fixed grid")
         ax.set_xscale("log")
         ax.set_title(" ".join(g.split("__")[:2]), fontsize=8)
@@ -403,7 +475,7 @@ def plot(rounds: pd.DataFrame, fixed: dict, path: Path) -> None:
         ax.set_ylabel("regret at the held-out budget\n(loss above its best run)")
     for ax in axes.ravel()[len(grids) :]:
         ax.axis("off")
-    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=5, fontsize=8)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=6, fontsize=8)
     fig.suptitle(
         "Oracle replays of the ladder loop on public grids: regret of the recommended size "
         "against compute spent (Chinchilla law, least squares)"
@@ -417,7 +489,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("docs/studies/results"))
     ap.add_argument("--img", type=Path, default=Path("docs/img"))
     ap.add_argument("--grids", nargs="*", default=None, help="only these oracles")
-    ap.add_argument("--arms", nargs="*", default=["per_flop", "total", "random", "chinchilla"])
+    ap.add_argument("--arms", nargs="*", default=[*LABELS])
     a = ap.parse_args(argv)
     t0 = time.time()
     orc = oracles()
@@ -444,6 +516,9 @@ def main(argv=None) -> int:
     print(first.to_string())
     with pd.option_context("display.width", 200):
         print(table.round(3).to_string())
+        cols = ["share_to_fixed", "share_stays", "final_share", "final_regret", "stop_share"]
+        cols += ["rec_outside", "rec_outside_unsaid", "no_decision", "rounds"]
+        print(summary[summary["arm"] == "plan"].set_index("grid")[cols].round(4).to_string())
     return 0
 
 
