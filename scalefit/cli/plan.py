@@ -64,7 +64,7 @@ def register(subparsers) -> None:
 
     run = sub.add_parser("run", help="ask, train and tell until the plan stops (resumable)")
     run.add_argument("folder", metavar="FOLDER", help="a plan started with --trainer")
-    for flag in ("--k", "--rounds", "--workers"):
+    for flag in ("--k", "--rounds", "--workers", "--executor"):
         add_option(run, flag)
     run.set_defaults(func=_run)
 
@@ -137,6 +137,8 @@ def _status(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from ..plan import run_plan
 
-    p = run_plan(args.folder, k=args.k, rounds=args.rounds, workers=args.workers)
+    p = run_plan(
+        args.folder, k=args.k, rounds=args.rounds, workers=args.workers, executor=args.executor
+    )
     print(p.report())
     return 0
