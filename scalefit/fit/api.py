@@ -23,7 +23,7 @@ from .data import as_table, names_read, resolve_weights
 from .device import fit_device, on_device
 from .holdout import holdout_check
 from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
-from .lsq import JaxBackend, least_squares
+from .lsq import least_squares
 from .result import FitResult
 from .split import n_holdout
 
@@ -96,7 +96,9 @@ class FitOptions:
             from .varpro import VarproBackend
 
             return VarproBackend(progress=self.progress)
-        return JaxBackend(progress=self.progress)
+        from .varpro import GridBackend
+
+        return GridBackend(progress=self.progress)
 
 
 def _law(opts: FitOptions, tab) -> Law:
