@@ -700,12 +700,16 @@ def grid_starts(
     squares by active sets for mean squares, a few iteratively reweighted passes of it for Huber
     and LAD, on linear residuals (relative residuals ``(y - f) / y`` under log residuals). The
     ``keep`` best cells, at most one per cell neighbourhood, are returned in internal
-    coordinates (None when a nonlinear parameter has no finite range to grid).
+    coordinates. None when a nonlinear parameter has no finite range to grid, when there are too
+    many of them (more than ``4 * GRID_CELLS`` cells at three points per axis), or when the
+    law's expression does not broadcast over a batch of parameter values.
     """
     law, y = problem.law, problem._y
     block = block or linear_block(law, problem.inputs)
     q = len(block.nonlinear)
     points = max(int(GRID_CELLS ** (1.0 / q)), 3)
+    if points**q > 4 * GRID_CELLS:  # too many nonlinear parameters for a grid
+        return None
     axes = [_grid_axis(law.param(nm), y, points) for nm in block.nonlinear]
     if any(a is None for a in axes):
         return None
@@ -716,10 +720,13 @@ def grid_starts(
     rho = robust_rho(np, problem.loss, problem.delta)[0]
     weight = None if problem.loss == "mse" else robust_weight(np, problem.loss, problem.delta)
     step = max(GRID_BLOCK // (len(y) * len(block.linear)), 1)
-    parts = [
-        _grid_block(law, block, theta[i : i + step], x, s * y, s, w, rho, weight)
-        for i in range(0, len(theta), step)
-    ]
+    try:
+        parts = [
+            _grid_block(law, block, theta[i : i + step], x, s * y, s, w, rho, weight)
+            for i in range(0, len(theta), step)
+        ]
+    except ValueError:  # an expression that does not broadcast over a batch of parameters
+        return None
     f = np.concatenate([p[0] for p in parts])
     c = np.concatenate([p[1] for p in parts])
     # the best cells, skipping any next to one already kept (one start per basin of the grid)
