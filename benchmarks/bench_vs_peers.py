@@ -2,9 +2,11 @@
 
 Usage (from the repository root; reads ``isoflops_experiments.csv`` from ``SCALEFIT_DATA_DIR``)::
 
-    python benchmarks/bench_vs_peers.py [--repeats 3] [--threads 1] [--stages]
+    python benchmarks/bench_vs_peers.py [--repeats 3] [--threads 1] [--stages | --vs-random]
 
-``--stages`` prints instead the CPU milliseconds of each stage of the default fit.
+``--stages`` prints instead the CPU milliseconds of each stage of the default fit, and
+``--vs-random`` the default fit against the same fit from 256 random starts (the default before)
+on the sweeps and the decomposed law on Chinchilla's 203 rows and Gemstones.
 
 Every fit is ``L = E + A/N**alpha + B/D**beta`` with N in millions of parameters and D in billions
 of tokens, Huber loss (delta = 1e-3) on linear residuals (vpnls's own comparison); objectives are
@@ -19,7 +21,8 @@ warm: its programs compiled or loaded by one untimed fit of the same rows first)
   point of the 0.01 grid of (alpha, beta) over [0.01, 1]^2 with (E, A, B) >= 0 solved by
   ``scipy.optimize.nnls`` inside iteratively reweighted least squares for the Huber loss;
 - ``grid 0.001``: a 0.001 grid within +-0.02 of the best 0.01 point (the full 0.001 grid would be
-  a million NNLS problems), which can only lower the 0.01 optimum; timed as the 0.01 grid plus it;
+  a million NNLS problems), which can only lower the 0.01 optimum; its time is the 0.01 grid's
+  plus the window's (run once);
 - ``scipy least_squares``: Huber (``f_scale`` 1e-3), 32 starts on a grid of exponents and floors;
 - ``lmfit``: ``leastsq`` on the Huber-weighted residuals from the same 32 starts, the best kept;
 - ``chinchilla (PyPI)``: the ``chinchilla`` package's BFGS on its Huber loss over its start grid.
@@ -36,6 +39,7 @@ from _harness import alternate, argv_threads, header, pin_threads  # noqa: E402
 
 THREADS = pin_threads(argv_threads(1))
 
+import functools  # noqa: E402
 import itertools  # noqa: E402
 import os  # noqa: E402
 import tempfile  # noqa: E402
@@ -100,8 +104,9 @@ def grid_01(n, d, y):
     return grid_fit(n, d, y, coarse, coarse)
 
 
-def grid_001(n, d, y):
-    _, a0, b0 = best = grid_01(n, d, y)
+def grid_001(n, d, y, best):
+    """The 0.01 grid's ``best`` point refined on the 0.001 grid within +-0.02 of it."""
+    _, a0, b0 = best
     fa = np.round(np.arange(a0 - 0.02, a0 + 0.02 + 1e-9, 0.001), 10)
     fb = np.round(np.arange(b0 - 0.02, b0 + 0.02 + 1e-9, 0.001), 10)
     fine = grid_fit(n, d, y, fa[(fa >= 0.01) & (fa <= 1)], fb[(fb >= 0.01) & (fb <= 1)])
@@ -146,13 +151,17 @@ def chinchilla_fit(n, d, y):
     import logging
 
     from chinchilla import Chinchilla
+    from chinchilla._metrics import huber as their_huber
 
-    grid = {"E": [0.5, 2.0], "A": [1.0, 10.0], "B": [1.0, 10.0], "alpha": [0.2, 0.6]}
+    # the package searches log E, log A, log B, alpha, beta from every point of this grid (32)
+    grid = {"e": [-1.0, 0.5], "a": [0.0, 3.0], "b": [0.0, 3.0], "alpha": [0.2, 0.6]}
     grid["beta"] = [0.2, 0.6]
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         logging.getLogger("chinchilla").setLevel(logging.ERROR)
-        cc = Chinchilla(tmp, param_grid=grid, loss_fn=lambda r: huber(r), log_level=50)
+        cc = Chinchilla(
+            tmp, param_grid=grid, loss_fn=functools.partial(their_huber, delta=DELTA), log_level=50
+        )
         for ni, di, yi in zip(n, d, y, strict=True):
             cc.database.append(N=ni, D=di, loss=yi)
         cc.fit(parallel=False)
@@ -166,6 +175,11 @@ def scalefit_fit(tab, **kw):
         warnings.simplefilter("ignore")
         res = scalefit.fit(tab, "chinchilla", loss="huber", delta=DELTA, residuals="linear", **kw)
     return (res.objective,)
+
+
+def _best(store: dict, key: str, best: tuple) -> tuple:
+    store[key] = best
+    return best
 
 
 def _keep(out: dict, name: str, fn):
@@ -209,7 +223,55 @@ def stages(table: pd.DataFrame, repeats: int) -> None:
         print(f"  {exp:45s} " + " ".join(f"{v:7.1f}" for v in med), flush=True)
 
 
+def vs_random(table: pd.DataFrame, repeats: int) -> None:
+    """The default fit against the same fit from 256 random starts (the default before)."""
+    from scalefit.datasets import load
+    from scalefit.fit.build import FitSettings
+    from scalefit.fit.lsq import JaxBackend, least_squares
+    from scalefit.laws import get_law
+
+    cases = []
+    for res in ("linear", "log"):
+        for exp, e in table.groupby("experiment", sort=True):
+            tab = pd.DataFrame(
+                {"params": e["params"] / 1e6, "tokens": e["tokens"] / 1e9, "loss": e["loss"]}
+            )
+            kw = {"loss": "huber", "delta": DELTA, "residuals": res}
+            cases.append((f"{exp} ({res})", tab, "chinchilla", kw))
+    cases += [
+        ("chinchilla 203 rows, decomposed", load("chinchilla", drop_highest=40), "decomposed", {}),
+        ("gemstones, decomposed", load("gemstones"), "decomposed", {}),
+        ("gemstones, decomposed, huber", load("gemstones"), "decomposed", {"loss": "huber"}),
+    ]
+    print("\ndefault fit vs 256 random starts: objective, CPU s (median), starts at the best")
+    for name, tab, law, kw in cases:
+        out: dict[str, object] = {}
+
+        def grid(tab=tab, law=law, kw=kw, out=out):
+            out["grid"] = scalefit.fit(tab, law, **kw)
+
+        def rand(tab=tab, law=law, kw=kw, out=out):
+            out["random"] = least_squares(
+                tab, get_law(law), FitSettings(**kw), backend=JaxBackend()
+            )
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            grid(), rand()  # untimed: compile or load the programs
+            timing = alternate({"grid": grid, "random": rand}, repeats=repeats, verbose=False)
+        line = []
+        for way in ("grid", "random"):
+            r, cpu = out[way], float(np.median(timing[way].cpu))
+            d = r.diagnostics
+            line.append(f"{way} {r.objective:.10g} {cpu:.3f} s {d['n_best']}/{d['n_starts']}")
+        print(f"  {name:52s} " + " | ".join(line), flush=True)
+
+
 def main() -> int:
+    if "--vs-random" in sys.argv:
+        data_dir = Path(os.environ.get("SCALEFIT_DATA_DIR", "data"))
+        vs_random(pd.read_csv(data_dir / "isoflops_experiments.csv"), 3)
+        return 0
     if "--stages" in sys.argv:
         data_dir = Path(os.environ.get("SCALEFIT_DATA_DIR", "data"))
         stages(pd.read_csv(data_dir / "isoflops_experiments.csv"), 5)
@@ -219,14 +281,14 @@ def main() -> int:
     data_dir = Path(os.environ.get("SCALEFIT_DATA_DIR", "data"))
     table = pd.read_csv(data_dir / "isoflops_experiments.csv")
     rows = []
+    grid_01_best: dict[str, tuple] = {}
     for exp, e in table.groupby("experiment", sort=True):
         n, d, y = e["params"].to_numpy() / 1e6, e["tokens"].to_numpy() / 1e9, e["loss"].to_numpy()
         tab = pd.DataFrame({"params": n, "tokens": d, "loss": y})
         ways = {
             "scalefit default": lambda tab=tab: scalefit_fit(tab),
             "scalefit varpro": lambda tab=tab: scalefit_fit(tab, method="varpro", starts=32),
-            "grid 0.01": lambda n=n, d=d, y=y: grid_01(n, d, y),
-            "grid 0.001": lambda n=n, d=d, y=y: grid_001(n, d, y),
+            "grid 0.01": lambda n=n, d=d, y=y, exp=exp: _best(grid_01_best, exp, grid_01(n, d, y)),
             "scipy least_squares": lambda n=n, d=d, y=y: scipy_fit(n, d, y),
             "lmfit": lambda n=n, d=d, y=y: lmfit_fit(n, d, y),
             "chinchilla (PyPI)": lambda n=n, d=d, y=y: chinchilla_fit(n, d, y),
@@ -237,9 +299,17 @@ def main() -> int:
         out: dict[str, float] = {}
         timed = {name: _keep(out, name, fn) for name, fn in ways.items()}
         timing = alternate(timed, repeats=repeats, verbose=False)
+        # the 0.001 grid is the 0.01 grid plus its window: time the window once, add the 0.01
+        c0 = time.process_time()
+        out["grid 0.001"] = grid_001(n, d, y, grid_01_best[exp])[0]
+        window = time.process_time() - c0
+        ways["grid 0.001"] = None
         objective = {name: out[name] / len(y) * 1e6 for name in ways}
         for name in ways:
-            cpu = float(np.median(timing[name].cpu))
+            if name == "grid 0.001":
+                cpu = float(np.median(timing["grid 0.01"].cpu)) + window
+            else:
+                cpu = float(np.median(timing[name].cpu))
             rows.append({"sweep": exp, "way": name, "objective": objective[name], "cpu_s": cpu})
             print(f"  {name:20s} {objective[name]:10.4f} {cpu:8.3f} CPU s", flush=True)
     df = pd.DataFrame(rows)
