@@ -164,7 +164,10 @@ def chinchilla_fit(n, d, y):
         )
         for ni, di, yi in zip(n, d, y, strict=True):
             cc.database.append(N=ni, D=di, loss=yi)
-        cc.fit(parallel=False)
+        try:
+            cc.fit(parallel=False)
+        except ValueError:  # its fit diverged (NaN) and its plot of the fit failed
+            return (np.nan,)
         p = cc.get_params()
     t = [p["E"], p["A"], p["B"], p["alpha"], p["beta"]]
     return (float(np.sum(huber(y - model(t, n, d)))),)
