@@ -36,6 +36,7 @@ import numpy as np
 
 from ..laws.base import Law
 from .build import Optimum
+from .engine import CHUNK as ENGINE_CHUNK
 from .engine import (
     Problem,
     float64,
@@ -750,21 +751,19 @@ def grid_starts(
     return _assemble(law, block, problem.refs, z0, out)["z"]
 
 
-#: Starts that must reach the best objective before the random starts are skipped.
-AGREE = 2
-
-
 @dataclass(frozen=True)
 class GridBackend:
     """The default least squares: a grid over the nonlinear parameters, then the full solver.
 
     For a law with a linear block (:func:`linear_block`), the best cells of a grid over the
-    nonlinear parameters with the linear block solved exactly (:func:`grid_starts`), and the
-    first of the given starts (``x0`` or the law's start point), are solved on all parameters by
+    nonlinear parameters with the linear block solved exactly (:func:`grid_starts`) and the
+    first of the given starts (``x0``, the law's start points, then random ones), one compiled
+    chunk of :data:`~scalefit.fit.engine.CHUNK` in all, are solved on all parameters by
     :class:`~scalefit.fit.lsq.JaxBackend`, whose polish and convergence test certify the result
-    as for any fit. When fewer than :data:`AGREE` of them reach the best objective, every given
-    start is solved as well. Other laws, and tables screened on a row subsample, go to
-    :class:`~scalefit.fit.lsq.JaxBackend` with the given starts.
+    as for any fit. The other given starts are solved too unless at least half of those in the
+    chunk reached its best objective (the basin the starts fall into most). Fewer given starts
+    than the grid keeps, other laws, and tables screened on a row subsample go to
+    :class:`~scalefit.fit.lsq.JaxBackend` with the given starts only.
     ``diagnostics["grid_stage"]`` says which path ran.
     """
 
@@ -772,20 +771,23 @@ class GridBackend:
     progress: bool | None = None
 
     def minimize(self, problem: Problem, z0: np.ndarray) -> Optimum:
-        """Minimise the problem's objective (``z0``: the random starts, used when needed)."""
+        """Minimise the problem's objective from the grid's cells and the starts ``z0``."""
         full = JaxBackend(progress=self.progress)
+        z0 = np.asarray(z0, dtype=float)
         block = linear_block(problem.law, problem.inputs)
-        starts = None
-        if block.usable and sum(block.nonneg) <= MAX_ENUMERATED and not problem.screening():
-            starts = grid_starts(problem, block)
-        if starts is None:
-            return _staged(full.minimize(problem, z0), "random starts (no grid)")
-        first = np.concatenate([starts, np.asarray(z0)[:1]])
-        opt = full.minimize(problem, first)
-        if opt.diagnostics["n_best"] >= AGREE:
-            return _staged(opt, "grid cells as starts")
-        opt = full.minimize(problem, np.concatenate([first, z0]))
-        return _staged(opt, "grid cells and random starts")
+        cells = None
+        if len(z0) > GRID_KEEP and block.usable and sum(block.nonneg) <= MAX_ENUMERATED:
+            cells = None if problem.screening() else grid_starts(problem, block)
+        if cells is None:
+            return _staged(full.minimize(problem, z0), "given starts only (no grid)")
+        head = z0[: max(ENGINE_CHUNK - len(cells), 1)]
+        opt = full.minimize(problem, np.concatenate([cells, head]))
+        rest = opt.extras["obj_all"][len(cells) :]
+        fbest = opt.objective * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol
+        if len(head) == len(z0) or 2 * np.sum(rest <= fbest) >= len(head):
+            return _staged(opt, f"grid cells and the first {len(head)} starts")
+        opt = full.minimize(problem, np.concatenate([cells, z0]))
+        return _staged(opt, "grid cells and every start")
 
 
 def _staged(opt: Optimum, stage: str) -> Optimum:

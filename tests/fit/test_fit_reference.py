@@ -28,8 +28,8 @@ def test_decomposed_matches_liu(liu_fit):
     assert abs(res.params["a_width"] - 0.98) <= 0.08
     assert abs(res.params["a_depth"] - 1.2) <= 0.3
     assert abs(res.params["a_tokens"] - 0.30) <= 0.01
-    assert res.diagnostics["n_best"] >= 2  # of the grid's cells and the start point (9)
-    assert res.diagnostics["grid_stage"] == "grid cells as starts"
+    assert res.diagnostics["n_best"] >= 10
+    assert res.diagnostics["grid_stage"].startswith("grid cells and the first")
 
 
 def test_decomposed_is_global_optimum_over_500_random_starts(liu_fit, chinchilla203):
