@@ -607,12 +607,18 @@ GRID_KEEP = 8
 
 
 def _grid_axis(param, y: np.ndarray, points: int) -> np.ndarray | None:
-    """Grid values of one nonlinear parameter over its start range (None: no finite range)."""
+    """Grid values of one nonlinear parameter over its start range (None: no finite range).
+
+    A ``free`` parameter's default start range says nothing about where it lies: it is gridded
+    over its declared bounds when both are finite, else not at all.
+    """
     lmin, lmean = float(np.min(y)), float(np.mean(y))
     if param.kind == "coef":
         lo, hi, log = 0.01 * lmean, lmean, True
     elif param.kind == "floor":
         lo, hi, log = 0.05 * lmin, 0.995 * lmin, True
+    elif param.kind == "free":  # its start range is a default, not knowledge: its bounds or none
+        (lo, hi), log = param.bounds, False
     elif param.start is not None:
         (lo, hi), log = param.start, param.kind == "positive"
     else:
@@ -761,8 +767,9 @@ class GridBackend:
     chunk of :data:`~scalefit.fit.engine.CHUNK` in all, are solved on all parameters by
     :class:`~scalefit.fit.lsq.JaxBackend`, whose polish and convergence test certify the result
     as for any fit. The other given starts are solved too unless at least half of those in the
-    chunk reached its best objective (the basin the starts fall into most). Fewer given starts
-    than the grid keeps, other laws, and tables screened on a row subsample go to
+    chunk reached its best point (:func:`_agreeing`: the basin the starts fall into most).
+    Fewer given starts than the grid keeps, other laws, and tables screened on a row subsample
+    go to
     :class:`~scalefit.fit.lsq.JaxBackend` with the given starts only.
     ``diagnostics["grid_stage"]`` says which path ran.
     """
@@ -782,12 +789,38 @@ class GridBackend:
             return _staged(full.minimize(problem, z0), "given starts only (no grid)")
         head = z0[: max(ENGINE_CHUNK - len(cells), 1)]
         opt = full.minimize(problem, np.concatenate([cells, head]))
-        rest = opt.extras["obj_all"][len(cells) :]
-        fbest = opt.objective * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol
-        if len(head) == len(z0) or 2 * np.sum(rest <= fbest) >= len(head):
+        if len(head) == len(z0) or 2 * _agreeing(problem, opt, len(cells)) >= len(head):
             return _staged(opt, f"grid cells and the first {len(head)} starts")
         opt = full.minimize(problem, np.concatenate([cells, z0]))
         return _staged(opt, "grid cells and every start")
+
+
+#: Relative difference of every public parameter within which a start reached the best point.
+AGREE_RTOL = 1e-4
+
+
+def _agreeing(problem: Problem, opt: Optimum, skip: int) -> int:
+    """How many starts after the first ``skip`` reached the best objective *at the best point*.
+
+    A start on a plateau (a coefficient run to zero, an exponent run off) can tie the best
+    objective far from its parameters; only starts whose every public parameter is within
+    :data:`AGREE_RTOL` of the best point's (or within 1e-12 of it, for one at zero) count.
+    """
+    law, refs = problem.law, problem.refs
+    obj, z = opt.extras["obj_all"][skip:], opt.extras["z_all"][skip:]
+    fbest = opt.objective * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol
+
+    def public(zi):
+        pub = law.to_public(zi, refs)
+        return np.array([float(pub[n]) for n in law.param_names])
+
+    best = public(opt.z)
+    with np.errstate(all="ignore"):
+        close = [
+            np.all(np.abs(public(zi) - best) <= AGREE_RTOL * np.abs(best) + 1e-12)
+            for zi in z[obj <= fbest]
+        ]
+    return int(np.sum(close))
 
 
 def _staged(opt: Optimum, stage: str) -> Optimum:
