@@ -795,8 +795,10 @@ class GridBackend:
         return _staged(opt, "grid cells and every start")
 
 
-#: Relative difference of every public parameter within which a start reached the best point.
-AGREE_RTOL = 1e-4
+#: Relative difference of every public parameter within which a start reached the best point
+#: (a batch start stops at 1e-12 and the best is polished further: an ill-determined pair such
+#: as Gemstones' c_tokens and a_tokens still differs by 2e-4 there; a plateau by far more).
+AGREE_RTOL = 1e-2
 
 
 def _agreeing(problem: Problem, opt: Optimum, skip: int) -> int:
