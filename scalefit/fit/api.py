@@ -23,7 +23,7 @@ from .data import as_table, names_read, resolve_weights
 from .device import fit_device, on_device
 from .holdout import holdout_check
 from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
-from .lsq import JaxBackend, least_squares
+from .lsq import least_squares
 from .result import FitResult
 from .split import n_holdout
 
@@ -96,7 +96,9 @@ class FitOptions:
             from .varpro import VarproBackend
 
             return VarproBackend(progress=self.progress)
-        return JaxBackend(progress=self.progress)
+        from .varpro import GridBackend
+
+        return GridBackend(progress=self.progress)
 
 
 def _law(opts: FitOptions, tab) -> Law:
@@ -171,10 +173,12 @@ def fit(
     The objective is ``sum_i w_i rho(r_i)`` (summed, not averaged) with residuals
     ``r = log y - log f(x)`` (``residuals="log"``) or ``r = y - f(x)`` (``"linear"``), ``rho`` the
     squared error (``mse``), Huber with threshold ``delta`` (``huber``) or absolute error
-    (``lad``), and ``w`` optional per-row weights. Gradients are exact (JAX, float64). ``starts``
-    random starting points (plus the law's start points and ``x0``) are solved together with a
-    vectorised Levenberg–Marquardt loop; the best is checked to be a true local minimum
-    (:mod:`scalefit.fit.checks`) before it is called converged.
+    (``lad``), and ``w`` optional per-row weights. Gradients are exact (JAX, float64). For a law
+    with linear parameters, the best cells of a grid over the others (the linear ones solved
+    exactly in each cell) start a vectorised Levenberg–Marquardt loop on all parameters; the
+    ``starts`` random starting points (plus the law's start points and ``x0``) are solved too
+    when fewer than two cells reach the best objective, and for other laws. The best is checked
+    to be a true local minimum (:mod:`scalefit.fit.checks`) before it is called converged.
 
     Parameters
     ----------
@@ -194,7 +198,7 @@ def fit(
     weights : str or array-like, optional
         Per-row weights: a column name or one non-negative number per row.
     starts : int, default 256
-        Number of random starts.
+        Number of random starts (when the grid is not enough, see above).
     seed : int, default 0
         Seed for starts and resamples (recorded in the result).
     method : {"jax", "lmfit", "varpro"}, default "jax"

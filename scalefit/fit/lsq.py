@@ -3,7 +3,8 @@
 A *backend* takes a :class:`~scalefit.fit.engine.Problem` and starting points (internal
 coordinates) and returns an :class:`Optimum`; :func:`least_squares` then hands the optimum to the
 one shared step that builds a result (:func:`scalefit.fit.build.build_result`). The JAX
-Levenberg–Marquardt engine (:class:`JaxBackend`) is the default; lmfit lives in
+Levenberg–Marquardt engine (:class:`JaxBackend`) solves every start; the default backend
+(:class:`scalefit.fit.varpro.GridBackend`) chooses its starts from a grid; lmfit lives in
 :mod:`scalefit.fit.lmfit_method`.
 """
 

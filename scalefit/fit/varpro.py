@@ -36,6 +36,7 @@ import numpy as np
 
 from ..laws.base import Law
 from .build import Optimum
+from .engine import CHUNK as ENGINE_CHUNK
 from .engine import (
     Problem,
     float64,
@@ -592,3 +593,237 @@ class VarproBackend:
 def _relabel(opt: Optimum, block: LinearBlock, stage: str) -> Optimum:
     diag = {**opt.diagnostics, "varpro_linear": list(block.linear), "varpro_stage": stage}
     return replace(opt, method="varpro", diagnostics=diag)
+
+
+# ------------------------------------------------------------------ grid over the nonlinear block
+#: Grid cells over the nonlinear parameters (points per axis: this total to the power 1/q).
+GRID_CELLS = 324
+#: Most numbers held by one block of grid cells' basis (cells x rows x linear coefficients).
+GRID_BLOCK = 1 << 21
+#: Iteratively reweighted passes per grid cell (robust losses); the ranking needs no more.
+GRID_IRLS = 8
+#: Best distinct grid cells handed to the full-parameter solver as starts.
+GRID_KEEP = 8
+
+
+def _grid_axis(param, y: np.ndarray, points: int) -> np.ndarray | None:
+    """Grid values of one nonlinear parameter over its start range (None: no finite range).
+
+    A ``free`` parameter's default start range says nothing about where it lies: it is gridded
+    over its declared bounds when both are finite, else not at all.
+    """
+    lmin, lmean = float(np.min(y)), float(np.mean(y))
+    if param.kind == "coef":
+        lo, hi, log = 0.01 * lmean, lmean, True
+    elif param.kind == "floor":
+        lo, hi, log = 0.05 * lmin, 0.995 * lmin, True
+    elif param.kind == "free":  # its start range is a default, not knowledge: its bounds or none
+        (lo, hi), log = param.bounds, False
+    elif param.start is not None:
+        (lo, hi), log = param.start, param.kind == "positive"
+    else:
+        return None
+    if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo and (lo > 0 or not log)):
+        return None
+    # cell centres: a bound such as an exponent of 0 is approached, not sat on
+    u = (np.arange(points) + 0.5) / points
+    return np.exp(np.log(lo) + u * np.log(hi / lo)) if log else lo + u * (hi - lo)
+
+
+def _nnls_batch(g: np.ndarray, b: np.ndarray, nonneg: np.ndarray) -> np.ndarray:
+    """``argmin c^T g c - 2 b^T c`` with ``c_i >= 0`` where ``nonneg``, for a batch (exact).
+
+    ``g`` (G, k, k) symmetric positive semi-definite, ``b`` (G, k). The unconstrained solution
+    where it is feasible; elsewhere every support of the constrained coefficients is solved
+    and the best feasible one kept (few coefficients, so the enumeration is cheap).
+    """
+    k = g.shape[-1]
+    dg = np.sqrt(np.maximum(np.einsum("gii->gi", g), 1e-300))
+    gs = g / (dg[:, :, None] * dg[:, None, :]) + 1e-13 * np.eye(k)
+    bs = b / dg
+    with np.errstate(all="ignore"):
+        cs = np.linalg.solve(gs, bs[..., None])[..., 0]
+    bad = ~np.all((cs >= 0.0) | ~nonneg, axis=1) | ~np.all(np.isfinite(cs), axis=1)
+    if bad.any():
+        masks = _subsets(tuple(bool(v) for v in nonneg)).astype(float)  # (S, k)
+        gb, bb = gs[bad][:, None], bs[bad][:, None]  # (B, 1, k, k), (B, 1, k)
+        mm = masks[:, :, None] * masks[:, None, :]
+        a = gb * mm + np.eye(k) * (1.0 - masks)[:, None, :]
+        with np.errstate(all="ignore"):
+            c = np.linalg.solve(a, (bb * masks)[..., None])[..., 0] * masks  # (B, S, k)
+            val = np.einsum("bsi,bsij,bsj->bs", c, np.broadcast_to(gb, a.shape), c)
+            val = val - 2.0 * np.einsum("bsi,bsi->bs", np.broadcast_to(bb, c.shape), c)
+        ok = np.all((c >= 0.0) | ~nonneg | (masks == 0), axis=2) & np.isfinite(val)
+        best = np.argmin(np.where(ok, val, np.inf), axis=1)
+        cs[bad] = c[np.arange(len(best)), best]
+    return cs / dg
+
+
+def _grid_block(law, block, theta, x, ys, s, w, rho, weight):
+    """Objectives and linear coefficients of the grid cells ``theta`` (G, q): exact inner solves."""
+    names = block.nonlinear
+    k = len(block.linear)
+    p = {n: theta[:, i, None] for i, n in enumerate(names)}
+    zero = dict.fromkeys(block.linear, 0.0)
+    n = len(ys)
+    with np.errstate(all="ignore"):
+        phi0 = np.broadcast_to(law.expr(np, {**p, **zero}, x), (len(theta), n))
+        phi = np.stack(
+            [
+                np.broadcast_to(law.expr(np, {**p, **zero, nm: 1.0}, x), phi0.shape) - phi0
+                for nm in block.linear
+            ],
+            axis=-1,
+        )  # (G, n, k)
+    t = ys - s * phi0
+    phis = s[:, None] * phi
+    nonneg = np.asarray(block.nonneg)
+    # products of basis columns, fixed across the reweighted passes: (G, k(k+1)/2, n)
+    iu = np.triu_indices(k)
+    phit = np.ascontiguousarray(phis.transpose(0, 2, 1))  # (G, k, n)
+    pairs = phit[:, iu[0]] * phit[:, iu[1]]
+    pt = phit * t[:, None, :]
+    u = np.broadcast_to(w, t.shape)
+    for _ in range(1 if weight is None else GRID_IRLS):
+        g = np.empty((len(theta), k, k))
+        g[:, iu[0], iu[1]] = g[:, iu[1], iu[0]] = np.matmul(pairs, u[:, :, None])[..., 0]
+        c = _nnls_batch(g, np.matmul(pt, u[:, :, None])[..., 0], nonneg)
+        r = t - np.matmul(c[:, None, :], phit)[:, 0]
+        if weight is None:
+            break
+        u = w * weight(r)
+    f = np.sum(w * rho(r), axis=1)
+    ok = np.isfinite(f) & np.all(np.isfinite(c), axis=1)
+    return np.where(ok, f, np.inf), c
+
+
+def grid_starts(
+    problem: Problem, block: LinearBlock | None = None, keep: int = GRID_KEEP
+) -> np.ndarray | None:
+    """The best cells of a grid over the nonlinear parameters, as full-parameter starts.
+
+    Every cell fixes the nonlinear parameters (points per axis ``GRID_CELLS ** (1/q)`` over each
+    parameter's start range) and solves the linear block exactly in numpy: non-negative least
+    squares by active sets for mean squares, a few iteratively reweighted passes of it for Huber
+    and LAD, on linear residuals (relative residuals ``(y - f) / y`` under log residuals). The
+    ``keep`` best cells, at most one per cell neighbourhood, are returned in internal
+    coordinates. None when a nonlinear parameter has no finite range to grid, when there are too
+    many of them (more than ``4 * GRID_CELLS`` cells at three points per axis), or when the
+    law's expression does not broadcast over a batch of parameter values.
+    """
+    law, y = problem.law, problem._y
+    block = block or linear_block(law, problem.inputs)
+    q = len(block.nonlinear)
+    points = max(int(GRID_CELLS ** (1.0 / q)), 3)
+    if points**q > 4 * GRID_CELLS:  # too many nonlinear parameters for a grid
+        return None
+    axes = [_grid_axis(law.param(nm), y, points) for nm in block.nonlinear]
+    if any(a is None for a in axes):
+        return None
+    theta = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
+    x = law.variables(np, problem.inputs)
+    s = 1.0 / np.abs(y) if problem.residuals == "log" else np.ones_like(y)
+    w = np.ones_like(y) if problem.weights is None else problem.weights
+    rho = robust_rho(np, problem.loss, problem.delta)[0]
+    weight = None if problem.loss == "mse" else robust_weight(np, problem.loss, problem.delta)
+    step = max(GRID_BLOCK // (len(y) * len(block.linear)), 1)
+    try:
+        parts = [
+            _grid_block(law, block, theta[i : i + step], x, s * y, s, w, rho, weight)
+            for i in range(0, len(theta), step)
+        ]
+    except ValueError:  # an expression that does not broadcast over a batch of parameters
+        return None
+    f = np.concatenate([p[0] for p in parts])
+    c = np.concatenate([p[1] for p in parts])
+    # the best cells, skipping any next to one already kept (one start per basin of the grid)
+    idx = np.stack(np.unravel_index(np.arange(len(theta)), (points,) * q), axis=1)
+    chosen: list[int] = []
+    for i in np.argsort(f):
+        if not np.isfinite(f[i]) or len(chosen) >= keep:
+            break
+        if all(np.max(np.abs(idx[i] - idx[j])) > 1 for j in chosen):
+            chosen.append(int(i))
+    if not chosen:
+        return None
+    out = {"z": theta[chosen], "c": c[chosen], "objective": f[chosen], "iterations": None}
+    z0 = np.zeros((len(chosen), len(law.params)))
+    names = law.param_names
+    nl = [names.index(nm) for nm in block.nonlinear]
+    for i, row in enumerate(theta[chosen]):  # internal nonlinear entries from public values
+        vals = {nm: 1.0 for nm in names} | dict(zip(block.nonlinear, row, strict=True))
+        z0[i, nl] = law.to_internal(vals, problem.refs)[nl]
+    out["z"] = z0[:, nl]
+    return _assemble(law, block, problem.refs, z0, out)["z"]
+
+
+@dataclass(frozen=True)
+class GridBackend:
+    """The default least squares: a grid over the nonlinear parameters, then the full solver.
+
+    For a law with a linear block (:func:`linear_block`), the best cells of a grid over the
+    nonlinear parameters with the linear block solved exactly (:func:`grid_starts`) and the
+    first of the given starts (``x0``, the law's start points, then random ones), one compiled
+    chunk of :data:`~scalefit.fit.engine.CHUNK` in all, are solved on all parameters by
+    :class:`~scalefit.fit.lsq.JaxBackend`, whose polish and convergence test certify the result
+    as for any fit. The other given starts are solved too unless at least half of those in the
+    chunk reached its best point (:func:`_agreeing`: the basin the starts fall into most).
+    Fewer given starts than the grid keeps, other laws, and tables screened on a row subsample
+    go to
+    :class:`~scalefit.fit.lsq.JaxBackend` with the given starts only.
+    ``diagnostics["grid_stage"]`` says which path ran.
+    """
+
+    name: str = "jax"
+    progress: bool | None = None
+
+    def minimize(self, problem: Problem, z0: np.ndarray) -> Optimum:
+        """Minimise the problem's objective from the grid's cells and the starts ``z0``."""
+        full = JaxBackend(progress=self.progress)
+        z0 = np.asarray(z0, dtype=float)
+        block = linear_block(problem.law, problem.inputs)
+        cells = None
+        if len(z0) > GRID_KEEP and block.usable and sum(block.nonneg) <= MAX_ENUMERATED:
+            cells = None if problem.screening() else grid_starts(problem, block)
+        if cells is None:
+            return _staged(full.minimize(problem, z0), "given starts only (no grid)")
+        head = z0[: max(ENGINE_CHUNK - len(cells), 1)]
+        opt = full.minimize(problem, np.concatenate([cells, head]))
+        if len(head) == len(z0) or 2 * _agreeing(problem, opt, len(cells)) >= len(head):
+            return _staged(opt, f"grid cells and the first {len(head)} starts")
+        opt = full.minimize(problem, np.concatenate([cells, z0]))
+        return _staged(opt, "grid cells and every start")
+
+
+#: Relative difference of every public parameter within which a start reached the best point
+#: (a batch start stops at 1e-12 and the best is polished further: an ill-determined pair such
+#: as Gemstones' c_tokens and a_tokens still differs by 2e-4 there; a plateau by far more).
+AGREE_RTOL = 1e-2
+
+
+def _agreeing(problem: Problem, opt: Optimum, skip: int) -> int:
+    """How many starts after the first ``skip`` reached the best objective *at the best point*.
+
+    A start on a plateau (a coefficient run to zero, an exponent run off) can tie the best
+    objective far from its parameters; only starts whose every public parameter is within
+    :data:`AGREE_RTOL` of the best point's (or within 1e-12 of it, for one at zero) count.
+    """
+    law, refs = problem.law, problem.refs
+    obj, z = opt.extras["obj_all"][skip:], opt.extras["z_all"][skip:]
+    fbest = opt.objective * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol
+
+    def public(zi):
+        pub = law.to_public(zi, refs)
+        return np.array([float(pub[n]) for n in law.param_names])
+
+    best = public(opt.z)
+    with np.errstate(all="ignore"):
+        close = [
+            np.all(np.abs(public(zi) - best) <= AGREE_RTOL * np.abs(best) + 1e-12)
+            for zi in z[obj <= fbest]
+        ]
+    return int(np.sum(close))
+
+
+def _staged(opt: Optimum, stage: str) -> Optimum:
+    return replace(opt, diagnostics={**opt.diagnostics, "grid_stage": stage})

@@ -29,6 +29,7 @@ def test_decomposed_matches_liu(liu_fit):
     assert abs(res.params["a_depth"] - 1.2) <= 0.3
     assert abs(res.params["a_tokens"] - 0.30) <= 0.01
     assert res.diagnostics["n_best"] >= 10
+    assert res.diagnostics["grid_stage"].startswith("grid cells and the first")
 
 
 def test_decomposed_is_global_optimum_over_500_random_starts(liu_fit, chinchilla203):
