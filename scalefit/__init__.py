@@ -16,7 +16,7 @@ from .laws import Law, Param, get_law, list_laws, register_law
 from .table import read_table
 
 if TYPE_CHECKING:
-    from . import allocate, datasets, plan
+    from . import allocate, datasets
 
 #: Entry points imported on first use (PEP 562), so that a command loads only what it touches:
 #: ``scalefit fit`` never imports :mod:`scalefit.allocate`. Name -> (module, attribute or None).
