@@ -78,7 +78,9 @@ BROKEN = {
     "Infinity literal": lambda text: text.replace('"n_boot": 4', '"n_boot": Infinity'),
     "huge float": lambda text: text.replace('"stop_width": 1.5', '"stop_width": 1e999'),
     "huge int": lambda text: text.replace('"n_boot": 4', '"n_boot": ' + "9" * 5000),
-    "deep nesting": lambda text: text.replace('"n_boot": 4', '"n_boot": ' + "[" * 5000 + "]" * 5000),
+    "deep nesting": lambda text: text.replace(
+        '"n_boot": 4', '"n_boot": ' + "[" * 5000 + "]" * 5000
+    ),
 }
 
 
@@ -125,8 +127,15 @@ WRONG_TYPES = {
     "asked unknown run": lambda s: s["asked"][0].update(run_id="nope"),
     "results entry a list": lambda s: s["results"].append([1, 2]),
     "results flops text": lambda s: s["results"].append(
-        {"run_id": s["asked"][0]["run_id"], "params": 1e7, "tokens": 2e8, "depth": None,
-         "width": None, "flops": "x", "loss": 3.0}  # fmt: skip
+        {
+            "run_id": s["asked"][0]["run_id"],
+            "params": 1e7,
+            "tokens": 2e8,
+            "depth": None,
+            "width": None,
+            "flops": "x",
+            "loss": 3.0,
+        }  # fmt: skip
     ),
     "decisions a number": lambda s: s.update(decisions=3),
     "decision a string": lambda s: s["decisions"].append("x"),
@@ -157,7 +166,9 @@ def test_a_run_id_edited_to_leave_the_folder_is_refused(started, capsys, case, a
     bad = ESCAPES[case]
 
     def change(state):
-        state["candidates"]["run_id"] = [bad if r == ids[0] else r for r in state["candidates"]["run_id"]]
+        state["candidates"]["run_id"] = [
+            bad if r == ids[0] else r for r in state["candidates"]["run_id"]
+        ]
         state["asked"][0]["run_id"] = bad
 
     _edit(folder, change)
@@ -205,3 +216,214 @@ def test_a_plan_folder_that_is_a_file_is_one_line(tmp_path, capsys):
     cand = _candidates(tmp_path / "c.csv")
     for args in (["status", tmp_path / "p"], ["init", tmp_path / "p", cand, "--budget", "1e21"]):
         assert_refused(cli(capsys, ["plan", *args]), "p", case=args[0])
+
+
+# -- tell and candidate tables, --budget ------------------------------------------------------
+def _tell_rows(ids: list[str]) -> dict[str, pd.DataFrame]:
+    one = ids[:1]
+    return {
+        "text loss": pd.DataFrame({"run_id": one, "loss": ["low"]}),
+        "negative loss": pd.DataFrame({"run_id": one, "loss": [-3.0]}),
+        "zero loss": pd.DataFrame({"run_id": one, "loss": [0.0]}),
+        "-inf loss": pd.DataFrame({"run_id": one, "loss": [-np.inf]}),
+        "duplicate run_id": pd.DataFrame({"run_id": [ids[0], ids[0]], "loss": [3.0, 3.1]}),
+        "unknown run_id": pd.DataFrame({"run_id": ["../../x"], "loss": [3.0]}),
+        "no loss column": pd.DataFrame({"run_id": one, "lost": [3.0]}),
+        "text params": pd.DataFrame({"params": ["big"], "tokens": [2e8], "loss": [3.0]}),
+        "text tokens with run_id": pd.DataFrame({"run_id": one, "tokens": ["x"], "loss": [3.0]}),
+        "negative params with run_id": pd.DataFrame(
+            {"run_id": one, "params": [-1.0], "loss": [3.0]}
+        ),
+        "inf tokens with run_id": pd.DataFrame({"run_id": one, "tokens": [np.inf], "loss": [3.0]}),
+        "no rows": pd.DataFrame({"run_id": [], "loss": []}),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_tell_rows(["a"])))
+def test_a_hostile_tell_table_is_one_line_and_leaves_the_plan_as_it_was(started, capsys, case):
+    folder, ids = started
+    _tell_rows(ids)[case].to_csv("t.csv", index=False)
+    before = _digest(folder)
+    assert_refused(
+        cli(capsys, ["plan", "tell", folder, "t.csv"]), "t.csv", "loss", "run", case=case
+    )
+    assert _digest(folder) == before, case
+
+
+def test_a_nan_loss_is_a_diverged_run_not_an_error(started, capsys):
+    folder, ids = started
+    pd.DataFrame({"run_id": ids[:1], "loss": [np.nan]}).to_csv("t.csv", index=False)
+    assert cli(capsys, ["plan", "tell", folder, "t.csv"])[0] == 0
+    state = json.loads((folder / "plan.json").read_text())
+    assert state["results"][0]["loss"] is None and state["results"][0]["run_id"] == ids[0]
+
+
+def test_a_tell_table_of_a_million_rows_is_refused_quickly(started, capsys):
+    folder, ids = started
+    rows = np.resize(np.asarray(ids, object), 10**6)
+    pd.DataFrame({"run_id": rows, "loss": 3.0}).to_csv("t.csv", index=False)
+    before = _digest(folder)
+    assert_refused(cli(capsys, ["plan", "tell", folder, "t.csv"]), "already told", "t.csv")
+    assert _digest(folder) == before
+
+
+CANDIDATES = {
+    "zero params": {"params": [0.0, 1e8], "tokens": [1e9, 1e9]},
+    "negative params": {"params": [-1e7, 1e8], "tokens": [1e9, 1e9]},
+    "inf tokens": {"params": [1e7, 1e8], "tokens": [np.inf, 1e9]},
+    "text params": {"params": ["big", 1e8], "tokens": [1e9, 1e9]},
+    "params 1e308": {"params": [1e308, 1e8], "tokens": [1e9, 1e9]},
+    "no tokens column": {"params": [1e7, 1e8]},
+    "no rows": {"params": [], "tokens": []},
+    "text depth with a trainer": {"params": [1e7], "tokens": [1e9], "depth": ["x"], "width": [64]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CANDIDATES))
+def test_a_hostile_candidates_table_is_one_line_and_writes_no_plan(here, capsys, case):
+    pd.DataFrame(CANDIDATES[case]).to_csv("c.csv", index=False)
+    extra = []
+    if "trainer" in case:
+        Path("t.toml").write_text("lr = 1e-3\n")
+        extra = ["--trainer", "t.toml"]
+    result = cli(capsys, ["plan", "init", "p", "c.csv", "--budget", "1e21", *extra])
+    assert_refused(result, "candidate", "params", "tokens", "depth", "c.csv", case=case)
+    assert not (here / "p" / "plan.json").exists()
+
+
+@pytest.mark.parametrize("budget", ["0", "-1", "nan", "inf", "-inf", "1e400", "big", ""])
+def test_a_hostile_budget_is_one_line_and_writes_nothing(here, capsys, budget):
+    _candidates(here / "c.csv")
+    result = cli(capsys, ["plan", "init", "p", "c.csv", f"--budget={budget}"])
+    assert_refused(result, "--budget", case=budget)
+    assert not (here / "p").exists()
+
+
+# -- curves holdout ---------------------------------------------------------------------------
+def _curves_csv(path: Path, sizes=(1e6, 2e6, 5e6, 1e7)) -> Path:
+    from scalefit.curves import synthetic_curves
+
+    truth = {"L0": 1.8, "A": 1.0, "alpha": 0.5, "C": 0.3, "B": 100.0, "beta": 0.3}
+    sched = "wsd:lr=0.003,steps=400,warmup=20,decay=0.2"
+    curves = synthetic_curves(
+        truth, [sched] * len(sizes), law="lr_annealing_params", params=list(sizes), every=100,
+        noise=0.003, seed=0,
+    )  # fmt: skip
+    curves.assign(tokens=curves["step"] * 4096.0).to_csv(path, index=False)
+    return path
+
+
+HELD_OUT = {
+    "above every run": ("1e12", "held"),
+    "below every run": ("1", "held"),
+    "nan": ("nan", "--held-out-params"),
+    "inf": ("inf", "--held-out-params"),
+    "zero": ("0", "--held-out-params"),
+    "negative": ("-1e6", "--held-out-params"),
+    "text": ("big", "--held-out-params"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HELD_OUT))
+def test_a_hostile_held_out_size_is_one_line_and_writes_nothing(here, capsys, case):
+    _curves_csv(here / "c.csv")
+    value, name = HELD_OUT[case]
+    args = ["curves", "holdout", "c.csv", f"--held-out-params={value}", "--out", "rows.csv"]
+    assert_refused(cli(capsys, args), name, outputs=["rows.csv"], case=case)
+
+
+CURVES = {
+    "one run": lambda c: c[c["run"] == c["run"].iloc[0]],
+    "one size": lambda c: c.assign(params=1e6),
+    "nan params": lambda c: c.assign(params=np.where(c["params"] > 5e6, np.nan, c["params"])),
+    "negative params": lambda c: c.assign(params=-c["params"]),
+    "text loss": lambda c: c.assign(loss=c["loss"].astype(object).where(c["step"] < 300, "x")),
+    "no schedule": lambda c: c.drop(columns="schedule"),
+    "no rows": lambda c: c.iloc[:0],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CURVES))
+def test_a_hostile_curves_file_for_holdout_is_one_line(here, capsys, case):
+    curves = pd.read_csv(_curves_csv(here / "c.csv"))
+    CURVES[case](curves).to_csv("c.csv", index=False)
+    args = ["curves", "holdout", "c.csv", "--held-out-params", "5e6", "--out", "rows.csv"]
+    args += ["--bootstrap", "4", "--starts", "2"]
+    result = cli(capsys, args)
+    assert_refused(
+        result,
+        "c.csv",
+        "params",
+        "held",
+        "run",
+        "loss",
+        "schedule",
+        outputs=["rows.csv"],
+        case=case,
+    )
+
+
+def test_holdout_output_under_a_file_or_over_a_folder_is_refused_before_any_fit(here, capsys):
+    _curves_csv(here / "c.csv")
+    Path("taken").mkdir()
+    for out in ("c.csv/rows.csv", "taken"):
+        args = ["curves", "holdout", "c.csv", "--held-out-params", "5e6", "--out", out]
+        assert_refused(cli(capsys, args), out, "--out", case=out)
+    assert list(Path("taken").iterdir()) == []
+
+
+# -- train grid --resume-from / --max-minutes -------------------------------------------------
+@pytest.fixture(scope="module")
+def grid_tokens(tmp_path_factory):
+    pytest.importorskip("torch")
+    from train_support import token_folder
+
+    return token_folder(tmp_path_factory.mktemp("round5"), vocab=["ab", "cd"], seed=5, words=500)
+
+
+def _grid(here: Path, tokens: str) -> list[str]:
+    Path("grid.toml").write_text(
+        f'[sweep]\nname = "g"\ntask = "train"\n[fixed]\ndata = "{tokens}"\nseq_len = 16\n'
+        "batch_size = 4\neval_tokens = 64\ndiagnose = false\n[grid]\ndepth = [1]\nwidth = [16]\n"
+        "tokens = [128, 256]\n"
+    )
+    return ["train", "grid", "grid.toml", "--out", "o", "--workers", "0"]
+
+
+def _resume_from(kind: str) -> str:
+    path = Path("table.csv")
+    if kind == "a folder":
+        path.mkdir()
+    elif kind == "binary":
+        path.write_bytes(bytes(range(256)) * 64)
+    elif kind == "10^5 columns":
+        cols = [f"c{i}" for i in range(10**5)]
+        path.write_text(",".join(cols) + "\n" + ",".join("1" for _ in cols) + "\n")
+    elif kind == "under a file":
+        path.write_text("x")
+        return "table.csv/t.csv"
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "kind", ["a folder", "binary", "10^5 columns", "under a file"]
+)
+def test_a_hostile_resume_table_is_one_line_and_trains_nothing(here, capsys, grid_tokens, kind):
+    args = [*_grid(here, grid_tokens), "--resume-from", _resume_from(kind)]
+    before = _digest(here)
+    assert_refused(cli(capsys, args), "table.csv", "--resume-from", case=kind)
+    assert _digest(here) == before, kind
+
+
+def test_a_resume_table_that_is_a_fifo_does_not_block(here, grid_tokens):
+    os.mkfifo("table.csv")
+    args = [*_grid(here, grid_tokens), "--resume-from", "table.csv"]
+    result = cli_process(args, timeout=FIFO_S)
+    assert_refused(result, "table.csv", "--resume-from")
+    assert not Path("o").exists()
+
+
+@pytest.mark.parametrize("minutes", ["0", "-1", "nan", "inf", "-inf", "1e400", "soon"])
+def test_a_hostile_time_limit_is_one_line_and_trains_nothing(here, capsys, grid_tokens, minutes):
+    args = [*_grid(here, grid_tokens), "--resume-from", "t.csv", f"--max-minutes={minutes}"]
+    assert_refused(cli(capsys, args), "--max-minutes", outputs=["t.csv", "o"], case=minutes)
