@@ -405,9 +405,7 @@ def _resume_from(kind: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize(
-    "kind", ["a folder", "binary", "10^5 columns", "under a file"]
-)
+@pytest.mark.parametrize("kind", ["a folder", "binary", "10^5 columns", "under a file"])
 def test_a_hostile_resume_table_is_one_line_and_trains_nothing(here, capsys, grid_tokens, kind):
     args = [*_grid(here, grid_tokens), "--resume-from", _resume_from(kind)]
     before = _digest(here)
@@ -427,3 +425,81 @@ def test_a_resume_table_that_is_a_fifo_does_not_block(here, grid_tokens):
 def test_a_hostile_time_limit_is_one_line_and_trains_nothing(here, capsys, grid_tokens, minutes):
     args = [*_grid(here, grid_tokens), "--resume-from", "t.csv", f"--max-minutes={minutes}"]
     assert_refused(cli(capsys, args), "--max-minutes", outputs=["t.csv", "o"], case=minutes)
+
+
+# -- curves fit --law lr_optimum ----------------------------------------------------------------
+def _rates_csv(path: Path, bad_lr: str) -> Path:
+    """Curves at three peak rates and two sizes; the last rate's schedule text says ``bad_lr``."""
+    from scalefit.curves import synthetic_curves
+
+    truth = {"L0": 1.8, "A": 1.0, "alpha": 0.5, "C": 0.3, "B": 100.0, "beta": 0.3}
+    scheds = [f"wsd:lr={lr},steps=200,warmup=20,decay=0.2" for lr in (5e-4, 1.5e-3, 4.5e-3)]
+    curves = synthetic_curves(
+        truth, scheds * 2, law="lr_annealing_params", params=[1e6] * 3 + [1e7] * 3, every=50,
+        seed=0,
+    )  # fmt: skip
+    curves["schedule"] = curves["schedule"].str.replace("lr=0.0045", f"lr={bad_lr}")
+    curves.assign(tokens=curves["step"] * 8192.0).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("bad_lr", ["nan", "inf", "0", "-1e-3", "x", "1e400"])
+def test_a_hostile_peak_rate_for_lr_optimum_is_one_line(here, capsys, bad_lr):
+    _rates_csv(here / "c.csv", bad_lr)
+    args = ["curves", "fit", "c.csv", "--law", "lr_optimum", "--out", "r.json", "--bootstrap", "0"]
+    assert_refused(cli(capsys, args), "lr", "c.csv", outputs=["r.json"], case=bad_lr)
+
+
+# -- plan run: trainer settings edited in plan.json --------------------------------------------
+TRAINER_EDITS = {
+    "absolute name": lambda t, decoy: t.update(name=str(decoy.resolve() / "run")),
+    "name with ..": lambda t, decoy: t.update(name="../../decoy/run"),
+    "unknown key": lambda t, decoy: t.update(exec="import os"),
+    "batch_size 0": lambda t, decoy: t.update(batch_size=0),
+    "lr text": lambda t, decoy: t.update(lr="fast"),
+}
+
+
+def _trainer_plan(here: Path, capsys, extra: str = "") -> int:
+    """``plan init p`` over two tiny trainer runs, the trainer TOML ending with ``extra``."""
+    from train_support import token_folder
+
+    from scalefit.accounting import param_count
+
+    tokens = token_folder(here / "tok", vocab=["ab", "cd"], seed=6, words=300)
+    rows = [{"depth": 1, "width": 16, "tokens": t, "params": param_count(1, 16, vocab=256)}
+            for t in (128, 256)]  # fmt: skip
+    pd.DataFrame(rows).to_csv("c.csv", index=False)
+    Path("t.toml").write_text(
+        f'data = "{tokens}"\nseq_len = 16\nbatch_size = 4\neval_tokens = 64\ndiagnose = false\n'
+        f'device = "cpu"\n{extra}'
+    )
+    init = ["plan", "init", "p", "c.csv", "--budget", "1e9", "--trainer", "t.toml"]
+    return cli(capsys, [*init, "--n-boot", "4"])[0]
+
+
+@pytest.mark.parametrize("case", sorted(TRAINER_EDITS))
+def test_plan_run_with_edited_trainer_settings_writes_nothing_outside(here, capsys, case):
+    pytest.importorskip("torch")
+    assert _trainer_plan(here, capsys) == 0
+    decoy = here / "decoy"
+    decoy.mkdir()
+    _edit(Path("p"), lambda s: TRAINER_EDITS[case](s["settings"]["trainer"], decoy))
+    before = _digest(decoy)
+    result = cli(capsys, ["plan", "run", "p", "--k", "1", "--rounds", "1"])
+    assert_refused(result, "plan.json", case=case)
+    assert _digest(decoy) == before and not Path("p/runs").exists()
+
+
+@pytest.mark.slow  # trains one tiny run: 3.4 s
+@pytest.mark.parametrize("name", ["absolute", "../decoy/run"])
+def test_a_trainer_name_leading_out_trains_inside_the_plan_folder(here, capsys, name):
+    pytest.importorskip("torch")
+    decoy = here / "decoy"
+    decoy.mkdir()
+    name = str(decoy.resolve() / "run") if name == "absolute" else name
+    assert _trainer_plan(here, capsys, f'name = "{name}"\n') == 0
+    assert cli(capsys, ["plan", "run", "p", "--k", "1", "--rounds", "1"])[0] == 0
+    assert list(decoy.iterdir()) == []
+    (run,) = Path("p/runs").iterdir()
+    assert (run / "result.json").is_file()
