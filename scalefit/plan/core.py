@@ -25,7 +25,9 @@ from ..errors import ScaleFitError
 from .steps import FIT_FILE, RUN_COLUMNS, choose, decide, match
 
 STATE_FILE = "plan.json"
-_SHOWN = ("params", "params_lo", "params_hi", "ratio", "depth", "width", "tokens")
+#: The decision's numbers in the report and their formats (a NaN is saved as None: "n/a").
+_SHOWN = {"params": ".4g", "params_lo": ".4g", "params_hi": ".4g", "ratio": ".3g"}
+_SHOWN.update(depth="g", width="g", tokens=".4g")
 SCHEMA = 1
 
 
@@ -109,7 +111,7 @@ class Plan:
         ]
         d = s["decision"]
         if d and d.get("params") is not None:
-            g = {k: "n/a" if d.get(k) is None else f"{d[k]:.4g}" for k in _SHOWN}  # NaN -> None
+            g = {k: "n/a" if d.get(k) is None else f"{d[k]:{f}}" for k, f in _SHOWN.items()}
             shape = "" if d["depth"] is None else f", depth {g['depth']}, width {g['width']}"
             lines.append(
                 f"decision: N* {g['params']} [{g['params_lo']}, {g['params_hi']}] "

@@ -537,3 +537,15 @@ def test_an_exhaustive_design_with_a_huge_k_is_bounded_by_the_candidates():
     assert len(chosen) <= 2
     with pytest.raises(ScaleFitError, match=r"exceed the exhaustive limit .* \(--k\)"):
         exhaustive(Ensemble(np.eye(41), 1.0), np.ones(40), 100.0, 10**20)
+
+
+def test_status_of_a_decision_without_an_interval_says_so(started, capsys):
+    # a fit whose draws gave no interval saves its bounds as null; status printed a traceback
+    folder, _ = started
+    decision = {"runs": 3, "flops_spent": 1e17, "notes": [], "params": 2e8, "params_lo": None}
+    decision.update(params_hi=None, ratio=None, depth=None, width=None, tokens=1e10)
+    decision.update(converged=True, inside=False)
+    _edit(folder, lambda s: s["decisions"].append(decision))
+    code, out, err = cli(capsys, ["plan", "status", folder])
+    assert code == 0 and not err, err
+    assert "decision: N* 2e+08 [n/a, n/a] (draws hi/lo n/a, stop at 1.5), tokens 1e+10" in out
