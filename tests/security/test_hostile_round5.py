@@ -549,3 +549,37 @@ def test_status_of_a_decision_without_an_interval_says_so(started, capsys):
     code, out, err = cli(capsys, ["plan", "status", folder])
     assert code == 0 and not err, err
     assert "decision: N* 2e+08 [n/a, n/a] (draws hi/lo n/a, stop at 1.5), tokens 1e+10" in out
+
+
+def test_fifo_inputs_of_the_new_commands_do_not_block(started, here):
+    from concurrent.futures import ThreadPoolExecutor
+
+    folder, _ = started
+    for name in ("cand.fifo", "tell.fifo", "curves.fifo"):
+        os.mkfifo(name)
+    cases = {
+        "candidates": ["plan", "init", "q", "cand.fifo", "--budget", "1e21"],
+        "results": ["plan", "tell", folder, "tell.fifo"],
+        "curves": ["curves", "holdout", "curves.fifo", "--held-out-params", "1e7"],
+    }
+    with ThreadPoolExecutor(len(cases)) as pool:
+        runs = {k: pool.submit(cli_process, v, timeout=FIFO_S) for k, v in cases.items()}
+    for case, run in runs.items():
+        assert_refused(run.result(), "fifo", case=case)
+    assert not (here / "q").exists()
+
+
+@pytest.mark.parametrize("entry", ["runs", "results.csv"])
+def test_plan_run_refuses_a_sweep_entry_linked_out_of_the_plan_folder(here, capsys, entry):
+    pytest.importorskip("torch")
+    assert _trainer_plan(here, capsys) == 0
+    decoy = here / "decoy"
+    decoy.mkdir()
+    target = decoy if entry == "runs" else decoy / "results.csv"
+    if entry != "runs":
+        target.write_text("keep\n")
+    os.symlink(target.resolve(), Path("p") / entry)
+    before = _digest(decoy)
+    result = cli(capsys, ["plan", "run", "p", "--k", "1", "--rounds", "1"])
+    assert_refused(result, entry, case=entry)
+    assert _digest(decoy) == before
