@@ -169,7 +169,8 @@ class Plan:
         Raises
         ------
         ScaleFitError
-            A row the plan did not ask for, or one already told.
+            A row the plan did not ask for, or one already told; a loss or measured size that
+            is text, zero or negative.
         """
         rows = match(self, pd.DataFrame(results))
         self.results += rows
