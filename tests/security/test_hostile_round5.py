@@ -583,3 +583,13 @@ def test_plan_run_refuses_a_sweep_entry_linked_out_of_the_plan_folder(here, caps
     result = cli(capsys, ["plan", "run", "p", "--k", "1", "--rounds", "1"])
     assert_refused(result, entry, case=entry)
     assert _digest(decoy) == before
+
+
+@pytest.mark.parametrize("kind", ["not JSON", "a JSON array", "a fit of another schema"])
+def test_a_broken_fit_file_in_a_plan_is_one_line(started, capsys, kind):
+    folder, _ = started
+    text = {"not JSON": "{{{", "a JSON array": "[]", "a fit of another schema": '{"schema": 99}'}
+    (folder / "fit.json").write_text(text[kind])
+    before = _digest(folder)
+    assert_refused(cli(capsys, ["plan", "ask", folder]), "fit.json", case=kind)
+    assert _digest(folder) == before
