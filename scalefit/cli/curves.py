@@ -135,6 +135,7 @@ def run_curves_holdout(args: argparse.Namespace) -> int:
     from ..curves.holdout import CURVE_LAWS, holdout_summary, size_holdout
     from ..laws import get_law
 
+    check_paths(files={"--out": args.out})
     laws = args.law or list(CURVE_LAWS)
     for name in laws:
         get_law(name)  # an unknown name is one line before any fit

@@ -117,12 +117,16 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _tell(args: argparse.Namespace) -> int:
+    from ..errors import ScaleFitError
     from ..plan import load
     from ..table import read_csv
 
     check_paths(inputs={"results CSV": args.results})
     p = load(args.folder)
-    p.tell(read_csv(args.results))
+    try:
+        p.tell(read_csv(args.results))
+    except ScaleFitError as exc:  # the rows are the file's: name it
+        raise ScaleFitError(f"{args.results}: {exc}") from None
     print(p.report())
     return 0
 

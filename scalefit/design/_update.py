@@ -102,9 +102,15 @@ def _first_best(score: np.ndarray) -> int:
 def exhaustive(ens: Ensemble, cost, budget, k: int):
     """Best subset of at most ``k`` distinct candidates within the budget (small cases only)."""
     n = len(cost)
+    k = min(k, n)  # subsets of distinct runs: a k of 10**20 is n, not 10**20 loop turns
     total = sum(_comb(n, m) for m in range(1, k + 1))
     if total > MAX_SUBSETS:
-        raise ValueError(f"{total} subsets exceed the exhaustive limit {MAX_SUBSETS}")
+        from ..errors import ScaleFitError
+
+        raise ScaleFitError(
+            f"search='exhaustive' (--search): {total} subsets of {n} candidates exceed the "
+            f"exhaustive limit {MAX_SUBSETS}; use the greedy search or a smaller k (--k)."
+        )
     best, best_var = [], ens.variance([])
     for m in range(1, k + 1):
         for sub in itertools.combinations(range(n), m):

@@ -19,12 +19,15 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_json, ensure_folder, inside, read_json
-from .._validation import IsType, constraints, spelled, validate
+from .._validation import IsType, constraints, spelled, validate, validate_mapping
 from ..accounting import training_flops
 from ..errors import ScaleFitError
 from .steps import FIT_FILE, RUN_COLUMNS, choose, decide, match
 
 STATE_FILE = "plan.json"
+#: The decision's numbers in the report and their formats (a NaN is saved as None: "n/a").
+_SHOWN = {"params": ".4g", "params_lo": ".4g", "params_hi": ".4g", "ratio": ".3g"}
+_SHOWN.update(depth="g", width="g", tokens=".4g")
 SCHEMA = 1
 
 
@@ -108,11 +111,12 @@ class Plan:
         ]
         d = s["decision"]
         if d and d.get("params") is not None:
-            shape = "" if d["depth"] is None else f", depth {d['depth']:g}, width {d['width']:g}"
+            g = {k: "n/a" if d.get(k) is None else f"{d[k]:{f}}" for k, f in _SHOWN.items()}
+            shape = "" if d["depth"] is None else f", depth {g['depth']}, width {g['width']}"
             lines.append(
-                f"decision: N* {d['params']:.4g} [{d['params_lo']:.4g}, {d['params_hi']:.4g}] "
-                f"(draws hi/lo {d['ratio']:.3g}, stop at {s['stop_width']:g}){shape}, "
-                f"tokens {d['tokens']:.4g}{'' if d['converged'] else ' (the fit did not converge)'}"
+                f"decision: N* {g['params']} [{g['params_lo']}, {g['params_hi']}] "
+                f"(draws hi/lo {g['ratio']}, stop at {s['stop_width']:g}){shape}, "
+                f"tokens {g['tokens']}{'' if d.get('converged') else ' (the fit did not converge)'}"
             )
         notes = (d or {}).get("notes", [])
         lines += [f"note: {note}" for note in notes[:3]]
@@ -165,7 +169,8 @@ class Plan:
         Raises
         ------
         ScaleFitError
-            A row the plan did not ask for, or one already told.
+            A row the plan did not ask for, or one already told; a loss or measured size that
+            is text, zero or negative.
         """
         rows = match(self, pd.DataFrame(results))
         self.results += rows
@@ -241,12 +246,15 @@ def _candidate_table(candidates, trainer: dict | None) -> pd.DataFrame:
             f"The 'candidates' parameter of plan must be a non-empty table with columns "
             f"params and tokens (and depth, width). Missing {missing or 'rows'}."
         )
-    for col in ("depth", "width"):
+    for col in ("depth", "width", "params", "tokens"):
         cand[col] = pd.to_numeric(cand[col], errors="coerce") if col in cand else np.nan
-    cand["flops"] = training_flops(cand["params"], cand["tokens"])
-    vals = cand[["params", "tokens"]].to_numpy(float)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e308 params: refused just below
+        cand["flops"] = training_flops(cand["params"], cand["tokens"])
+    vals = cand[["params", "tokens", "flops"]].to_numpy(float)
     if not np.all(np.isfinite(vals) & (vals > 0)):
-        raise ScaleFitError("plan: candidate params and tokens must be finite and positive.")
+        raise ScaleFitError(
+            "plan: candidate params and tokens must be finite and positive (and 6·N·T finite)."
+        )
     cand = cand[RUN_COLUMNS].drop_duplicates().reset_index(drop=True)
     ids = []
     for _, row in cand.iterrows():
@@ -380,10 +388,85 @@ def load(folder: str | os.PathLike) -> Plan:
     path = inside(folder, STATE_FILE, what="plan file")
     if not path.is_file():
         raise ScaleFitError(f"{folder}: no plan here (expected {STATE_FILE}; start one first).")
-    data = read_json(path, what="plan")
+    try:
+        return _checked(Path(folder), read_json(path, what="plan"))
+    except ScaleFitError as exc:
+        raise ScaleFitError(f"{path}: not a plan file of schema {SCHEMA} ({exc})") from None
+
+
+def _checked(folder: Path, data: Any) -> Plan:
+    """The plan in ``data`` (a parsed ``plan.json``), every field checked as :func:`plan` does."""
+    from ..laws import get_law
+
     keys = {"schema", "settings", "candidates", "asked", "results", "decisions"}
     if not isinstance(data, dict) or set(data) != keys or data["schema"] != SCHEMA:
-        raise ScaleFitError(f"{path}: not a plan file of schema {SCHEMA}.")
-    cand = pd.DataFrame(data["candidates"]).astype({c: float for c in RUN_COLUMNS})
-    return Plan(Path(folder), data["settings"], cand, data["asked"], data["results"],
-                data["decisions"])  # fmt: skip
+        raise ScaleFitError("its keys are not those of a plan")
+    names = {"target_budget": "budget", "max_run_flops": "max_run_flops", "law": "law"}
+    names.update({k: k for k in ("total_flops", "stop_width", "n_boot", "seed")})
+    rules = {k: constraints(n)[n] for k, n in names.items()}
+    rules["trainer"] = [None, IsType(dict, "a dict of trainer settings")]
+    validate_mapping("settings", data["settings"], rules, required=rules)
+    settings, cand = data["settings"], data["candidates"]
+    get_law(settings["law"])
+    cols = ["run_id", *RUN_COLUMNS]
+    if not isinstance(cand, dict) or set(cand) != set(cols) or not _lists(cand.values()):
+        raise ScaleFitError(f"candidates must hold equal-length lists {', '.join(cols)}")
+    table = _candidate_table(
+        pd.DataFrame({c: cand[c] for c in RUN_COLUMNS[:4]}), settings["trainer"]
+    )
+    if table["run_id"].tolist() != cand["run_id"]:
+        raise ScaleFitError("a candidate's run_id is not the id of its run (edited?)")
+    if settings["trainer"] is not None:
+        _check_trainer(settings["trainer"], table)
+    asked = _records("asked", data["asked"], {"run_id", "round", "choice"}, set(table["run_id"]))
+    if not all(type(a["round"]) is int and a["round"] > 0 for a in asked):
+        raise ScaleFitError("an asked run's round is not a positive integer")
+    results = _records(
+        "results", data["results"], set(cols) | {"loss"}, {a["run_id"] for a in asked}
+    )
+    for r in results:
+        if not all(r[c] is None or _finite(r[c]) for c in [*RUN_COLUMNS, "loss"]):
+            raise ScaleFitError(f"result {r['run_id']!r} has a value that is not a finite number")
+        if not all(r[c] is not None and r[c] > 0 for c in ("params", "tokens", "flops")):
+            raise ScaleFitError(f"result {r['run_id']!r} lacks positive params, tokens, flops")
+    decisions = data["decisions"]
+    if not isinstance(decisions, list) or not all(map(_decision_ok, decisions)):
+        raise ScaleFitError("decisions must be a list of decision records")
+    return Plan(folder, settings, table, asked, results, decisions)
+
+
+def _lists(values) -> bool:
+    values = list(values)
+    same = all(isinstance(v, list) and len(v) == len(values[0]) for v in values)
+    return same and all(x is None or isinstance(x, (str, int, float)) for v in values for x in v)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _records(name: str, items: Any, keys: set[str], known: set[str]) -> list[dict]:
+    """``items`` as a list of records with exactly ``keys``, each of a distinct run in ``known``."""
+    ok = isinstance(items, list) and all(isinstance(i, dict) and set(i) == keys for i in items)
+    ids = [i["run_id"] for i in items] if ok else []
+    if (
+        not ok
+        or not all(isinstance(i, str) and i in known for i in ids)
+        or len(set(ids)) < len(ids)
+    ):
+        raise ScaleFitError(
+            f"{name} must be records of distinct runs of the plan with {sorted(keys)}"
+        )
+    return items
+
+
+def _decision_ok(d: Any) -> bool:
+    nums = ("params", "depth", "width", "tokens", "loss", "params_lo", "params_hi", "tokens_lo")
+    nums += ("tokens_hi", "ratio", "flops_spent", "runs")
+    return (
+        isinstance(d, dict)
+        and all(d.get(k) is None or _finite(d[k]) for k in nums)
+        and isinstance(d.get("converged", False), bool)
+        and isinstance(d.get("notes", []), list)
+        and all(isinstance(n, str) for n in d.get("notes", []))
+    )

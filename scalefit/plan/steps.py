@@ -74,8 +74,13 @@ def match(p, results: pd.DataFrame) -> list[dict]:
         plan_row = pending.set_index("run_id").loc[rid]
         rec = {"run_id": rid, **{c: _num(row, c, plan_row) for c in RUN_COLUMNS}}
         rec["flops"] = float(training_flops(rec["params"], rec["tokens"]))
-        loss = float(row["loss"])
-        rec["loss"] = loss if math.isfinite(loss) and loss > 0 else None
+        loss = _cell(row, "loss")
+        if loss <= 0:
+            raise ScaleFitError(
+                f"Plan.tell: run {rid!r} has loss {loss:g}; expected a positive loss "
+                "(NaN or inf for a diverged run)."
+            )
+        rec["loss"] = loss if math.isfinite(loss) else None
         out.append(rec)
     return out
 
@@ -84,13 +89,24 @@ def _find(pending: pd.DataFrame, row) -> str | None:
     keys = [c for c in ("depth", "width", "params", "tokens") if c in row.index]
     hit = np.ones(len(pending), bool)
     for c in keys:
-        hit &= np.isclose(pending[c].to_numpy(float), float(row[c]), rtol=1e-9, equal_nan=True)
+        hit &= np.isclose(pending[c].to_numpy(float), _cell(row, c), rtol=1e-9, equal_nan=True)
     return pending["run_id"].iloc[int(np.argmax(hit))] if hit.any() else None
 
 
+def _cell(row, col: str) -> float:
+    try:
+        return float(row[col])
+    except (TypeError, ValueError):
+        raise ScaleFitError(f"Plan.tell: {col} {row[col]!r} is not a number.") from None
+
+
 def _num(row, col: str, plan_row) -> float | None:
-    v = row.get(col, plan_row[col])
-    v = float(v) if v is not None else math.nan
+    """A measured value of the row (finite, positive), else (empty) the planned one."""
+    v = _cell(row, col) if col in row.index else math.nan
+    if math.isnan(v):
+        v = float(plan_row[col])
+    elif not (math.isfinite(v) and v > 0):
+        raise ScaleFitError(f"Plan.tell: {col} {v:g} of a run; expected finite and positive.")
     return v if math.isfinite(v) else None
 
 
