@@ -282,8 +282,17 @@ class FitResult(ReadOnlyMappings):
         return out
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the result as JSON (atomically); fails before writing if the law cannot be."""
-        return atomic_write_json(path, self.to_dict())
+        """Write the result as JSON (atomically).
+
+        Fails before writing, in one line, if the law cannot be written or :meth:`load` would
+        refuse the file (e.g. an unconverged fit whose coefficient ran past the range a result
+        file may hold), so a saved result always loads.
+        """
+        from .schema import check_result
+
+        data = self.to_dict()
+        check_result(data, where=f"{path} (not written)")
+        return atomic_write_json(path, data)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "result JSON") -> FitResult:

@@ -144,7 +144,11 @@ def decide(p) -> dict:
     if row is None:
         path.unlink(missing_ok=True)  # the next choice spreads runs instead of trusting this fit
         return {**base, "params": None}
-    fit.save(path)
+    try:
+        fit.save(path)
+    except ScaleFitError as exc:  # not kept: the next choice spreads runs instead
+        path.unlink(missing_ok=True)
+        base["notes"].append(f"this fit is not kept for the next choice: {exc}")
     out = {**base, **_decision(row, fit.converged)}
     if not out["inside"]:
         out["notes"].append("the recommended N* lies outside its own interval")

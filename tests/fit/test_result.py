@@ -187,3 +187,18 @@ def test_report_says_why_an_estimate_lies_outside_its_interval(table):
     ci["alpha"] = (boot.params["alpha"] * 1.1, boot.params["alpha"] * 1.2)  # all to one side
     text = boot.replace(ci=ci).report()
     assert "outside    the estimate of alpha lies outside its own percentile interval" in text
+
+
+def test_save_refuses_a_result_that_load_would_refuse_and_writes_nothing(tmp_path):
+    """An unconverged fit can run a coefficient past what a result file may hold (a plan's first
+    round on Gemstones gave B = 4.9e258): saving says so in one line instead of writing a file
+    that cannot be read back."""
+    res = scalefit.fit(
+        simulate_table("chinchilla", n=80, noise=0.01, seed=4), "chinchilla", starts=8
+    )
+    bad = dataclasses.replace(res, params={**res.params, "B": 1e258})
+    with pytest.raises(ScaleFitError, match=r"not written.*params\.B"):
+        bad.save(tmp_path / "fit.json")
+    assert not (tmp_path / "fit.json").exists()
+    res.save(tmp_path / "ok.json")
+    assert scalefit.FitResult.load(tmp_path / "ok.json").params == pytest.approx(dict(res.params))
