@@ -9,6 +9,7 @@ hold-out check) returns a new result (:meth:`FitResult.replace`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._io import atomic_write_json, read_json
+from .._io import _json_safe, atomic_write_text, read_json
 from .._readonly import ReadOnlyMappings
 from .._validation import spelled
 from ..errors import ScaleFitError
@@ -290,9 +291,10 @@ class FitResult(ReadOnlyMappings):
         """
         from .schema import check_result
 
-        data = self.to_dict()
-        check_result(data, where=f"{path} (not written)")
-        return atomic_write_json(path, data)
+        # the text load will read (NaN and inf written as null), checked before it is written
+        text = json.dumps(_json_safe(self.to_dict()), indent=2, allow_nan=False) + "\n"
+        check_result(json.loads(text), where=f"{path} (not written)")
+        return atomic_write_text(path, text)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "result JSON") -> FitResult:
