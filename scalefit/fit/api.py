@@ -177,8 +177,9 @@ def fit(
     with linear parameters, the best cells of a grid over the others (the linear ones solved
     exactly in each cell) start a vectorised Levenberg–Marquardt loop on all parameters; the
     ``starts`` random starting points (plus the law's start points and ``x0``) are solved too
-    when fewer than two cells reach the best objective, and for other laws. The best is checked
-    to be a true local minimum (:mod:`scalefit.fit.checks`) before it is called converged.
+    when fewer than half of the first ones reach the best point, and for other laws. The best is
+    checked to be a true local minimum (:mod:`scalefit.fit.checks`) before it is called
+    converged.
 
     Parameters
     ----------
