@@ -10,7 +10,7 @@ import pandas as pd
 
 from .._io import inside
 from ..accounting import training_flops
-from ..errors import ScaleFitError
+from ..errors import ConvergenceWarning, ScaleFitError
 
 FIT_FILE = "fit.json"
 RUN_COLUMNS = ["depth", "width", "params", "tokens", "flops"]
@@ -42,15 +42,22 @@ def choose(p, k: int) -> tuple[list[str], str]:
         why = "no fit yet" if fit is None else "fewer than 20 usable draws"
         return _spread(free, k), f"spread over the cheapest candidates ({why})"
     left = min(p.compute_left(), p.flops_spent)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the fit's own warnings are recorded by tell
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
             d = next_runs(fit, p.settings["target_budget"], left, candidates=free[RUN_COLUMNS], k=k)
         except ScaleFitError as exc:
             return _spread(free, k), f"spread over the cheapest candidates ({exc})"
     keys = ["depth", "width", "params", "tokens"]
     picked = d.runs[keys].merge(free[[*keys, "run_id"]], on=keys, how="left")
-    return list(dict.fromkeys(picked["run_id"].dropna())), "next_runs on the last fit"
+    # the fit's own warnings are recorded by tell; what the design says is kept with the choice
+    said = dict.fromkeys(
+        str(w.message).splitlines()[0]
+        for w in caught
+        if not issubclass(w.category, ConvergenceWarning)
+    )
+    how = "next_runs on the last fit" + (f" ({'; '.join(said)})" if said else "")
+    return list(dict.fromkeys(picked["run_id"].dropna())), how
 
 
 def match(p, results: pd.DataFrame) -> list[dict]:
