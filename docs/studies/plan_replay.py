@@ -448,7 +448,7 @@ def plot(rounds: pd.DataFrame, fixed: dict, path: Path) -> None:
     fig, axes = plt.subplots(
         2,
         (len(grids) + 1) // 2,
-        figsize=(3.2 * ((len(grids) + 1) // 2), 6.0),
+        figsize=(3.3 * ((len(grids) + 1) // 2), 6.2),
         sharex=True,
         squeeze=False,
     )
@@ -472,7 +472,7 @@ def plot(rounds: pd.DataFrame, fixed: dict, path: Path) -> None:
     for ax in axes[-1]:
         ax.set_xlabel("compute spent (% of the full grid's)")
     for ax in axes[:, 0]:
-        ax.set_ylabel("regret at the held-out budget\n(loss above its best run)")
+        ax.set_ylabel("regret (loss above the\nheld-out budget's best run)", fontsize=8)
     for ax in axes.ravel()[len(grids) :]:
         ax.axis("off")
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=6, fontsize=8)
