@@ -209,19 +209,7 @@ class Law:
         if range_kind != "validity":
             given = set(bounds or {})
             params = [replace(p, range_kind=range_kind) if p.name in given else p for p in params]
-        spec = {
-            "type": "formula",
-            "name": name,
-            "formula": text,
-            "inputs": list(inputs),
-            "params": [
-                {"name": p.name, "kind": p.kind, "start": list(p.start), "bounds": list(p.bounds)}
-                | ({"range_kind": p.range_kind} if p.range_kind != "validity" else {})
-                for p in params
-            ],
-            "start_points": [point] if point else [],
-        }
-        return law_from_formula_spec(spec)
+        return _formula_law(text, name, tuple(inputs), tuple(params), (point,) if point else ())
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -596,8 +584,6 @@ def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -
     ScaleFitError
         On a malformed spec, naming ``where``.
     """
-    from ..expr import parse
-
     try:
         text = spec["formula"]
         inputs = tuple(str(i) for i in spec["inputs"])
@@ -617,10 +603,15 @@ def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -
         name = str(spec.get("name", "formula"))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ScaleFitError(f"{where}: malformed formula law spec ({exc!r}).") from None
+    return _formula_law(text, name, inputs, params, points, where)
+
+
+def _formula_law(text, name: str, inputs, params, points, where: str = "law spec") -> Law:
+    """A formula law from its parts: what :meth:`Law.from_formula` and the spec reader share."""
+    from ..expr import CONSTANTS, parse
+
     expression = parse(text, kind="formula")
     _refuse_response(expression.names, expression.text, where=f"{where}: ")
-    from ..expr import CONSTANTS
-
     declared = set(inputs) | {p.name for p in params}
     if set(expression.names) - set(CONSTANTS) != declared:
         raise ScaleFitError(
