@@ -14,7 +14,6 @@ from any folder. ``make``, the ``scalefit`` command and Python all go through :f
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ import pandas as pd
 
 from ._io import atomic_write_bytes, read_input_bytes, user_cache
 from .errors import ScaleFitError
-from .table import read_table
+from .table import parse_bytes, read_table
 
 # An installed wheel ships the tables as the package ``scalefit._bundled`` (see setup.py); a source
 # checkout (editable install) reads them from the repository's top-level ``data/`` folder.
@@ -409,11 +408,7 @@ def load(
         )
     ds = _dataset(name)
     (path, _), raw = _locate(ds, data_dir, download)
-    try:
-        frame = pd.read_csv(io.BytesIO(raw))
-    except (pd.errors.ParserError, ValueError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable reference table ({msg}).") from None
+    frame = parse_bytes(raw, path, "reference table")
     frame = frame.drop(columns=[c for c in ds.drop_columns if c in frame.columns])
     table = read_table(frame, ds.columns, drop_highest=drop_highest)
     table.attrs["scalefit"]["source"] = str(path)

@@ -17,7 +17,6 @@ metadata below is what docs/datasets.md documents; it is checked against the fil
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import asdict, dataclass
 
@@ -169,18 +168,12 @@ def split_name(name: str, experiment: str | None) -> str:
 
 def frame_of(raw: bytes, path: os.PathLike | str, experiment: str) -> pd.DataFrame:
     """One experiment's rows of the (checksummed) collection as a validated canonical table."""
-    from .table import read_table
+    from .table import parse_bytes, read_table, require_file_columns
 
     _check_experiment(experiment)
     meta = EXPERIMENTS[experiment]
-    try:
-        whole = pd.read_csv(io.BytesIO(raw), keep_default_na=False, na_values=[""])
-    except (pd.errors.ParserError, ValueError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable IsoFLOP collection ({msg}).") from None
-    missing = [c for c in (*COLUMNS, "loss") if c not in whole.columns]
-    if missing:
-        raise ScaleFitError(f"{path}: missing column(s) {', '.join(missing)} of the collection.")
+    whole = parse_bytes(raw, path, "IsoFLOP collection", keep_default_na=False, na_values=[""])
+    require_file_columns(whole, (*COLUMNS, "loss"), path)
     rows = whole[whole["experiment"] == experiment]
     cols = ["params", "tokens", "budget", "loss"]
     frame = read_table(rows[cols].reset_index(drop=True))

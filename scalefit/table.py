@@ -462,6 +462,22 @@ def drop_highest_losses(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     return frame[frame["loss"] < cutoff]
 
 
+def parse_bytes(raw: bytes, path, what: str, read=pd.read_csv, **kw) -> pd.DataFrame:
+    """A table file's (checksummed) bytes parsed by ``read``; a parser error is one line."""
+    try:
+        return read(io.BytesIO(raw), **kw)
+    except ValueError as exc:  # pandas' ParserError is a ValueError
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScaleFitError(f"{path}: not a readable {what} ({msg}).") from None
+
+
+def require_file_columns(frame: pd.DataFrame, columns, path) -> None:
+    """Refuse a reference file that lacks some of ``columns``, naming them."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ScaleFitError(f"{path}: missing column(s) {', '.join(map(repr, missing))}.")
+
+
 def require_columns(frame: pd.DataFrame, needed, what: str) -> None:
     """Raise :class:`ScaleFitError` unless every column in ``needed`` is in ``frame``.
 
