@@ -163,11 +163,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
         delimiter, a duplicate or empty header name, an index shift, ragged rows or unquoted
         thousands separators, naming the file and line.
     """
-    return _read_csv(Path(path))
-
-
-def _read_csv(path: Path) -> pd.DataFrame:
-    """Read a CSV with strict checks on encoding, emptiness, delimiter, header and row shape."""
+    path = Path(path)
     _refuse_curves(path)
     raw = read_input_bytes(path, what="CSV file")
     text = _decode(path, raw)
@@ -393,7 +389,7 @@ def read_table(
         if frame.empty:
             raise ScaleFitError("<DataFrame>: the table has no rows.")
     elif isinstance(source, str | os.PathLike):
-        frame = _read_csv(Path(source))
+        frame = read_csv(source)
     else:
         raise ScaleFitError(
             f"The 'source' parameter of read_table must be a path or a DataFrame. "
