@@ -460,10 +460,17 @@ def isoflop_experiments() -> pd.DataFrame:
     pandas.DataFrame
         One row per experiment: ``experiment, n_rows, n_budgets, budget_min, budget_max, loss,
         params, tokens, budget, provenance`` (documented in docs/datasets.md; no file is read).
-    """
-    from .isoflop_data import experiments
 
-    return experiments()
+    Examples
+    --------
+    >>> len(isoflop_experiments())
+    8
+    """
+    from dataclasses import asdict
+
+    from .isoflop_data import EXPERIMENTS
+
+    return pd.DataFrame([asdict(e) for e in EXPERIMENTS.values()])
 
 
 # --- Gemstones (issues 36, 38) --------------------------------------------------------------------

@@ -18,7 +18,7 @@ metadata below is what docs/datasets.md documents; it is checked against the fil
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -124,24 +124,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
     )
 }  # fmt: skip
-
-
-def experiments() -> pd.DataFrame:
-    """The collection's experiments and what their numbers mean (no file is read).
-
-    Returns
-    -------
-    DataFrame
-        One row per experiment id: ``experiment, n_rows, n_budgets, budget_min, budget_max, loss,
-        params, tokens, budget, provenance``.
-
-    Examples
-    --------
-    >>> from scalefit.datasets import isoflop_experiments
-    >>> len(isoflop_experiments())
-    8
-    """
-    return pd.DataFrame([asdict(e) for e in EXPERIMENTS.values()])
 
 
 def _check_experiment(experiment: object) -> None:
