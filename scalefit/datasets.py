@@ -13,6 +13,7 @@ from any folder. ``make``, the ``scalefit`` command and Python all go through :f
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shlex
@@ -484,8 +485,6 @@ def _is_gemstones(name: str) -> bool:
 
 
 def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
-    import dataclasses
-
     from .gemstones_data import BUNDLED_FILE, frame_of, split_name
 
     gem = split_name(name, file)
@@ -506,8 +505,6 @@ def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
 
 
 def _load_olmo_ladder(data_dir, download) -> pd.DataFrame:
-    import dataclasses
-
     from .olmo_ladder_data import FOLDER, SHA256, checked, frame_of, url
 
     frames, sources = [], []

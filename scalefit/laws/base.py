@@ -25,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ScaleFitError
+from ..expr import CONSTANTS, parse
 
 Kind = Literal["coef", "positive", "floor", "exponent", "free"]
 #: What a declared range means (see :class:`Param`).
@@ -198,8 +199,6 @@ class Law:
         >>> law.inputs, law.param_names
         (('params',), ('A', 'E', 'alpha'))
         """
-        from ..expr import CONSTANTS, parse
-
         text = _strip_lhs(formula)
         expression = parse(text, kind="formula")
         _refuse_response(expression.names, expression.text)
@@ -608,8 +607,6 @@ def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -
 
 def _formula_law(text, name: str, inputs, params, points, where: str = "law spec") -> Law:
     """A formula law from its parts: what :meth:`Law.from_formula` and the spec reader share."""
-    from ..expr import CONSTANTS, parse
-
     expression = parse(text, kind="formula")
     _refuse_response(expression.names, expression.text, where=f"{where}: ")
     declared = set(inputs) | {p.name for p in params}
