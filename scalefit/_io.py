@@ -10,12 +10,14 @@ import contextlib
 import contextvars
 import io
 import json
+import math
 import os
 import re
 import socket
 import stat
 import tempfile
 import time
+import tomllib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -725,8 +727,6 @@ def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
     ScaleFitError
         Naming the file and what is wrong with it.
     """
-    import tomllib
-
     path = Path(path)
     raw = read_input_bytes(path, what=f"{what} (TOML file)", max_bytes=MAX_CONFIG_BYTES)
     if raw[:2] == b"\x1f\x8b" or b"\x00" in raw[:4096]:
@@ -876,8 +876,6 @@ def atomic_savefig(fig, path: str | os.PathLike, *, close: bool = True, **kwargs
 
 def _json_safe(obj: Any) -> Any:
     """Convert numpy scalars/arrays and non-finite floats into JSON-safe values."""
-    import math
-
     import numpy as np
 
     if isinstance(obj, dict):

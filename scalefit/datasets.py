@@ -25,7 +25,7 @@ import pandas as pd
 
 from ._io import atomic_write_bytes, read_input_bytes, user_cache
 from .errors import ScaleFitError
-from .table import parse_bytes, read_table
+from .table import drop_highest_losses, parse_bytes, read_table
 
 # An installed wheel ships the tables as the package ``scalefit._bundled`` (see setup.py); a source
 # checkout (editable install) reads them from the repository's top-level ``data/`` folder.
@@ -442,8 +442,6 @@ def _load_isoflops(name, data_dir, experiment, drop_highest, download) -> pd.Dat
     (path, _), raw = _locate(DATASETS["isoflops"], data_dir, download)
     table = frame_of(raw, path, chosen)
     if drop_highest:
-        from .table import drop_highest_losses
-
         table = drop_highest_losses(table, drop_highest).reset_index(drop=True)
         table.attrs["scalefit"].update(
             drop_highest=int(drop_highest),
@@ -467,11 +465,9 @@ def isoflop_experiments() -> pd.DataFrame:
     >>> len(isoflop_experiments())
     8
     """
-    from dataclasses import asdict
-
     from .isoflop_data import EXPERIMENTS
 
-    return pd.DataFrame([asdict(e) for e in EXPERIMENTS.values()])
+    return pd.DataFrame([dataclasses.asdict(e) for e in EXPERIMENTS.values()])
 
 
 # --- Gemstones (issues 36, 38) --------------------------------------------------------------------

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ._validation import Options, validate
 from .errors import ScaleFitError
+from .table import parse_bytes, read_table, require_file_columns
 
 #: Name of the collection in :data:`scalefit.datasets.DATASETS` (file, URL and sha256 there).
 NAME = "isoflops"
@@ -150,8 +151,6 @@ def split_name(name: str, experiment: str | None) -> str:
 
 def frame_of(raw: bytes, path: os.PathLike | str, experiment: str) -> pd.DataFrame:
     """One experiment's rows of the (checksummed) collection as a validated canonical table."""
-    from .table import parse_bytes, read_table, require_file_columns
-
     _check_experiment(experiment)
     meta = EXPERIMENTS[experiment]
     whole = parse_bytes(raw, path, "IsoFLOP collection", keep_default_na=False, na_values=[""])

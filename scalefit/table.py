@@ -9,6 +9,7 @@ the file, column and row; nothing is repaired silently.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import os
 import re
@@ -493,8 +494,6 @@ def require_columns(frame: pd.DataFrame, needed, what: str) -> None:
 
 def _mapping_hint(missing: list[str], have: list[str]) -> str:
     """`` Did you mean columns={'num_params': 'params'} (...)?`` or ``""`` when none is close."""
-    import difflib
-
     spare = [c for c in have if c not in missing and c not in CANONICAL]
     pairs = {}
     for name in missing:

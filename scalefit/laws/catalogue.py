@@ -8,7 +8,7 @@ from typing import Any
 from .._validation import Options, did_you_mean, validate
 from ..accounting import standard_params
 from ..errors import ScaleFitError
-from .base import Law, Param, check_law
+from .base import Law, Param, check_law, law_from_formula_spec
 
 _REGISTRY: dict[str, Callable[..., Law]] = {}
 
@@ -623,8 +623,6 @@ def law_from_spec(spec: Any, *, where: str = "law spec") -> Law:
     ScaleFitError
         On a malformed spec or an unknown registered name.
     """
-    from .base import law_from_formula_spec
-
     if not isinstance(spec, dict) or spec.get("type") not in ("registered", "formula"):
         raise ScaleFitError(
             f"{where}: 'law_spec' must be a mapping with type 'registered' or 'formula'. "

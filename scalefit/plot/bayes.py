@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .style import PALETTE, axes, label, log_ticks, loss_label, ordered_colours, suptitle, title
+
 
 def _chains(result, name: str) -> np.ndarray:
     """Draws of one parameter as (chains, draws)."""
@@ -36,8 +38,6 @@ def plot_trace(result, names=None):
     -------
     matplotlib.figure.Figure
     """
-    from .style import axes, ordered_colours, suptitle, title
-
     names = list(names or result.params)
     fig, grid = axes(nrows=len(names), ncols=2, figsize=(4.6, 1.7))
     grid = np.asarray(grid).reshape(len(names), 2)
@@ -108,7 +108,6 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     """
     from ..fit.bayes import predictive_draws
     from ..fit.holdout import compute_key
-    from .style import PALETTE, axes, label, log_ticks, loss_label, suptitle, title
 
     fig, ax = axes(ax, figsize=(5.6, 4.2))
     key, xval = compute_key(table, result.law)
@@ -163,7 +162,6 @@ def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = 
     matplotlib.figure.Figure
     """
     from ..fit.bayes import predictive_draws
-    from .style import PALETTE, axes, label, log_ticks, loss_label, suptitle, title
 
     fig, ax = axes(ax)
     sims = predictive_draws(result, grid, noise=noise)

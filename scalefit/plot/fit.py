@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .style import axes
+from .style import PALETTE, SEQUENTIAL, axes, label, log_ticks, loss_label, suptitle, title
 
 
 def _colour_key(table, law):
@@ -30,8 +30,6 @@ def plot_fit(result, table, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from .style import SEQUENTIAL, label, log_ticks, loss_label, suptitle, title
-
     fig, (a0, a1) = axes(ax, ncols=2, figsize=(4.6, 4.0))
     law = result.law
     y = table["loss"].to_numpy(float)
@@ -90,8 +88,6 @@ def plot_draws(result, names=None, *, ax=None, max_points: int | None = None):
     -------
     matplotlib.figure.Figure
     """
-    from .style import PALETTE, suptitle, title
-
     frame = result.draws_frame().dropna()
     total = len(frame)
     if max_points is not None and total > max_points:

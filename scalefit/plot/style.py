@@ -12,6 +12,8 @@ interval open, and said so). Every figure of :mod:`scalefit.plot` uses it.
 from __future__ import annotations
 
 import math
+import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -278,8 +280,6 @@ def suptitle(fig, text: str, *, size: float = TITLE_SIZE):
     -------
     matplotlib.text.Text
     """
-    import textwrap
-
     # about 0.6 em per character on average in the default sans-serif font, with a margin
     per_line = max(20, int(0.92 * fig.get_figwidth() * 72 / (0.6 * size)))
     lines = [w for line in text.split("\n") for w in textwrap.wrap(line, per_line) or [""]]
@@ -288,8 +288,6 @@ def suptitle(fig, text: str, *, size: float = TITLE_SIZE):
 
 def pyplot():
     """Import matplotlib's pyplot with a non-interactive backend when no display is set."""
-    import os
-
     import matplotlib
 
     if not os.environ.get("DISPLAY") and matplotlib.get_backend().lower() != "agg":
