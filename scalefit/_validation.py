@@ -299,22 +299,13 @@ class Matches:
         return self.name
 
 
-def _is_finite(v: Any) -> bool:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:  # an int beyond float range
-        return False
-
-
 def _named(constraint: Any) -> tuple[Callable[[Any], bool], str]:
     if constraint is None:
         return (lambda v: v is None), "None"
     if constraint == "boolean":
         return (lambda v: isinstance(v, bool | np.bool_)), "a bool"
     if constraint == "finite":
-        return _is_finite, "a finite number"
+        return Interval(float, finite=True).accepts, "a finite number"
     if constraint == "array-like":
         return (lambda v: isinstance(v, list | tuple | np.ndarray)), "an array-like"
     if hasattr(constraint, "accepts"):
