@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import decode_utf8, read_input_bytes
-from ._validation import Interval, fmt_value, spelled, validate
+from ._validation import constraints, fmt_value, spelled, validate
 from .accounting import tokens_for_budget, training_flops
 from .errors import ScaleFitError
 
@@ -447,7 +447,7 @@ def drop_highest_losses(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     pandas.DataFrame
         The kept rows, in their original order.
     """
-    validate("read_table or load", {"drop_highest": k}, {"drop_highest": [Interval(int, 0, None)]})
+    validate("read_table or load", {"drop_highest": k}, constraints("drop_highest"))
     if k == 0:
         return frame
     if k >= len(frame):

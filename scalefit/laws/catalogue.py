@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._validation import Options, did_you_mean, validate
-from ..accounting import standard_params
+from ..accounting import CONSTRAINTS, standard_params
 from ..errors import ScaleFitError
 from .base import Law, Param, check_law, law_from_formula_spec
 
@@ -142,7 +142,7 @@ def decomposed() -> Law:
 # ------------------------------------------------------------------------------ critical depth
 _CRITICAL_OPTIONS = {
     "form": [Options({"log", "power"})],
-    "embeddings": [Options({"tied", "untied", "excluded"})],
+    "embeddings": CONSTRAINTS["embeddings"],
     "params_from": [Options({"accounting", "column"})],
 }
 
