@@ -42,19 +42,6 @@ MAX_CHECKPOINT_BYTES = 1 << 36
 _HEX = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
 
-__all__ = [
-    "MANIFEST_FILE",
-    "digest_bytes",
-    "digest_file",
-    "forget_files",
-    "listed",
-    "open_verified",
-    "record",
-    "recorded_names",
-    "verify_bytes",
-    "verify_file",
-]
-
 
 def digest_bytes(data: bytes) -> dict:
     """The manifest entry of ``data``: ``{"sha256": hex digest, "bytes": length}``."""

@@ -44,23 +44,6 @@ import numpy as np
 
 from .errors import ScaleFitError
 
-__all__ = [
-    "Interval",
-    "IsType",
-    "Matches",
-    "Option",
-    "Options",
-    "VOCABULARY",
-    "constraints",
-    "did_you_mean",
-    "fmt_value",
-    "interval_text",
-    "spelled",
-    "validate",
-    "validate_mapping",
-]
-
-
 #: Largest random seed accepted anywhere (numpy, JAX and torch all take seeds in [0, 2**32)).
 MAX_SEED = 2**32 - 1
 #: Most random starts (and bootstrap resamples) one fit accepts: beyond this the start matrix
