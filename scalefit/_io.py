@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import io
 import json
+import math
 import os
 import re
 import socket
 import stat
 import tempfile
 import time
+import tomllib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from .errors import ScaleFitError
 
 #: Temporary files are named ``.<target>.<pid>@<host>.<random>.tmp``: the writer is recorded, so a
 #: cleanup removes only the files of writers that are gone (never another live process's file).
@@ -104,8 +109,6 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     pathlib.Path
         The destination path.
     """
-    from .errors import ScaleFitError
-
     path = Path(path)
     _check_target(path)
     prefix = f".{path.name}.{os.getpid()}@{_host()}."
@@ -196,8 +199,6 @@ def inside(folder: str | os.PathLike, name: str | os.PathLike, *, what: str) -> 
     >>> str(inside("runs", "a/b", what="run folder"))
     'runs/a/b'
     """
-    from .errors import ScaleFitError
-
     rel = Path(name)
     where = f"{what} {str(name)!r}"
     if rel.is_absolute() or rel.drive or ".." in rel.parts:
@@ -221,8 +222,6 @@ def _check_target(path: Path) -> None:
     Replacing a character device or a FIFO with a regular file (as root, ``os.replace`` would)
     is never what a user meant by an output name.
     """
-    from .errors import ScaleFitError
-
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -257,8 +256,6 @@ def ensure_folder(folder: str | os.PathLike) -> Path:
     ScaleFitError
         If ``folder`` or one of its parents is an existing file, or cannot be created.
     """
-    from .errors import ScaleFitError
-
     folder = Path(folder)
     for parent in (folder, *folder.parents):
         if parent.exists() and not parent.is_dir():
@@ -328,8 +325,6 @@ def _pid_alive(pid: int) -> bool:
 
 def _refuse_odd_lock(path: Path) -> None:
     """A lock file that exists but is a link, FIFO, device or folder is one clear error."""
-    from .errors import ScaleFitError
-
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -363,8 +358,6 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
         file) is not a regular file.
     """
     from filelock import FileLock, Timeout
-
-    from .errors import ScaleFitError
 
     folder = ensure_folder(folder)
     path, owner = folder / ".scalefit.lock", folder / ".scalefit.lock.owner"
@@ -452,8 +445,6 @@ def check_input_file(
     ScaleFitError
         Naming the file and why it cannot be read.
     """
-    from .errors import ScaleFitError
-
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -496,8 +487,6 @@ def read_input_bytes(
     ScaleFitError
         Naming the file and why it cannot be read.
     """
-    from .errors import ScaleFitError
-
     with open_input(path, what=what, max_bytes=max_bytes) as fh:
         try:
             # read what fstat reports (+1 to see growth), then any growth in bounded chunks: a
@@ -541,8 +530,6 @@ def open_input(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_INPUT
     ScaleFitError
         Naming the file and why it cannot be read.
     """
-    from .errors import ScaleFitError
-
     check_input_file(path, what=what, max_bytes=max_bytes)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -571,8 +558,6 @@ def _depth(obj: Any, limit: int) -> int:
 
 
 def _bounded_int(text: str, limit: int = MAX_INT_DIGITS) -> int:
-    from .errors import ScaleFitError
-
     digits = len(text.lstrip("-"))
     if digits > limit:
         raise ScaleFitError(f"an integer of {digits} digits (at most {limit} accepted)")
@@ -580,15 +565,11 @@ def _bounded_int(text: str, limit: int = MAX_INT_DIGITS) -> int:
 
 
 def _refuse_constant(text: str) -> float:
-    from .errors import ScaleFitError
-
     raise ScaleFitError(f"{text} is not JSON (write null for a missing number)")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """An object whose keys are all different (parsers disagree on which of two equal keys wins)."""
-    from .errors import ScaleFitError
-
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
@@ -631,8 +612,6 @@ def parse_json_text(
         Naming the file and what is wrong (malformed JSON, nesting too deep, an integer too
         long, ``NaN``/``Infinity`` literals, a key repeated in one object).
     """
-    from .errors import ScaleFitError
-
     try:
         value = json.loads(
             text,
@@ -718,8 +697,6 @@ def decode_utf8(path: str | os.PathLike, raw: bytes, *, expected: str) -> str:
     ScaleFitError
         Naming the file, the line and the first byte that is not UTF-8.
     """
-    from .errors import ScaleFitError
-
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -750,10 +727,6 @@ def read_toml(path: str | os.PathLike, *, what: str = "configuration") -> dict:
     ScaleFitError
         Naming the file and what is wrong with it.
     """
-    import tomllib
-
-    from .errors import ScaleFitError
-
     path = Path(path)
     raw = read_input_bytes(path, what=f"{what} (TOML file)", max_bytes=MAX_CONFIG_BYTES)
     if raw[:2] == b"\x1f\x8b" or b"\x00" in raw[:4096]:
@@ -805,10 +778,6 @@ def iter_input_lines(
     ScaleFitError
         Naming the file (and the line) when it cannot be read.
     """
-    import io
-
-    from .errors import ScaleFitError
-
     raw = open_input(path, what=what, max_bytes=max_bytes)
     with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as fh:
         number = 0
@@ -844,8 +813,6 @@ def iter_jsonl_texts(path: str | os.PathLike, field: str = "text") -> Iterator[s
         Naming the file and line of a line that is not JSON, or not an object with a string
         ``field``.
     """
-    from .errors import ScaleFitError
-
     path = Path(path)
     for number, line in iter_input_lines(path, what="JSONL text file"):
         if not line.strip():
@@ -895,8 +862,6 @@ def atomic_savefig(fig, path: str | os.PathLike, *, close: bool = True, **kwargs
     The figure is closed afterwards (``close=False`` keeps it open), so commands that write many
     figures do not pile them up in pyplot's registry.
     """
-    import io
-
     path = Path(path)
     buf = io.BytesIO()
     try:
@@ -911,8 +876,6 @@ def atomic_savefig(fig, path: str | os.PathLike, *, close: bool = True, **kwargs
 
 def _json_safe(obj: Any) -> Any:
     """Convert numpy scalars/arrays and non-finite floats into JSON-safe values."""
-    import math
-
     import numpy as np
 
     if isinstance(obj, dict):

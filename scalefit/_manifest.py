@@ -42,19 +42,6 @@ MAX_CHECKPOINT_BYTES = 1 << 36
 _HEX = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
 
-__all__ = [
-    "MANIFEST_FILE",
-    "digest_bytes",
-    "digest_file",
-    "forget_files",
-    "listed",
-    "open_verified",
-    "record",
-    "recorded_names",
-    "verify_bytes",
-    "verify_file",
-]
-
 
 def digest_bytes(data: bytes) -> dict:
     """The manifest entry of ``data``: ``{"sha256": hex digest, "bytes": length}``."""
@@ -256,12 +243,7 @@ def recorded_names(folder: str | os.PathLike, *, pending: bool = False) -> list[
     ``pending=True`` adds those announced by a save that may have been killed. An unreadable
     ``checksums.json`` counts as none (it is refused when a file is loaded).
     """
-    try:
-        manifest = _read(Path(folder))
-    except ScaleFitError:
-        return []
-    if not manifest:
-        return []
+    manifest = _read_own(Path(folder))
     return sorted(set(manifest["files"]) | (set(manifest["pending"]) if pending else set()))
 
 
@@ -297,7 +279,7 @@ def record(
     """
     folder = Path(folder)
     write = write or {}
-    old = _read_own(folder)
+    old = _read_own(folder)["files"]
     new = {rel: digest_bytes(data) for rel, data in write.items()}
     new.update({rel: digest_file(folder / rel) for rel in written})
     if write:  # announce the new digests, then replace the files
@@ -314,18 +296,18 @@ def forget_files(folder: str | os.PathLike, rels: Iterable[str]) -> None:
     rels = set(rels)
     for rel in rels:
         (folder / rel).unlink(missing_ok=True)
-    old = _read_own(folder)
+    old = _read_own(folder)["files"]
     if any(rel in old for rel in rels):
         _write(folder, {k: v for k, v in old.items() if k not in rels})
 
 
 def _read_own(folder: Path) -> dict:
-    """The recorded entries of a folder this process owns ({} when missing or unreadable)."""
+    """``folder``'s checksums, empty when missing or unreadable (a load refuses those, not this)."""
     try:
         manifest = _read(folder)
     except ScaleFitError:
-        return {}
-    return dict(manifest["files"]) if manifest else {}
+        manifest = None
+    return manifest or {"files": {}, "pending": {}}
 
 
 def weights_only_refusal(path, what: str, exc: BaseException) -> ScaleFitError:

@@ -5,11 +5,9 @@ constraints, and any failure raises :class:`~scalefit.errors.ScaleFitError` with
 
     The 'ci_prob' parameter of bootstrap must be a float in the range (0, 1). Got 1.7 instead.
 
-The same helper validates configuration files (trainer, toy specs, priors, result files): pass
-``where="config.toml"`` and the message names the file and key instead of a function; a field of a
-data file (a saved result) is checked with :func:`check_field`::
-
-    r.json: field 'n_rows' must be an int >= 1. Got 'abc' instead.
+The same helper validates configuration files (trainer, toy specs, priors): pass
+``where="config.toml"`` and the message names the file and key instead of a function (result
+files are checked by their JSON Schema, :mod:`scalefit.fit.schema`, in the same shape).
 
 Constraints
 -----------
@@ -45,25 +43,6 @@ from typing import Any
 import numpy as np
 
 from .errors import ScaleFitError
-
-__all__ = [
-    "Interval",
-    "IsType",
-    "Matches",
-    "Option",
-    "Options",
-    "VOCABULARY",
-    "check_field",
-    "constraints",
-    "did_you_mean",
-    "field_message",
-    "fmt_value",
-    "interval_text",
-    "spelled",
-    "validate",
-    "validate_mapping",
-]
-
 
 #: Largest random seed accepted anywhere (numpy, JAX and torch all take seeds in [0, 2**32)).
 MAX_SEED = 2**32 - 1
@@ -303,22 +282,13 @@ class Matches:
         return self.name
 
 
-def _is_finite(v: Any) -> bool:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:  # an int beyond float range
-        return False
-
-
 def _named(constraint: Any) -> tuple[Callable[[Any], bool], str]:
     if constraint is None:
         return (lambda v: v is None), "None"
     if constraint == "boolean":
         return (lambda v: isinstance(v, bool | np.bool_)), "a bool"
     if constraint == "finite":
-        return _is_finite, "a finite number"
+        return Interval(float, finite=True).accepts, "a finite number"
     if constraint == "array-like":
         return (lambda v: isinstance(v, list | tuple | np.ndarray)), "an array-like"
     if hasattr(constraint, "accepts"):
@@ -326,9 +296,9 @@ def _named(constraint: Any) -> tuple[Callable[[Any], bool], str]:
     raise TypeError(f"unknown constraint {constraint!r}")  # programming error
 
 
-def _allowed(value: Any, constraints: Sequence[Any], none: str = "None") -> tuple[str, str]:
+def _allowed(value: Any, constraints: Sequence[Any]) -> tuple[str, str]:
     """The words for what ``constraints`` allow, and a "did you mean" hint for ``value``."""
-    words = [none if c is None else _named(c)[1] for c in constraints]
+    words = [_named(c)[1] for c in constraints]
     allowed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
     hint = ""
     if isinstance(value, str):
@@ -344,48 +314,6 @@ def _message(
     allowed, hint = _allowed(value, constraints)
     got = fmt_value(value)
     return f"The {name!r} {noun} of {owner} must be {allowed}. Got {got} instead.{hint}"
-
-
-def field_message(where: str, field: str, value: Any, constraints: Sequence[Any]) -> str:
-    """The one-line message for a field of a data file that breaks its constraints.
-
-    Parameters
-    ----------
-    where : str
-        The file (or what the data is).
-    field : str
-        The field's path, e.g. ``"n_rows"``, ``"params.alpha"``, ``"draws[3][1]"``.
-    value : any
-        What the file holds there.
-    constraints : sequence
-        What is allowed (see :func:`validate`).
-
-    Returns
-    -------
-    str
-        ``"<where>: field '<field>' must be <allowed>. Got <value> instead."`` (a ``None``
-        is written ``null``, as in the JSON file).
-    """
-    allowed, hint = _allowed(value, constraints, none="null")
-    got = "null" if value is None else fmt_value(value)
-    return f"{where}: field {field!r} must be {allowed}. Got {got} instead.{hint}"
-
-
-def check_field(where: str, field: str, value: Any, constraints: Sequence[Any]) -> None:
-    """Raise :func:`field_message` as a :class:`ScaleFitError` unless a constraint holds.
-
-    Parameters
-    ----------
-    where, field, value, constraints
-        See :func:`field_message`.
-
-    Raises
-    ------
-    ScaleFitError
-        When ``value`` satisfies none of ``constraints``.
-    """
-    if not any(_named(c)[0](value) for c in constraints):
-        raise ScaleFitError(field_message(where, field, value, constraints))
 
 
 def validate(

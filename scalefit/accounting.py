@@ -21,6 +21,8 @@ The trainer's model (:mod:`scalefit.train.model`) is tested to have exactly this
 
 from __future__ import annotations
 
+import numpy as np
+
 from ._validation import Interval, Options, validate
 from .errors import ScaleFitError
 
@@ -184,8 +186,6 @@ def param_count_array(
     >>> float(param_count_array(2, 64, vocab=256, embeddings="excluded", norms=False))
     98304.0
     """
-    import numpy as np
-
     validate("param_count_array", {"embeddings": embeddings, "block": block}, CONSTRAINTS)
     depth = np.asarray(depth, dtype=float)
     width = np.asarray(width, dtype=float)
@@ -222,8 +222,6 @@ def width_for_params(
     >>> float(width_for_params(2, 98304, vocab=256, embeddings="excluded", norms=False))
     64.0
     """
-    import numpy as np
-
     depth = np.asarray(depth, dtype=float)
     params = np.asarray(params, dtype=float)
     quad = param_count_array(
@@ -279,8 +277,6 @@ def training_flops(params, tokens):
     >>> float(training_flops(1e9, 2e10))
     1.2e+20
     """
-    import numpy as np
-
     return 6.0 * np.asarray(params, dtype=float) * np.asarray(tokens, dtype=float)
 
 
@@ -296,8 +292,6 @@ def training_compute(columns, options=None) -> tuple[str, object] | None:
     >>> training_compute({"depth": [2], "width": [64], "tokens": [1e6]}, {"vocab": 256})
     ('flops_6NT', array([6.88128e+11]))
     """
-    import numpy as np
-
     if "flops" in columns:
         return "flops", np.asarray(columns["flops"], dtype=float)
     if "tokens" not in columns:
@@ -322,8 +316,6 @@ def tokens_for_budget(budget, params):
     >>> float(tokens_for_budget(1.2e20, 1e9))
     20000000000.0
     """
-    import numpy as np
-
     return np.asarray(budget, dtype=float) / training_flops(params, 1.0)
 
 

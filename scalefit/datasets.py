@@ -13,8 +13,8 @@ from any folder. ``make``, the ``scalefit`` command and Python all go through :f
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import io
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -25,7 +25,7 @@ import pandas as pd
 
 from ._io import atomic_write_bytes, read_input_bytes, user_cache
 from .errors import ScaleFitError
-from .table import read_table
+from .table import drop_highest_losses, parse_bytes, read_table
 
 # An installed wheel ships the tables as the package ``scalefit._bundled`` (see setup.py); a source
 # checkout (editable install) reads them from the repository's top-level ``data/`` folder.
@@ -409,11 +409,7 @@ def load(
         )
     ds = _dataset(name)
     (path, _), raw = _locate(ds, data_dir, download)
-    try:
-        frame = pd.read_csv(io.BytesIO(raw))
-    except (pd.errors.ParserError, ValueError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable reference table ({msg}).") from None
+    frame = parse_bytes(raw, path, "reference table")
     frame = frame.drop(columns=[c for c in ds.drop_columns if c in frame.columns])
     table = read_table(frame, ds.columns, drop_highest=drop_highest)
     table.attrs["scalefit"]["source"] = str(path)
@@ -446,8 +442,6 @@ def _load_isoflops(name, data_dir, experiment, drop_highest, download) -> pd.Dat
     (path, _), raw = _locate(DATASETS["isoflops"], data_dir, download)
     table = frame_of(raw, path, chosen)
     if drop_highest:
-        from .table import drop_highest_losses
-
         table = drop_highest_losses(table, drop_highest).reset_index(drop=True)
         table.attrs["scalefit"].update(
             drop_highest=int(drop_highest),
@@ -465,10 +459,15 @@ def isoflop_experiments() -> pd.DataFrame:
     pandas.DataFrame
         One row per experiment: ``experiment, n_rows, n_budgets, budget_min, budget_max, loss,
         params, tokens, budget, provenance`` (documented in docs/datasets.md; no file is read).
-    """
-    from .isoflop_data import experiments
 
-    return experiments()
+    Examples
+    --------
+    >>> len(isoflop_experiments())
+    8
+    """
+    from .isoflop_data import EXPERIMENTS
+
+    return pd.DataFrame([dataclasses.asdict(e) for e in EXPERIMENTS.values()])
 
 
 # --- Gemstones (issues 36, 38) --------------------------------------------------------------------
@@ -482,8 +481,6 @@ def _is_gemstones(name: str) -> bool:
 
 
 def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
-    import dataclasses
-
     from .gemstones_data import BUNDLED_FILE, frame_of, split_name
 
     gem = split_name(name, file)
@@ -504,8 +501,6 @@ def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
 
 
 def _load_olmo_ladder(data_dir, download) -> pd.DataFrame:
-    import dataclasses
-
     from .olmo_ladder_data import FOLDER, SHA256, checked, frame_of, url
 
     frames, sources = [], []

@@ -21,13 +21,14 @@ bootstrap, and treat rows of one run as correlated.
 
 from __future__ import annotations
 
-import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from .errors import ScaleFitError
+from .table import parse_bytes, read_table, require_file_columns
 
 #: Folder of the files inside a data directory.
 FOLDER = "gemstones"
@@ -126,17 +127,8 @@ def split_name(name: str, file: str | None) -> GemFile:
 
 def frame_of(raw: bytes, path: Path, gem: GemFile) -> pd.DataFrame:
     """The canonical table of one file's bytes (checked: columns, row count, values)."""
-    from .table import read_table
-
-    try:
-        frame = pd.read_json(io.BytesIO(raw), lines=True)
-    except ValueError as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable JSON-lines table ({msg}).") from None
-    need = [*COLUMNS, "step"]
-    missing = [c for c in need if c not in frame.columns]
-    if missing:
-        raise ScaleFitError(f"{path}: missing column(s) {missing}; expected {need}.")
+    frame = parse_bytes(raw, path, "JSON-lines table", pd.read_json, lines=True)
+    require_file_columns(frame, [*COLUMNS, "step"], path)
     if len(frame) != gem.n_rows:
         raise ScaleFitError(f"{path}: {len(frame)} rows; the {gem.key!r} file has {gem.n_rows}.")
     frame = frame.rename(columns={"run_name": "run"})
@@ -190,8 +182,6 @@ def published_params(delta: float = 1e-3) -> dict[str, float]:
     >>> round(p["a_depth"], 4), p["L0"]
     (0.1416, 0.0)
     """
-    import math
-
     if delta not in PUBLISHED:
         raise ScaleFitError(
             f"The 'delta' parameter of published_params must be one of {sorted(PUBLISHED)}. "

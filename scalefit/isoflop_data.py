@@ -17,15 +17,15 @@ metadata below is what docs/datasets.md documents; it is checked against the fil
 
 from __future__ import annotations
 
-import io
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ._validation import Options, validate
 from .errors import ScaleFitError
+from .table import parse_bytes, read_table, require_file_columns
 
 #: Name of the collection in :data:`scalefit.datasets.DATASETS` (file, URL and sha256 there).
 NAME = "isoflops"
@@ -127,24 +127,6 @@ EXPERIMENTS: dict[str, Experiment] = {
 }  # fmt: skip
 
 
-def experiments() -> pd.DataFrame:
-    """The collection's experiments and what their numbers mean (no file is read).
-
-    Returns
-    -------
-    DataFrame
-        One row per experiment id: ``experiment, n_rows, n_budgets, budget_min, budget_max, loss,
-        params, tokens, budget, provenance``.
-
-    Examples
-    --------
-    >>> from scalefit.datasets import isoflop_experiments
-    >>> len(isoflop_experiments())
-    8
-    """
-    return pd.DataFrame([asdict(e) for e in EXPERIMENTS.values()])
-
-
 def _check_experiment(experiment: object) -> None:
     validate("load('isoflops')", locals(), {"experiment": [Options(set(EXPERIMENTS))]})
 
@@ -169,18 +151,10 @@ def split_name(name: str, experiment: str | None) -> str:
 
 def frame_of(raw: bytes, path: os.PathLike | str, experiment: str) -> pd.DataFrame:
     """One experiment's rows of the (checksummed) collection as a validated canonical table."""
-    from .table import read_table
-
     _check_experiment(experiment)
     meta = EXPERIMENTS[experiment]
-    try:
-        whole = pd.read_csv(io.BytesIO(raw), keep_default_na=False, na_values=[""])
-    except (pd.errors.ParserError, ValueError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable IsoFLOP collection ({msg}).") from None
-    missing = [c for c in (*COLUMNS, "loss") if c not in whole.columns]
-    if missing:
-        raise ScaleFitError(f"{path}: missing column(s) {', '.join(missing)} of the collection.")
+    whole = parse_bytes(raw, path, "IsoFLOP collection", keep_default_na=False, na_values=[""])
+    require_file_columns(whole, (*COLUMNS, "loss"), path)
     rows = whole[whole["experiment"] == experiment]
     cols = ["params", "tokens", "budget", "loss"]
     frame = read_table(rows[cols].reset_index(drop=True))

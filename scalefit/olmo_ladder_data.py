@@ -20,7 +20,6 @@ other ten validation sets, and ``bpb_<task>`` (bits per byte of the correct answ
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ScaleFitError
+from .table import parse_bytes, read_table, require_file_columns
 
 #: Folder of the files inside a data directory.
 FOLDER = "olmo_ladder/ladder-runs"
@@ -123,28 +123,21 @@ def _task_columns(frame: pd.DataFrame, path: Path) -> dict[str, np.ndarray]:
             names = [
                 src.format(k) if src else f"eval/downstream/{k}_rc_5shot_{metric}" for k in keys
             ]
-            missing = [n for n in names if n not in frame.columns]
-            if missing:
-                raise ScaleFitError(f"{path}: missing column(s) {missing}.")
+            require_file_columns(frame, names, path)
             out[f"{col}_{task}"] = frame[names].to_numpy(float) @ w / w.sum()
     return out
 
 
 def frame_of(raw: bytes, path: Path, stem: str) -> pd.DataFrame:
     """The canonical rows of one run's CSV bytes (checked: columns and values)."""
-    try:
-        frame = pd.read_csv(io.BytesIO(raw))
-    except (pd.errors.ParserError, ValueError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable ladder CSV ({msg}).") from None
+    frame = parse_bytes(raw, path, "ladder CSV")
     target = stem == TARGET
     m = None if target else _RUN.match(stem)
     size = "7B" if target else m["size"]
     need = ["throughput/total_tokens", "eval/c4_en-validation/CrossEntropyLoss"]
     need += [] if target else ["_step"]
-    missing = [c for c in need if c not in frame.columns]
-    if missing:
-        raise ScaleFitError(f"{path}: missing column(s) {missing}.")
+    need += [f"eval/{name}-validation/CrossEntropyLoss" for name in _LOSSES]
+    require_file_columns(frame, need, path)
     params, flops_per_token = SIZES[size]
     tokens = frame["throughput/total_tokens"].to_numpy(float)
     cols = {
@@ -161,16 +154,12 @@ def frame_of(raw: bytes, path: Path, stem: str) -> pd.DataFrame:
     }
     for name in _LOSSES:
         key = f"eval/{name}-validation/CrossEntropyLoss"
-        if key not in frame.columns:
-            raise ScaleFitError(f"{path}: missing column {key!r}.")
         cols[f"loss_{name.replace('-', '_')}"] = frame[key].to_numpy(float)
     return pd.DataFrame({**cols, **_task_columns(frame, path)})
 
 
 def checked(table: pd.DataFrame, sources: list[str]) -> pd.DataFrame:
     """The concatenated runs as a validated canonical table (finite, accuracies in [0, 1])."""
-    from .table import read_table
-
     metrics = [c for c in table.columns if c.startswith(("bpb_", "acc_", "loss_"))]
     bad = ~np.isfinite(table[metrics].to_numpy(float))
     if bad.any():

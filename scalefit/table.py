@@ -9,6 +9,7 @@ the file, column and row; nothing is repaired silently.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import os
 import re
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import decode_utf8, read_input_bytes
-from ._validation import Interval, fmt_value, spelled, validate
+from ._validation import constraints, fmt_value, spelled, validate
 from .accounting import tokens_for_budget, training_flops
 from .errors import ScaleFitError
 
@@ -163,11 +164,7 @@ def read_csv(path: str | os.PathLike) -> pd.DataFrame:
         delimiter, a duplicate or empty header name, an index shift, ragged rows or unquoted
         thousands separators, naming the file and line.
     """
-    return _read_csv(Path(path))
-
-
-def _read_csv(path: Path) -> pd.DataFrame:
-    """Read a CSV with strict checks on encoding, emptiness, delimiter, header and row shape."""
+    path = Path(path)
     _refuse_curves(path)
     raw = read_input_bytes(path, what="CSV file")
     text = _decode(path, raw)
@@ -393,7 +390,7 @@ def read_table(
         if frame.empty:
             raise ScaleFitError("<DataFrame>: the table has no rows.")
     elif isinstance(source, str | os.PathLike):
-        frame = _read_csv(Path(source))
+        frame = read_csv(source)
     else:
         raise ScaleFitError(
             f"The 'source' parameter of read_table must be a path or a DataFrame. "
@@ -450,7 +447,7 @@ def drop_highest_losses(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     pandas.DataFrame
         The kept rows, in their original order.
     """
-    validate("read_table or load", {"drop_highest": k}, {"drop_highest": [Interval(int, 0, None)]})
+    validate("read_table or load", {"drop_highest": k}, constraints("drop_highest"))
     if k == 0:
         return frame
     if k >= len(frame):
@@ -460,6 +457,22 @@ def drop_highest_losses(frame: pd.DataFrame, k: int) -> pd.DataFrame:
         )
     cutoff = np.sort(frame["loss"].to_numpy())[::-1][k - 1]
     return frame[frame["loss"] < cutoff]
+
+
+def parse_bytes(raw: bytes, path, what: str, read=pd.read_csv, **kw) -> pd.DataFrame:
+    """A table file's (checksummed) bytes parsed by ``read``; a parser error is one line."""
+    try:
+        return read(io.BytesIO(raw), **kw)
+    except ValueError as exc:  # pandas' ParserError is a ValueError
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ScaleFitError(f"{path}: not a readable {what} ({msg}).") from None
+
+
+def require_file_columns(frame: pd.DataFrame, columns, path) -> None:
+    """Refuse a reference file that lacks some of ``columns``, naming them."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ScaleFitError(f"{path}: missing column(s) {', '.join(map(repr, missing))}.")
 
 
 def require_columns(frame: pd.DataFrame, needed, what: str) -> None:
@@ -481,8 +494,6 @@ def require_columns(frame: pd.DataFrame, needed, what: str) -> None:
 
 def _mapping_hint(missing: list[str], have: list[str]) -> str:
     """`` Did you mean columns={'num_params': 'params'} (...)?`` or ``""`` when none is close."""
-    import difflib
-
     spare = [c for c in have if c not in missing and c not in CANONICAL]
     pairs = {}
     for name in missing:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ScaleFitError
+from ..expr import CONSTANTS, parse
 
 Kind = Literal["coef", "positive", "floor", "exponent", "free"]
 #: What a declared range means (see :class:`Param`).
@@ -198,8 +199,6 @@ class Law:
         >>> law.inputs, law.param_names
         (('params',), ('A', 'E', 'alpha'))
         """
-        from ..expr import CONSTANTS, parse
-
         text = _strip_lhs(formula)
         expression = parse(text, kind="formula")
         _refuse_response(expression.names, expression.text)
@@ -209,19 +208,7 @@ class Law:
         if range_kind != "validity":
             given = set(bounds or {})
             params = [replace(p, range_kind=range_kind) if p.name in given else p for p in params]
-        spec = {
-            "type": "formula",
-            "name": name,
-            "formula": text,
-            "inputs": list(inputs),
-            "params": [
-                {"name": p.name, "kind": p.kind, "start": list(p.start), "bounds": list(p.bounds)}
-                | ({"range_kind": p.range_kind} if p.range_kind != "validity" else {})
-                for p in params
-            ],
-            "start_points": [point] if point else [],
-        }
-        return law_from_formula_spec(spec)
+        return _formula_law(text, name, tuple(inputs), tuple(params), (point,) if point else ())
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -596,8 +583,6 @@ def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -
     ScaleFitError
         On a malformed spec, naming ``where``.
     """
-    from ..expr import parse
-
     try:
         text = spec["formula"]
         inputs = tuple(str(i) for i in spec["inputs"])
@@ -617,10 +602,13 @@ def law_from_formula_spec(spec: Mapping[str, Any], *, where: str = "law spec") -
         name = str(spec.get("name", "formula"))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise ScaleFitError(f"{where}: malformed formula law spec ({exc!r}).") from None
+    return _formula_law(text, name, inputs, params, points, where)
+
+
+def _formula_law(text, name: str, inputs, params, points, where: str = "law spec") -> Law:
+    """A formula law from its parts: what :meth:`Law.from_formula` and the spec reader share."""
     expression = parse(text, kind="formula")
     _refuse_response(expression.names, expression.text, where=f"{where}: ")
-    from ..expr import CONSTANTS
-
     declared = set(inputs) | {p.name for p in params}
     if set(expression.names) - set(CONSTANTS) != declared:
         raise ScaleFitError(

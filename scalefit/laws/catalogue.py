@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._validation import Options, did_you_mean, validate
-from ..accounting import standard_params
+from ..accounting import CONSTRAINTS, standard_params
 from ..errors import ScaleFitError
-from .base import Law, Param, check_law
+from .base import Law, Param, check_law, law_from_formula_spec
 
 _REGISTRY: dict[str, Callable[..., Law]] = {}
 
@@ -50,6 +50,20 @@ def _exponent(name: str, desc: str, start=(0.0, 1.5)) -> Param:
     return Param(
         name, "exponent", start=start, bounds=(0.0, 5.0), description=desc, range_kind="validity"
     )
+
+
+def _positive(name: str, start, desc: str, hi: float = float("inf")) -> Param:
+    """A positive scale fitted in log space, starts drawn log-uniformly from ``start``.
+
+    Its lower bound 0 is kept by the log coordinates; an upper bound ``hi`` is a validity
+    condition.
+    """
+    return Param(name, "positive", start=start, bounds=(0.0, hi), description=desc)
+
+
+def _free(name: str, start, bounds, desc: str) -> Param:
+    """A parameter of either sign, fitted as it is; ``bounds`` are a validity condition."""
+    return Param(name, "free", start=start, bounds=bounds, description=desc)
 
 
 #: Hoffmann et al. (2022), Approach 3: the published fit of the Chinchilla law (REFERENCE.md §2).
@@ -128,7 +142,7 @@ def decomposed() -> Law:
 # ------------------------------------------------------------------------------ critical depth
 _CRITICAL_OPTIONS = {
     "form": [Options({"log", "power"})],
-    "embeddings": [Options({"tied", "untied", "excluded"})],
+    "embeddings": CONSTRAINTS["embeddings"],
     "params_from": [Options({"accounting", "column"})],
 }
 
@@ -166,28 +180,14 @@ def _critical_expr(form: str):
 def _critical_params(form: str) -> tuple[tuple[Param, ...], str]:
     """The critical-depth parameters of ``form`` and the formula of ``lc``."""
     if form == "log":
-        kappa = Param(
-            "kappa",
-            "positive",
-            start=(0.5, 6.0),
-            bounds=(0.0, 50.0),
-            description="critical depth per unit log-width, lc = kappa ln W",
+        kappa = _positive(
+            "kappa", (0.5, 6.0), "critical depth per unit log-width, lc = kappa ln W", hi=50.0
         )
         return (kappa,), "lc = kappa ln(width)"
-    c_crit = Param(
-        "c_crit",
-        "positive",
-        start=(0.1, 5.0),
-        bounds=(0.0, 100.0),
-        description="critical-depth prefactor, lc = c_crit W^a_crit",
+    c_crit = _positive(
+        "c_crit", (0.1, 5.0), "critical-depth prefactor, lc = c_crit W^a_crit", hi=100.0
     )
-    a_crit = Param(
-        "a_crit",
-        "free",
-        start=(0.1, 0.8),
-        bounds=(-1.0, 2.0),
-        description="critical-depth width exponent",
-    )
+    a_crit = _free("a_crit", (0.1, 0.8), (-1.0, 2.0), "critical-depth width exponent")
     return (c_crit, a_crit), "lc = c_crit width^a_crit"
 
 
@@ -291,13 +291,7 @@ def _forward_params() -> tuple[Param, ...]:
 def _annealing_params() -> tuple[Param, ...]:
     return (
         *_forward_params(),
-        Param(
-            "C",
-            "positive",
-            start=(1e-3, 3.0),
-            bounds=(0.0, float("inf")),
-            description="loss drop per unit of annealing area",
-        ),
+        _positive("C", (1e-3, 3.0), "loss drop per unit of annealing area"),
     )
 
 
@@ -384,43 +378,13 @@ def lr_optimum() -> Law:
             Param("L0", "floor", bounds=(0.0, 10.0), description="loss floor"),
             _coef("A", "alpha", "S1_per_lr", "forward-area coefficient (area / peak rate)"),
             _exponent("alpha", "forward-area exponent", (0.1, 1.0)),
-            Param(
-                "C",
-                "positive",
-                start=(1e-6, 1e-2),
-                bounds=(0.0, float("inf")),
-                description="loss drop per unit of annealing area / peak rate",
-            ),
+            _positive("C", (1e-6, 1e-2), "loss drop per unit of annealing area / peak rate"),
             _coef("B", "beta", "params", "params-term coefficient"),
             _exponent("beta", "params exponent", (0.1, 1.0)),
-            Param(
-                "k",
-                "positive",
-                start=(1e-3, 0.1),
-                bounds=(0.0, float("inf")),
-                description="loss per squared log-distance of the peak rate from eta*",
-            ),
-            Param(
-                "e0",
-                "positive",
-                start=(1e-4, 1e-2),
-                bounds=(0.0, float("inf")),
-                description="eta* at 1e8 params and 1e10 tokens",
-            ),
-            Param(
-                "a",
-                "free",
-                start=(-1.0, 0.2),
-                bounds=(-3.0, 3.0),
-                description="eta* params exponent",
-            ),
-            Param(
-                "b",
-                "free",
-                start=(-0.5, 0.5),
-                bounds=(-3.0, 3.0),
-                description="eta* tokens exponent",
-            ),
+            _positive("k", (1e-3, 0.1), "loss per squared log-distance of the peak rate from eta*"),
+            _positive("e0", (1e-4, 1e-2), "eta* at 1e8 params and 1e10 tokens"),
+            _free("a", (-1.0, 0.2), (-3.0, 3.0), "eta* params exponent"),
+            _free("b", (-0.5, 0.5), (-3.0, 3.0), "eta* tokens exponent"),
         ),
         expr=_lr_optimum_expr,
         features=_lr_features,
@@ -462,20 +426,8 @@ def _mpl_drop(xp, p, x, segments: int):
 def _mpl_params() -> tuple[Param, ...]:
     return (
         *_forward_params(),
-        Param(
-            "B",
-            "positive",
-            start=(1.0, 1e4),
-            bounds=(0.0, float("inf")),
-            description="loss drop per unit of learning-rate decay, at saturation",
-        ),
-        Param(
-            "C",
-            "positive",
-            start=(0.1, 10.0),
-            bounds=(0.0, float("inf")),
-            description="rate at which a decay's loss drop saturates",
-        ),
+        _positive("B", (1.0, 1e4), "loss drop per unit of learning-rate decay, at saturation"),
+        _positive("C", (0.1, 10.0), "rate at which a decay's loss drop saturates"),
         _exponent("beta", "saturation exponent of the loss drop", (0.1, 1.5)),
         _exponent("gamma", "learning-rate exponent of the drop's time scale", (0.1, 1.5)),
     )
@@ -609,9 +561,7 @@ def list_laws() -> list[str]:
 
 for _f in (chinchilla, decomposed, critical_depth, critical_depth_power, depth_power):
     register_law(_f)
-for _f in (lr_annealing, lr_annealing_params, lr_optimum):
-    register_law(_f)
-for _f in (multi_power, multi_power_params):
+for _f in (lr_annealing, lr_annealing_params, lr_optimum, multi_power, multi_power_params):
     register_law(_f)
 
 
@@ -673,8 +623,6 @@ def law_from_spec(spec: Any, *, where: str = "law spec") -> Law:
     ScaleFitError
         On a malformed spec or an unknown registered name.
     """
-    from .base import law_from_formula_spec
-
     if not isinstance(spec, dict) or spec.get("type") not in ("registered", "formula"):
         raise ScaleFitError(
             f"{where}: 'law_spec' must be a mapping with type 'registered' or 'formula'. "

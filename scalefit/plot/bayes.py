@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .style import PALETTE, axes, label, log_ticks, loss_label, ordered_colours, suptitle, title
+
 
 def _chains(result, name: str) -> np.ndarray:
     """Draws of one parameter as (chains, draws)."""
@@ -36,8 +38,6 @@ def plot_trace(result, names=None):
     -------
     matplotlib.figure.Figure
     """
-    from .style import axes, ordered_colours, suptitle, title
-
     names = list(names or result.params)
     fig, grid = axes(nrows=len(names), ncols=2, figsize=(4.6, 1.7))
     grid = np.asarray(grid).reshape(len(names), 2)
@@ -66,6 +66,8 @@ def plot_trace(result, names=None):
 def plot_corner(result, names=None, *, max_points: int = 2000):
     """Pairwise posterior scatter (lower triangle) and marginal histograms (diagonal).
 
+    :func:`scalefit.plot.fit.plot_draws` over every parameter, with the draws thinned.
+
     Parameters
     ----------
     result : FitResult
@@ -73,44 +75,15 @@ def plot_corner(result, names=None, *, max_points: int = 2000):
     names : sequence of str, optional
         Parameters to show (default: all).
     max_points : int, default 2000
-        Draws shown in the scatter panels (evenly thinned).
+        Draws shown (evenly thinned).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    from .style import PALETTE, axes, suptitle, title
+    from .fit import plot_draws
 
-    frame = result.draws_frame().dropna()
-    names = list(names or frame.columns)
-    shown = len(frame)
-    frame = frame.iloc[np.linspace(0, len(frame) - 1, min(max_points, len(frame))).astype(int)]
-    k = len(names)
-    side = max(1.8, 6.0 / k)
-    fig, grid = axes(nrows=k, ncols=k, figsize=(side, side))
-    grid = np.asarray(grid).reshape(k, k)
-    for i, a in enumerate(names):
-        for j, b in enumerate(names):
-            ax = grid[i, j]
-            if i == j:
-                ax.hist(frame[a], bins=30, color=PALETTE[0])
-                lo, hi = result.ci.get(a, (np.nan, np.nan))
-                for v in (lo, hi):
-                    ax.axvline(v, color="k", lw=0.6, ls="--")
-            elif i > j:
-                ax.scatter(frame[b], frame[a], s=1.5, alpha=0.3, color=PALETTE[0])
-            else:
-                ax.axis("off")
-            ax.tick_params(labelsize=6)
-            if i == k - 1:
-                ax.set_xlabel(b, fontsize=8)
-            if j == 0 and i != j:
-                ax.set_ylabel(a, fontsize=8)
-    what = (
-        f"Posterior: {len(frame)} of {shown} draws; dashed: the {100 * result.ci_prob:g}% interval"
-    )
-    suptitle(fig, title(result, what))
-    return fig
+    return plot_draws(result, list(names or result.params), max_points=max_points)
 
 
 def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int = 0):
@@ -135,7 +108,6 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     """
     from ..fit.bayes import predictive_draws
     from ..fit.holdout import compute_key
-    from .style import PALETTE, axes, label, log_ticks, loss_label, suptitle, title
 
     fig, ax = axes(ax, figsize=(5.6, 4.2))
     key, xval = compute_key(table, result.law)
@@ -190,7 +162,6 @@ def plot_bands(result, grid, along: str, *, ci_prob: float = 0.9, noise: bool = 
     matplotlib.figure.Figure
     """
     from ..fit.bayes import predictive_draws
-    from .style import PALETTE, axes, label, log_ticks, loss_label, suptitle, title
 
     fig, ax = axes(ax)
     sims = predictive_draws(result, grid, noise=noise)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .style import axes
+from .style import PALETTE, SEQUENTIAL, TITLE_SIZE, axes, flops_text, label, log_ticks
 
 
 def plot_design(design, *, ax=None):
@@ -25,8 +25,6 @@ def plot_design(design, *, ax=None):
     matplotlib.figure.Figure
     """
     from scipy import stats
-
-    from .style import PALETTE, SEQUENTIAL, TITLE_SIZE, flops_text, label, log_ticks
 
     fig, (left, right) = axes(ax, ncols=2, figsize=(5.0, 4.2))
     cand, runs = design.candidates, design.runs

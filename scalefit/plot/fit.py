@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .style import axes
+from .style import PALETTE, SEQUENTIAL, axes, label, log_ticks, loss_label, suptitle, title
 
 
 def _colour_key(table, law):
@@ -30,8 +30,6 @@ def plot_fit(result, table, *, ax=None):
     -------
     matplotlib.figure.Figure
     """
-    from .style import SEQUENTIAL, label, log_ticks, loss_label, suptitle, title
-
     fig, (a0, a1) = axes(ax, ncols=2, figsize=(4.6, 4.0))
     law = result.law
     y = table["loss"].to_numpy(float)
@@ -68,12 +66,13 @@ def _limits(values: np.ndarray, point: float) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def plot_draws(result, names=None, *, ax=None):
-    """Corner plot of bootstrap/posterior draws for up to four parameters.
+def plot_draws(result, names=None, *, ax=None, max_points: int | None = None):
+    """Corner plot of bootstrap/posterior draws: histograms on the diagonal, pairs below it.
 
-    Histograms on the diagonal, pairwise scatter below it; the point estimate is marked (lines
-    and a cross) and the axes cover the central 98% of the draws, so a few outlying resamples do
-    not squash the rest (how many fall outside is written in each panel).
+    The point estimate is marked (lines and a cross), the ends of each parameter's interval
+    (``result.ci``) are dashed on the diagonal, and the axes cover the central 98% of the draws,
+    so a few outlying resamples do not squash the rest (how many fall outside is written in each
+    panel).
 
     Parameters
     ----------
@@ -82,19 +81,21 @@ def plot_draws(result, names=None, *, ax=None):
     names : sequence of str, optional
         Parameters to show (default: the exponents, else the first four).
     ax : ignored unless a grid of axes of the right size is given.
+    max_points : int, optional
+        Draws shown (evenly thinned; default: all).
 
     Returns
     -------
     matplotlib.figure.Figure
     """
-    from .style import PALETTE, suptitle, title
-
     frame = result.draws_frame().dropna()
-    if names is None:
-        law = result.law
-        names = [p.name for p in law.params if p.kind == "exponent"][:4] or list(frame)[:4]
+    total = len(frame)
+    if max_points is not None and total > max_points:
+        frame = frame.iloc[np.linspace(0, total - 1, max_points).astype(int)]
+    exponents = [p.name for p in result.law.params if p.kind == "exponent"][:4]
+    names = list(names or exponents or list(frame)[:4])
     k = len(names)
-    side = max(2.3, 6.0 / k)  # one or two exponents: larger panels, room for the title
+    side = max(2.3 if k <= 4 else 1.8, 6.0 / k)  # few parameters: larger panels, room for title
     fig, grid = axes(ax, nrows=k, ncols=k, figsize=(side, side))
     grid = np.asarray(grid).reshape(k, k)
     point = {n: float(result.params[n]) for n in names}
@@ -110,6 +111,9 @@ def plot_draws(result, names=None, *, ax=None):
             if i == j:
                 ax_.hist(x[inside_x], bins=30, range=lims[b], color=PALETTE[0], alpha=0.75)
                 ax_.axvline(point[b], color=PALETTE[1], lw=1.5)
+                for end in result.ci.get(b, ()):
+                    if lims[b][0] <= end <= lims[b][1]:
+                        ax_.axvline(end, color="k", lw=0.6, ls="--")
                 ax_.set_yticks([])
                 out = int((~inside_x).sum())
             else:
@@ -122,6 +126,8 @@ def plot_draws(result, names=None, *, ax=None):
                 ax_.set_ylim(*lims[a])
                 out = int((~inside).sum())
             ax_.set_xlim(*lims[b])
+            if k > 4:
+                ax_.tick_params(labelsize=6)
             if out:
                 ax_.text(0.97, 0.95, f"{out} outside", transform=ax_.transAxes, ha="right",
                          va="top", fontsize=7, color="0.35")  # fmt: skip
@@ -134,9 +140,9 @@ def plot_draws(result, names=None, *, ax=None):
             elif i != j:
                 ax_.tick_params(labelleft=False)
     kind = "posterior" if result.method == "bayes" else "bootstrap"
-    what = (
-        f"{len(frame)} {kind} draws of the exponents; orange: point estimate; axes: central "
-        f"98% of the draws"
-    )
+    shown = f"{len(frame)} of {total}" if len(frame) < total else f"{total}"
+    dashed = f"; dashed: the {100 * result.ci_prob:g}% interval" if result.ci else ""
+    of = " of the exponents" if names == exponents else ""
+    what = f"{shown} {kind} draws{of}; orange: point estimate{dashed}; axes: central 98% of them"
     suptitle(fig, title(result, what))
     return fig

@@ -5,14 +5,15 @@ ticks (plain numbers when an axis spans less than two decades, powers of ten oth
 ``3×10^0``), axis labels in words with units, and titles that name data, law and method. The style
 is applied to each axes explicitly (:func:`style_axes`), so importing scalefit never changes a
 user's matplotlib settings. :func:`axes` makes styled axes (with a headless backend when no
-display is set), :func:`estimates` draws estimates with their intervals (one outside its
-interval open, and said so) and :func:`layout_problems` finds text that leaves a figure or
-overlaps other text. Every figure of :mod:`scalefit.plot` uses it.
+display is set) and :func:`estimates` draws estimates with their intervals (one outside its
+interval open, and said so). Every figure of :mod:`scalefit.plot` uses it.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -279,8 +280,6 @@ def suptitle(fig, text: str, *, size: float = TITLE_SIZE):
     -------
     matplotlib.text.Text
     """
-    import textwrap
-
     # about 0.6 em per character on average in the default sans-serif font, with a margin
     per_line = max(20, int(0.92 * fig.get_figwidth() * 72 / (0.6 * size)))
     lines = [w for line in text.split("\n") for w in textwrap.wrap(line, per_line) or [""]]
@@ -289,8 +288,6 @@ def suptitle(fig, text: str, *, size: float = TITLE_SIZE):
 
 def pyplot():
     """Import matplotlib's pyplot with a non-interactive backend when no display is set."""
-    import os
-
     import matplotlib
 
     if not os.environ.get("DISPLAY") and matplotlib.get_backend().lower() != "agg":
@@ -315,79 +312,3 @@ def axes(ax=None, ncols: int = 1, figsize=(5.0, 4.0), nrows: int = 1):
     for a in np.atleast_1d(ax).ravel():
         style_axes(a)
     return fig, ax
-
-
-def layout_problems(fig, *, tolerance: float = 1.0) -> list[str]:
-    """Text of a figure that leaves the canvas or overlaps other text, in words.
-
-    Draws the figure once and compares the bounding boxes matplotlib computes for every visible,
-    non-empty text artist (titles, axis labels, tick labels, legend entries, annotations): a box
-    that reaches past the figure's edge by more than ``tolerance`` pixels, or two boxes that
-    overlap by more than ``tolerance`` pixels each way, is a problem. Text of one legend is
-    compared with text outside that legend only if the legend itself overlaps it.
-
-    Parameters
-    ----------
-    fig : matplotlib.figure.Figure
-        The figure to check.
-    tolerance : float, default 1.0
-        Pixels of overlap ignored (anti-aliasing).
-
-    Returns
-    -------
-    list of str
-        One line per problem; empty when the layout is clean.
-    """
-    from matplotlib.text import Text
-
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    canvas = fig.bbox
-    # tick labels: only those of ticks inside the view (matplotlib keeps text for others)
-    tick_texts, shown = set(), []
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                tick_texts.update((id(tick.label1), id(tick.label2)))
-            if not getattr(ax, "axison", True) or not axis.get_visible():
-                continue  # axis("off"): no tick label is drawn
-            lo, hi = sorted(axis.get_view_interval())
-            slack = 1e-9 * (hi - lo)
-            k = 0 if axis is ax.xaxis else 1
-            shown += [
-                t
-                for t in axis.get_majorticklabels() + axis.get_minorticklabels()
-                if lo - slack <= t.get_position()[k] <= hi + slack
-            ]
-    texts = [t for t in fig.findobj(Text) if id(t) not in tick_texts] + shown
-    boxes = []
-    for artist in texts:
-        if not artist.get_visible() or not artist.get_text().strip():
-            continue
-        if artist.axes is not None and not artist.axes.get_visible():
-            continue
-        box = artist.get_window_extent(renderer)
-        if box.width <= 0 or box.height <= 0:
-            continue
-        boxes.append((artist, box))
-    problems = []
-    for artist, box in boxes:
-        if (
-            box.x0 < canvas.x0 - tolerance
-            or box.y0 < canvas.y0 - tolerance
-            or box.x1 > canvas.x1 + tolerance
-            or box.y1 > canvas.y1 + tolerance
-        ):
-            problems.append(f"text {_show(artist)} leaves the figure")
-    for i, (a, box_a) in enumerate(boxes):
-        for b, box_b in boxes[i + 1 :]:
-            dx = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
-            dy = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
-            if dx > tolerance and dy > tolerance:
-                problems.append(f"text {_show(a)} overlaps {_show(b)}")
-    return problems
-
-
-def _show(artist) -> str:
-    text = " ".join(artist.get_text().split())
-    return repr(text if len(text) <= 40 else text[:37] + "...")

@@ -14,8 +14,7 @@ TOY = "toy teacher–student (width 32)"
 
 
 def _label(mode: str, rho: float) -> str:
-    teacher = f"correlated teacher, ρ = {rho:g}" if mode == "correlated" else f"{mode} teacher"
-    return teacher
+    return f"correlated teacher, ρ = {rho:g}" if mode == "correlated" else f"{mode} teacher"
 
 
 def loss_vs_depth(

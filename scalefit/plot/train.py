@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ScaleFitError
-from .style import axes
+from .style import TITLE_SIZE, axes, log_ticks, ordered_colours, value_ticks
 
 LABELS = {
     "angular_distance": "angular distance arccos(cos)/π",
@@ -81,8 +81,6 @@ def plot_variant_comparison(
 
 def plot_loss_grid(table, *, ax=None, variant: str | None = None):
     """Validation loss against depth: one line per (width, tokens), log-scaled depth axis."""
-    from .style import TITLE_SIZE, log_ticks, ordered_colours, value_ticks
-
     fig, ax = axes(ax, figsize=(7.0, 4.2))
     sel = table if variant is None else table[table["variant"] == variant]
     sel = sel[~sel["diverged"].astype(bool)]

@@ -16,9 +16,7 @@ from scalefit._validation import (
     IsType,
     Matches,
     Options,
-    check_field,
     did_you_mean,
-    field_message,
     fmt_value,
     validate,
     validate_mapping,
@@ -125,20 +123,6 @@ def test_unconstrained_names_are_not_checked():
 def test_seeds_fit_every_generator():
     seed = Interval(int, 0, MAX_SEED)
     assert seed.accepts(2**32 - 1) and not seed.accepts(2**32) and not seed.accepts(-1)
-
-
-def test_file_fields_are_named_with_the_file_and_null_for_none():
-    cons = [Interval(int, 1, None)]
-    check_field("r.json", "n_rows", 3, cons)
-    assert field_message("r.json", "n_rows", "abc", cons) == (
-        "r.json: field 'n_rows' must be an int >= 1. Got 'abc' instead."
-    )
-    with pytest.raises(ScaleFitError) as err:
-        check_field("r.json", "params.alpha", None, ["finite"])
-    assert (
-        str(err.value) == "r.json: field 'params.alpha' must be a finite number. Got null instead."
-    )
-    assert "must be null or a finite number" in field_message("r.json", "x", "a", [None, "finite"])
 
 
 def test_a_config_mapping_is_checked_key_by_key():

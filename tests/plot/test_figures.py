@@ -1,8 +1,8 @@
 """Every figure kind, drawn for a one-exponent, a two-exponent and a three-exponent law, and
 checked with matplotlib's own bounding boxes: no text leaves the canvas or overlaps other text.
 
-``scalefit.plot.layout_problems`` does the checking; the first test shows it finds a planted
-overlap and a title cut by the canvas edge, so a clean result means something.
+``layout_problems`` (tests/figure_layout.py) does the checking; the first test shows it finds a
+planted overlap and a title cut by the canvas edge, so a clean result means something.
 """
 
 import warnings
@@ -13,8 +13,10 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from figure_layout import layout_problems  # noqa: E402
+
 import scalefit  # noqa: E402
-from scalefit.plot.style import layout_problems, pyplot  # noqa: E402
+from scalefit.plot.style import pyplot  # noqa: E402
 
 LAWS = {
     "one exponent": {"law": None, "formula": "E + A/params**alpha"},

@@ -1,4 +1,4 @@
-"""scalefit.plot.style.layout_problems as such: what it counts as a problem and what it leaves out.
+"""The layout check (tests/figure_layout.py) as such: what is a problem and what is left out.
 
 tests/plot/test_figures.py shows it finds a planted overlap and a cut title; these tests pin the
 rules that keep it from crying wolf (hidden text, tick labels outside the view, the tolerance).
@@ -8,7 +8,9 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from scalefit.plot.style import axes, layout_problems, pyplot  # noqa: E402
+from figure_layout import layout_problems  # noqa: E402
+
+from scalefit.plot.style import axes, pyplot  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

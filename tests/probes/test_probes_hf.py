@@ -405,8 +405,10 @@ def test_datasets_source_local_folder_and_refusals(tmp_path, tokenizer, capsys):
 
 
 def test_probe_figures_have_no_text_off_the_canvas_or_overlapping(tokenizer):
+    from figure_layout import layout_problems
+
     from scalefit.plot.probes import angles_figure, pruning_figure, split_figure
-    from scalefit.plot.style import layout_problems, pyplot
+    from scalefit.plot.style import pyplot
 
     res = _probe(_model("gpt2", tokenizer), tokenizer, _documents(), prune_blocks=(1, 2))
     for fig in (angles_figure(res), split_figure(res), pruning_figure(res)):

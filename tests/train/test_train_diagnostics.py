@@ -135,7 +135,7 @@ def test_plots_from_tidy_diagnostics(trained):
     from scalefit.plot.train import plot_layer_metric, plot_loss_grid, plot_variant_comparison
 
     frame = diagnose(trained.model, trained.data, eval_tokens=256, batch_size=4)
-    from scalefit.plot.style import layout_problems
+    from figure_layout import layout_problems
 
     both = pd.concat(
         [frame.assign(variant="pre_ln", depth=3), frame.assign(variant="lns", depth=3)]
