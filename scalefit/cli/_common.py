@@ -154,10 +154,11 @@ def plots_dir(path: str | None) -> Path | None:
     return ensure_folder(path)
 
 
-def figure_paths(args: argparse.Namespace, figure: str) -> list:
-    """Where a command's one figure goes: ``--plots DIR``/figure (none without ``--plots``)."""
-    folder = plots_dir(args.plots)
-    return [] if folder is None else [folder / figure]
+def save_figure(fig, folder: str | os.PathLike, name: str) -> Path:
+    """Write ``fig`` into ``folder`` as ``name`` (120 dpi); the name may not lead out of it."""
+    from .._io import atomic_savefig, inside
+
+    return atomic_savefig(fig, inside(folder, name, what="figure"), dpi=120)
 
 
 def check_paths(

@@ -6,7 +6,7 @@ import argparse
 import warnings
 
 from . import EXIT_NOT_CONVERGED, Subcommands
-from ._common import add_option, check_paths, parse_mapping, plots_dir
+from ._common import add_option, check_paths, parse_mapping, plots_dir, save_figure
 
 FORMATS = ("auto", "csv", "jsonl", "tensorboard", "wandb", "trainer")
 
@@ -80,7 +80,6 @@ def register(sub: Subcommands) -> None:
     add_option(p, "--plots")
     p.set_defaults(func=run_curves_fit)
     _register_holdout(cmds)
-    group.set_defaults(func=lambda args: _no_command(group))
 
 
 def _forecasts(args, res, curves, forecasts, extra) -> dict:
@@ -220,11 +219,6 @@ def _add_allocation_args(p) -> None:
         help="tokens per update for --budget",
         shown="the curves' tokens_per_step column or tokens/step",
     )
-
-
-def _no_command(group) -> int:
-    group.print_help()
-    return 2
 
 
 def _read(args: argparse.Namespace):
@@ -449,12 +443,8 @@ def run_curves_fit(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
     folder = plots_dir(args.plots)
     if folder is not None:
-        from .._io import atomic_savefig, inside
         from ..plot.curves import plot_curves
 
         fig = plot_curves(res, _prepared(args, curves), forecasts=frames)
-        path = atomic_savefig(
-            fig, inside(folder, f"curves_{res.law_name}.png", what="figure"), dpi=120
-        )
-        print(f"wrote {path}")
+        print(f"wrote {save_figure(fig, folder, f'curves_{res.law_name}.png')}")
     return 0 if res.converged else EXIT_NOT_CONVERGED

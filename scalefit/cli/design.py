@@ -9,8 +9,9 @@ from . import Subcommands
 from ._common import (
     add_option,
     check_paths,
-    figure_paths,
+    plots_dir,
     positive_flops,
+    save_figure,
     tidy_table,
 )
 
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     import pandas as pd
 
-    from .._io import atomic_savefig, atomic_write_csv
+    from .._io import atomic_write_csv
     from ..design import next_runs
     from ..fit import FitResult
     from ..plot.design import plot_design
@@ -114,6 +115,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         # every column kept (one schema for every law); a law without shapes leaves depth empty
         print(f"wrote {atomic_write_csv(args.out, tidy_table(d.runs))}")
-    for path in figure_paths(args, FIGURE):
-        print(f"wrote {atomic_savefig(plot_design(d), path, dpi=120)}")
+    if args.plots:
+        print(f"wrote {save_figure(plot_design(d), plots_dir(args.plots), FIGURE)}")
     return 0

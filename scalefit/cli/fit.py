@@ -15,6 +15,7 @@ from ._common import (
     load_table_arg,
     parse_mapping,
     plots_dir,
+    save_figure,
 )
 
 #: The options of :func:`scalefit.fit` the command offers (declared once, in the vocabulary).
@@ -226,19 +227,11 @@ def formula_law_args(args: argparse.Namespace, table) -> tuple:
 
 def write_fit_plots(res, table, folder) -> list:
     """Write the standard figures of a fit into ``folder``; returns the paths."""
-    from .._io import atomic_savefig, inside
     from ..plot.fit import plot_draws, plot_fit
 
-    paths = []
-    fig = plot_fit(res, table)
-    paths.append(
-        atomic_savefig(fig, inside(folder, f"fit_{res.law_name}.png", what="figure"), dpi=120)
-    )
+    paths = [save_figure(plot_fit(res, table), folder, f"fit_{res.law_name}.png")]
     if res.draws is not None:
-        fig = plot_draws(res)
-        paths.append(
-            atomic_savefig(fig, inside(folder, f"draws_{res.law_name}.png", what="figure"), dpi=120)
-        )
+        paths.append(save_figure(plot_draws(res), folder, f"draws_{res.law_name}.png"))
     return paths
 
 

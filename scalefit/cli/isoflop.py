@@ -9,8 +9,9 @@ from ._common import (
     add_option,
     add_table_args,
     check_paths,
-    figure_paths,
     load_table_arg,
+    plots_dir,
+    save_figure,
     tidy_table,
 )
 
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     import pandas as pd
 
-    from .._io import atomic_savefig, atomic_write_csv
+    from .._io import atomic_write_csv
     from ..isoflop import approach1, approach2, compare_approaches
     from ..isoflop.approach2 import METHODS
     from ..plot.isoflop import plot_isoflops
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning ({iso.method}): {w}")
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, frame)}")
-    for path in figure_paths(args, FIGURE):
-        print(f"wrote {atomic_savefig(plot_isoflops(isos[0], table), path, dpi=120)}")
+    if args.plots:
+        fig = plot_isoflops(isos[0], table)
+        print(f"wrote {save_figure(fig, plots_dir(args.plots), FIGURE)}")
     return 0

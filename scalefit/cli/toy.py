@@ -213,21 +213,23 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _plots(table, alphas, folder: Path, loss_column: str) -> list[Path]:
-    from .._io import atomic_savefig
     from ..plot import toy as toyplot
+    from ._common import save_figure
 
-    written = []
     by = "run_id" if "run_id" in table.columns else ["teacher_mode", "rho", "temperature"]
     final = table[table["steps"] == table.groupby(by)["steps"].transform("max")]
-    for tau in sorted(final["temperature"].unique()):
-        fig = toyplot.loss_vs_depth(final, temperature=tau, loss_column=loss_column, alphas=alphas)
-        written.append(atomic_savefig(fig, folder / f"loss_vs_depth_tau{tau:g}.png", dpi=120))
-    fig = toyplot.alpha_vs_steps(alphas)
-    written.append(atomic_savefig(fig, folder / "alpha_vs_steps.png", dpi=120))
+    written = [
+        save_figure(
+            toyplot.loss_vs_depth(final, temperature=tau, loss_column=loss_column, alphas=alphas),
+            folder,
+            f"loss_vs_depth_tau{tau:g}.png",
+        )
+        for tau in sorted(final["temperature"].unique())
+    ]
+    written.append(save_figure(toyplot.alpha_vs_steps(alphas), folder, "alpha_vs_steps.png"))
     if alphas["temperature"].nunique() > 1:
         fig = toyplot.alpha_vs_temperature(alphas)
-        written.append(atomic_savefig(fig, folder / "alpha_vs_temperature.png", dpi=120))
+        written.append(save_figure(fig, folder, "alpha_vs_temperature.png"))
     if {"theta_mid", "dtheta_mid"} <= set(final.columns):
-        fig = toyplot.probe_summary(final)
-        written.append(atomic_savefig(fig, folder / "probes_vs_depth.png", dpi=120))
+        written.append(save_figure(toyplot.probe_summary(final), folder, "probes_vs_depth.png"))
     return written
