@@ -56,13 +56,7 @@ GEMSTONES = {
 }
 PINNED_RATIO = 3.0
 QUANTITIES = ("depth", "width", "params", "tokens", "tokens_per_param")
-LABELS = {
-    "depth": "depth",
-    "width": "width",
-    "params": "params",
-    "tokens": "tokens",
-    "tokens_per_param": "tokens/param",
-}
+LABELS = {**{q: q for q in QUANTITIES}, "tokens_per_param": "tokens/param"}
 
 
 def _budget_text(text: str) -> str:

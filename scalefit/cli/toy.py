@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 from .._io import MAX_CONFIG_BYTES
+from .._validation import Matches
 from ..errors import ScaleFitError
 from ._common import add_option
+
+#: A Slurm partition or submitit cluster name: it ends up in a job script, where a newline
+#: would start a line of its own.
+_NAME = Matches(
+    r"[A-Za-z0-9_.,:-]{1,128}",
+    "a name of letters, digits and _ . , : - (one line, at most 128 characters)",
+)
 
 
 def register(subparsers) -> None:
@@ -67,8 +74,8 @@ def _run(args: argparse.Namespace) -> int:
         },
         {
             "--timeout-min": [None, Interval(int, 1, 10**6)],
-            "--slurm-partition": [None, _Name()],
-            "--cluster": [None, _Name()],
+            "--slurm-partition": [None, _NAME],
+            "--cluster": [None, _NAME],
         },
         noun="option",
     )
@@ -119,21 +126,6 @@ def _run(args: argparse.Namespace) -> int:
         f"{out / 'results.csv'}"
     )
     return 0
-
-
-class _Name:
-    """A Slurm partition or submitit cluster name: letters, digits and ``_ . , : -`` only.
-
-    The value ends up in a job script; a newline there would start a line of its own.
-    """
-
-    def accepts(self, value) -> bool:  # noqa: D102 - see scalefit._validation
-        return (
-            isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.,:-]{1,128}", value) is not None
-        )
-
-    def describe(self) -> str:  # noqa: D102
-        return "a name of letters, digits and _ . , : - (one line, at most 128 characters)"
 
 
 def _check_runs(path: str, runs, *, workers: int, local: bool) -> None:
