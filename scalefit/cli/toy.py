@@ -174,8 +174,6 @@ def _fit(args: argparse.Namespace) -> int:
     from ..workflows.toy import fit_depth_exponents
     from ._common import check_paths
 
-    if args.bootstrap < 0:
-        raise ScaleFitError(f"--bootstrap must be ≥ 0, got {args.bootstrap}.")
     folder = Path(args.dir).is_dir()
     base = Path(args.dir) if folder else Path(args.dir).parent
     out = Path(args.out) if args.out else base / "alpha.csv"
