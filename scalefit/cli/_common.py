@@ -130,6 +130,17 @@ def _lexists(path: Path) -> bool:
     return True
 
 
+def number(text: str, option: str, name: str) -> float:
+    """A float from the command line (``inf``/``-inf`` allowed, NaN refused), with a clear error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value:
+        raise ScaleFitError(f"{option}: {name}={text!r} is not a number.")
+    return value
+
+
 def law_options_arg(text: str | None) -> dict:
     """Parse ``--law-option k=v,...`` values into numbers where possible."""
     out: dict = {}
@@ -142,22 +153,6 @@ def law_options_arg(text: str | None) -> dict:
             except ValueError:
                 out[k] = v
     return out
-
-
-def plots_dir(path: str | None) -> Path | None:
-    """Create and return the plots folder (or None)."""
-    if not path:
-        return None
-    from .._io import ensure_folder
-
-    return ensure_folder(path)
-
-
-def save_figure(fig, folder: str | os.PathLike, name: str) -> Path:
-    """Write ``fig`` into ``folder`` as ``name`` (120 dpi); the name may not lead out of it."""
-    from .._io import atomic_savefig, inside
-
-    return atomic_savefig(fig, inside(folder, name, what="figure"), dpi=120)
 
 
 def check_paths(

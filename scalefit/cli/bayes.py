@@ -13,7 +13,6 @@ from ._common import (
     check_paths,
     law_options_arg,
     load_table_arg,
-    plots_dir,
 )
 
 #: The sampler's options of ``bayes`` and ``compare`` (declared once, in the vocabulary).
@@ -163,12 +162,10 @@ def run_bayes(args: argparse.Namespace) -> int:
     if args.netcdf:
         save_netcdf(res, args.netcdf)
         print(f"wrote {args.netcdf}")
-    out = plots_dir(args.plots)
-    if out is not None:
+    if args.plots:
         from ..plot.bayes import write_bayes_plots
 
-        written = write_bayes_plots(res, table, out)
-        for path in written:
+        for path in write_bayes_plots(res, table, args.plots):
             print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
 

@@ -6,7 +6,7 @@ import argparse
 import warnings
 
 from . import EXIT_NOT_CONVERGED, Subcommands
-from ._common import add_option, check_paths, parse_mapping, plots_dir, save_figure
+from ._common import add_option, check_paths, parse_mapping
 
 FORMATS = ("auto", "csv", "jsonl", "tensorboard", "wandb", "trainer")
 
@@ -434,10 +434,11 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     if args.out:
         res.save(args.out)
         print(f"wrote {args.out}")
-    folder = plots_dir(args.plots)
-    if folder is not None:
+    if args.plots:
+        from ..plot import write_figures
         from ..plot.curves import plot_curves
 
         fig = plot_curves(res, _prepared(args, curves), forecasts=frames)
-        print(f"wrote {save_figure(fig, folder, f'curves_{res.law_name}.png')}")
+        for path in write_figures(args.plots, {f"curves_{res.law_name}.png": fig}):
+            print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED

@@ -9,9 +9,7 @@ from . import Subcommands
 from ._common import (
     add_option,
     check_paths,
-    plots_dir,
     positive_flops,
-    save_figure,
     tidy_table,
 )
 
@@ -79,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from .._io import atomic_write_csv
     from ..design import next_runs
     from ..fit import FitResult
+    from ..plot import write_figures
     from ..plot.design import plot_design
     from ..table import read_csv
 
@@ -116,5 +115,6 @@ def run(args: argparse.Namespace) -> int:
         # every column kept (one schema for every law); a law without shapes leaves depth empty
         print(f"wrote {atomic_write_csv(args.out, tidy_table(d.runs))}")
     if args.plots:
-        print(f"wrote {save_figure(plot_design(d), plots_dir(args.plots), FIGURE)}")
+        for path in write_figures(args.plots, {FIGURE: plot_design(d)}):
+            print(f"wrote {path}")
     return 0

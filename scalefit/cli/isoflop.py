@@ -10,8 +10,6 @@ from ._common import (
     add_table_args,
     check_paths,
     load_table_arg,
-    plots_dir,
-    save_figure,
     tidy_table,
 )
 
@@ -73,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from .._io import atomic_write_csv
     from ..isoflop import approach1, approach2, compare_approaches
     from ..isoflop.approach2 import METHODS
+    from ..plot import write_figures
     from ..plot.isoflop import plot_isoflops
 
     check_paths(
@@ -80,12 +79,10 @@ def run(args: argparse.Namespace) -> int:
         files={"--out": args.out},
         folders={"--plots": args.plots},
     )
-    result = None
-    if args.result:  # checked before any work
-        from ..fit import FitResult
-
-        result = FitResult.load(args.result)
+    from ..fit import FitResult
     from ..table import read_csv
+
+    result = FitResult.load(args.result) if args.result else None  # read before any work
 
     long = read_csv(args.curves) if args.curves else None  # read before any work
     table = load_table_arg(args)
@@ -120,5 +117,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {atomic_write_csv(args.out, frame)}")
     if args.plots:
         fig = plot_isoflops(isos[0], table)
-        print(f"wrote {save_figure(fig, plots_dir(args.plots), FIGURE)}")
+        for path in write_figures(args.plots, {FIGURE: fig}):
+            print(f"wrote {path}")
     return 0

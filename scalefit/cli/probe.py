@@ -12,7 +12,7 @@ import os
 
 from ..errors import ScaleFitError, require
 from . import Subcommands
-from ._common import add_option, check_paths, plots_dir, save_figure
+from ._common import add_option, check_paths
 
 #: The file name of the probe-curves figure in the --plots folder.
 FIGURE = "probes.png"
@@ -141,9 +141,11 @@ def _probe_toy(args: argparse.Namespace) -> int:
         print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
     if args.plots:
         from ..plot import toy as toyplot
+        from ..plot import write_figures
 
         fig = toyplot.probe_curves(report["layers"])
-        print(f"wrote {save_figure(fig, plots_dir(args.plots), FIGURE)}")
+        for path in write_figures(args.plots, {FIGURE: fig}):
+            print(f"wrote {path}")
     return 0
 
 

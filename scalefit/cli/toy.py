@@ -204,22 +204,19 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _plots(table, alphas, folder: Path, loss_column: str) -> list[Path]:
     from ..plot import toy as toyplot
-    from ._common import save_figure
+    from ..plot import write_figures
 
     by = "run_id" if "run_id" in table.columns else ["teacher_mode", "rho", "temperature"]
     final = table[table["steps"] == table.groupby(by)["steps"].transform("max")]
-    written = [
-        save_figure(
-            toyplot.loss_vs_depth(final, temperature=tau, loss_column=loss_column, alphas=alphas),
-            folder,
-            f"loss_vs_depth_tau{tau:g}.png",
+    figures = {
+        f"loss_vs_depth_tau{tau:g}.png": toyplot.loss_vs_depth(
+            final, temperature=tau, loss_column=loss_column, alphas=alphas
         )
         for tau in sorted(final["temperature"].unique())
-    ]
-    written.append(save_figure(toyplot.alpha_vs_steps(alphas), folder, "alpha_vs_steps.png"))
+    }
+    figures["alpha_vs_steps.png"] = toyplot.alpha_vs_steps(alphas)
     if alphas["temperature"].nunique() > 1:
-        fig = toyplot.alpha_vs_temperature(alphas)
-        written.append(save_figure(fig, folder, "alpha_vs_temperature.png"))
+        figures["alpha_vs_temperature.png"] = toyplot.alpha_vs_temperature(alphas)
     if {"theta_mid", "dtheta_mid"} <= set(final.columns):
-        written.append(save_figure(toyplot.probe_summary(final), folder, "probes_vs_depth.png"))
-    return written
+        figures["probes_vs_depth.png"] = toyplot.probe_summary(final)
+    return write_figures(folder, figures)

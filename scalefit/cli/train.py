@@ -294,14 +294,13 @@ def _cmd_grid(args) -> int:
     )
     specs = [load_spec(s) for s in args.specs]
     for spec, path in zip(specs, args.specs, strict=True):
+        if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
+            raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")
         _data_inside(spec.fixed, path)
         if isinstance(spec.grid.get("data"), list):
             spec.grid["data"] = [_data_inside({"data": d}, path)["data"] for d in spec.grid["data"]]
     for spec, path in zip(specs, args.specs, strict=True):
-        if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
-            raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")
-    if args.executor == "local":
-        for spec, path in zip(specs, args.specs, strict=True):
+        if args.executor == "local":
             _check_grid_memory(spec, path, workers=args.workers)
     out = Path(args.out or Path("runs") / specs[0].name)
     check_paths(folders={"output folder": out})  # the default runs/NAME too
