@@ -449,14 +449,14 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser(_command_word(argv))
     _ACTIVE.clear()
     args = parser.parse_args(argv)
+    command = _ACTIVE[-1]  # the parser of the (sub-)command that runs: the last one entered
     if getattr(args, "func", None) is None:  # a command group without its sub-command
-        _ACTIVE[-1].print_help()
+        command.print_help()
         return EXIT_BAD_INPUT
     from .._io import all_or_nothing
 
-    word = _command_word(argv)
-    sub = getattr(args, f"{word}_command", None)
-    staged = word in _REPORT_COMMANDS or f"{word} {sub}" in _REPORT_COMMANDS
+    name = command.prog.removeprefix("scalefit ")  # "fit", "toy fit", ...
+    staged = name in _REPORT_COMMANDS or name.split()[0] in _REPORT_COMMANDS
     held = _HeldBack(sys.stdout) if staged else None
     try:
         with all_or_nothing() if staged else contextlib.nullcontext():
