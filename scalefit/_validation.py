@@ -748,6 +748,16 @@ VOCABULARY: dict[str, Option] = {
             metavar="DIR",
             shown="SCALEFIT_DATA_DIR, then the cache, then a checksummed download",
         ),  # fmt: skip
+        _opt(
+            "where",
+            [None, _TEXT],
+            None,
+            "keep only the rows matching a filter over column names (comparisons, and/or/not, "
+            "in [...]; no calls or attributes), e.g. \"variant == 'pre_ln' and depth >= 4\"; "
+            "applied before --drop-highest",
+            metavar="EXPR",
+            shown="every row",
+        ),  # fmt: skip
         _opt("text_field", _TEXT, "text", "text field of .jsonl or parquet", metavar="FIELD"),
         _opt("out", [None, _TEXT], None, "write the output here", metavar="PATH"),
         _opt("plots", [None, _TEXT], None, "write the figures into DIR", metavar="DIR"),

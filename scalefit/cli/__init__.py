@@ -15,7 +15,7 @@ import re
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from .._validation import did_you_mean
 from ..errors import MissingExtraError, ScaleFitError, SweepError
@@ -41,14 +41,6 @@ OWNS_PROCESS = False
 # knows -5 and -0.5, so `--budget -1e21` used to fail with "expected one argument".
 _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|nan)$", re.IGNORECASE)
 _CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
-
-
-class Subcommands(Protocol):
-    """What a command module's ``register`` receives: ``add_parser`` makes one sub-command."""
-
-    def add_parser(self, name: str, **kwargs: Any) -> Parser:
-        """Add the sub-command ``name`` and return its parser (argparse's keywords)."""
-        ...
 
 
 class _Group:
@@ -84,15 +76,25 @@ class _Group:
         return getattr(self._group, name)
 
 
-class _Commands:
-    """The sub-command action of a parser; the parsers it adds go to ``Parser.commands``."""
+class Subcommands:
+    """The sub-command action of a parser; the parsers it adds go to ``Parser.commands``.
+
+    A command module's ``register`` receives one. While :attr:`only` names a command of
+    :data:`COMMANDS`, only that sub-command is really added (with its help from the table);
+    the module's other sub-commands get a scratch parser.
+    """
 
     def __init__(self, owner: Parser, action: Any) -> None:
         self._owner = owner
         self._action = action
+        self.only: str | None = None
 
     def add_parser(self, name: str, **kwargs: Any) -> Parser:
         """Add the sub-command ``name`` (argparse's ``add_parser``) and remember it."""
+        if self.only is not None:
+            if name != self.only:
+                return Parser(prog=name)
+            kwargs["help"] = COMMANDS[name][1]
         parser = self._action.add_parser(name, **kwargs)
         self._owner.commands[name] = parser
         return parser
@@ -162,7 +164,7 @@ class Parser(argparse.ArgumentParser):
         return _Group(self, super().add_mutually_exclusive_group(**kwargs))
 
     def add_subparsers(self, **kwargs: Any) -> Any:  # noqa: D102
-        return _Commands(self, super().add_subparsers(**kwargs))
+        return Subcommands(self, super().add_subparsers(**kwargs))
 
     def parse_known_args(self, args=None, namespace=None):  # noqa: D102 - argparse's own
         _ACTIVE.append(self)  # the deepest sub-command parser is the last one entered
@@ -353,20 +355,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class _Only:
-    """The sub-command action as a command module sees it: only ``wanted`` is really added."""
-
-    def __init__(self, sub: _Commands, wanted: str) -> None:
-        self._sub = sub
-        self._wanted = wanted
-
-    def add_parser(self, name: str, **kwargs: Any) -> Parser:
-        """The sub-command ``name`` with its help from :data:`COMMANDS` (else a scratch parser)."""
-        if name != self._wanted:
-            return Parser(prog=name)
-        return self._sub.add_parser(name, **{**kwargs, "help": COMMANDS[name][1]})
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """Build the top-level parser, each command's own parser only where it is needed.
 
@@ -387,7 +375,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, text) in COMMANDS.items():
         if command is None or name == command:
-            importlib.import_module(f"{__name__}.{module}").register(_Only(sub, name))
+            sub.only = name
+            importlib.import_module(f"{__name__}.{module}").register(sub)
+            sub.only = None
         else:
             sub.add_parser(name, help=text)
     return parser
@@ -459,14 +449,14 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser(_command_word(argv))
     _ACTIVE.clear()
     args = parser.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        parser.print_help()
+    command = _ACTIVE[-1]  # the parser of the (sub-)command that runs: the last one entered
+    if getattr(args, "func", None) is None:  # a command group without its sub-command
+        command.print_help()
         return EXIT_BAD_INPUT
     from .._io import all_or_nothing
 
-    word = _command_word(argv)
-    sub = getattr(args, f"{word}_command", None)
-    staged = word in _REPORT_COMMANDS or f"{word} {sub}" in _REPORT_COMMANDS
+    name = command.prog.removeprefix("scalefit ")  # "fit", "toy fit", ...
+    staged = name in _REPORT_COMMANDS or name.split()[0] in _REPORT_COMMANDS
     held = _HeldBack(sys.stdout) if staged else None
     try:
         with all_or_nothing() if staged else contextlib.nullcontext():

@@ -14,15 +14,18 @@ from .._validation import VOCABULARY, Interval, Option
 from ..errors import ScaleFitError
 
 
-def add_option(p: argparse.ArgumentParser, flag: str, later: bool = False, **changes):
+def add_option(
+    p: argparse.ArgumentParser, flag: str, later: bool = False, name: str = "", **changes
+):
     """Add the option ``flag`` of :data:`scalefit._validation.VOCABULARY` to ``p``.
 
     The option's default, choices, range and help come from its one declaration; ``changes``
     are what a command says differently (its help, its default). With ``later``, an option not
     given reads None and the command applies the declared default itself (shown in the help):
-    for options refused where they do not apply, or filled in from a saved result.
+    for options refused where they do not apply, or filled in from a saved result. ``name`` is
+    the vocabulary's name when the flag spells it differently (``--where-a`` is ``where``).
     """
-    option = VOCABULARY[flag.lstrip("-").replace("-", "_")]
+    option = VOCABULARY[name or flag.lstrip("-").replace("-", "_")]
     if later:
         changes = {"default": None, "fallback": option.default, **changes}
     return p.add_argument(flag, **option.argparse_kwargs(**changes))
@@ -40,15 +43,7 @@ def add_table_args(p: argparse.ArgumentParser) -> None:
     for flag in ("--drop-highest", "--data-dir"):
         add_option(p, flag)
     add_option(p, "--columns", shown="canonical names and their known aliases")
-    p.add_argument(
-        "--where",
-        default=None,
-        metavar="EXPR",
-        help="keep only the rows matching a filter over column names (comparisons, and/or/not, "
-        "in [...]; no calls or attributes), e.g. \"variant == 'pre_ln' and depth >= 4\"; "
-        "applied before --drop-highest",
-        shown="every row",
-    )
+    add_option(p, "--where")
 
 
 def parse_mapping(text: str | None, what: str) -> dict[str, str]:
@@ -66,12 +61,16 @@ def parse_mapping(text: str | None, what: str) -> dict[str, str]:
     return out
 
 
-def load_table_arg(args: argparse.Namespace) -> pd.DataFrame:
-    """Read the TABLE argument as a dataset name or a CSV path, then apply ``--where``."""
+def load_table_arg(args: argparse.Namespace, **changes) -> pd.DataFrame:
+    """Read the TABLE argument as a dataset name or a CSV path, then apply ``--where``.
+
+    ``changes`` replace arguments of ``args`` (another table, another filter).
+    """
     from ..datasets import is_dataset_name, load
     from ..fit.data import names_read
     from ..table import read_table
 
+    args = argparse.Namespace(**{**vars(args), **changes})
     where = getattr(args, "where", None)
     keep = names_read(None, getattr(args, "formula", None))
     drop = 0 if where else args.drop_highest
@@ -131,6 +130,17 @@ def _lexists(path: Path) -> bool:
     return True
 
 
+def number(text: str, option: str, name: str) -> float:
+    """A float from the command line (``inf``/``-inf`` allowed, NaN refused), with a clear error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if value != value:
+        raise ScaleFitError(f"{option}: {name}={text!r} is not a number.")
+    return value
+
+
 def law_options_arg(text: str | None) -> dict:
     """Parse ``--law-option k=v,...`` values into numbers where possible."""
     out: dict = {}
@@ -143,21 +153,6 @@ def law_options_arg(text: str | None) -> dict:
             except ValueError:
                 out[k] = v
     return out
-
-
-def plots_dir(path: str | None) -> Path | None:
-    """Create and return the plots folder (or None)."""
-    if not path:
-        return None
-    from .._io import ensure_folder
-
-    return ensure_folder(path)
-
-
-def figure_paths(args: argparse.Namespace, figure: str) -> list:
-    """Where a command's one figure goes: ``--plots DIR``/figure (none without ``--plots``)."""
-    folder = plots_dir(args.plots)
-    return [] if folder is None else [folder / figure]
 
 
 def check_paths(
@@ -301,13 +296,6 @@ def int_at_least(low: int):
     return Option("value", (Interval(int, low, None),)).parse
 
 
-def flops_text(value: float) -> str:
-    """A FLOP count as the command line writes it: ``1e13``, ``3.2e20`` (not ``1e+13``)."""
-    from ..accounting import flops_text as text
-
-    return text(value, digits=4)
-
-
 #: Columns of a written table that hold FLOP counts, and columns that hold whole numbers.
 FLOP_COLUMNS = ("budget", "target")
 WHOLE_COLUMNS = (
@@ -328,14 +316,16 @@ def tidy_table(frame: pd.DataFrame) -> pd.DataFrame:
     reader still parses as a number; whole-number columns (:data:`WHOLE_COLUMNS` and the
     ``set_depth``/``set_width`` bounds) lose their ``.0``, a missing value staying empty.
     """
+    from ..accounting import flops_text
+
     out = frame.copy()
     for col in out.columns:
         values = pd.to_numeric(out[col], errors="coerce")
         if values.isna().all() or not pd.api.types.is_numeric_dtype(out[col]):
             continue
         finite = values[values.notna()]
-        if col in FLOP_COLUMNS:
-            out[col] = [flops_text(v) if pd.notna(v) else "" for v in values]
+        if col in FLOP_COLUMNS:  # as the command line writes them: 1e13, 3.2e20 (not 1e+13)
+            out[col] = [flops_text(v, digits=4) if pd.notna(v) else "" for v in values]
         elif (col in WHOLE_COLUMNS or col.startswith(("set_depth", "set_width"))) and bool(
             ((finite % 1) == 0).all()
         ):

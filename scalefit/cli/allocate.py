@@ -12,8 +12,8 @@ from ._common import (
     add_option,
     check_paths,
     law_options_arg,
+    number,
     parse_mapping,
-    plots_dir,
     tidy_table,
 )
 
@@ -130,12 +130,9 @@ def _source(args: argparse.Namespace):
         except ScaleFitError as exc:
             raise ScaleFitError(f"{args.result}: {exc}") from None
         return res, None, None
-    values = {}
-    for k, v in parse_mapping(args.params, "--params").items():
-        try:
-            values[k] = float(v)
-        except ValueError:
-            raise ScaleFitError(f"--params: {k}={v!r} is not a number.") from None
+    values = {
+        k: number(v, "--params", k) for k, v in parse_mapping(args.params, "--params").items()
+    }
     return args.law, values, law_options_arg(args.law_option)
 
 
@@ -237,11 +234,10 @@ def run_allocate(args: argparse.Namespace) -> int:
         frame = pd.concat([f.assign(budget=b) for b, f in alloc.shapes.items()])
         atomic_write_csv(args.shapes_out, tidy_table(frame[["budget"] + list(frame.columns[:-1])]))
         print(f"wrote {args.shapes_out}")
-    folder = plots_dir(args.plots)
-    if folder is not None:
+    if args.plots:
         from ..plot.allocate import write_allocation_plots
 
-        for path in write_allocation_plots(source, alloc, folder, **kw):
+        for path in write_allocation_plots(source, alloc, args.plots, **kw):
             print(f"wrote {path}")
     return 0
 

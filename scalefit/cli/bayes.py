@@ -13,15 +13,23 @@ from ._common import (
     check_paths,
     law_options_arg,
     load_table_arg,
-    plots_dir,
 )
+
+#: The sampler's options of ``bayes`` and ``compare`` (declared once, in the vocabulary).
+_SAMPLER = ("chains", "draws", "warmup", "likelihood")
 
 
 def _sampler_args(p: argparse.ArgumentParser) -> None:
-    for flag in ("--chains", "--draws", "--warmup", "--likelihood"):
-        add_option(p, flag)
+    for name in _SAMPLER:
+        add_option(p, "--" + name)
     add_option(p, "--seed", help="seed of the sampler")
     add_option(p, "--no-progress")
+
+
+def _sampler(args: argparse.Namespace) -> dict:
+    """The sampler's keywords of :func:`~scalefit.fit.bayes.fit_bayes` from the options."""
+    progress = False if args.no_progress else None
+    return {**{n: getattr(args, n) for n in _SAMPLER}, "seed": args.seed, "progress": progress}
 
 
 def _devices_for_chains(chains: int) -> None:
@@ -141,16 +149,11 @@ def run_bayes(args: argparse.Namespace) -> int:
         res = fit_bayes(
             table,
             args.law,
-            likelihood=args.likelihood,
             priors=priors,
-            chains=args.chains,
-            draws=args.draws,
-            warmup=args.warmup,
-            seed=args.seed,
             law_options=law_options_arg(args.law_option),
             holdout=args.holdout,
             predictive=args.predictive,
-            progress=False if args.no_progress else None,
+            **_sampler(args),
         )
     print(res.report())
     if args.out:
@@ -159,12 +162,10 @@ def run_bayes(args: argparse.Namespace) -> int:
     if args.netcdf:
         save_netcdf(res, args.netcdf)
         print(f"wrote {args.netcdf}")
-    out = plots_dir(args.plots)
-    if out is not None:
+    if args.plots:
         from ..plot.bayes import write_bayes_plots
 
-        written = write_bayes_plots(res, table, out)
-        for path in written:
+        for path in write_bayes_plots(res, table, args.plots):
             print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
 
@@ -198,16 +199,7 @@ def run_compare(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         # each law's convergence is in the table and the warnings printed below it
         warnings.filterwarnings("ignore", category=ConvergenceWarning)
-        frame = compare_laws(
-            table,
-            laws,
-            likelihood=args.likelihood,
-            chains=args.chains,
-            draws=args.draws,
-            warmup=args.warmup,
-            seed=args.seed,
-            progress=False if args.no_progress else None,
-        )
+        frame = compare_laws(table, laws, **_sampler(args))
     with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
         print(frame.to_string())
     best = frame.index[0]

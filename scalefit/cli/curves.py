@@ -6,7 +6,7 @@ import argparse
 import warnings
 
 from . import EXIT_NOT_CONVERGED, Subcommands
-from ._common import add_option, check_paths, parse_mapping, plots_dir
+from ._common import add_option, check_paths, parse_mapping
 
 FORMATS = ("auto", "csv", "jsonl", "tensorboard", "wandb", "trainer")
 
@@ -80,7 +80,6 @@ def register(sub: Subcommands) -> None:
     add_option(p, "--plots")
     p.set_defaults(func=run_curves_fit)
     _register_holdout(cmds)
-    group.set_defaults(func=lambda args: _no_command(group))
 
 
 def _forecasts(args, res, curves, forecasts, extra) -> dict:
@@ -222,11 +221,6 @@ def _add_allocation_args(p) -> None:
     )
 
 
-def _no_command(group) -> int:
-    group.print_help()
-    return 2
-
-
 def _read(args: argparse.Namespace):
     from pathlib import Path
 
@@ -241,14 +235,16 @@ def _read(args: argparse.Namespace):
     )
     from ..errors import ScaleFitError
 
-    columns = parse_mapping(args.columns, "--columns")
-    run_columns = _names(args.run_columns, "--run-columns")
-    template = args.schedule if _is_template(args.schedule) else None
+    readers = {  # the formats read by their own reader; any other is a CSV/JSON curve file
+        "tensorboard": lambda f: read_tensorboard(f, tag=args.tag),
+        "wandb": lambda f: read_wandb(f, metric=args.tag or "loss"),
+        "trainer": read_trainer_runs,
+    }
     per_file = {
-        "columns": columns,
+        "columns": parse_mapping(args.columns, "--columns"),
         "run": args.run,
-        "run_columns": run_columns,
-        "schedule": template,
+        "run_columns": _names(args.run_columns, "--run-columns"),
+        "schedule": args.schedule if _is_template(args.schedule) else None,
     }
     parts = []
     for f in args.files:
@@ -257,22 +253,13 @@ def _read(args: argparse.Namespace):
             kind = "trainer" if (Path(f) / "history.csv").exists() else "tensorboard"
         if args.tag is not None and kind not in ("tensorboard", "wandb"):
             raise ScaleFitError(f"--tag applies to TensorBoard and W&B files, not to {f}.")
-        for flag, given in (
-            ("--columns", columns),
-            ("--run", args.run),
-            ("--run-columns", run_columns),
-            ("--schedule with {column} fields", template),
-        ):
-            if given and kind in ("tensorboard", "wandb", "trainer"):
-                raise ScaleFitError(f"{flag} applies to CSV/JSON curve files, not to {f}.")
-        if kind == "tensorboard":
-            parts.append(read_tensorboard(f, tag=args.tag))
-        elif kind == "wandb":
-            parts.append(read_wandb(f, metric=args.tag or "loss"))
-        elif kind == "trainer":
-            parts.append(read_trainer_runs(f))
-        else:
-            parts.append(read_curves(f, **per_file))
+        if kind in readers:
+            for key, given in per_file.items():
+                if given:
+                    flag = "--" + key.replace("_", "-")
+                    flag += " with {column} fields" if key == "schedule" else ""
+                    raise ScaleFitError(f"{flag} applies to CSV/JSON curve files, not to {f}.")
+        parts.append(readers[kind](f) if kind in readers else read_curves(f, **per_file))
     if len(parts) == 1:
         return parts[0]
     return validate_curves(pd.concat(parts, ignore_index=True), source=", ".join(args.files))
@@ -447,14 +434,11 @@ def run_curves_fit(args: argparse.Namespace) -> int:
     if args.out:
         res.save(args.out)
         print(f"wrote {args.out}")
-    folder = plots_dir(args.plots)
-    if folder is not None:
-        from .._io import atomic_savefig, inside
+    if args.plots:
+        from ..plot import write_figures
         from ..plot.curves import plot_curves
 
         fig = plot_curves(res, _prepared(args, curves), forecasts=frames)
-        path = atomic_savefig(
-            fig, inside(folder, f"curves_{res.law_name}.png", what="figure"), dpi=120
-        )
-        print(f"wrote {path}")
+        for path in write_figures(args.plots, {f"curves_{res.law_name}.png": fig}):
+            print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED

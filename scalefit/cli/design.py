@@ -9,7 +9,6 @@ from . import Subcommands
 from ._common import (
     add_option,
     check_paths,
-    figure_paths,
     positive_flops,
     tidy_table,
 )
@@ -75,9 +74,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     import pandas as pd
 
-    from .._io import atomic_savefig, atomic_write_csv
+    from .._io import atomic_write_csv
     from ..design import next_runs
     from ..fit import FitResult
+    from ..plot import write_figures
     from ..plot.design import plot_design
     from ..table import read_csv
 
@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         # every column kept (one schema for every law); a law without shapes leaves depth empty
         print(f"wrote {atomic_write_csv(args.out, tidy_table(d.runs))}")
-    for path in figure_paths(args, FIGURE):
-        print(f"wrote {atomic_savefig(plot_design(d), path, dpi=120)}")
+    if args.plots:
+        for path in write_figures(args.plots, {FIGURE: plot_design(d)}):
+            print(f"wrote {path}")
     return 0

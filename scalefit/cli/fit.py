@@ -13,8 +13,8 @@ from ._common import (
     check_paths,
     law_options_arg,
     load_table_arg,
+    number,
     parse_mapping,
-    plots_dir,
 )
 
 #: The options of :func:`scalefit.fit` the command offers (declared once, in the vocabulary).
@@ -107,10 +107,8 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.out:
         res.save(args.out)
         print(f"\nwrote {args.out}")
-    out = plots_dir(args.plots)
-    if out is not None:
-        written = write_fit_plots(res, table, out)
-        for path in written:
+    if args.plots:
+        for path in write_fit_plots(res, table, args.plots):
             print(f"wrote {path}")
     return 0 if res.converged else EXIT_NOT_CONVERGED
 
@@ -154,20 +152,9 @@ def published_line(res, table) -> str | None:
     )
 
 
-def _number(text: str, option: str, name: str) -> float:
-    """A float from the command line (``inf``/``-inf`` allowed, NaN refused), with a clear error."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if value != value:
-        raise ScaleFitError(f"{option}: {name}={text!r} is not a number.")
-    return value
-
-
 def _range(text: str, option: str, name: str) -> tuple[float, float]:
     lo, _, hi = text.partition(":")
-    a, b = _number(lo, option, name), _number(hi, option, name)
+    a, b = number(lo, option, name), number(hi, option, name)
     if not a < b:
         raise ScaleFitError(f"{option}: {name}={text!r} needs LO < HI.")
     return a, b
@@ -204,12 +191,12 @@ def formula_law_args(args: argparse.Namespace, table) -> tuple:
                     f"--start: {name}={text!r}: a range LO:HI applies to --formula laws; give "
                     "one value for --law."
                 )
-            x0[name] = _number(text, "--start", name)
+            x0[name] = number(text, "--start", name)
         return args.law, None, x0
     if not (starts_text or bounds_text or kinds):
         return None, args.formula, None
     starts = {
-        name: _range(text, "--start", name) if ":" in text else _number(text, "--start", name)
+        name: _range(text, "--start", name) if ":" in text else number(text, "--start", name)
         for name, text in starts_text.items()
     }
     bounds = {name: _range(text, "--bound", name) for name, text in bounds_text.items()}
@@ -226,20 +213,13 @@ def formula_law_args(args: argparse.Namespace, table) -> tuple:
 
 def write_fit_plots(res, table, folder) -> list:
     """Write the standard figures of a fit into ``folder``; returns the paths."""
-    from .._io import atomic_savefig, inside
+    from ..plot import write_figures
     from ..plot.fit import plot_draws, plot_fit
 
-    paths = []
-    fig = plot_fit(res, table)
-    paths.append(
-        atomic_savefig(fig, inside(folder, f"fit_{res.law_name}.png", what="figure"), dpi=120)
-    )
+    figures = {f"fit_{res.law_name}.png": plot_fit(res, table)}
     if res.draws is not None:
-        fig = plot_draws(res)
-        paths.append(
-            atomic_savefig(fig, inside(folder, f"draws_{res.law_name}.png", what="figure"), dpi=120)
-        )
-    return paths
+        figures[f"draws_{res.law_name}.png"] = plot_draws(res)
+    return write_figures(folder, figures)
 
 
 def run_laws(args: argparse.Namespace) -> int:

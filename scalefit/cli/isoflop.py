@@ -9,7 +9,6 @@ from ._common import (
     add_option,
     add_table_args,
     check_paths,
-    figure_paths,
     load_table_arg,
     tidy_table,
 )
@@ -69,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     import pandas as pd
 
-    from .._io import atomic_savefig, atomic_write_csv
+    from .._io import atomic_write_csv
     from ..isoflop import approach1, approach2, compare_approaches
     from ..isoflop.approach2 import METHODS
+    from ..plot import write_figures
     from ..plot.isoflop import plot_isoflops
 
     check_paths(
@@ -79,12 +79,10 @@ def run(args: argparse.Namespace) -> int:
         files={"--out": args.out},
         folders={"--plots": args.plots},
     )
-    result = None
-    if args.result:  # checked before any work
-        from ..fit import FitResult
-
-        result = FitResult.load(args.result)
+    from ..fit import FitResult
     from ..table import read_csv
+
+    result = FitResult.load(args.result) if args.result else None  # read before any work
 
     long = read_csv(args.curves) if args.curves else None  # read before any work
     table = load_table_arg(args)
@@ -117,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning ({iso.method}): {w}")
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, frame)}")
-    for path in figure_paths(args, FIGURE):
-        print(f"wrote {atomic_savefig(plot_isoflops(isos[0], table), path, dpi=120)}")
+    if args.plots:
+        fig = plot_isoflops(isos[0], table)
+        for path in write_figures(args.plots, {FIGURE: fig}):
+            print(f"wrote {path}")
     return 0

@@ -21,12 +21,11 @@ def register(sub: Subcommands) -> None:
         p.add_argument(
             name, metavar=name.upper(), help=f"{what}: a CSV path or a dataset name (as fit's)"
         )
-        p.add_argument(
+        add_option(
+            p,
             f"--where-{name}",
-            default=None,
-            metavar="EXPR",
+            name="where",
             help=f"keep only the rows of {name.upper()} matching a filter (fit's --where grammar)",
-            shown="every row",
         )
     add_option(p, "--law", default="chinchilla", help="a law of params and tokens")
     add_option(p, "--target-loss")
@@ -48,15 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from ..multiplier import compute_multiplier
 
     a, b = (
-        load_table_arg(
-            argparse.Namespace(
-                table=table,
-                where=where,
-                drop_highest=0,
-                columns=args.columns,
-                data_dir=args.data_dir,
-            )
-        )
+        load_table_arg(args, table=table, where=where, drop_highest=0)
         for table, where in ((args.a, args.where_a), (args.b, args.where_b))
     )
     with warnings.catch_warnings():

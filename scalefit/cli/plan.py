@@ -28,12 +28,8 @@ def register(subparsers) -> None:
         help="the runs the plan may ask for: a CSV (params, tokens; depth, width to train them) "
         "or a dataset name (its rows as an oracle grid)",
     )
-    init.add_argument(
-        "--where",
-        default=None,
-        metavar="EXPR",
-        help="keep only the candidates matching a filter (fit's --where grammar)",
-        shown="every row",
+    add_option(
+        init, "--where", help="keep only the candidates matching a filter (fit's --where grammar)"
     )
     add_option(init, "--budget", action="store", required=True, help="the target budget")
     add_option(init, "--law", default="chinchilla")

@@ -12,7 +12,7 @@ import os
 
 from ..errors import ScaleFitError, require
 from . import Subcommands
-from ._common import add_option, check_paths, figure_paths
+from ._common import add_option, check_paths
 
 #: The file name of the probe-curves figure in the --plots folder.
 FIGURE = "probes.png"
@@ -124,7 +124,7 @@ def _add_corpus_options(hf) -> None:
 def _probe_toy(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .._io import atomic_savefig, atomic_write_csv
+    from .._io import atomic_write_csv
     from ..sim.probe import probe_saved_model
 
     check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
@@ -139,11 +139,13 @@ def _probe_toy(args: argparse.Namespace) -> int:
     print("students: " + report["student_verdict"].report().replace("\n", "\n  "))
     if args.out:
         print(f"wrote {atomic_write_csv(args.out, report['layers'])}")
-    for path in figure_paths(args, FIGURE):
+    if args.plots:
         from ..plot import toy as toyplot
+        from ..plot import write_figures
 
         fig = toyplot.probe_curves(report["layers"])
-        print(f"wrote {atomic_savefig(fig, path, dpi=120)}")
+        for path in write_figures(args.plots, {FIGURE: fig}):
+            print(f"wrote {path}")
     return 0
 
 

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from ..tasks import predict
 
     check_paths(files={"--out": args.out})
-    table = load_table_arg(argparse.Namespace(**{**vars(args), "where": None}))
+    table = load_table_arg(args, where=None)
     target = rows_where(table, args.target, "--target")
     train = rows_where(table, args.where) if args.where else table.drop(index=target.index)
     res = predict(

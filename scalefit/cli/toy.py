@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 from .._io import MAX_CONFIG_BYTES
+from .._validation import Matches
 from ..errors import ScaleFitError
 from ._common import add_option
+
+#: A Slurm partition or submitit cluster name: it ends up in a job script, where a newline
+#: would start a line of its own.
+_NAME = Matches(
+    r"[A-Za-z0-9_.,:-]{1,128}",
+    "a name of letters, digits and _ . , : - (one line, at most 128 characters)",
+)
 
 
 def register(subparsers) -> None:
@@ -67,8 +74,8 @@ def _run(args: argparse.Namespace) -> int:
         },
         {
             "--timeout-min": [None, Interval(int, 1, 10**6)],
-            "--slurm-partition": [None, _Name()],
-            "--cluster": [None, _Name()],
+            "--slurm-partition": [None, _NAME],
+            "--cluster": [None, _NAME],
         },
         noun="option",
     )
@@ -121,21 +128,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Name:
-    """A Slurm partition or submitit cluster name: letters, digits and ``_ . , : -`` only.
-
-    The value ends up in a job script; a newline there would start a line of its own.
-    """
-
-    def accepts(self, value) -> bool:  # noqa: D102 - see scalefit._validation
-        return (
-            isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.,:-]{1,128}", value) is not None
-        )
-
-    def describe(self) -> str:  # noqa: D102
-        return "a name of letters, digits and _ . , : - (one line, at most 128 characters)"
-
-
 def _check_runs(path: str, runs, *, workers: int, local: bool) -> None:
     """Validate every run's settings and refuse one that cannot fit in memory, before any work.
 
@@ -182,8 +174,6 @@ def _fit(args: argparse.Namespace) -> int:
     from ..workflows.toy import fit_depth_exponents
     from ._common import check_paths
 
-    if args.bootstrap < 0:
-        raise ScaleFitError(f"--bootstrap must be ≥ 0, got {args.bootstrap}.")
     folder = Path(args.dir).is_dir()
     base = Path(args.dir) if folder else Path(args.dir).parent
     out = Path(args.out) if args.out else base / "alpha.csv"
@@ -213,21 +203,20 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _plots(table, alphas, folder: Path, loss_column: str) -> list[Path]:
-    from .._io import atomic_savefig
     from ..plot import toy as toyplot
+    from ..plot import write_figures
 
-    written = []
     by = "run_id" if "run_id" in table.columns else ["teacher_mode", "rho", "temperature"]
     final = table[table["steps"] == table.groupby(by)["steps"].transform("max")]
-    for tau in sorted(final["temperature"].unique()):
-        fig = toyplot.loss_vs_depth(final, temperature=tau, loss_column=loss_column, alphas=alphas)
-        written.append(atomic_savefig(fig, folder / f"loss_vs_depth_tau{tau:g}.png", dpi=120))
-    fig = toyplot.alpha_vs_steps(alphas)
-    written.append(atomic_savefig(fig, folder / "alpha_vs_steps.png", dpi=120))
+    figures = {
+        f"loss_vs_depth_tau{tau:g}.png": toyplot.loss_vs_depth(
+            final, temperature=tau, loss_column=loss_column, alphas=alphas
+        )
+        for tau in sorted(final["temperature"].unique())
+    }
+    figures["alpha_vs_steps.png"] = toyplot.alpha_vs_steps(alphas)
     if alphas["temperature"].nunique() > 1:
-        fig = toyplot.alpha_vs_temperature(alphas)
-        written.append(atomic_savefig(fig, folder / "alpha_vs_temperature.png", dpi=120))
+        figures["alpha_vs_temperature.png"] = toyplot.alpha_vs_temperature(alphas)
     if {"theta_mid", "dtheta_mid"} <= set(final.columns):
-        fig = toyplot.probe_summary(final)
-        written.append(atomic_savefig(fig, folder / "probes_vs_depth.png", dpi=120))
-    return written
+        figures["probes_vs_depth.png"] = toyplot.probe_summary(final)
+    return write_figures(folder, figures)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import unicodedata
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json, inside
+from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json, inside, read_toml
 from .._validation import fmt_value
 from ..errors import ScaleFitError
 from ._common import add_option, check_paths
@@ -22,7 +21,6 @@ def register(sub) -> None:
     _register_grid(tsub)
     _register_diagnose(tsub)
     _register_report(tsub)
-    p.set_defaults(func=lambda a: _usage(p))
     _register_data(sub)
 
 
@@ -143,18 +141,6 @@ def _register_data(sub) -> None:
     )
     add_option(prep, "--text-field")
     prep.set_defaults(func=_cmd_prepare)
-    d.set_defaults(func=lambda a: _usage(d))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
-
-
-def _read_toml(path: str) -> dict:
-    from .._io import read_toml
-
-    return read_toml(path, what="trainer configuration")
 
 
 def _overrides(items: list[str]) -> dict:
@@ -194,7 +180,8 @@ def _cmd_run(args) -> int:
         folders={"--out": args.out},
         max_bytes=MAX_CONFIG_BYTES,
     )
-    raw = {**_data_inside(_read_toml(args.config), args.config), **_overrides(args.set)}
+    settings = read_toml(args.config, what="trainer configuration")
+    raw = {**_data_inside(settings, args.config), **_overrides(args.set)}
     task = {k: raw.pop(k, v) for k, v in TASK_KEYS.items()}
     validate_task_keys(task, source=args.config)
     cfg = config_from_dict(raw, source=args.config)
@@ -307,14 +294,13 @@ def _cmd_grid(args) -> int:
     )
     specs = [load_spec(s) for s in args.specs]
     for spec, path in zip(specs, args.specs, strict=True):
+        if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
+            raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")
         _data_inside(spec.fixed, path)
         if isinstance(spec.grid.get("data"), list):
             spec.grid["data"] = [_data_inside({"data": d}, path)["data"] for d in spec.grid["data"]]
     for spec, path in zip(specs, args.specs, strict=True):
-        if spec.task not in ("train", "scalefit.train.grid:run_train_task"):
-            raise ScaleFitError(f"{path}: [sweep] task must be 'train'; got {spec.task!r}.")
-    if args.executor == "local":
-        for spec, path in zip(specs, args.specs, strict=True):
+        if args.executor == "local":
             _check_grid_memory(spec, path, workers=args.workers)
     out = Path(args.out or Path("runs") / specs[0].name)
     check_paths(folders={"output folder": out})  # the default runs/NAME too

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._io import atomic_savefig, atomic_write_csv
+from .._io import atomic_write_csv
 from ..errors import ScaleFitError
 from ..train.grid import TABLE_COLUMNS, collect_diagnostics
 
@@ -58,25 +58,23 @@ def fit_decomposed(table: pd.DataFrame, *, variant: str = "pre_ln", **kwargs):
 
 def comparison_figures(out_dir: str | Path, img_dir: str | Path, *, tokens: int, points) -> list:
     """Draw Pre-LN vs LNS per-layer panels at (depth, width) points; return the PNG paths."""
+    from ..plot import write_figures
     from ..plot.train import plot_variant_comparison
 
     diag = collect_diagnostics(out_dir)
     diag = diag[diag["tokens"] == tokens]
-    paths = []
+    figures = {}
     for depth, width in points:
         sel = diag[(diag["depth"] == depth) & (diag["width"] == width)]
         if set(sel["variant"]) < {"pre_ln", "lns"}:
             continue
-        fig = plot_variant_comparison(
+        figures[f"lm_preln_vs_lns_d{depth}_w{width}.png"] = plot_variant_comparison(
             sel[sel["variant"].isin(["pre_ln", "lns"])],
             metrics=("output_variance", "angular_distance", "prune_drop"),
             depth=depth,
             width=width,
         )
-        path = Path(img_dir) / f"lm_preln_vs_lns_d{depth}_w{width}.png"
-        atomic_savefig(fig, path, dpi=110)
-        paths.append(path)
-    return paths
+    return write_figures(img_dir, figures, dpi=110)
 
 
 def variant_summary(out_dir: str | Path, *, tokens: int) -> pd.DataFrame:
@@ -148,11 +146,11 @@ def grid_report(
     budget = int(lns["tokens"].max()) if not lns.empty else None
     figures = []
     if img_dir is not None:
+        from ..plot import write_figures
         from ..plot.train import plot_loss_grid
 
-        path = Path(img_dir) / "lm_loss_grid.png"
-        atomic_savefig(plot_loss_grid(table, variant="pre_ln"), path, dpi=110)
-        figures.append(path)
+        grid = plot_loss_grid(table, variant="pre_ln")
+        figures += write_figures(img_dir, {"lm_loss_grid.png": grid}, dpi=110)
         if budget is not None and _has_diagnostics(out_dir):
             figures += comparison_figures(out_dir, img_dir, tokens=budget, points=points)
     summary = None

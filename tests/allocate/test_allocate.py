@@ -565,7 +565,7 @@ def test_no_random_shape_beats_the_solver(seed):
 
 
 def test_demo_recommends_only_what_the_draws_pin_down():
-    from scalefit.cli.demo import GEMSTONES, recommendation_table, recommendation_text
+    from scalefit.workflows.demo import GEMSTONES, recommendation_table, recommendation_text
 
     narrow = allocate(_fake_result(n=40, scale=0.01), [1e20, 1e21])
     table = recommendation_table(narrow)
@@ -589,7 +589,12 @@ def test_demo_recommends_only_what_the_draws_pin_down():
 
 
 def test_demo_names_its_interval_and_explains_a_value_outside_it():
-    from scalefit.cli.demo import GEMSTONES, _outside, recommendation_table, recommendation_text
+    from scalefit.workflows.demo import (
+        GEMSTONES,
+        _outside,
+        recommendation_table,
+        recommendation_text,
+    )
 
     alloc = allocate(_fake_result(n=40, scale=0.01), [1e21])
     text = recommendation_text(recommendation_table(alloc), alloc, GEMSTONES)

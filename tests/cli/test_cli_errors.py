@@ -125,3 +125,18 @@ def test_mistake_is_one_line_and_exit_2(argv, expect, files, capsys):
 
 def test_there_are_at_least_thirty_mistakes():
     assert len(MISTAKES) >= 30
+
+
+@pytest.mark.parametrize(
+    "argv, usage",
+    [
+        ([], "usage: scalefit [-h]"),
+        (["train"], "usage: scalefit train [-h] SUBCOMMAND"),
+        (["data"], "usage: scalefit data [-h] SUBCOMMAND"),
+        (["curves"], "usage: scalefit curves [-h] COMMAND"),
+    ],
+)
+def test_a_group_without_its_sub_command_prints_its_own_help(argv, usage, capsys):
+    """No command, or a group without its sub-command: that parser's help on stdout, exit 2."""
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and out.startswith(usage) and not err

@@ -13,8 +13,8 @@ from scalefit.accounting import param_count
 from scalefit.allocate import Accounting, allocate
 from scalefit.allocate.report import budget_text
 from scalefit.cli import main
-from scalefit.cli.demo import GEMSTONES
 from scalefit.errors import NoRecommendationWarning
+from scalefit.workflows.demo import GEMSTONES
 
 GEM_ACCOUNTING = GEMSTONES["accounting"]
 
@@ -69,7 +69,7 @@ def shakespeare(tmp_path_factory):
     import io
 
     from scalefit import FitResult
-    from scalefit.cli.demo import recommendation_table, recommendation_text, unpinned_reasons
+    from scalefit.workflows.demo import recommendation_table, recommendation_text, unpinned_reasons
 
     out = tmp_path_factory.mktemp("shakespeare")
     buf = io.StringIO()
@@ -189,8 +189,8 @@ def _no_data_anywhere(tmp_path, monkeypatch):
 
 
 def test_demo_fallback_names_each_place_the_url_and_one_command(tmp_path, monkeypatch):
-    from scalefit.cli.demo import GEMSTONES, choose_data
     from scalefit.datasets import DATASETS, cache_dir
+    from scalefit.workflows.demo import GEMSTONES, choose_data
 
     _no_data_anywhere(tmp_path, monkeypatch)
     spec, why = choose_data(str(tmp_path / "given"), download=False, bundled=False)
@@ -209,8 +209,8 @@ def test_demo_fallback_names_each_place_the_url_and_one_command(tmp_path, monkey
 def test_demo_finds_the_table_once_then_from_the_cache(tmp_path, monkeypatch):
     import shutil
 
-    from scalefit.cli.demo import CHINCHILLA, choose_data
     from scalefit.datasets import DATASETS, cache_dir
+    from scalefit.workflows.demo import CHINCHILLA, choose_data
 
     shared = Path(os.environ.get("SCALEFIT_DATA_DIR", "")) / DATASETS["chinchilla"].filename
     if not shared.is_file():
