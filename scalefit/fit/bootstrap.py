@@ -65,18 +65,6 @@ def _problem(res: FitResult, tab: pd.DataFrame) -> Problem:
 GROUP = CHUNK
 
 
-def resample_weights(
-    tab: pd.DataFrame, n_boot: int, *, cluster: str | None, rng: np.random.Generator
-) -> np.ndarray:
-    """Row weights (counts) for ``n_boot`` resamples of rows, or of clusters of rows.
-
-    Holds all ``n_boot x rows`` counts; :func:`bootstrap` draws the same counts group by group
-    (:func:`resample_groups`) instead.
-    """
-    parts = [w for _, w in resample_groups(tab, n_boot, cluster=cluster, rng=rng, group=n_boot)]
-    return np.concatenate(parts) if parts else np.empty((0, len(tab)))
-
-
 def resample_groups(
     tab: pd.DataFrame,
     n_boot: int,
@@ -87,7 +75,8 @@ def resample_groups(
 ):
     """Yield ``(first, counts)`` for consecutive groups of at most ``group`` resamples.
 
-    The counts are the same as :func:`resample_weights` draws from the same generator state.
+    Row weights (counts) of resamples of rows, or of clusters of rows; the counts do not depend
+    on ``group`` (the same random stream as drawing them all at once).
     """
     n = len(tab)
     codes, g = _clusters(tab, cluster)
