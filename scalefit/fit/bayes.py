@@ -247,8 +247,8 @@ def fit_bayes(
     -------
     FitResult
         ``method="bayes"``; diagnostics in ``result.diagnostics``; the ArviZ object in
-        ``result.extras["inference_data"]`` (``InferenceData`` with ArviZ 0.x,
-        ``xarray.DataTree`` with ArviZ 1.x). JAX computes in float64 inside the call only.
+        ``result.extras["inference_data"]`` (an ArviZ ``InferenceData``). JAX computes in
+        float64 inside the call only.
 
     Examples
     --------
@@ -681,8 +681,7 @@ def noise_draws(result: FitResult, idx) -> tuple[Any, Any]:
 def save_netcdf(result: FitResult, path: str | os.PathLike) -> Path:
     """Write the ArviZ object of a Bayesian fit to NetCDF-4 atomically (temporary file, rename).
 
-    Either ArviZ series (``InferenceData`` on 0.x, ``xarray.DataTree`` on 1.x) writes the same
-    groups; :func:`load_netcdf` reads a file from either.
+    :func:`load_netcdf` reads it back.
 
     Parameters
     ----------
@@ -717,10 +716,9 @@ def load_netcdf(path: str | os.PathLike):
 
     Returns
     -------
-    InferenceData or xarray.DataTree
-        ``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x; groups
-        ``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``, ``prior``,
-        ``prior_predictive`` and ``observed_data``.
+    arviz.InferenceData
+        Groups ``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``,
+        ``prior``, ``prior_predictive`` and ``observed_data``.
     """
     from . import _arviz
 
