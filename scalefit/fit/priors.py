@@ -144,10 +144,6 @@ FAMILIES: dict[str, PriorFamily] = {
     # a constant: no sample site, so no constructor is ever called
     "fixed": PriorFamily(("value",), {}, None, None, positive=True),  # type: ignore[arg-type]
 }
-#: Distribution name -> (required keys, optional keys with defaults), read from :data:`FAMILIES`.
-DISTS: dict[str, tuple[tuple[str, ...], dict[str, float]]] = {
-    k: (f.required, dict(f.optional)) for k, f in FAMILIES.items()
-}
 #: Distributions whose support lies in (0, inf): allowed for ``sigma`` and ``nu``.
 POSITIVE_DISTS = tuple(k for k, f in FAMILIES.items() if f.positive)
 
@@ -258,12 +254,12 @@ def check_prior(name: str, spec: Any, kind: str | None) -> dict[str, Any]:
             f"{{'dist': 'normal', 'loc': 0, 'scale': 1}}. Got {spec!r} instead."
         )
     dist = spec.get("dist")
-    if not isinstance(dist, str) or dist not in DISTS:
+    if not isinstance(dist, str) or dist not in FAMILIES:
         raise ScaleFitError(
             f"prior for {name!r}: unknown dist {str(dist)[:60]!r}; expected one of "
-            f"{', '.join(DISTS)}."
+            f"{', '.join(FAMILIES)}."
         )
-    required, optional = DISTS[dist]
+    required, optional = FAMILIES[dist].required, FAMILIES[dist].optional
     allowed = {"dist", *required, *optional}
     extra = sorted(set(spec) - allowed)
     missing = sorted(set(required) - set(spec))
