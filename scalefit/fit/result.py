@@ -140,14 +140,6 @@ class FitResult(ReadOnlyMappings):
         """Name of the law (``result.law.name``)."""
         return self.law.name
 
-    @property
-    def law_spec(self) -> dict[str, Any] | None:
-        """JSON-able description of the law, or ``None`` for a law that cannot be serialised."""
-        try:
-            return law_to_spec(self.law)
-        except ScaleFitError:
-            return None
-
     def replace(self, **changes: Any) -> FitResult:
         """A new result with some fields changed (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)

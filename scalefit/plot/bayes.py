@@ -134,7 +134,7 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     matplotlib.figure.Figure
     """
     from ..fit.bayes import predictive_draws
-    from ..fit.holdout import compute_key
+    from ..fit.split import compute_key
     from .style import PALETTE, axes, label, log_ticks, loss_label, suptitle, title
 
     fig, ax = axes(ax, figsize=(5.6, 4.2))
