@@ -1,8 +1,9 @@
 """The one place that talks to ArviZ (the 0.x series: ``InferenceData``; ``arviz<1``).
 
 Everything else in the Bayes path calls these functions, never ``arviz`` directly. The posterior
-object is built from plain ``xarray.Dataset`` groups; WAIC and BFMI are computed here from their
-definitions (ArviZ 1.x dropped ``waic``, so a move to that series keeps these numbers).
+object is built from plain ``xarray.Dataset`` groups (not ``az.from_dict``, which warns on short
+runs with more chains than draws); WAIC and BFMI are computed here from their definitions
+(ArviZ 1.x dropped ``waic``, so a move to that series keeps these numbers).
 
 Group datasets follow ArviZ's conventions: sample dimensions ``chain`` and ``draw`` first (no
 sample dimensions in ``observed_data``), per-row variables along ``row``.
