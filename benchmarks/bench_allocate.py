@@ -91,7 +91,7 @@ def main():
     d = d[np.all(np.isfinite(d), axis=1)]
     draws = {k: d[:, i] for i, k in enumerate(res.params)}
     budgets = np.logspace(18, 24, args.budgets)
-    space = Space.of(res.get_law())
+    space = Space.of(res.law)
     n_pairs = len(d) * len(budgets)
     print(f"{len(d)} draws x {len(budgets)} budgets = {n_pairs} allocations")
 

@@ -81,7 +81,7 @@ def child(way: str, n_boot: int, shared: Path) -> dict:
     import numpy as np
 
     import scalefit
-    from scalefit.fit.bootstrap import resample_weights
+    from scalefit.fit.bootstrap import resample_groups
     from scalefit.fit.lsq import starts_for
     from scalefit.laws import get_law, sample_starts
 
@@ -89,7 +89,8 @@ def child(way: str, n_boot: int, shared: Path) -> dict:
     law = get_law("decomposed")
     y = table["loss"].to_numpy(float)
     refs = law.references({k: table[k].to_numpy(float) for k in law.inputs})
-    w = resample_weights(table, n_boot, cluster=None, rng=np.random.default_rng([0, 1]))
+    rng = np.random.default_rng([0, 1])
+    (_, w), *_ = resample_groups(table, n_boot, cluster=None, rng=rng, group=n_boot)
     index = np.repeat(np.arange(n_boot), 8)
     times, out = {}, {}
     if way == "scipy":

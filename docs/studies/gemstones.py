@@ -148,7 +148,7 @@ def heldout(*, boot: int, seed: int) -> pd.DataFrame:
                 if not np.isfinite(d).all(axis=1).any():  # no resample converged: the point fit
                     res = res.replace(draws=None)
                     notes.append("no finite bootstrap draw: the predictive centres on the fit")
-                disc = fit_discrepancy(train, res.get_law(), seed=seed)
+                disc = fit_discrepancy(train, res.law, seed=seed)
                 _, log_mean, sd = predictive_sims(res, test, disc, seed=seed)
                 beyond = float(np.mean(np.log(test["flops"]) > np.log(train["flops"].max())))
                 rows.append(

@@ -247,8 +247,8 @@ def fit_bayes(
     -------
     FitResult
         ``method="bayes"``; diagnostics in ``result.diagnostics``; the ArviZ object in
-        ``result.extras["inference_data"]`` (``InferenceData`` with ArviZ 0.x,
-        ``xarray.DataTree`` with ArviZ 1.x). JAX computes in float64 inside the call only.
+        ``result.extras["inference_data"]`` (an ArviZ ``InferenceData``). JAX computes in
+        float64 inside the call only.
 
     Examples
     --------
@@ -477,25 +477,18 @@ def _diagnose(d: _Prepared, idata, s: BayesSettings, extra: Mapping[str, Any], t
         "chain_devices": chain_devices(s.chains) if s.compiled else 1,
         "ess_bulk_per_s_min": diag["ess_bulk_min"] / timing[0],
     }
+    post = _arviz.group(idata, "posterior")
+
+    def median_ci(site: str) -> dict[str, Any]:
+        v = np.asarray(post[site]).reshape(-1)
+        lo, hi = np.quantile(v, [(1 - s.ci_prob) / 2, (1 + s.ci_prob) / 2])
+        return {site: float(np.median(v)), f"{site}_ci": [float(lo), float(hi)]}
+
     if d.group is not None:
-        tau = np.asarray(_arviz.group(idata, "posterior")["tau"]).reshape(-1)
-        lo, hi = np.quantile(tau, [(1 - s.ci_prob) / 2, (1 + s.ci_prob) / 2])
-        diag["groups"] = {
-            "column": s.group,
-            "n_groups": int(d.group[1]),
-            "tau": float(np.median(tau)),
-            "tau_ci": [float(lo), float(hi)],
-        }
+        diag["groups"] = {"column": s.group, "n_groups": int(d.group[1]), **median_ci("tau")}
     if d.ar is not None:
-        rho = np.asarray(_arviz.group(idata, "posterior")["rho"]).reshape(-1)
-        lo, hi = np.quantile(rho, [(1 - s.ci_prob) / 2, (1 + s.ci_prob) / 2])
-        diag["ar1"] = {
-            "series": s.ar1[0],
-            "order": s.ar1[1],
-            "spacing": d.ar_spacing,
-            "rho": float(np.median(rho)),
-            "rho_ci": [float(lo), float(hi)],
-        }
+        ar1 = {"series": s.ar1[0], "order": s.ar1[1], "spacing": d.ar_spacing}
+        diag["ar1"] = {**ar1, **median_ci("rho")}
     return diag, warns + loo_warn
 
 
@@ -607,14 +600,11 @@ def predictive_draws(
     ``u ~ Normal(0, tau)`` per draw for a new one. Rows of ``x`` are grouped by the group
     column; without that column all rows of ``x`` are one new group (one run).
     """
+    from .discrepancy import draw_means
+
     if result.draws is None:
         raise ScaleFitError("predictive_draws needs a result with draws (fit_bayes).")
-    law = result.law
-    d = np.asarray(result.draws)
-    idx = np.linspace(0, len(d) - 1, min(max_draws, len(d))).astype(int)
-    sims = np.asarray(
-        law.evaluate({k: d[idx, i][:, None] for i, k in enumerate(result.params)}, x), dtype=float
-    )
+    idx, sims = draw_means(result, x, max_draws)
     if (noise if group is None else group) and result.conventions.get("group"):
         sims = sims * np.exp(group_effects(result, x, idx, sims.shape, seed=seed))
     if not noise:
@@ -636,11 +626,8 @@ def group_effects(result: FitResult, x, idx, shape: tuple[int, int], *, seed: in
     the column every row is one new group. Without the ArviZ object (a result read from JSON)
     ``tau`` is its posterior median and every group is new.
     """
-    from . import _arviz
-
     rec = result.conventions["group"]
-    idata = result.extras.get("inference_data")
-    post = _arviz.group(idata, "posterior") if idata is not None else {}
+    post = _session_posterior(result)
     if "tau" in post:
         tau = np.asarray(post["tau"]).reshape(-1)[idx][:, None]
     else:
@@ -665,10 +652,7 @@ def noise_draws(result: FitResult, idx) -> tuple[Any, Any]:
     Without the ArviZ object (a result read back from JSON) the posterior medians are returned
     as scalars (the RMSE when no median was kept); ``nu`` is ``None`` for a normal likelihood.
     """
-    from . import _arviz
-
-    idata = result.extras.get("inference_data")
-    post = _arviz.group(idata, "posterior") if idata is not None else {}
+    post = _session_posterior(result)
     if "sigma" in post:
         sigma = np.asarray(post["sigma"]).reshape(-1)[idx][:, None]
         nu = np.asarray(post["nu"]).reshape(-1)[idx][:, None] if "nu" in post else None
@@ -678,11 +662,18 @@ def noise_draws(result: FitResult, idx) -> tuple[Any, Any]:
     return med.get("sigma", result.metrics[key]), med.get("nu")
 
 
+def _session_posterior(result: FitResult) -> Any:
+    """The posterior group of a fit of this session (``{}`` for a result read from JSON)."""
+    from . import _arviz
+
+    idata = result.extras.get("inference_data")
+    return {} if idata is None else _arviz.group(idata, "posterior")
+
+
 def save_netcdf(result: FitResult, path: str | os.PathLike) -> Path:
     """Write the ArviZ object of a Bayesian fit to NetCDF-4 atomically (temporary file, rename).
 
-    Either ArviZ series (``InferenceData`` on 0.x, ``xarray.DataTree`` on 1.x) writes the same
-    groups; :func:`load_netcdf` reads a file from either.
+    :func:`load_netcdf` reads it back.
 
     Parameters
     ----------
@@ -717,10 +708,9 @@ def load_netcdf(path: str | os.PathLike):
 
     Returns
     -------
-    InferenceData or xarray.DataTree
-        ``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x; groups
-        ``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``, ``prior``,
-        ``prior_predictive`` and ``observed_data``.
+    arviz.InferenceData
+        Groups ``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``,
+        ``prior``, ``prior_predictive`` and ``observed_data``.
     """
     from . import _arviz
 
@@ -777,6 +767,7 @@ def holdout_bayes(
         ``coverage, coverage_50, width_log`` (mean width of the ``ci_prob`` interval on log
         loss), ``lpd`` (mean log predictive density of the held-out log losses) and ``pit``.
     """
+    from .discrepancy import draw_means
     from .holdout import holdout
 
     validate("holdout_bayes", {"predictive": predictive}, _CONSTRAINTS)
@@ -788,20 +779,20 @@ def holdout_bayes(
             return fit_bayes(train, law, seed=seed, ci_prob=ci_prob, **kwargs)
 
     def law_scores(res, test):
-        means = predictive_draws(res, test, noise=False)
+        idx, means = draw_means(res, test)  # the law at the draws predictive_draws takes
         sims = predictive_draws(res, test, noise=True, seed=seed)
         y = test["loss"].to_numpy(float)
-        return np.median(means, axis=0), _law_holdout_scores(res, y, sims, means, ci_prob)
+        return np.median(means, axis=0), _law_holdout_scores(res, y, sims, means, idx, ci_prob)
 
     kw = {"ci_prob": ci_prob, "seed": seed, "predictive": predictive}
     return holdout(tab, law, fraction, fit_train, law_scores, who="fit_bayes", **kw)
 
 
-def _law_holdout_scores(res: FitResult, y, sims, means, ci_prob) -> dict[str, Any]:
+def _law_holdout_scores(res: FitResult, y, sims, means, idx, ci_prob) -> dict[str, Any]:
     """Coverage, width and log predictive density of the law's own posterior predictive.
 
     With log residuals and the posterior's ``sigma``/``nu`` at hand the predictive is a mixture
-    of Student-t (or normal) terms on log loss and is scored exactly
+    of Student-t (or normal) terms on log loss (the law at draws ``idx``) and is scored exactly
     (:func:`~scalefit.fit.observation.score_holdout`); otherwise the intervals are quantiles of
     the simulated draws ``sims`` and ``lpd`` is ``None``.
     """
@@ -811,7 +802,6 @@ def _law_holdout_scores(res: FitResult, y, sims, means, ci_prob) -> dict[str, An
     residuals = res.conventions.get("residuals", "log")
     idata = res.extras.get("inference_data")
     if residuals == "log" and idata is not None and not res.conventions.get("group"):
-        idx = np.linspace(0, len(res.draws) - 1, len(means)).astype(int)
         sigma, nu = noise_draws(res, idx)
         sc = score_holdout(y, np.log(means), sigma, nu, probs=(0.5, ci_prob))
     else:

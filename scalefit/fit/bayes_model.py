@@ -329,6 +329,24 @@ def unconstrain(model, args: tuple, kwargs: Mapping[str, Any], values: Mapping[s
     }
 
 
+def jittered_start(model, args: tuple, kwargs: Mapping[str, Any], init, key, chains: int):
+    """Each chain's start: ``init`` unconstrained plus N(0, ``JITTER``); and the run's key.
+
+    The same starts for the compiled sampler and numpyro's MCMC (so they draw the same chains).
+    """
+    from jax import random
+
+    u0 = unconstrain(model, args, kwargs, init)
+    names = sorted(u0)
+    key_init, key_run = random.split(key)
+    keys = random.split(key_init, len(names))
+    start = {
+        n: u0[n] + JITTER * random.normal(k, (chains,) + u0[n].shape)
+        for k, n in zip(keys, names, strict=True)
+    }
+    return start, key_run
+
+
 def nuts_program(
     model,
     *,
@@ -365,14 +383,8 @@ def nuts_program(
 
     def program(key, init, x, logy):
         args, kwargs = (x,), {"logy": logy}
-        u0 = unconstrain(model, args, kwargs, init)
-        names = sorted(u0)
-        key_init, key_run = random.split(key)
-        keys = random.split(key_init, len(names))
-        start = {
-            n: u0[n] + JITTER * random.normal(k, (chains,) + u0[n].shape)
-            for k, n in zip(keys, names, strict=True)
-        }
+        start, key_run = jittered_start(model, args, kwargs, init, key, chains)
+        names = sorted(start)
         init_kernel, sample_kernel = hmc(
             potential_fn_gen=lambda *a, **k: partial(potential_energy, model, a, k), algo="NUTS"
         )
@@ -563,10 +575,10 @@ def run_nuts(
     init_j = {k: jnp.asarray(v, dtype=float) for k, v in init.items()}
     rng = jax.random.PRNGKey(seed)
     t0, c0 = time.perf_counter(), time.process_time()
+    settings = (chains, draws, warmup, target_accept, dense_mass)
     if chain_method == "vectorized" and not progress:
         from ._programs import cached_program
 
-        settings = (chains, draws, warmup, target_accept, dense_mass)
         compiled = None
         if prepared is not None and prepared.settings == settings:
             compiled, devices = prepared.result(), prepared.devices
@@ -578,44 +590,21 @@ def run_nuts(
             jitted, key = _sampler_program(model, settings, devices, key)
             samples, stats = cached_program(jitted, key, args)(*args)
     else:
-        samples, stats = _run_mcmc(
-            model,
-            x,
-            logy,
-            init_j,
-            rng,
-            chains=chains,
-            draws=draws,
-            warmup=warmup,
-            chain_method=chain_method,
-            progress=progress,
-            target_accept=target_accept,
-            dense_mass=dense_mass,
-        )
+        samples, stats = _run_mcmc(model, x, logy, init_j, rng, settings, chain_method, progress)
     samples = {k: np.asarray(v) for k, v in samples.items()}
     stats = {k: np.asarray(v) for k, v in stats.items()}
     return samples, stats, time.perf_counter() - t0, time.process_time() - c0
 
 
-def _run_mcmc(
-    model,
-    x,
-    logy,
-    init,
-    rng,
-    *,
-    chains,
-    draws,
-    warmup,
-    chain_method,
-    progress,
-    target_accept,
-    dense_mass,
-):
-    """NUTS through numpyro's :class:`~numpyro.infer.MCMC` (any chain method, progress bar)."""
+def _run_mcmc(model, x, logy, init, rng, settings: tuple, chain_method: str, progress: bool):
+    """NUTS through numpyro's :class:`~numpyro.infer.MCMC` (any chain method, progress bar).
+
+    ``settings`` is ``(chains, draws, warmup, target_accept, dense_mass)``.
+    """
     import jax
     from numpyro.infer import MCMC, NUTS, init_to_value
 
+    chains, draws, warmup, target_accept, dense_mass = settings
     kernel = NUTS(
         model,
         init_strategy=init_to_value(values=dict(init)),
@@ -631,13 +620,7 @@ def _run_mcmc(
         progress_bar=progress,
         jit_model_args=True,  # data as arguments: same-shaped fits reuse the compiled sampler
     )
-    u0 = unconstrain(model, (x,), {"logy": logy}, dict(init))
-    key_init, key_run = jax.random.split(rng)
-    keys = jax.random.split(key_init, len(u0))
-    init_params = {
-        k: u0[k] + JITTER * jax.random.normal(kk, (chains,) + jax.numpy.shape(u0[k]))
-        for kk, k in zip(keys, sorted(u0), strict=True)
-    }
+    init_params, key_run = jittered_start(model, (x,), {"logy": logy}, dict(init), rng, chains)
     if chains == 1:
         init_params = {k: v[0] for k, v in init_params.items()}
     with warnings.catch_warnings():
@@ -748,9 +731,8 @@ def inference_data(
     offset: np.ndarray | None = None,
     ar: tuple[np.ndarray, np.ndarray] | None = None,
 ):
-    """ArviZ object with posterior, sample stats, log likelihood, posterior and prior predictive.
+    """ArviZ ``InferenceData``: posterior, sample stats, log likelihood, both predictives.
 
-    ``InferenceData`` on ArviZ 0.x, ``xarray.DataTree`` on 1.x (see :mod:`._arviz`).
     ``samples`` and ``stats`` are what :func:`run_nuts` returns. Sample statistics carry ArviZ's
     names (as :func:`arviz.from_numpyro` writes them): ``diverging``, ``energy``, ``lp`` (minus
     the potential energy), ``n_steps``, ``tree_depth`` and ``acceptance_rate``.

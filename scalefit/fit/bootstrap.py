@@ -65,18 +65,6 @@ def _problem(res: FitResult, tab: pd.DataFrame) -> Problem:
 GROUP = CHUNK
 
 
-def resample_weights(
-    tab: pd.DataFrame, n_boot: int, *, cluster: str | None, rng: np.random.Generator
-) -> np.ndarray:
-    """Row weights (counts) for ``n_boot`` resamples of rows, or of clusters of rows.
-
-    Holds all ``n_boot x rows`` counts; :func:`bootstrap` draws the same counts group by group
-    (:func:`resample_groups`) instead.
-    """
-    parts = [w for _, w in resample_groups(tab, n_boot, cluster=cluster, rng=rng, group=n_boot)]
-    return np.concatenate(parts) if parts else np.empty((0, len(tab)))
-
-
 def resample_groups(
     tab: pd.DataFrame,
     n_boot: int,
@@ -87,7 +75,8 @@ def resample_groups(
 ):
     """Yield ``(first, counts)`` for consecutive groups of at most ``group`` resamples.
 
-    The counts are the same as :func:`resample_weights` draws from the same generator state.
+    Row weights (counts) of resamples of rows, or of clusters of rows; the counts do not depend
+    on ``group`` (the same random stream as drawing them all at once).
     """
     n = len(tab)
     codes, g = _clusters(tab, cluster)
@@ -570,18 +559,17 @@ def _jackknife_linear(
     For large tables, where a refit per row would cost one full-table solve per row: leaving
     row ``i`` out moves the optimum ``z`` by ``H^-1 g_i`` to first order (``H`` the Hessian of the
     objective at ``z``, ``g_i = w_i rho'(r_i) J_i`` the row's term of the gradient, ``J_i`` its
-    residual's gradient by central differences), the infinitesimal jackknife. Its BCa
-    acceleration differs from the refitted jackknife's by terms of relative order ``1/n``.
-    Time and memory are linear in the rows.
+    residual's gradient, :func:`~scalefit.fit.checks.jacobian`), the infinitesimal jackknife.
+    Its BCa acceleration differs from the refitted jackknife's by terms of relative order
+    ``1/n``. Time and memory are linear in the rows.
     """
+    from .checks import jacobian
+
     law = res.law
     z = np.asarray(res.internal, dtype=float)
     p = len(z)
-    step = 1e-5 * (1.0 + np.abs(z))
-    pts = np.concatenate([z[None], z + np.diag(step), z - np.diag(step)])
-    resid = problem.solve_chunks(pts, keys=("resid",), max_iter=0, chunk=CHUNK)["resid"]
-    jac = ((resid[1 : p + 1] - resid[p + 1 :]) / (2.0 * step[:, None])).T  # (rows, P)
-    psi = robust_psi(np, problem.loss, problem.delta)(resid[0])
+    jac = jacobian(problem, z)  # (rows, P)
+    psi = robust_psi(np, problem.loss, problem.delta)(problem.local(z)["resid"][: problem.n])
     w = np.ones(problem.n) if problem.weights is None else problem.weights
     g = (w * psi)[:, None] * jac
     if cluster is not None:

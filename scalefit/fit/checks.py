@@ -26,7 +26,7 @@ from statistics import NormalDist
 import numpy as np
 
 from ..laws import Law
-from .engine import CHUNK, LAD_DELTA, Problem
+from .engine import LAD_DELTA, Problem
 
 CORR_WARN = 0.99
 COND_WARN = 1e12
@@ -120,13 +120,10 @@ def _boundary(law: Law, z: np.ndarray, scale: float) -> list[int]:
 
 def _residuals_at(problem: Problem, zs: np.ndarray) -> np.ndarray:
     """Residuals (unweighted) at each row of ``zs``, in batches of the compiled chunk."""
-    out = []
-    for i in range(0, len(zs), CHUNK):
-        out.append(problem.solve_raw(zs[i : i + CHUNK], max_iter=0)["resid"][:, : problem.n])
-    return np.concatenate(out)
+    return problem.solve_chunks(zs, keys=("resid",), max_iter=0)["resid"][:, : problem.n]
 
 
-def _jacobian(problem: Problem, z: np.ndarray) -> np.ndarray:
+def jacobian(problem: Problem, z: np.ndarray) -> np.ndarray:
     """Jacobian ``d r / d z`` (rows, P) of the unweighted residuals, by central differences."""
     p = len(z)
     step = JAC_STEP * np.maximum(1.0, np.abs(z))
@@ -462,7 +459,7 @@ def check_point(
             "a plateau, not a minimum)"
         )
     free = free_of(names, at_zero, plateau)
-    jac = _jacobian(problem, np.asarray(z, dtype=float)) if loss != "mse" else None
+    jac = jacobian(problem, np.asarray(z, dtype=float)) if loss != "mse" else None
     if loss == "lad":
         # the Hessian test means nothing at the kink of |r|: certify by the subgradient
         # condition and the second-order condition along the directions that keep the kink

@@ -14,26 +14,11 @@ import pandas as pd
 from ..errors import ScaleFitError
 from ..laws import Law
 
-COLUMNS = [
-    "law",
-    "rank",
-    "elpd_loo",
-    "se",
-    "elpd_diff",
-    "dse",
-    "p_loo",
-    "weight",
-    "pareto_k_max",
-    "n_pareto_k_bad",
-    "elpd_waic",
-    "p_waic",
-    "r_hat_max",
-    "ess_bulk_min",
-    "divergences",
-    "converged",
-    "n_params",
-    "n_rows",
-]
+#: The columns of :func:`compare_fits`: ArviZ's comparison, PSIS-LOO/WAIC, the sampler's checks.
+RANKING = ["rank", "elpd_loo", "se", "elpd_diff", "dse", "p_loo", "weight"]
+LOO = ["pareto_k_max", "n_pareto_k_bad", "elpd_waic", "p_waic"]
+SAMPLER = ["r_hat_max", "ess_bulk_min", "divergences"]
+COLUMNS = ["law", *RANKING, *LOO, *SAMPLER, "converged", "n_params", "n_rows"]
 
 
 def compare_laws(
@@ -138,27 +123,11 @@ def compare_fits(results: Mapping[str, Any]) -> pd.DataFrame:
     rows = []
     for name, row in cmp.iterrows():
         r = results[name]
-        d, loo = r.diagnostics, r.diagnostics["loo"]
+        d = r.diagnostics
         rows.append(
-            {
-                "law": name,
-                "rank": int(row["rank"]),
-                "elpd_loo": float(row["elpd_loo"]),
-                "se": float(row["se"]),
-                "elpd_diff": float(row["elpd_diff"]),
-                "dse": float(row["dse"]),
-                "p_loo": float(row["p_loo"]),
-                "weight": float(row["weight"]),
-                "pareto_k_max": loo["pareto_k_max"],
-                "n_pareto_k_bad": loo["n_pareto_k_bad"],
-                "elpd_waic": loo["elpd_waic"],
-                "p_waic": loo["p_waic"],
-                "r_hat_max": d["r_hat_max"],
-                "ess_bulk_min": d["ess_bulk_min"],
-                "divergences": d["divergences"],
-                "converged": r.converged,
-                "n_params": len(r.params),
-                "n_rows": r.n_rows,
-            }
+            {"law": name, **row[RANKING].astype(float), "rank": int(row["rank"])}
+            | {k: d["loo"][k] for k in LOO}
+            | {k: d[k] for k in SAMPLER}
+            | {"converged": r.converged, "n_params": len(r.params), "n_rows": r.n_rows}
         )
     return pd.DataFrame(rows, columns=COLUMNS).set_index("law")

@@ -334,7 +334,7 @@ def draw_means(result, x, max_draws: int = 2000) -> tuple[np.ndarray, np.ndarray
     finite = np.flatnonzero(np.all(np.isfinite(d), axis=1))
     idx = finite[np.linspace(0, len(finite) - 1, min(max_draws, len(finite))).astype(int)]
     pub = {k: d[idx, i][:, None] for i, k in enumerate(result.params)}
-    return idx, np.asarray(result.get_law().evaluate(pub, x), dtype=float)
+    return idx, np.asarray(result.law.evaluate(pub, x), dtype=float)
 
 
 def predictive_sims(result, x: pd.DataFrame, disc: Discrepancy, *, seed: int = 0, max_draws=2000):
@@ -353,7 +353,7 @@ def predictive_sims(result, x: pd.DataFrame, disc: Discrepancy, *, seed: int = 0
     """
     _, mean = draw_means(result, x, max_draws)
     shift, keep = model_effects(disc, x)
-    sd = disc.sd(log_compute(x, result.get_law()), keep)
+    sd = disc.sd(log_compute(x, result.law), keep)
     log_mean = np.log(mean) + shift[None, :]
     eps = standard_noise(np.random.default_rng(seed), disc.nu, mean.shape)
     return np.exp(log_mean + eps * sd[None, :]), log_mean, sd

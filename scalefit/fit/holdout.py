@@ -17,9 +17,9 @@ from ..laws import Law
 from .bootstrap import bootstrap as run_bootstrap
 from .build import FitSettings
 from .lsq import Backend, least_squares
-from .split import compute_key, split_by_compute
+from .split import split_by_compute
 
-__all__ = ["compute_key", "holdout", "holdout_check", "split_by_compute"]
+__all__ = ["holdout", "holdout_check"]
 
 SCORES = ("predictive", "coverage", "coverage_50", "width_log", "lpd", "pit")
 CALIBRATION = ("sigma", "gamma", "tau", "kappa", "nu")

@@ -63,33 +63,33 @@ class PriorFamily:
     positive: bool = False
 
 
+def _family(numpyro_name: str, required: tuple[str, ...], scipy, positive=False) -> PriorFamily:
+    """A family whose numpyro constructor takes the ``required`` keys in order."""
+
+    def numpyro(d, s):
+        return getattr(d, numpyro_name)(*(s[k] for k in required))
+
+    return PriorFamily(required, {}, numpyro, scipy, positive)
+
+
 def _loc_scale(numpyro_name: str, scipy_name: str) -> PriorFamily:
     """A family whose numpyro and scipy constructors both take ``(loc, scale)``."""
-    return PriorFamily(
-        ("loc", "scale"),
-        {},
-        lambda d, s: getattr(d, numpyro_name)(s["loc"], s["scale"]),
-        lambda st, s: getattr(st, scipy_name)(s["loc"], s["scale"]),
+    return _family(
+        numpyro_name, ("loc", "scale"), lambda st, s: getattr(st, scipy_name)(s["loc"], s["scale"])
     )
 
 
 #: The one table of prior families (validation, the numpyro model and numpy prior draws read it).
 FAMILIES: dict[str, PriorFamily] = {
     "normal": _loc_scale("Normal", "norm"),
-    "student_t": PriorFamily(
-        ("df", "loc", "scale"),
-        {},
-        lambda d, s: d.StudentT(s["df"], s["loc"], s["scale"]),
-        lambda st, s: st.t(s["df"], s["loc"], s["scale"]),
+    "student_t": _family(
+        "StudentT", ("df", "loc", "scale"), lambda st, s: st.t(s["df"], s["loc"], s["scale"])
     ),
     "cauchy": _loc_scale("Cauchy", "cauchy"),
     "laplace": _loc_scale("Laplace", "laplace"),
     "logistic": _loc_scale("Logistic", "logistic"),
-    "uniform": PriorFamily(
-        ("low", "high"),
-        {},
-        lambda d, s: d.Uniform(s["low"], s["high"]),
-        lambda st, s: st.uniform(s["low"], s["high"] - s["low"]),
+    "uniform": _family(
+        "Uniform", ("low", "high"), lambda st, s: st.uniform(s["low"], s["high"] - s["low"])
     ),
     "truncated_normal": PriorFamily(
         ("loc", "scale"),
@@ -99,38 +99,24 @@ FAMILIES: dict[str, PriorFamily] = {
         ),
         _truncnorm,
     ),
-    "halfnormal": PriorFamily(
-        ("scale",),
-        {},
-        lambda d, s: d.HalfNormal(s["scale"]),
-        lambda st, s: st.halfnorm(scale=s["scale"]),
-        positive=True,
+    "halfnormal": _family(
+        "HalfNormal", ("scale",), lambda st, s: st.halfnorm(scale=s["scale"]), positive=True
     ),
-    "halfcauchy": PriorFamily(
-        ("scale",),
-        {},
-        lambda d, s: d.HalfCauchy(s["scale"]),
-        lambda st, s: st.halfcauchy(scale=s["scale"]),
-        positive=True,
+    "halfcauchy": _family(
+        "HalfCauchy", ("scale",), lambda st, s: st.halfcauchy(scale=s["scale"]), positive=True
     ),
-    "lognormal": PriorFamily(
+    "lognormal": _family(
+        "LogNormal",
         ("loc", "scale"),
-        {},
-        lambda d, s: d.LogNormal(s["loc"], s["scale"]),
         lambda st, s: st.lognorm(s["scale"], scale=math.exp(s["loc"])),
         positive=True,
     ),
-    "exponential": PriorFamily(
-        ("rate",),
-        {},
-        lambda d, s: d.Exponential(s["rate"]),
-        lambda st, s: st.expon(scale=1.0 / s["rate"]),
-        positive=True,
+    "exponential": _family(
+        "Exponential", ("rate",), lambda st, s: st.expon(scale=1.0 / s["rate"]), positive=True
     ),
-    "gamma": PriorFamily(
+    "gamma": _family(
+        "Gamma",
         ("concentration", "rate"),
-        {},
-        lambda d, s: d.Gamma(s["concentration"], s["rate"]),
         lambda st, s: st.gamma(s["concentration"], scale=1.0 / s["rate"]),
         positive=True,
     ),
@@ -143,10 +129,6 @@ FAMILIES: dict[str, PriorFamily] = {
     ),
     # a constant: no sample site, so no constructor is ever called
     "fixed": PriorFamily(("value",), {}, None, None, positive=True),  # type: ignore[arg-type]
-}
-#: Distribution name -> (required keys, optional keys with defaults), read from :data:`FAMILIES`.
-DISTS: dict[str, tuple[tuple[str, ...], dict[str, float]]] = {
-    k: (f.required, dict(f.optional)) for k, f in FAMILIES.items()
 }
 #: Distributions whose support lies in (0, inf): allowed for ``sigma`` and ``nu``.
 POSITIVE_DISTS = tuple(k for k, f in FAMILIES.items() if f.positive)
@@ -258,12 +240,12 @@ def check_prior(name: str, spec: Any, kind: str | None) -> dict[str, Any]:
             f"{{'dist': 'normal', 'loc': 0, 'scale': 1}}. Got {spec!r} instead."
         )
     dist = spec.get("dist")
-    if not isinstance(dist, str) or dist not in DISTS:
+    if not isinstance(dist, str) or dist not in FAMILIES:
         raise ScaleFitError(
             f"prior for {name!r}: unknown dist {str(dist)[:60]!r}; expected one of "
-            f"{', '.join(DISTS)}."
+            f"{', '.join(FAMILIES)}."
         )
-    required, optional = DISTS[dist]
+    required, optional = FAMILIES[dist].required, FAMILIES[dist].optional
     allowed = {"dist", *required, *optional}
     extra = sorted(set(spec) - allowed)
     missing = sorted(set(required) - set(spec))

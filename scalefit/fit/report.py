@@ -99,19 +99,7 @@ def format_report(res: Any) -> str:
     d = res.diagnostics
     if d.get("n_boot"):
         lines.append(_bootstrap_line(d, pct, conv.get("ci_method", "percentile")))
-    lines.extend(_groups_lines(res))
-    if res.holdout:
-        h = res.holdout
-        lines.append(
-            f"holdout    trained on the lowest-compute {h['n_train']} rows, tested on "
-            f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, max rel err "
-            f"{h['max_rel_err']:.3%}, {100 * h['band_prob']:g}% interval coverage "
-            f"{h['coverage']:.0%}"
-        )
-        lines.extend(predictive_lines(h))
-    for w in res.warnings:
-        lines.append(f"warning    {w}")
-    return "\n".join(lines)
+    return "\n".join(lines + _footer(res))
 
 
 def _bootstrap_line(d: dict, pct: str, ci_method: str) -> str:
@@ -223,18 +211,27 @@ def _bayes_report(res: Any) -> str:
     lam = c.get("curves", {}).get("momentum") if "S2" in res.law.inputs else None
     if lam is not None:  # as in the least-squares table: C is per unit of S2, sized by lam
         lines.append(f"C is per unit of S2 at momentum λ = {lam:g}")
-    lines.extend(_groups_lines(res))
-    if res.holdout:
-        h = res.holdout
+    return "\n".join(lines + _footer(res))
+
+
+def _footer(res: Any) -> list[str]:
+    """The error structure, the hold-out's scores and the warnings (both layouts)."""
+    lines, h = _groups_lines(res), res.holdout
+    if h:
+        pct, bayes = f"{100 * h['band_prob']:g}%", res.method == "bayes"
         lines.append(
-            f"\nholdout    trained on the lowest-compute {h['n_train']} rows, tested on "
-            f"{h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, {100 * h['band_prob']:g}% "
-            f"predictive coverage {h['coverage']:.0%}, 50% coverage {h['coverage_50']:.0%}"
+            f"{chr(10) * bayes}holdout    trained on the lowest-compute {h['n_train']} rows, "
+            f"tested on {h['n_test']}: MAE(log loss) {h['mae_log']:.4g}, "
+            + (
+                f"{pct} predictive coverage {h['coverage']:.0%}, 50% coverage "
+                f"{h['coverage_50']:.0%}"
+                if bayes
+                else f"max rel err {h['max_rel_err']:.3%}, {pct} interval coverage "
+                f"{h['coverage']:.0%}"
+            )
         )
         lines.extend(predictive_lines(h))
-    for w in res.warnings:
-        lines.append(f"warning    {w}")
-    return "\n".join(lines)
+    return lines + [f"warning    {w}" for w in res.warnings]
 
 
 def _ppc_text(ppc: dict) -> str:

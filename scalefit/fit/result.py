@@ -140,18 +140,6 @@ class FitResult(ReadOnlyMappings):
         """Name of the law (``result.law.name``)."""
         return self.law.name
 
-    @property
-    def law_spec(self) -> dict[str, Any] | None:
-        """JSON-able description of the law, or ``None`` for a law that cannot be serialised."""
-        try:
-            return law_to_spec(self.law)
-        except ScaleFitError:
-            return None
-
-    def get_law(self) -> Law:
-        """The :class:`~scalefit.laws.Law` of this result (same as :attr:`law`)."""
-        return self.law
-
     def replace(self, **changes: Any) -> FitResult:
         """A new result with some fields changed (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
@@ -315,7 +303,15 @@ class FitResult(ReadOnlyMappings):
         ScaleFitError
             One line naming the field and what was expected.
         """
-        return _from_dict(cls, data, where)
+        from .schema import check_result
+
+        law, f = check_result(data, where=where)
+        names = (x.name for x in dataclasses.fields(cls))
+        kept = {k: f[k] for k in names if k not in ("law", "extras")}
+        draws = f["draws"]
+        if draws is not None:  # (n_draws, n_params), also when there are none
+            kept["draws"] = np.array(draws, dtype=float).reshape(len(draws), len(law.param_names))
+        return cls(law=law, **kept)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> FitResult:
@@ -332,23 +328,8 @@ class FitResult(ReadOnlyMappings):
             int >= 1. Got 'abc' instead."``.
         """
         data = read_json(path, what="scalefit result file", max_bytes=MAX_RESULT_BYTES)
-        return _from_dict(cls, data, str(path))
+        return cls.from_dict(data, where=str(path))
 
 
-# ---------------------------------------------------------------------- loading
 #: Largest result file read (a million bootstrap draws of five parameters is about 100 MB).
 MAX_RESULT_BYTES = 256 << 20
-
-
-def _from_dict(cls, data: Any, where: str) -> FitResult:
-    """Check ``data`` against the declared schema (:mod:`scalefit.fit.schema`), then build."""
-    from .schema import check_result
-
-    law, f = check_result(data, where=where)
-    kept = {
-        k: f[k] for k in (x.name for x in dataclasses.fields(cls)) if k not in ("law", "extras")
-    }
-    draws = f["draws"]
-    if draws is not None:  # (n_draws, n_params), also when there are none
-        kept["draws"] = np.array(draws, dtype=float).reshape(len(draws), len(law.param_names))
-    return cls(law=law, **kept)

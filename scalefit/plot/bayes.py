@@ -107,7 +107,7 @@ def plot_predictive(result, table, *, ci_prob: float = 0.9, ax=None, seed: int =
     matplotlib.figure.Figure
     """
     from ..fit.bayes import predictive_draws
-    from ..fit.holdout import compute_key
+    from ..fit.split import compute_key
 
     fig, ax = axes(ax, figsize=(5.6, 4.2))
     key, xval = compute_key(table, result.law)

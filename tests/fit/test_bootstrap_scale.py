@@ -15,7 +15,7 @@ import pytest
 import scalefit
 from scalefit.errors import ScaleFitError
 from scalefit.fit import engine
-from scalefit.fit.bootstrap import _jackknife, _jackknife_linear, resample_weights
+from scalefit.fit.bootstrap import _jackknife, _jackknife_linear, resample_groups
 from scalefit.fit.synthetic import simulate_table
 
 
@@ -66,7 +66,8 @@ def test_screened_bootstrap_catches_basin_jumps():
     # that resample's rows (same counts: the bootstrap's stream of resamples).
     same = np.all(np.isclose(screened.draws, full.draws, rtol=1e-6, atol=0), axis=1)
     assert same.sum() >= len(same) - 2
-    counts = resample_weights(table, 16, cluster=None, rng=np.random.default_rng([0, 1]))
+    rng = np.random.default_rng([0, 1])
+    (_, counts), *_ = resample_groups(table, 16, cluster=None, rng=rng, group=16)
     for i in np.flatnonzero(~same):
         f_screened, f_full = (_objective(res, d[i], counts[i]) for d in (screened, full))
         assert f_screened < f_full * (1 - 1e-9)

@@ -1,3 +1,5 @@
+import numpy as np
+import pandas as pd
 import pytest
 from conftest import flat_directions_only
 
@@ -36,12 +38,68 @@ def test_noiseless_recovery_is_exact():
         assert res.params[k] == pytest.approx(v, rel=1e-5)
 
 
+def bootstrap_coverage(
+    law: str,
+    *,
+    n_rep: int = 50,
+    n: int = 200,
+    noise: float = 0.01,
+    n_boot: int = 200,
+    boot_starts: int = 3,
+    ci_prob: float = 0.95,
+    seed: int = 1000,
+) -> pd.DataFrame:
+    """Share of seeded replicates whose bootstrap interval covers the truth, per parameter.
+
+    Each replicate simulates a table (:func:`simulate_table`), fits it with a bootstrap and checks
+    every parameter's interval against the truth.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per parameter: ``law, param, coverage, n_rep, ci_prob`` and the median interval
+        width relative to the truth.
+    """
+    import warnings
+
+    from scalefit.errors import ConvergenceWarning
+    from scalefit.fit import fit
+
+    hits, widths = [], []
+    for rep in range(n_rep):
+        table = simulate_table(law, n=n, noise=noise, seed=seed + rep)
+        truth = table.attrs["truth"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            res = fit(
+                table,
+                law,
+                starts=64,
+                seed=rep,
+                bootstrap=n_boot,
+                boot_starts=boot_starts,
+                ci_prob=ci_prob,
+                progress=False,
+            )
+        hits.append([res.ci[k][0] <= truth[k] <= res.ci[k][1] for k in res.params])
+        widths.append([(res.ci[k][1] - res.ci[k][0]) / abs(truth[k]) for k in res.params])
+    names = list(res.params)
+    return pd.DataFrame(
+        {
+            "law": law,
+            "param": names,
+            "coverage": np.mean(hits, axis=0),
+            "n_rep": n_rep,
+            "ci_prob": ci_prob,
+            "rel_width_median": np.median(widths, axis=0),
+        }
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["chinchilla", "decomposed", "critical_depth", "depth_power"])
 def test_bootstrap_coverage(name):
     """95% bootstrap intervals cover the truth in >= 90% of 50 seeded replicates."""
-    from scalefit.fit.synthetic import bootstrap_coverage
-
     cov = bootstrap_coverage(name, n_rep=50)
     print(cov.to_string(index=False))
     assert cov["coverage"].mean() >= 0.90, cov

@@ -56,7 +56,7 @@ def indicator_stderr(res) -> np.ndarray:
     """The old rule's standard errors: the bread counts only the rows inside +-delta."""
     prob = res.extras["problem"]
     z = np.asarray(res.internal, dtype=float)
-    jac = checks._jacobian(prob, z)
+    jac = checks.jacobian(prob, z)
     loc = prob.local(z)
     r = np.asarray(loc["resid"])[: prob.n]
     cov = checks._covariance(prob, loc, "huber", jac, checks.huber_slopes(r, prob.delta, 0.0))

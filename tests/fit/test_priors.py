@@ -5,7 +5,8 @@ import pytest
 
 pytest.importorskip("numpyro")
 
-from scalefit.fit.priors import DISTS, FAMILIES, numpyro_distribution, scipy_distribution  # noqa: E402
+from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.fit.priors import FAMILIES, numpyro_distribution, scipy_distribution  # noqa: E402
 
 SPEC = {
     "loc": 0.5,
@@ -31,6 +32,11 @@ def test_numpyro_and_scipy_constructors_are_the_same_prior(name):
 
 
 def test_validation_table_is_read_from_the_family_table():
-    assert set(DISTS) == set(FAMILIES)
+    from scalefit.fit.priors import check_prior
+
     for name, family in FAMILIES.items():
-        assert DISTS[name][0] == family.required
+        for key in family.required:
+            spec = {"dist": name, **dict.fromkeys(family.required, 1.0)}
+            del spec[key]
+            with pytest.raises(ScaleFitError, match=rf"missing key\(s\) \['{key}'\]"):
+                check_prior("x", spec, "free")

@@ -7,7 +7,7 @@ import pytest
 
 import scalefit
 from scalefit.fit import _programs, engine
-from scalefit.fit.bootstrap import resample_groups, resample_weights
+from scalefit.fit.bootstrap import resample_groups
 from scalefit.fit.synthetic import TRUTHS, simulate_table
 from scalefit.laws import get_law
 
@@ -164,8 +164,10 @@ def test_lambda_law_has_no_disk_identity():
 
 def test_resample_groups_are_the_same_stream():
     tab = simulate_table("chinchilla", n=57, seed=0)
-    full = resample_weights(tab, 70, cluster=None, rng=np.random.default_rng([4, 1]))
+    rng = np.random.default_rng([4, 1])
+    (first, full), *rest = resample_groups(tab, 70, cluster=None, rng=rng, group=70)
     direct = np.random.default_rng([4, 1]).multinomial(57, np.full(57, 1 / 57), size=70)
+    assert first == 0 and not rest
     np.testing.assert_array_equal(full, direct)
     parts = list(resample_groups(tab, 70, cluster=None, rng=np.random.default_rng([4, 1])))
     assert [p[0] for p in parts] == [0, 32, 64]
