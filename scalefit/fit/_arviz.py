@@ -1,9 +1,10 @@
-"""The one place that talks to ArviZ (the 0.x series: ``InferenceData``; ``arviz<1``).
+"""The one place that talks to ArviZ: 0.x (``InferenceData``) and 1.x (``xarray.DataTree``).
 
 Everything else in the Bayes path calls these functions, never ``arviz`` directly. The posterior
-object is built from plain ``xarray.Dataset`` groups (not ``az.from_dict``, which warns on short
-runs with more chains than draws); WAIC and BFMI are computed here from their definitions
-(ArviZ 1.x dropped ``waic``, so a move to that series keeps these numbers).
+object is built from plain ``xarray.Dataset`` groups (no ``from_dict``, whose signature changed
+between the two series); reading, writing and the statistics each have one branch per series,
+chosen by ArviZ's major version. WAIC (gone from ArviZ 1.x) and BFMI are computed here from their
+definitions so both series give the same numbers.
 
 Group datasets follow ArviZ's conventions: sample dimensions ``chain`` and ``draw`` first (no
 sample dimensions in ``observed_data``), per-row variables along ``row``.
@@ -12,9 +13,11 @@ sample dimensions in ``observed_data``), per-row variables along ``row``.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
+from inspect import signature
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,11 @@ def _az():
     return require("arviz", "bayes")
 
 
+def major() -> int:
+    """Major version of the installed ArviZ (0 or 1)."""
+    return int(re.match(r"\d+", _az().__version__).group())
+
+
 def dataset(values: Mapping[str, Any], *, sample_dims: Sequence[str] = ("chain", "draw"), **dims):
     """An ``xarray.Dataset`` of ``values``, each with ``sample_dims`` as its leading axes.
 
@@ -60,12 +68,21 @@ def dataset(values: Mapping[str, Any], *, sample_dims: Sequence[str] = ("chain",
 
 
 def build(groups: Mapping[str, Any]):
-    """The ``InferenceData`` of ``groups`` (name -> ``xarray.Dataset``)."""
-    return _az().InferenceData(**dict(groups))
+    """The ArviZ object of ``groups`` (name -> ``xarray.Dataset``).
+
+    ``InferenceData`` on ArviZ 0.x, ``xarray.DataTree`` on 1.x.
+    """
+    if major() < 1:
+        return _az().InferenceData(**dict(groups))
+    import xarray as xr
+
+    return xr.DataTree.from_dict(dict(groups))
 
 
 def group_names(obj) -> list[str]:
-    """Names of the groups held by ``obj``."""
+    """Names of the groups held by ``obj`` (either series)."""
+    if hasattr(obj, "children"):  # DataTree
+        return list(obj.children)
     return list(obj.groups())
 
 
@@ -73,7 +90,8 @@ def group(obj, name: str):
     """Group ``name`` of ``obj`` as an ``xarray.Dataset`` (KeyError when absent)."""
     if name not in group_names(obj):
         raise KeyError(name)
-    return obj[name]
+    node = obj[name]
+    return node.to_dataset() if hasattr(node, "children") else node
 
 
 def values(obj, name: str, group_name: str = "posterior") -> np.ndarray:
@@ -96,24 +114,38 @@ def write_netcdf(obj, path: str | os.PathLike) -> Path:
 
 
 def read_netcdf(path: str | os.PathLike):
-    """Read a file written by :func:`write_netcdf` fully into memory (the file is closed after)."""
+    """Read a file written by :func:`write_netcdf` fully into memory (the file is closed after).
+
+    Returns the object of the installed series (``InferenceData`` or ``DataTree``), whichever
+    series wrote the file.
+    """
     from ..errors import require
 
     require("h5py", "bayes")
     az = _az()
-    with az.rc_context(rc={"data.load": "eager"}):
-        return az.from_netcdf(str(path), engine="h5netcdf")
+    if major() < 1:
+        with az.rc_context(rc={"data.load": "eager"}):
+            return az.from_netcdf(str(path), engine="h5netcdf")
+    import xarray as xr
+
+    with xr.open_datatree(str(path), engine="h5netcdf") as tree:
+        return tree.load().copy(deep=True)
+
+
+def _as_dataset(result):
+    """An ArviZ statistic's result as an ``xarray.Dataset`` (1.x may return a DataTree)."""
+    return result.to_dataset() if hasattr(result, "children") else result
 
 
 def rhat(posterior, names: Sequence[str]) -> dict[str, float]:
     """Rank-normalised split R-hat of each variable ``names`` of a posterior ``Dataset``."""
-    out = _az().rhat(posterior[list(names)])
+    out = _as_dataset(_az().rhat(posterior[list(names)]))
     return {n: float(out[n]) for n in names}
 
 
 def ess(posterior, names: Sequence[str], method: str) -> dict[str, float]:
     """Effective sample size (``method`` "bulk" or "tail") of each variable ``names``."""
-    out = _az().ess(posterior[list(names)], method=method)
+    out = _as_dataset(_az().ess(posterior[list(names)], method=method))
     return {n: float(out[n]) for n in names}
 
 
@@ -121,7 +153,7 @@ def bfmi(energy) -> np.ndarray:
     """Bayesian fraction of missing information per chain from the energy, shape ``(chains,)``.
 
     ``sum(diff(E)^2) / sum((E - mean E)^2)`` over each chain's draws (Betancourt 2016), the
-    quantity ArviZ reports.
+    quantity both ArviZ series report.
     """
     e = np.asarray(energy, dtype=float)
     return np.sum(np.diff(e, axis=1) ** 2, axis=1) / np.sum(
@@ -141,10 +173,14 @@ def loo(obj) -> dict[str, Any]:
             "ignore", message=r"Estimated shape parameter of Pareto", category=UserWarning
         )
         res = az.loo(obj, pointwise=True)
+    if major() < 1:
+        elpd, p = res.elpd_loo, res.p_loo
+    else:
+        elpd, p = res.elpd, res.p
     return {
-        "elpd_loo": float(res.elpd_loo),
+        "elpd_loo": float(elpd),
         "se": float(res.se),
-        "p_loo": float(res.p_loo),
+        "p_loo": float(p),
         "pareto_k": np.asarray(res.pareto_k, dtype=float).reshape(-1),
     }
 
@@ -154,7 +190,7 @@ def waic(log_lik) -> dict[str, float]:
 
     ``elpd_waic = sum_i [log mean_s p(y_i | s) - var_s log p(y_i | s)]`` and ``p_waic`` the
     sum of the variances (Watanabe 2010; Vehtari, Gelman & Gabry 2017), ``se`` from the spread
-    of the pointwise terms; equal to ArviZ 0.x's ``az.waic`` (tested), which 1.x no longer has.
+    of the pointwise terms. Computed here because ArviZ 1.x no longer provides it.
     """
     from scipy.special import logsumexp
 
@@ -172,8 +208,10 @@ def waic(log_lik) -> dict[str, float]:
 
 def hdi(draws, prob: float) -> tuple[float, float]:
     """Highest-density interval of one-dimensional ``draws`` with probability ``prob``."""
+    az = _az()
     x = np.asarray(draws, dtype=float).reshape(-1)
-    h = np.asarray(_az().hdi(x, hdi_prob=prob), dtype=float).reshape(-1)
+    h = az.hdi(x, hdi_prob=prob) if major() < 1 else az.hdi(x, prob=prob)
+    h = np.asarray(h, dtype=float).reshape(-1)
     return float(h[0]), float(h[1])
 
 
@@ -182,7 +220,7 @@ def compare(objects: Mapping[str, Any]):
 
     Returns a DataFrame indexed by name with ``rank`` (0 best), ``elpd_loo``, ``se``,
     ``elpd_diff`` (the best elpd minus this one's: zero or positive), ``dse``, ``p_loo`` and
-    ``weight``.
+    ``weight``, whichever ArviZ series computed it.
     """
     import pandas as pd
 
@@ -191,17 +229,25 @@ def compare(objects: Mapping[str, Any]):
         warnings.filterwarnings(
             "ignore", message=r"Estimated shape parameter of Pareto", category=UserWarning
         )
-        warnings.filterwarnings("ignore", message=_PANDAS_INPLACE, category=DeprecationWarning)
-        cmp = az.compare(dict(objects), ic="loo", method="stacking", scale="log")
-    elpd = cmp["elpd_loo"].astype(float)
+        if major() < 1:
+            warnings.filterwarnings("ignore", message=_PANDAS_INPLACE, category=DeprecationWarning)
+            cmp = az.compare(dict(objects), ic="loo", method="stacking", scale="log")
+            elpd, p = cmp["elpd_loo"], cmp["p_loo"]
+        else:
+            # unrounded numbers (arviz-stats releases that round the table take ``round_to``)
+            unrounded = (
+                {"round_to": "none"} if "round_to" in signature(az.compare).parameters else {}
+            )
+            cmp = az.compare(dict(objects), method="stacking", **unrounded)
+            elpd, p = cmp["elpd"], cmp["p"]
     frame = pd.DataFrame(
         {
             "rank": cmp["rank"].astype(int),
-            "elpd_loo": elpd,
+            "elpd_loo": elpd.astype(float),
             "se": cmp["se"].astype(float),
-            "elpd_diff": float(elpd.max()) - elpd,
+            "elpd_diff": float(elpd.max()) - elpd.astype(float),
             "dse": cmp["dse"].astype(float),
-            "p_loo": cmp["p_loo"].astype(float),
+            "p_loo": p.astype(float),
             "weight": cmp["weight"].astype(float),
         },
         index=cmp.index,

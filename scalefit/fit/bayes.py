@@ -247,8 +247,8 @@ def fit_bayes(
     -------
     FitResult
         ``method="bayes"``; diagnostics in ``result.diagnostics``; the ArviZ object in
-        ``result.extras["inference_data"]`` (an ArviZ ``InferenceData``). JAX computes in
-        float64 inside the call only.
+        ``result.extras["inference_data"]`` (``InferenceData`` with ArviZ 0.x,
+        ``xarray.DataTree`` with ArviZ 1.x). JAX computes in float64 inside the call only.
 
     Examples
     --------
@@ -673,7 +673,8 @@ def _session_posterior(result: FitResult) -> Any:
 def save_netcdf(result: FitResult, path: str | os.PathLike) -> Path:
     """Write the ArviZ object of a Bayesian fit to NetCDF-4 atomically (temporary file, rename).
 
-    :func:`load_netcdf` reads it back.
+    Either ArviZ series (``InferenceData`` on 0.x, ``xarray.DataTree`` on 1.x) writes the same
+    groups; :func:`load_netcdf` reads a file from either.
 
     Parameters
     ----------
@@ -708,9 +709,10 @@ def load_netcdf(path: str | os.PathLike):
 
     Returns
     -------
-    arviz.InferenceData
-        Groups ``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``,
-        ``prior``, ``prior_predictive`` and ``observed_data``.
+    InferenceData or xarray.DataTree
+        ``InferenceData`` with ArviZ 0.x, ``xarray.DataTree`` with ArviZ 1.x; groups
+        ``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``, ``prior``,
+        ``prior_predictive`` and ``observed_data``.
     """
     from . import _arviz
 

@@ -731,8 +731,9 @@ def inference_data(
     offset: np.ndarray | None = None,
     ar: tuple[np.ndarray, np.ndarray] | None = None,
 ):
-    """ArviZ ``InferenceData``: posterior, sample stats, log likelihood, both predictives.
+    """ArviZ object with posterior, sample stats, log likelihood, posterior and prior predictive.
 
+    ``InferenceData`` on ArviZ 0.x, ``xarray.DataTree`` on 1.x (see :mod:`._arviz`).
     ``samples`` and ``stats`` are what :func:`run_nuts` returns. Sample statistics carry ArviZ's
     names (as :func:`arviz.from_numpyro` writes them): ``diverging``, ``energy``, ``lp`` (minus
     the potential energy), ``n_steps``, ``tree_depth`` and ``acceptance_rate``.
