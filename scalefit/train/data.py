@@ -34,14 +34,7 @@ from .._io import (
 )
 from .._validation import Interval, Options, validate
 from ..errors import ScaleFitError
-from ._tokenfiles import (  # noqa: F401 - re-exported: the readers of token folders
-    MAX_TOKEN_FILE_BYTES,
-    MAX_VOCAB,
-    TOKEN_DTYPES,
-    check_token_ids,
-    map_tokens,
-    read_token_meta,
-)
+from ._tokenfiles import check_token_ids, map_tokens, read_token_meta
 
 #: Largest total of the text files of a corpus read into memory by :func:`read_documents`.
 MAX_CORPUS_BYTES = 4 * MAX_INPUT_BYTES

@@ -91,28 +91,17 @@ def _device_of(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def layer_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """Gradient norm of the loss with respect to each block's *parameters*, shape ``(depth,)``.
-
-    Not Depth Delusion's ‖∇_l L‖, which is taken with respect to the hidden state (see
-    :func:`layer_hidden_grad_norms`). ``x`` and ``y`` are moved to the model's device.
-    """
-    return layer_gradients(model, x, y)["params"]
-
-
-def layer_hidden_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """‖∂L/∂h_l‖ for the output h_l of each block l = 1…D, shape ``(depth,)``.
-
-    Depth Delusion's per-layer gradient (seed 003, Eq. 2; Eq. 8 writes it as the backward product
-    of block Jacobians ∂h_k/∂h_{k−1}): the norm over the whole ``(B, T, W)`` gradient of the
-    batch-mean loss with respect to the residual state after block l (before the final norm).
-    ``x`` and ``y`` are moved to the model's device.
-    """
-    return layer_gradients(model, x, y)["hidden"]
-
-
 def layer_gradients(model, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
-    """Both per-block gradient norms from one backward pass: ``{"hidden": …, "params": …}``."""
+    """Both per-block gradient norms from one backward pass: ``{"hidden": …, "params": …}``.
+
+    ``"hidden"`` is ‖∂L/∂h_l‖ for the output h_l of each block l = 1…D, Depth Delusion's
+    per-layer gradient (seed 003, Eq. 2; Eq. 8 writes it as the backward product of block
+    Jacobians ∂h_k/∂h_{k−1}): the norm over the whole ``(B, T, W)`` gradient of the batch-mean
+    loss with respect to the residual state after block l (before the final norm).
+    ``"params"`` is the gradient norm with respect to each block's *parameters* (not the
+    paper's quantity). Both have shape ``(depth,)``; ``x`` and ``y`` are moved to the model's
+    device.
+    """
     device = _device_of(model)
     model.zero_grad(set_to_none=True)
     out = model(x.to(device), y.to(device), return_hidden=True)

@@ -51,7 +51,6 @@ __all__ = [
     "config_from_dict",
     "evaluate",
     "load_checkpoint",
-    "lr_at",
     "make_optimizer",
     "prepare_data",
     "train",
@@ -67,14 +66,6 @@ class TrainResult(ReadOnlyMappings):
     model: Transformer
     data: TokenData
     steps_run: int = 0  # optimiser steps run by this call
-
-
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Learning rate of step ``step`` (0-based) under ``cfg.schedule`` (:mod:`scalefit.schedule`).
-
-    The default ``"cosine"``: linear warm-up to ``lr``, then cosine decay to ``min_lr_ratio·lr``.
-    """
-    return cfg.lr_schedule().lr_at(int(step) + 1)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device) -> torch.optim.AdamW:
