@@ -147,17 +147,17 @@ def read_documents(source: str | os.PathLike) -> dict[str, str]:
                 f"Corpus folder {path}: {total:,} bytes of text, over the {MAX_CORPUS_BYTES:,}-"
                 f"byte limit of the in-memory reader; use `scalefit data prepare --shards`."
             )
-        return {str(f.relative_to(path)): _read_text(f) for f in files}
+        return {str(f.relative_to(path)): read_text(f) for f in files}
     if os.path.lexists(path):
-        return {path.stem: _read_text(path)}
+        return {path.stem: read_text(path)}
     raise ScaleFitError(
         f"Corpus {str(source)!r} is neither a file, a folder nor one of {sorted(CORPORA)}."
     )
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     """A text document: a regular file of bounded size, bytes that are not UTF-8 replaced."""
-    raw = read_input_bytes(path, what="text document", max_bytes=MAX_CORPUS_BYTES)
+    raw = read_input_bytes(path, what="text document (.txt)", max_bytes=MAX_CORPUS_BYTES)
     return raw.decode("utf-8", errors="replace")
 
 

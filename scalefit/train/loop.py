@@ -99,14 +99,6 @@ def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
     return TokenData(out, cfg.model.seq_len, seed=cfg.seed)
 
 
-def _dist_info(device: torch.device) -> tuple[int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group(cuda.backend(device))
-    rank = torch.distributed.get_rank() if world > 1 else 0
-    return rank, world
-
-
 def _save_checkpoint(
     path: Path, model, opt, step: int, history: list, cfg: TrainConfig, run, data
 ) -> None:
@@ -183,9 +175,12 @@ def _setup(cfg: TrainConfig, run_dir: Path | None):
     device = pick_device(cfg.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ScaleFitError(f"device {cfg.device!r}: CUDA is not available on this machine.")
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    world = _world_size()
+    if world > 1:
         device = cuda.local_device(device, int(os.environ.get("LOCAL_RANK", "0")))
-    rank, world = _dist_info(device)
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group(cuda.backend(device))
+    rank = torch.distributed.get_rank() if world > 1 else 0
     cuda.configure(device)
     if world > 1 and rank != 0:
         torch.distributed.barrier()  # rank 0 builds the token files first
@@ -543,16 +538,16 @@ def _result_row(cfg, model, data, history, diverged, wall, steps_run, world) -> 
 
 def _throughput(cfg: TrainConfig, params: int, tok_s: float, world: int) -> dict:
     """FLOPs per token with attention, achieved FLOP/s and MFU (NaN without a datasheet peak)."""
-    from .mfu import device_peak
+    from .mfu import device_peak, mfu
 
     mc = cfg.model
     fpt = flops_per_token(params, depth=mc.depth, width=mc.width, seq_len=mc.seq_len)
     device = pick_device(cfg.device)
     precision = runtime_choices(cfg, device.type)["precision"]
-    peak, _ = device_peak(device, precision)
+    peak = device_peak(device, precision) * world
     return {
         "flops_per_token": fpt,
         "flops_per_s": fpt * tok_s,
-        "mfu": fpt * tok_s / (peak * world) if peak > 0 else math.nan,
+        "mfu": mfu(tok_s, params, mc.depth, mc.width, mc.seq_len, peak),
         "precision": precision,
     }

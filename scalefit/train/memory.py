@@ -26,7 +26,7 @@
   (``24·N``), next to the weights and AdamW state (gradients are released by then).
 
 The peak is the largest of the training step, evaluation and checkpoint totals.
-:func:`check_memory` compares it with the memory available to the process (CPU: the kernel's
+:func:`check_run_memory` compares it with the memory available to the process (CPU: the kernel's
 ``MemAvailable`` and the cgroup's limit, shared by the processes on one machine; CUDA:
 ``torch.cuda.mem_get_info``) and refuses the run in one line with the estimate. Setting the
 environment variable ``SCALEFIT_MEMORY_CHECK=0`` skips the comparison (the estimate is an upper
@@ -45,7 +45,6 @@ from ..errors import ScaleFitError
 __all__ = [
     "MemoryEstimate",
     "available_memory",
-    "check_memory",
     "check_run_memory",
     "data_vocab",
     "estimate_memory",
@@ -175,65 +174,6 @@ def available_memory(device) -> int | None:
     return cpu_room() if device.type == "cpu" else None
 
 
-def check_memory(
-    cfg,
-    device,
-    *,
-    vocab: int | None = None,
-    checkpoint: bool = True,
-    where: str = "",
-    processes: int | None = None,
-) -> None:
-    """Refuse a run whose estimated memory exceeds what ``device`` has free, in one line.
-
-    Parameters
-    ----------
-    cfg : TrainConfig
-        The run's settings.
-    device : torch.device or str
-        Where it will train.
-    vocab : int, optional
-        The data's vocabulary (default the config's).
-    checkpoint : bool, default True
-        Whether checkpoints are written.
-    where : str
-        Prefix for the message (the configuration's name).
-    processes : int, optional
-        Processes of this size that share the machine's memory (CPU only); default
-        ``LOCAL_WORLD_SIZE`` (set by ``torchrun``) or 1.
-
-    Raises
-    ------
-    ScaleFitError
-        ``... needs about 51.3 GB (...) but 21.2 GB is available on cpu; lower ...``.
-    """
-    import torch
-
-    if os.environ.get("SCALEFIT_MEMORY_CHECK", "1").strip() == "0":
-        return
-    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    est = estimate_memory(cfg, vocab=vocab, world=world, checkpoint=checkpoint)
-    device = torch.device(device)
-    need = est.total
-    sharing = 1
-    if device.type == "cpu":  # the processes of one machine share its memory
-        if processes is None:
-            processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-        sharing = max(1, processes)
-        need *= sharing
-    free = available_memory(device)
-    if free is None or need <= free:
-        return
-    each = f" for each of {sharing} processes" if sharing > 1 else ""
-    m = cfg.model
-    sizes = f"depth {m.depth}, width {m.width}, batch_size {cfg.batch_size}, seq_len {m.seq_len}"
-    raise ScaleFitError(
-        f"{where}the run ({sizes}) needs {est.describe()}{each}, but {_gb(free)} is available on "
-        f"{device}; lower width, depth, batch_size or seq_len (SCALEFIT_MEMORY_CHECK=0 skips "
-        "this check)."
-    )
-
-
 def data_vocab(cfg) -> int:
     """The vocabulary the model will get from ``cfg.data``, read without building anything.
 
@@ -260,10 +200,29 @@ def data_vocab(cfg) -> int:
 def check_run_memory(
     cfg, *, checkpoint: bool = True, where: str = "", processes: int | None = None
 ) -> None:
-    """:func:`check_memory` for a run about to start: its device, its data's vocabulary.
+    """Refuse a run whose estimated memory exceeds what its device has free, in one line.
 
     Called by :func:`scalefit.train.loop.train` before the run folder is touched and before
-    the model is built, and for every run of a ``train grid`` before the sweep starts.
+    the model is built, and for every run of a ``train grid`` before the sweep starts. The
+    device is ``cfg.device`` (a CUDA device this machine lacks is refused here too), the
+    vocabulary that of ``cfg.data`` (:func:`data_vocab`).
+
+    Parameters
+    ----------
+    cfg : TrainConfig
+        The run's settings.
+    checkpoint : bool, default True
+        Whether checkpoints are written.
+    where : str
+        Prefix for the message (the configuration's name).
+    processes : int, optional
+        Processes of this size that share the machine's memory (CPU only); default
+        ``LOCAL_WORLD_SIZE`` (set by ``torchrun``) or 1.
+
+    Raises
+    ------
+    ScaleFitError
+        ``... needs about 51.3 GB (...) but 21.2 GB is available on cpu; lower ...``.
     """
     import torch
 
@@ -276,16 +235,28 @@ def check_run_memory(
             raise ScaleFitError(
                 f"{where}device {cfg.device!r}: this machine has {count} CUDA device(s)."
             )
-    if device.type == "cuda" and device.index is None:
-        local = int(os.environ.get("LOCAL_RANK", "0") or 0)
-        device = f"cuda:{local}"
-    check_memory(
-        cfg,
-        device,
-        vocab=data_vocab(cfg),
-        checkpoint=checkpoint,
-        where=where,
-        processes=processes,
+        if device.index is None:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0") or 0))
+    if os.environ.get("SCALEFIT_MEMORY_CHECK", "1").strip() == "0":
+        return
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    est = estimate_memory(cfg, vocab=data_vocab(cfg), world=world, checkpoint=checkpoint)
+    need, sharing = est.total, 1
+    if device.type == "cpu":  # the processes of one machine share its memory
+        if processes is None:
+            processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        sharing = max(1, processes)
+        need *= sharing
+    free = available_memory(device)
+    if free is None or need <= free:
+        return
+    each = f" for each of {sharing} processes" if sharing > 1 else ""
+    m = cfg.model
+    sizes = f"depth {m.depth}, width {m.width}, batch_size {cfg.batch_size}, seq_len {m.seq_len}"
+    raise ScaleFitError(
+        f"{where}the run ({sizes}) needs {est.describe()}{each}, but {_gb(free)} is available on "
+        f"{device}; lower width, depth, batch_size or seq_len (SCALEFIT_MEMORY_CHECK=0 skips "
+        "this check)."
     )
 
 

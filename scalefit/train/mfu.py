@@ -45,14 +45,13 @@ def peak_flops(device_name: str, precision: str) -> float:
     return PEAK_FLOPS[max(hits, key=len)].get(precision, math.nan)
 
 
-def device_peak(device, precision: str) -> tuple[float, str]:
-    """``(peak FLOP/s, source)`` for a torch device: the datasheet on CUDA, NaN elsewhere."""
+def device_peak(device, precision: str) -> float:
+    """Peak FLOP/s of a torch device: the datasheet's on CUDA (:func:`peak_flops`), else NaN."""
     import torch
 
     if torch.device(device).type == "cuda":
-        name = torch.cuda.get_device_name(torch.device(device))
-        return peak_flops(name, precision), f"datasheet ({name})"
-    return math.nan, "none (no datasheet peak for this device)"
+        return peak_flops(torch.cuda.get_device_name(torch.device(device)), precision)
+    return math.nan
 
 
 def measure_matmul_peak(size: int = 1024, repeats: int = 5, dtype=None) -> float:

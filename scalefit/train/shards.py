@@ -22,7 +22,6 @@ on resume.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -38,10 +37,11 @@ from .._io import (
     iter_jsonl_texts,
     read_input_bytes,
 )
+from .._manifest import digest_file
 from .._validation import Interval, validate
 from ..errors import ScaleFitError
 from ._tokenfiles import MAX_TOKEN_FILE_BYTES, check_token_ids, map_tokens, read_token_meta
-from .data import MAX_CORPUS_BYTES, TokenSource, train_bpe
+from .data import MAX_CORPUS_BYTES, TokenSource, read_text, train_bpe
 
 FORMAT = "scalefit-shards-1"
 EOT = "<|endoftext|>"
@@ -55,11 +55,7 @@ MAX_TOKENIZER_BYTES = 1 << 28
 
 def _sha256(path: Path) -> str:
     check_input_file(path, what="token file (.bin)", max_bytes=MAX_TOKEN_FILE_BYTES)
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return digest_file(path)["sha256"]
 
 
 def _parquet_docs(path: Path, field: str) -> Iterator[str]:
@@ -103,8 +99,7 @@ def iter_documents(source: str | os.PathLike, *, text_field: str = "text") -> It
         check_input_file(f, what="corpus file (.jsonl, .txt or .parquet)", max_bytes=1 << 40)
     for f in used:
         if f.suffix == ".txt":
-            raw = read_input_bytes(f, what="text document (.txt)", max_bytes=MAX_CORPUS_BYTES)
-            yield raw.decode("utf-8", errors="replace")
+            yield read_text(f)
         else:
             yield from readers[f.suffix](f, text_field)
 
