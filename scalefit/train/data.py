@@ -204,9 +204,46 @@ def build_tokens(
     out = Path(out_dir)
     if (out / "meta.json").exists():
         return out
-    return _write_tokens(
-        read_documents(source), source, out, tokenizer, vocab_size, val_fraction, seed
+    validate(
+        "build_tokens",
+        {"tokenizer": tokenizer, "val_fraction": val_fraction},
+        {
+            "tokenizer": [Options({"byte", "bpe"})],
+            "val_fraction": [Interval(float, 0, 1, closed="neither")],
+        },
     )
+    docs = read_documents(source)
+    train_names, val_names = split_documents(list(docs), val_fraction=val_fraction, seed=seed)
+    for split, names in (("training", train_names), ("validation", val_names)):
+        if not any(docs[n] for n in names):
+            raise ScaleFitError(
+                f"Corpus {str(source)!r}: the {split} documents ({', '.join(names[:3])}"
+                f"{', ...' if len(names) > 3 else ''}) are empty; expected text in each split."
+            )
+    encode, vocab = (lambda text: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)), 256
+    if tokenizer == "bpe":
+        tok = train_bpe([docs[n] for n in train_names], vocab_size)
+        atomic_write_text(out / "bpe.json", tok.to_str())
+        encode, vocab = (lambda text: tok.encode(text).ids), tok.get_vocab_size()
+    dtype = np.uint8 if vocab <= 256 else np.uint16
+    meta = {
+        "source": str(source),
+        "tokenizer": tokenizer,
+        "vocab": vocab,
+        "seed": seed,
+        "dtype": np.dtype(dtype).name,
+        "train_docs": train_names,
+        "val_docs": val_names,
+    }
+    for split, names in (("train", train_names), ("val", val_names)):
+        texts = [docs[n] for n in names]
+        ids = np.concatenate([np.asarray(encode(t), dtype=dtype) for t in texts])
+        atomic_write_bytes(out / f"{split}.bin", ids.tobytes())
+        meta[f"{split}_tokens"] = int(ids.size)
+        meta[f"{split}_bytes"] = int(sum(len(t.encode("utf-8")) for t in texts))
+    meta["sha256_train"] = hashlib.sha256((out / "train.bin").read_bytes()).hexdigest()
+    atomic_write_json(out / "meta.json", meta)  # last: the mark of a complete folder
+    return out
 
 
 def cached_tokens(
@@ -245,55 +282,14 @@ def cached_tokens(
     name = Path(str(source)).name or "corpus"
     key = f"{name}-{tokenizer}{vocab}-v{val_fraction:g}-s{seed}-{digest.hexdigest()[:16]}"
     out = inside(Path(cache or cache_dir()), Path("tokens") / key, what="token folder")
-    if (out / "meta.json").exists():
-        return out
-    docs = read_documents(source)
-    return _write_tokens(docs, source, out, tokenizer, vocab_size, val_fraction, seed)
-
-
-def _write_tokens(docs, source, out: Path, tokenizer, vocab_size, val_fraction, seed) -> Path:
-    """Tokenise ``docs`` into ``out``; ``meta.json``, the mark of a complete folder, comes last."""
-    validate(
-        "build_tokens",
-        {"tokenizer": tokenizer, "val_fraction": val_fraction},
-        {
-            "tokenizer": [Options({"byte", "bpe"})],
-            "val_fraction": [Interval(float, 0, 1, closed="neither")],
-        },
+    return build_tokens(
+        source,
+        out,
+        tokenizer=tokenizer,
+        vocab_size=vocab_size,
+        val_fraction=val_fraction,
+        seed=seed,
     )
-    train_names, val_names = split_documents(list(docs), val_fraction=val_fraction, seed=seed)
-    for split, names in (("training", train_names), ("validation", val_names)):
-        if not any(docs[n] for n in names):
-            raise ScaleFitError(
-                f"Corpus {str(source)!r}: the {split} documents ({', '.join(names[:3])}"
-                f"{', ...' if len(names) > 3 else ''}) are empty; expected text in each split."
-            )
-    encode, vocab = _byte_encoder, 256
-    if tokenizer == "bpe":
-        encode, vocab = _train_bpe([docs[n] for n in train_names], vocab_size, out / "bpe.json")
-    dtype = np.uint8 if vocab <= 256 else np.uint16
-    meta = {
-        "source": str(source),
-        "tokenizer": tokenizer,
-        "vocab": vocab,
-        "seed": seed,
-        "dtype": np.dtype(dtype).name,
-        "train_docs": train_names,
-        "val_docs": val_names,
-    }
-    for split, names in (("train", train_names), ("val", val_names)):
-        texts = [docs[n] for n in names]
-        ids = np.concatenate([np.asarray(encode(t), dtype=dtype) for t in texts])
-        atomic_write_bytes(out / f"{split}.bin", ids.tobytes())
-        meta[f"{split}_tokens"] = int(ids.size)
-        meta[f"{split}_bytes"] = int(sum(len(t.encode("utf-8")) for t in texts))
-    meta["sha256_train"] = hashlib.sha256((out / "train.bin").read_bytes()).hexdigest()
-    atomic_write_json(out / "meta.json", meta)
-    return out
-
-
-def _byte_encoder(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
 
 
 def train_bpe(texts: list[str], vocab_size: int, *, special_tokens: tuple[str, ...] = ()):
@@ -327,12 +323,6 @@ def train_bpe(texts: list[str], vocab_size: int, *, special_tokens: tuple[str, .
     )
     tok.train_from_iterator(texts, trainer=trainer)
     return tok
-
-
-def _train_bpe(texts: list[str], vocab_size: int, path: Path):
-    tok = train_bpe(texts, vocab_size)
-    atomic_write_text(path, tok.to_str())
-    return (lambda text: tok.encode(text).ids), tok.get_vocab_size()
 
 
 class TokenSource:

@@ -385,7 +385,7 @@ def _train(
     def read_back() -> bool:
         """Move the pending steps into the history; whether one of them diverged."""
         nonlocal pending
-        values = [(float(e.pop("ce")), dist.local_value(e.pop("gnorm"))) for e in pending]
+        values = [(float(e.pop("ce")), float(e.pop("gnorm"))) for e in pending]
         now = time.perf_counter() - t0  # every step of the chunk had finished by now
         for entry, (ce_val, gnorm) in zip(pending, values, strict=True):
             entry["time_s"] = now
