@@ -384,20 +384,20 @@ def _read_result(path: Path) -> list[dict]:
         payload = read_json(path, what="run result")
     except ScaleFitError as exc:
         raise ScaleFitError(f"{exc} Delete the run folder to run it again.") from None
+    ok = isinstance(payload, dict)
     try:
-        if not isinstance(payload, dict):
-            raise ValueError("expected a JSON object")
-        if not isinstance(payload.get("config"), dict) or not isinstance(
-            payload.get("result"), dict
+        if not (
+            ok
+            and isinstance(payload.get("config"), dict)
+            and isinstance(payload.get("result"), dict)
         ):
             raise ValueError("expected an object with 'config' and 'result' objects")
-        rows = _result_rows(payload)
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return _result_rows(payload)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ScaleFitError(
             f"{path}: not a readable run result ({type(exc).__name__}: {exc}); delete the run "
             f"folder to run it again."
         ) from None
-    return rows
 
 
 def _result_rows(payload: dict) -> list[dict]:

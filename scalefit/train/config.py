@@ -302,11 +302,8 @@ def config_from_dict(d: dict, *, source: str = "config") -> TrainConfig:
 
 
 def _normalised(d: dict) -> dict:
-    out = dict(d)
-    if "precision" not in out:  # written before precision/compile/optimizer_impl were settings
-        out["compile"] = "auto" if out.get("compile", True) is True else out["compile"]
     defaults = TrainConfig().to_dict()
-    return {k: out.get(k, defaults.get(k)) for k in set(out) | set(defaults)}
+    return {k: d.get(k, defaults.get(k)) for k in set(d) | set(defaults)}
 
 
 def config_diff(saved: dict, current: dict, *, ignore=RESUME_FREE) -> list[str]:
