@@ -201,7 +201,7 @@ def _execute(spec, out, todo, total, workers, executor, progress, threads, slurm
             for job in jobs:
                 done(job[2], execute_run(*job))
         else:
-            _run_pool(jobs, workers, threads, done)
+            _run_pool(jobs, workers, done)
     finally:
         bar.close()
     return failures
@@ -427,14 +427,12 @@ def _set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def _run_pool(jobs: list[tuple], workers: int, threads: int, done: Callable) -> None:
+def _run_pool(jobs: list[tuple], workers: int, done: Callable) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_set_threads, initargs=(threads,)
-    ) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:  # jobs set threads
         futures = {pool.submit(execute_run, *job): job[2] for job in jobs}
         for fut in as_completed(futures):
             try:

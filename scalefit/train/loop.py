@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_csv
+from .._io import atomic_write_csv, atomic_write_json
 from .._manifest import load_torch, record
 from .._progress import progress_bar
 from .._readonly import ReadOnlyMappings
@@ -40,10 +40,13 @@ from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
 from . import cuda, dist
-from .config import TrainConfig, config_from_dict, run_metadata, runtime_choices
+from .config import TrainConfig, config_from_dict, run_metadata, runtime_choices, validate_config
 from .cr import regulariser
-from .data import TokenData
+from .data import TokenData, cached_tokens
+from .memory import check_run_memory
+from .mfu import device_peak, mfu
 from .model import ModelConfig, Transformer
+from .rundir import claim
 
 __all__ = [
     "TrainConfig",
@@ -93,8 +96,6 @@ def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
         return ShardData(src, cfg.model.seq_len, seed=cfg.seed)
     if (src / "meta.json").exists():
         return TokenData(src, cfg.model.seq_len, seed=cfg.seed)
-    from .data import cached_tokens
-
     out = cached_tokens(cfg.data, tokenizer=cfg.tokenizer, vocab_size=cfg.bpe_vocab, cache=cache)
     return TokenData(out, cfg.model.seq_len, seed=cfg.seed)
 
@@ -320,10 +321,6 @@ def train(
         (:mod:`scalefit.train.memory`), a run folder in use by another process or started with
         other settings.
     """
-    from .config import validate_config
-    from .memory import check_run_memory
-    from .rundir import claim
-
     validate_config(cfg.to_dict())
     run_dir = Path(run_dir) if run_dir is not None else None
     check_run_memory(cfg, checkpoint=run_dir is not None)  # before any folder or tensor
@@ -350,8 +347,6 @@ def _world_size() -> int:
 
 
 def _write_run_json(run_dir: Path, cfg: TrainConfig, res: TrainResult, branch) -> None:
-    from .._io import atomic_write_json
-
     meta = run_metadata(
         cfg,
         params=res.row["params"],
@@ -411,7 +406,8 @@ def _train(
         x, y = data.batch(step, cfg.batch_size, rank=rank, world=world)
         ce, gnorm = _step(net, model, opt, x, y, cfg, step, lr, device, world)
         pending.append({"step": step, "lr": lr, "ce": ce, "gnorm": gnorm})
-        due = ckpt is not None and _due(step, cfg.checkpoint_every)
+        every = cfg.checkpoint_every
+        due = ckpt is not None and bool(every) and (step + 1) % every == 0
         fork = forks.get(step + 1)
         if len(pending) >= sync_every or due or fork or step == end - 1:
             diverged = read_back()
@@ -438,8 +434,6 @@ def _train(
 
 def _seed_fork(target, model, opt, step: int, history: list, run, data) -> None:
     """Write this run's state at ``step`` as the first checkpoint of the folder ``target[1]``."""
-    from .rundir import claim
-
     fork_cfg, folder = target
     folder = Path(folder)
     with claim(folder, fork_cfg, owner=run.rank == 0):
@@ -477,10 +471,6 @@ def _step(net, model, opt, x, y, cfg: TrainConfig, step: int, lr: float, device,
         torch.distributed.all_reduce(ce)
         ce /= world
     return ce, gnorm.detach()
-
-
-def _due(step: int, every: int) -> bool:
-    return bool(every) and (step + 1) % every == 0
 
 
 def _tok_s(step: int, start: int, batch: int, cfg: TrainConfig, t0: float) -> float:
@@ -538,8 +528,6 @@ def _result_row(cfg, model, data, history, diverged, wall, steps_run, world) -> 
 
 def _throughput(cfg: TrainConfig, params: int, tok_s: float, world: int) -> dict:
     """FLOPs per token with attention, achieved FLOP/s and MFU (NaN without a datasheet peak)."""
-    from .mfu import device_peak, mfu
-
     mc = cfg.model
     fpt = flops_per_token(params, depth=mc.depth, width=mc.width, seq_len=mc.seq_len)
     device = pick_device(cfg.device)
