@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import argv_threads, header, loadavg, pin_threads, word_tokens
+from _harness import argv_threads, header, loadavg, measure_matmul_peak, pin_threads, word_tokens
 
 # Pin the thread settings before numpy and torch are imported (they read them at import).
 _THREADS = pin_threads(argv_threads())
@@ -34,7 +34,6 @@ import torch  # noqa: E402
 
 from scalefit.accounting import flops_per_token  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402
-from scalefit.train.mfu import measure_matmul_peak  # noqa: E402
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
 

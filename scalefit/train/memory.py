@@ -181,19 +181,15 @@ def data_vocab(cfg) -> int:
     to be tokenised gets 256 (bytes) or at most ``bpe_vocab``. Unreadable metadata falls back to
     the config's ``vocab`` (the data loader reports the fault itself).
     """
-    from .._io import read_json
+    from ._tokenfiles import read_token_meta
 
-    src = Path(cfg.data)
     for name in ("manifest.json", "meta.json"):
-        path = src / name
+        path = Path(cfg.data) / name
         try:
-            if not path.is_file():
-                continue
-            vocab = read_json(path, what="token metadata").get("vocab")
-        except (ScaleFitError, OSError, AttributeError):
+            if path.is_file():
+                return read_token_meta(path, what="token metadata")["vocab"]
+        except (ScaleFitError, OSError):
             return cfg.model.vocab
-        ok = isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0
-        return vocab if ok else cfg.model.vocab
     return 256 if cfg.tokenizer == "byte" else cfg.bpe_vocab
 
 
