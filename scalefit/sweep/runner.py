@@ -19,6 +19,7 @@ from .._io import (
     MAX_CONFIG_BYTES,
     atomic_write_csv,
     atomic_write_json,
+    atomic_write_text,
     folder_lock,
     inside,
     read_json,
@@ -26,9 +27,9 @@ from .._io import (
 )
 from .._progress import progress_bar
 from .._validation import VOCABULARY, Options, constraints, spelled, validate
-from ..errors import ScaleFitError, SweepError
+from ..errors import ScaleFitError, SweepError, require
 from .registry import resolve_task, task_ref
-from .spec import Run, SweepSpec
+from .spec import Run, SweepSpec, spec_from_dict
 
 RESULT_FILE = "result.json"
 CONFIG_FILE = "config.json"
@@ -282,8 +283,6 @@ def _drop_old_runs(out: Path, old: dict, keep: set[str]) -> None:
 
 
 def _runs_of(record: dict | None) -> list[Run] | None:
-    from .spec import spec_from_dict
-
     if record is None:
         return None
     try:
@@ -327,8 +326,6 @@ def execute_run(ref: str, config: dict, run_id: str, run_dir: str, threads: int 
             raise TypeError(f"task {ref} returned {type(result).__name__}, expected a dict")
     except Exception:  # noqa: BLE001 - recorded and reported by run_sweep
         text = traceback.format_exc()
-        from .._io import atomic_write_text
-
         atomic_write_text(path / ERROR_FILE, text)
         return text
     payload = {
@@ -443,8 +440,6 @@ def _run_pool(jobs: list[tuple], workers: int, done: Callable) -> None:
 
 
 def _run_submitit(jobs: list[tuple], out: Path, slurm: dict, done: Callable) -> None:
-    from ..errors import require
-
     submitit = require("submitit", "torch")
     params = dict(slurm)
     cluster = params.pop("cluster", None)

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_csv
+from ..accounting import flops_per_token, param_count
 from ..errors import ScaleFitError
 from ..sweep import run_sweep
 from ..sweep.spec import Run, SweepSpec
@@ -211,8 +212,6 @@ def run_chunk(
 
 def run_flops(config: dict) -> float:
     """Training FLOPs of a trainer config (parameters counted by :mod:`scalefit.accounting`)."""
-    from ..accounting import flops_per_token, param_count
-
     depth, width = int(config["depth"]), int(config["width"])
     vocab = int(config.get("bpe_vocab", 1024)) if config.get("tokenizer") == "bpe" else 256
     params = param_count(

@@ -33,7 +33,7 @@ from .._io import (
     user_cache,
 )
 from .._validation import Interval, Options, validate
-from ..errors import ScaleFitError
+from ..errors import ScaleFitError, require
 from ._tokenfiles import check_token_ids, map_tokens, read_token_meta
 
 #: Largest total of the text files of a corpus read into memory by :func:`read_documents`.
@@ -309,8 +309,6 @@ def train_bpe(texts: list[str], vocab_size: int, *, special_tokens: tuple[str, .
     tokenizers.Tokenizer
         The trained tokenizer.
     """
-    from ..errors import require
-
     tk = require("tokenizers", "torch")
     tok = tk.Tokenizer(tk.models.BPE())
     tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -44,6 +44,7 @@ import pandas as pd
 import torch
 
 from .cr import cr_measure
+from .loop import evaluate
 
 COLUMNS = ["layer", "metric", "value"]
 METRICS = (
@@ -222,8 +223,6 @@ def diagnose(model, data, *, eval_tokens: int = 16_384, batch_size: int = 16, st
     pandas.DataFrame
         Columns ``layer, metric, value``; see the module docstring for the metrics.
     """
-    from .loop import evaluate
-
     device = _device_of(model)
     was_training = model.training
     model.eval()

@@ -34,12 +34,14 @@ from .._io import (
     atomic_write_json,
     atomic_write_text,
     check_input_file,
+    decode_utf8,
     iter_jsonl_texts,
+    parse_json_text,
     read_input_bytes,
 )
 from .._manifest import digest_file
 from .._validation import Interval, validate
-from ..errors import ScaleFitError
+from ..errors import ScaleFitError, require
 from ._tokenfiles import MAX_TOKEN_FILE_BYTES, check_token_ids, map_tokens, read_token_meta
 from .data import MAX_CORPUS_BYTES, TokenSource, read_text, train_bpe
 
@@ -105,8 +107,6 @@ def iter_documents(source: str | os.PathLike, *, text_field: str = "text") -> It
 
 
 def _hf_docs(spec: str, field: str) -> Iterator[str]:  # pragma: no cover - needs network
-    from ..errors import require
-
     datasets = require("datasets", "torch")
     name, _, split = spec.partition(":")
     for record in datasets.load_dataset(name, split=split or "train", streaming=True):
@@ -114,8 +114,6 @@ def _hf_docs(spec: str, field: str) -> Iterator[str]:  # pragma: no cover - need
 
 
 def _tokenizer(kind: str, train_docs: list[str], vocab_size: int):
-    from ..errors import require
-
     require("tokenizers", "torch")
     if kind != "bpe":
         path = Path(kind)
@@ -145,9 +143,6 @@ def load_tokenizer(path: str | os.PathLike):
         Naming the file: not a regular file, too large, not JSON (or nested too deep), or not a
         tokenizer.
     """
-    from .._io import decode_utf8, parse_json_text
-    from ..errors import require
-
     tk = require("tokenizers", "torch")
     raw = read_input_bytes(path, what="tokenizer (tokenizer.json)", max_bytes=MAX_TOKENIZER_BYTES)
     text = decode_utf8(path, raw, expected="a tokenizer.json as UTF-8 JSON")
