@@ -241,8 +241,8 @@ def _check_schedule(d: dict, where: str) -> None:
     A WSD decay starts after the warm-up; ``cooldowns`` need WSD, budgets up to ``tokens`` with
     distinct step counts, each decaying after the main warm-up.
     """
-    base = TrainConfig().to_dict()
-    kind, cooldowns = d.get("schedule", base["schedule"]), list(d.get("cooldowns", []))
+    m = {**TrainConfig().to_dict(), **d}  # the settings with their defaults
+    kind, cooldowns = m["schedule"], list(m["cooldowns"])
     if cooldowns and kind != "wsd":
         raise ScaleFitError(
             f"{where}: 'cooldowns' need schedule = 'wsd' (branches fork from its stable phase); "
@@ -250,20 +250,15 @@ def _check_schedule(d: dict, where: str) -> None:
         )
     if kind != "wsd":
         return
-    main = trainer_schedule({**base, **d})
-    steps, warm, frac, tokens = (
-        main.steps,
-        main.warmup,
-        main.decay,
-        int(d.get("tokens", base["tokens"])),
-    )
+    main = trainer_schedule(m)
+    steps, warm, frac, tokens = main.steps, main.warmup, main.decay, int(m["tokens"])
     if main.decay_start < warm:
         raise ScaleFitError(
             f"{where}: the WSD decay (last {frac:g} of {steps} steps, from step "
             f"{main.decay_start}) must start after the warm-up ({warm} steps); lower "
             "'decay_frac' or the warm-up."
         )
-    per_step = int(d.get("batch_size", base["batch_size"])) * int(d.get("seq_len", base["seq_len"]))
+    per_step = int(m["batch_size"]) * int(m["seq_len"])
     seen: dict[int, int] = {}
     for budget in cooldowns:
         if budget > tokens:

@@ -24,7 +24,7 @@ numbered 1…depth (block l); the metrics are
                            sub-layer, between its input h_{l-1} and h_{l-1} + attention output,
                            with batch-mean spectra over the validation batch (its size is the
                            ``batch_size`` of :func:`diagnose`; CR depends on it, see
-                           :func:`scalefit.train.cr.cr_measure`);
+                           :func:`scalefit.probes.cr.cr_measure`);
 ``cr_debiased``            the same with the 1/B bias of the batch mean removed (comparable
                            across batch sizes: 0 for unrelated input and output, 1 for coherent).
 
@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .cr import cr_measure
+from ..probes.cr import cr_measure
 from .loop import evaluate
 
 COLUMNS = ["layer", "metric", "value"]

@@ -47,6 +47,7 @@ from .memory import check_run_memory
 from .mfu import device_peak, mfu
 from .model import ModelConfig, Transformer
 from .rundir import claim
+from .shards import ShardData
 
 __all__ = [
     "TrainConfig",
@@ -91,8 +92,6 @@ def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
     """Token files for ``cfg.data`` (built once into the cache when it is not a token folder)."""
     src = Path(cfg.data)
     if (src / "manifest.json").exists():
-        from .shards import ShardData
-
         return ShardData(src, cfg.model.seq_len, seed=cfg.seed)
     if (src / "meta.json").exists():
         return TokenData(src, cfg.model.seq_len, seed=cfg.seed)
