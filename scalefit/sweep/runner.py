@@ -446,15 +446,10 @@ def _run_submitit(jobs: list[tuple], out: Path, slurm: dict, done: Callable) -> 
     ex = submitit.AutoExecutor(folder=out / "submitit" / "%j", cluster=cluster)
     if params:
         ex.update_parameters(**params)
-    pending = {ex.submit(execute_run, *job): job[2] for job in jobs}
-    while pending:
-        finished = [j for j in pending if j.done()]
-        for job in finished:
-            run_id = pending.pop(job)
-            try:
-                err = job.result()
-            except Exception:  # noqa: BLE001 - scheduler failure, recorded per run
-                err = traceback.format_exc()
-            done(run_id, err)
-        if pending and not finished:
-            time.sleep(0.2)
+    submitted = {ex.submit(execute_run, *job): job[2] for job in jobs}
+    for job in submitit.helpers.as_completed(list(submitted), poll_frequency=0.2):
+        try:
+            err = job.result()
+        except Exception:  # noqa: BLE001 - scheduler failure, recorded per run
+            err = traceback.format_exc()
+        done(submitted[job], err)

@@ -34,7 +34,7 @@ from .._io import (
 )
 from .._validation import Interval, Options, validate
 from ..errors import ScaleFitError, require
-from ._tokenfiles import check_token_ids, map_tokens, read_token_meta
+from ._tokenfiles import map_tokens, read_token_meta
 
 #: Largest total of the text files of a corpus read into memory by :func:`read_documents`.
 MAX_CORPUS_BYTES = 4 * MAX_INPUT_BYTES
@@ -357,6 +357,21 @@ class TokenSource:
         """UTF-8 bytes per token on the validation split (1 for byte tokens)."""
         return self.meta["val_bytes"] / self.meta["val_tokens"]
 
+    def _pairs(self, windows: np.ndarray):
+        """Inputs and targets (int64 tensors) of ``(n, seq_len + 1)`` windows of token ids.
+
+        A window holding an id outside the vocabulary (a corrupt token file) is refused.
+        """
+        import torch
+
+        win = torch.from_numpy(np.array(windows, dtype=np.int64))
+        if win.numel() and int(win.max()) >= self.vocab:
+            raise ScaleFitError(
+                f"{self.dir}: token id {int(win.max())} is outside the vocabulary of {self.vocab}; "
+                "the token files do not match their metadata (prepare them again)."
+            )
+        return win[:, :-1], win[:, 1:]
+
     def _check_split_size(self, split: str, tokens: int) -> None:
         """Refuse a split too short for one window of ``seq_len + 1`` tokens."""
         if tokens <= self.seq_len + 1:
@@ -389,26 +404,19 @@ class TokenData(TokenSource):
 
     def batch(self, step: int, batch_size: int, *, rank: int = 0, world: int = 1):
         """Return this rank's share of the batch: inputs and targets, (b, seq_len) int64."""
-        import torch
-
         if batch_size % world:
             raise ScaleFitError(f"batch_size {batch_size} is not divisible by {world} processes.")
         rng = np.random.default_rng([self.seed, int(step)])
         starts = rng.integers(0, self.train.size - self.seq_len - 1, size=batch_size)
         per = batch_size // world
-        return self._windows(self.train, starts[rank * per : (rank + 1) * per], torch)
+        return self._windows(self.train, starts[rank * per : (rank + 1) * per])
 
     def val_batches(self, max_tokens: int, batch_size: int):
         """Yield fixed, non-overlapping validation windows (at most ``max_tokens``), batched."""
-        import torch
-
         n = min(max(1, max_tokens // self.seq_len), (self.val.size - 1) // self.seq_len)
         starts = np.linspace(0, self.val.size - self.seq_len - 1, n).astype(np.int64)
         for i in range(0, n, batch_size):
-            yield self._windows(self.val, starts[i : i + batch_size], torch)
+            yield self._windows(self.val, starts[i : i + batch_size])
 
-    def _windows(self, arr: np.ndarray, starts: np.ndarray, torch):
-        idx = starts[:, None] + np.arange(self.seq_len + 1)[None, :]
-        win = torch.from_numpy(np.asarray(arr[idx], dtype=np.int64))
-        check_token_ids(win, self.vocab, self.dir)
-        return win[:, :-1], win[:, 1:]
+    def _windows(self, arr: np.ndarray, starts: np.ndarray):
+        return self._pairs(arr[starts[:, None] + np.arange(self.seq_len + 1)[None, :]])

@@ -42,7 +42,7 @@ from .._io import (
 from .._manifest import digest_file
 from .._validation import Interval, validate
 from ..errors import ScaleFitError, require
-from ._tokenfiles import MAX_TOKEN_FILE_BYTES, check_token_ids, map_tokens, read_token_meta
+from ._tokenfiles import MAX_TOKEN_FILE_BYTES, map_tokens, read_token_meta
 from .data import MAX_CORPUS_BYTES, TokenSource, read_text, train_bpe
 
 FORMAT = "scalefit-shards-1"
@@ -346,26 +346,18 @@ class ShardData(TokenSource):
 
     def batch(self, step: int, batch_size: int, *, rank: int = 0, world: int = 1):
         """Return this rank's rows of step ``step``'s global batch: inputs and targets, int64."""
-        import torch
-
         if batch_size % world:
             raise ScaleFitError(f"batch_size {batch_size} is not divisible by {world} processes.")
         per, t = batch_size // world, self.seq_len
         first = (step * batch_size + rank * per) * t
         rows = self._read("train", first, per * t + 1)
-        win = torch.from_numpy(np.lib.stride_tricks.sliding_window_view(rows, t + 1)[::t].copy())
-        check_token_ids(win, self.vocab, self.dir)
-        return win[:, :-1], win[:, 1:]
+        return self._pairs(np.lib.stride_tricks.sliding_window_view(rows, t + 1)[::t])
 
     def val_batches(self, max_tokens: int, batch_size: int):
         """Yield the first ``max_tokens`` validation tokens as consecutive windows, batched."""
-        import torch
-
         total = int(self.splits["val"][1][-1])
         n = min(max(1, max_tokens // self.seq_len), (total - 1) // self.seq_len)
         rows = self._read("val", 0, n * self.seq_len + 1)
         win = np.lib.stride_tricks.sliding_window_view(rows, self.seq_len + 1)[:: self.seq_len]
         for i in range(0, n, batch_size):
-            chunk = torch.from_numpy(win[i : i + batch_size].copy())
-            check_token_ids(chunk, self.vocab, self.dir)
-            yield chunk[:, :-1], chunk[:, 1:]
+            yield self._pairs(win[i : i + batch_size])
