@@ -335,9 +335,7 @@ def execute_run(ref: str, config: dict, run_id: str, run_dir: str, threads: int 
         "elapsed_s": time.perf_counter() - start,
     }
     atomic_write_json(path / RESULT_FILE, payload)
-    err = path / ERROR_FILE
-    if err.exists():
-        err.unlink()
+    (path / ERROR_FILE).unlink(missing_ok=True)
     return None
 
 

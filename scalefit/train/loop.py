@@ -172,9 +172,7 @@ def evaluate(
 def _setup(cfg: TrainConfig, run_dir: Path | None):
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ScaleFitError(f"device {cfg.device!r}: CUDA is not available on this machine.")
+    device = pick_device(cfg.device)  # a CUDA device this machine lacks: check_run_memory refused
     world = _world_size()
     if world > 1:
         device = cuda.local_device(device, int(os.environ.get("LOCAL_RANK", "0")))
@@ -434,10 +432,9 @@ def _train(
 def _seed_fork(target, model, opt, step: int, history: list, run, data) -> None:
     """Write this run's state at ``step`` as the first checkpoint of the folder ``target[1]``."""
     fork_cfg, folder = target
-    folder = Path(folder)
-    with claim(folder, fork_cfg, owner=run.rank == 0):
-        if not os.path.lexists(folder / "checkpoint.pt"):
-            path = folder / "checkpoint.pt"
+    path = Path(folder) / "checkpoint.pt"
+    with claim(path.parent, fork_cfg, owner=run.rank == 0):
+        if not os.path.lexists(path):
             _save_checkpoint(path, model, opt, step, history[:step], fork_cfg, run, data)
 
 

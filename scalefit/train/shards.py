@@ -87,21 +87,17 @@ def iter_documents(source: str | os.PathLike, *, text_field: str = "text") -> It
     path = Path(source)
     if not os.path.lexists(path):
         raise ScaleFitError(f"Corpus {str(source)!r}: no such file or folder.")
-    readers = {".jsonl": iter_jsonl_texts, ".parquet": _parquet_docs}
-    if path.is_dir():
-        # every entry with a corpus suffix is read (a FIFO or device among them is refused)
-        files = sorted(p for p in path.rglob("*") if p.suffix in (*readers, ".txt"))
-        files = [p for p in files if not p.is_dir()]
-    else:
-        files = [path]
-    used = [f for f in files if f.suffix in (*readers, ".txt")]
+    readers = {".jsonl": iter_jsonl_texts, ".parquet": _parquet_docs, ".txt": None}
+    # in a folder every entry with a corpus suffix is read (a FIFO or device among them is refused)
+    files = sorted(p for p in path.rglob("*") if not p.is_dir()) if path.is_dir() else [path]
+    used = [f for f in files if f.suffix in readers]
     if not used:
         raise ScaleFitError(f"Corpus {path} holds no .jsonl, .txt or .parquet files.")
     for f in used:
         check_input_file(f, what="corpus file (.jsonl, .txt or .parquet)", max_bytes=1 << 40)
     for f in used:
         if f.suffix == ".txt":
-            yield read_text(f)
+            yield read_text(f)  # one document per file
         else:
             yield from readers[f.suffix](f, text_field)
 
