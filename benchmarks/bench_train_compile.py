@@ -6,7 +6,7 @@ as the compilation cost) and then timed on a second, identical run that reuses t
 repeats alternate eager/compiled. Throughput is tokens per CPU-second of this process
 (``time.process_time``: with one thread that is the work done, robust to other processes on a
 shared machine); the median ratio compiled/eager is printed. MFU is reported against the best
-float32 matmul rate this process reaches (``scalefit.train.mfu.measure_matmul_peak``; a CPU has no
+float32 matmul rate this process reaches (``_harness.measure_matmul_peak``; a CPU has no
 datasheet peak in the table). Both sides run under the same pinned thread settings
 (``--threads``: torch, BLAS, OpenMP; printed with the date, machine and load average), the order
 alternates between repeats (eager, compiled; compiled, eager; ...), and the median of the
