@@ -162,8 +162,7 @@ def run_sweep(
     for run in runs:
         run_dir_of(out, run)
     with folder_lock(out, wait=wait, what="sweep folder"):
-        _claim_spec(spec, out, runs, overwrite=overwrite)
-        atomic_write_json(out / "sweep.json", {**spec.to_dict(), "task_ref": task_ref(spec.task)})
+        atomic_write_json(out / "sweep.json", _claim_spec(spec, out, runs, overwrite=overwrite))
         chosen = [r for r in runs if only is None or r.run_id in only]
         todo = [r for r in chosen if not is_finished(out, r)]
         failures = _execute(
@@ -208,8 +207,8 @@ def _execute(spec, out, todo, total, workers, executor, progress, threads, slurm
     return failures
 
 
-def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool) -> None:
-    """Refuse a changed spec of the same name on ``out`` (or replace it); record this one."""
+def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool) -> dict:
+    """Refuse a changed spec of the same name on ``out`` (or replace it); record and return it."""
     record = out / SPECS_DIR / f"{spec.name}.json"
     mine = {**spec.to_dict(), "task_ref": task_ref(spec.task)}
     old = _read_record(record)
@@ -225,6 +224,7 @@ def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool)
         if diff:
             _drop_old_runs(out, old, {r.run_id for r in runs})
     atomic_write_json(record, mine)
+    return mine
 
 
 def _read_record(path: Path) -> dict | None:
