@@ -49,13 +49,11 @@ def _saved_config(run_dir: Path) -> dict | None:
 def _clear(run_dir: Path) -> None:
     import shutil
 
-    for name in RUN_FILES:
+    dcp = run_dir / CHECKPOINT_DIR
+    if dcp.is_dir() and not dcp.is_symlink():
+        shutil.rmtree(dcp)
+    for name in (*RUN_FILES, CHECKPOINT_DIR, MANIFEST_FILE):  # a link in the folder's place too
         _unlink(run_dir / name)
-    if (run_dir / CHECKPOINT_DIR).is_symlink() or not (run_dir / CHECKPOINT_DIR).is_dir():
-        _unlink(run_dir / CHECKPOINT_DIR)
-    else:
-        shutil.rmtree(run_dir / CHECKPOINT_DIR)
-    _unlink(run_dir / MANIFEST_FILE)
 
 
 def _unlink(path: Path) -> None:
