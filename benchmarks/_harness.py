@@ -9,6 +9,8 @@
   machine's changing load the best run flatters whichever way got lucky).
 - :func:`run_fresh` times a command in a fresh process: wall time, the child's CPU time and its
   peak resident memory (``os.wait4``).
+- :func:`measure_matmul_peak` gives the best float32 matmul rate of this process, the CPU's
+  peak for an MFU (a CPU has no datasheet figure).
 - :func:`word_tokens` writes a seeded corpus of random words and builds its token files, for the
   trainer benchmarks that need no real text.
 
@@ -237,6 +239,26 @@ def alternate_fresh(
                 )
                 sys.stdout.flush()
     return out, runs
+
+
+def measure_matmul_peak(size: int = 1024, repeats: int = 5, dtype=None) -> float:
+    """Best FLOP/s of ``size × size`` float32 matmuls in this process (per CPU-second).
+
+    Timed with ``time.process_time`` so other processes on a shared machine do not count; with
+    one torch thread this is one core's achievable peak.
+    """
+    import torch
+
+    a = torch.randn(size, size, dtype=dtype or torch.float32)
+    b = torch.randn(size, size, dtype=dtype or torch.float32)
+    a @ b  # warm-up
+    best = 0.0
+    for _ in range(repeats):
+        t0 = time.process_time()
+        for _ in range(4):
+            a @ b
+        best = max(best, 4 * 2 * size**3 / max(time.process_time() - t0, 1e-9))
+    return best
 
 
 def word_tokens(

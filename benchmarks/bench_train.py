@@ -34,7 +34,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from scalefit.train.loop import config_from_dict, lr_at, train  # noqa: E402
+from scalefit.train.loop import config_from_dict, train  # noqa: E402
 from scalefit.train.model import Transformer  # noqa: E402
 
 
@@ -114,7 +114,7 @@ def plain_train(cfg, data) -> float:
     )
     for step in range(cfg.steps):
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
+            group["lr"] = cfg.lr_schedule().lr_at(step + 1)
         x, y = data.batch(step, cfg.batch_size)
         loss = model(x, y)
         loss.backward()

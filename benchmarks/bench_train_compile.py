@@ -6,7 +6,7 @@ as the compilation cost) and then timed on a second, identical run that reuses t
 repeats alternate eager/compiled. Throughput is tokens per CPU-second of this process
 (``time.process_time``: with one thread that is the work done, robust to other processes on a
 shared machine); the median ratio compiled/eager is printed. MFU is reported against the best
-float32 matmul rate this process reaches (``scalefit.train.mfu.measure_matmul_peak``; a CPU has no
+float32 matmul rate this process reaches (``_harness.measure_matmul_peak``; a CPU has no
 datasheet peak in the table). Both sides run under the same pinned thread settings
 (``--threads``: torch, BLAS, OpenMP; printed with the date, machine and load average), the order
 alternates between repeats (eager, compiled; compiled, eager; ...), and the median of the
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import argv_threads, header, loadavg, pin_threads, word_tokens
+from _harness import argv_threads, header, loadavg, measure_matmul_peak, pin_threads, word_tokens
 
 # Pin the thread settings before numpy and torch are imported (they read them at import).
 _THREADS = pin_threads(argv_threads())
@@ -34,7 +34,6 @@ import torch  # noqa: E402
 
 from scalefit.accounting import flops_per_token  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402
-from scalefit.train.mfu import measure_matmul_peak  # noqa: E402
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
 

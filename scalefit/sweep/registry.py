@@ -71,12 +71,8 @@ def resolve_task(task: str) -> Callable:
 
 
 def _split_ref(ref: str) -> tuple[str, str]:
-    if not isinstance(ref, str) or ref.count(":") != 1:
-        raise ScaleFitError(
-            f"task reference must look like 'package.module:function', got {ref!r}."
-        )
-    module_name, func_name = ref.split(":")
-    if not module_name or not func_name:
+    module_name, _, func_name = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+    if not module_name or not func_name or ":" in func_name:
         raise ScaleFitError(
             f"task reference must look like 'package.module:function', got {ref!r}."
         )

@@ -19,6 +19,7 @@ from .._io import (
     MAX_CONFIG_BYTES,
     atomic_write_csv,
     atomic_write_json,
+    atomic_write_text,
     folder_lock,
     inside,
     read_json,
@@ -26,9 +27,9 @@ from .._io import (
 )
 from .._progress import progress_bar
 from .._validation import VOCABULARY, Options, constraints, spelled, validate
-from ..errors import ScaleFitError, SweepError
+from ..errors import ScaleFitError, SweepError, require
 from .registry import resolve_task, task_ref
-from .spec import Run, SweepSpec
+from .spec import Run, SweepSpec, spec_from_dict
 
 RESULT_FILE = "result.json"
 CONFIG_FILE = "config.json"
@@ -161,8 +162,7 @@ def run_sweep(
     for run in runs:
         run_dir_of(out, run)
     with folder_lock(out, wait=wait, what="sweep folder"):
-        _claim_spec(spec, out, runs, overwrite=overwrite)
-        atomic_write_json(out / "sweep.json", {**spec.to_dict(), "task_ref": task_ref(spec.task)})
+        atomic_write_json(out / "sweep.json", _claim_spec(spec, out, runs, overwrite=overwrite))
         chosen = [r for r in runs if only is None or r.run_id in only]
         todo = [r for r in chosen if not is_finished(out, r)]
         failures = _execute(
@@ -201,14 +201,14 @@ def _execute(spec, out, todo, total, workers, executor, progress, threads, slurm
             for job in jobs:
                 done(job[2], execute_run(*job))
         else:
-            _run_pool(jobs, workers, threads, done)
+            _run_pool(jobs, workers, done)
     finally:
         bar.close()
     return failures
 
 
-def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool) -> None:
-    """Refuse a changed spec of the same name on ``out`` (or replace it); record this one."""
+def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool) -> dict:
+    """Refuse a changed spec of the same name on ``out`` (or replace it); record and return it."""
     record = out / SPECS_DIR / f"{spec.name}.json"
     mine = {**spec.to_dict(), "task_ref": task_ref(spec.task)}
     old = _read_record(record)
@@ -224,6 +224,7 @@ def _claim_spec(spec: SweepSpec, out: Path, runs: list[Run], *, overwrite: bool)
         if diff:
             _drop_old_runs(out, old, {r.run_id for r in runs})
     atomic_write_json(record, mine)
+    return mine
 
 
 def _read_record(path: Path) -> dict | None:
@@ -282,8 +283,6 @@ def _drop_old_runs(out: Path, old: dict, keep: set[str]) -> None:
 
 
 def _runs_of(record: dict | None) -> list[Run] | None:
-    from .spec import spec_from_dict
-
     if record is None:
         return None
     try:
@@ -327,8 +326,6 @@ def execute_run(ref: str, config: dict, run_id: str, run_dir: str, threads: int 
             raise TypeError(f"task {ref} returned {type(result).__name__}, expected a dict")
     except Exception:  # noqa: BLE001 - recorded and reported by run_sweep
         text = traceback.format_exc()
-        from .._io import atomic_write_text
-
         atomic_write_text(path / ERROR_FILE, text)
         return text
     payload = {
@@ -338,9 +335,7 @@ def execute_run(ref: str, config: dict, run_id: str, run_dir: str, threads: int 
         "elapsed_s": time.perf_counter() - start,
     }
     atomic_write_json(path / RESULT_FILE, payload)
-    err = path / ERROR_FILE
-    if err.exists():
-        err.unlink()
+    (path / ERROR_FILE).unlink(missing_ok=True)
     return None
 
 
@@ -384,20 +379,20 @@ def _read_result(path: Path) -> list[dict]:
         payload = read_json(path, what="run result")
     except ScaleFitError as exc:
         raise ScaleFitError(f"{exc} Delete the run folder to run it again.") from None
+    ok = isinstance(payload, dict)
     try:
-        if not isinstance(payload, dict):
-            raise ValueError("expected a JSON object")
-        if not isinstance(payload.get("config"), dict) or not isinstance(
-            payload.get("result"), dict
+        if not (
+            ok
+            and isinstance(payload.get("config"), dict)
+            and isinstance(payload.get("result"), dict)
         ):
             raise ValueError("expected an object with 'config' and 'result' objects")
-        rows = _result_rows(payload)
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return _result_rows(payload)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ScaleFitError(
             f"{path}: not a readable run result ({type(exc).__name__}: {exc}); delete the run "
             f"folder to run it again."
         ) from None
-    return rows
 
 
 def _result_rows(payload: dict) -> list[dict]:
@@ -427,14 +422,12 @@ def _set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def _run_pool(jobs: list[tuple], workers: int, threads: int, done: Callable) -> None:
+def _run_pool(jobs: list[tuple], workers: int, done: Callable) -> None:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_set_threads, initargs=(threads,)
-    ) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:  # jobs set threads
         futures = {pool.submit(execute_run, *job): job[2] for job in jobs}
         for fut in as_completed(futures):
             try:
@@ -445,23 +438,16 @@ def _run_pool(jobs: list[tuple], workers: int, threads: int, done: Callable) -> 
 
 
 def _run_submitit(jobs: list[tuple], out: Path, slurm: dict, done: Callable) -> None:
-    from ..errors import require
-
     submitit = require("submitit", "torch")
     params = dict(slurm)
     cluster = params.pop("cluster", None)
     ex = submitit.AutoExecutor(folder=out / "submitit" / "%j", cluster=cluster)
     if params:
         ex.update_parameters(**params)
-    pending = {ex.submit(execute_run, *job): job[2] for job in jobs}
-    while pending:
-        finished = [j for j in pending if j.done()]
-        for job in finished:
-            run_id = pending.pop(job)
-            try:
-                err = job.result()
-            except Exception:  # noqa: BLE001 - scheduler failure, recorded per run
-                err = traceback.format_exc()
-            done(run_id, err)
-        if pending and not finished:
-            time.sleep(0.2)
+    submitted = {ex.submit(execute_run, *job): job[2] for job in jobs}
+    for job in submitit.helpers.as_completed(list(submitted), poll_frequency=0.2):
+        try:
+            err = job.result()
+        except Exception:  # noqa: BLE001 - scheduler failure, recorded per run
+            err = traceback.format_exc()
+        done(submitted[job], err)

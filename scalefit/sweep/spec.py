@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from .._io import read_toml
-from .._validation import Matches, validate
+from .._validation import IsType, Matches, validate, validate_mapping
 from ..errors import ScaleFitError
 
 _SECTIONS = ("sweep", "fixed", "grid")
-_SWEEP_KEYS = ("name", "task", "description")
 
 
 @dataclass(frozen=True)
@@ -142,24 +141,14 @@ def load_spec(path: str | os.PathLike) -> SweepSpec:
 
 def spec_from_dict(data: dict, *, source: str = "<dict>") -> SweepSpec:
     """Build a :class:`SweepSpec` from a TOML-shaped dict (see :func:`load_spec`)."""
-    if not isinstance(data, dict):
-        raise ScaleFitError(f"{source}: a sweep spec must be a table, got {type(data).__name__}.")
-    unknown = sorted(set(data) - set(_SECTIONS))
-    if unknown:
-        raise ScaleFitError(
-            f"{source}: unknown section(s) {unknown}; expected only {list(_SECTIONS)}."
-        )
-    sweep = data.get("sweep")
-    if not isinstance(sweep, dict):
-        raise ScaleFitError(f"{source}: missing [sweep] table with 'name' and 'task'.")
-    bad = sorted(set(sweep) - set(_SWEEP_KEYS))
-    if bad:
-        raise ScaleFitError(
-            f"{source}: unknown key(s) {bad} in [sweep]; expected {list(_SWEEP_KEYS)}."
-        )
+    tables = {section: [IsType(dict, "a table")] for section in _SECTIONS}
+    validate_mapping(f"sweep spec {source}", data, tables, required=["sweep"])
+    sweep = data["sweep"]
+    keys = {**SWEEP_KEYS, "description": [IsType(str, "a string")]}
+    validate_mapping(f"[sweep] in {source}", sweep, keys, required=["name", "task"])
     return SweepSpec(  # checks name and task against SWEEP_KEYS
-        name=sweep.get("name"),
-        task=sweep.get("task"),
+        name=sweep["name"],
+        task=sweep["task"],
         fixed=dict(data.get("fixed", {})),
         grid=dict(data.get("grid", {})),
         source=source,

@@ -3,8 +3,8 @@
 A token folder (``meta.json`` with ``train.bin``/``val.bin``, or a shard ``manifest.json`` with
 its shards) may come from anywhere: its metadata is read with the bounded JSON reader and every
 field the trainer uses is checked, its token files must be regular files whose size matches
-their dtype (they are memory-mapped, never read whole), and a batch holding a token id outside
-the vocabulary is refused.
+their dtype (they are memory-mapped, never read whole); the readers of
+:mod:`scalefit.train.data` refuse a batch holding a token id outside the vocabulary.
 """
 
 from __future__ import annotations
@@ -100,13 +100,3 @@ def map_tokens(path: Path, dtype: str, *, tokens: int | None = None) -> np.ndarr
         return np.memmap(path, dtype=dtype, mode="r")
     except (OSError, ValueError) as exc:
         raise ScaleFitError(f"{path}: cannot map the token file ({exc}).") from None
-
-
-def check_token_ids(win, vocab: int, where: Path):
-    """Refuse a batch holding a token id outside ``[0, vocab)`` (a corrupt token file)."""
-    if win.numel() and int(win.max()) >= vocab:
-        raise ScaleFitError(
-            f"{where}: token id {int(win.max())} is outside the vocabulary of {vocab}; the token "
-            f"files do not match their metadata (prepare them again)."
-        )
-    return win

@@ -25,16 +25,14 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .._io import MAX_CONFIG_BYTES, inside, read_json
 from .._readonly import ReadOnlyMappings
 from ..errors import ScaleFitError
 from ..schedule import steps_of
 from .config import TrainConfig, config_diff, config_from_dict, validate_config
-
-if TYPE_CHECKING:
-    from .loop import TrainResult
+from .loop import TrainResult, train
+from .rundir import claim
 
 __all__ = ["BRANCH_DIR", "Branch", "CooldownResult", "branch_config", "plan", "train_cooldowns"]
 
@@ -132,9 +130,6 @@ def train_cooldowns(
         For invalid settings, or a branch whose fork the main run has passed while the branch
         folder has no checkpoint (it cannot be made without running the main run again).
     """
-    from .loop import train
-    from .rundir import claim
-
     validate_config(cfg.to_dict())
     run_dir = Path(run_dir)
     branches = plan(cfg, run_dir)

@@ -28,8 +28,11 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_csv
+from ..accounting import flops_per_token, param_count
 from ..errors import ScaleFitError
+from ..sweep import run_sweep
 from ..sweep.spec import Run, SweepSpec
+from ..table import read_csv
 
 #: Columns added to every row a chunk merges into the table (and ``run_s``, the run's seconds
 #: in the chunk: start-up, compilation, training and evaluation).
@@ -135,15 +138,6 @@ def provenance(device: str = "auto") -> dict:
     }
 
 
-def read_table(path: Path) -> pd.DataFrame:
-    """The grid's loss table so far (empty when the file does not exist yet)."""
-    if not path.exists():
-        return pd.DataFrame()
-    from ..table import read_csv
-
-    return read_csv(path)
-
-
 def run_chunk(
     spec: SweepSpec,
     out: str | Path,
@@ -183,7 +177,7 @@ def run_chunk(
     table_path, out = Path(table_path), Path(out)
     runs = spec.runs()
     keys = list(spec.grid)
-    table = read_table(table_path)
+    table = read_csv(table_path) if table_path.exists() else pd.DataFrame()
     missing = [k for k in keys if len(table) and k not in table.columns]
     if missing:
         raise ScaleFitError(
@@ -196,7 +190,7 @@ def run_chunk(
     prov = provenance(str(spec.fixed.get("device", "auto")))
     timed = _timed(table, prov["device_name"])
     report = ChunkReport(remaining=len(todo), stopped="complete" if not todo else "all")
-    run = run or (lambda r: _run_one(spec, out, r))
+    run = run or (lambda r: run_sweep(spec, out, workers=0, progress=False, only={r.run_id}))
     for r in todo:
         need = _estimate(timed, run_flops(r.config))
         if max_minutes is not None and need is not None:
@@ -218,8 +212,6 @@ def run_chunk(
 
 def run_flops(config: dict) -> float:
     """Training FLOPs of a trainer config (parameters counted by :mod:`scalefit.accounting`)."""
-    from ..accounting import flops_per_token, param_count
-
     depth, width = int(config["depth"]), int(config["width"])
     vocab = int(config.get("bpe_vocab", 1024)) if config.get("tokenizer") == "bpe" else 256
     params = param_count(
@@ -267,9 +259,3 @@ def _timed(table: pd.DataFrame, device_name: str) -> list[tuple[float, float]]:
         except (KeyError, TypeError, ValueError):
             continue
     return out
-
-
-def _run_one(spec: SweepSpec, out: Path, run: Run) -> pd.DataFrame:
-    from ..sweep import run_sweep
-
-    return run_sweep(spec, out, workers=0, progress=False, only={run.run_id})

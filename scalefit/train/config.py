@@ -9,14 +9,10 @@ trainer uses it to refuse resuming a run folder that was started with other sett
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
-import re
-import unicodedata
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .._validation import Interval, Options, validate_mapping
+from .._validation import Interval, Matches, Options, validate_mapping
 from ..accounting import BLOCKS
 from ..errors import ScaleFitError
 from ..schedule import KINDS, SHAPES, Schedule, steps_of, trainer_schedule
@@ -109,48 +105,17 @@ class TrainConfig:
         return {**self.model.to_dict(), **d}
 
 
-@dataclass(frozen=True)
-class _FinitePositive:
-    """A finite real number > 0 (or >= 0 with ``zero=True``)."""
-
-    zero: bool = False
-
-    def accepts(self, value: Any) -> bool:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            return False
-        v = float(value)
-        return math.isfinite(v) and (v >= 0 if self.zero else v > 0)
-
-    def describe(self) -> str:
-        return "a finite float >= 0" if self.zero else "a finite float > 0"
+#: A finite float > 0, and >= 0.
+_POSITIVE = [Interval(float, 0, None, closed="neither", finite=True)]
+_NON_NEGATIVE = [Interval(float, 0, None, finite=True)]
+_DEVICE = Matches(r"auto|cpu|cuda(:\d+)?", "one of 'auto', 'cpu', 'cuda', 'cuda:<index>'")
 
 
-@dataclass(frozen=True)
-class _Device:
-    """``"auto"``, ``"cpu"``, ``"cuda"`` or ``"cuda:<index>"``."""
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, str) and bool(re.fullmatch(r"auto|cpu|cuda(:\d+)?", value))
-
-    def describe(self) -> str:
-        return "one of 'auto', 'cpu', 'cuda', 'cuda:<index>'"
-
-
-@dataclass(frozen=True)
-class _Text:
-    """A one-line string: no control characters (newlines, tabs, NUL), at most 4096 long."""
-
-    what: str
-
-    def accepts(self, value: Any) -> bool:
-        return (
-            isinstance(value, str)
-            and len(value) <= 4096
-            and not any(unicodedata.category(c) == "Cc" for c in value)
-        )
-
-    def describe(self) -> str:
-        return f"{self.what} on one line, without control characters"
+def _text(what: str) -> list:
+    """A one-line string: no control characters (Unicode's Cc: newlines, tabs, NUL), <= 4096."""
+    return [
+        Matches(r"[^\x00-\x1f\x7f-\x9f]{0,4096}", f"{what} on one line, without control characters")
+    ]
 
 
 @dataclass(frozen=True)
@@ -202,18 +167,18 @@ CONSTRAINTS: dict[str, list] = {
     "ffn_hidden": [None, *_up_to(LIMITS["ffn_hidden"])],
     "embeddings": [Options(frozenset({"tied", "untied"}))],
     "variant": [Options(frozenset(VARIANTS))],
-    "rope_base": [_FinitePositive()],
-    "init_std": [_FinitePositive()],
+    "rope_base": _POSITIVE,
+    "init_std": _POSITIVE,
     # training
-    "data": [_Text("a string (token folder, shard folder, text file/folder or corpus)")],
+    "data": _text("a string (token folder, shard folder, text file/folder or corpus)"),
     "tokenizer": [Options(frozenset({"byte", "bpe"}))],
     "bpe_vocab": [Interval(int, 257, 65_535)],
     "tokens": _up_to(LIMITS["tokens"]),
     "batch_size": _up_to(LIMITS["batch_size"]),
-    "lr": [_FinitePositive()],
+    "lr": _POSITIVE,
     "min_lr_ratio": _UNIT,
     "warmup_frac": _UNIT,
-    "weight_decay": [_FinitePositive(zero=True)],
+    "weight_decay": _NON_NEGATIVE,
     "beta1": [Interval(float, 0, 1, closed="left")],
     "beta2": [Interval(float, 0, 1, closed="left")],
     "grad_clip": [Interval(float, 0, None)],
@@ -223,7 +188,7 @@ CONSTRAINTS: dict[str, list] = {
     "eval_tokens": _up_to(LIMITS["eval_tokens"]),
     "checkpoint_every": [Interval(int, 0, None)],
     "diverge_ratio": [Interval(float, 1, None, closed="neither")],
-    "device": [_Device()],
+    "device": [_DEVICE],
     "precision": [Options(frozenset(PRECISIONS))],
     "compile": ["boolean", Options(frozenset({"auto"}))],
     "compile_mode": [Options(frozenset(COMPILE_MODES))],
@@ -231,7 +196,7 @@ CONSTRAINTS: dict[str, list] = {
     "optimizer_impl": [Options(frozenset(OPTIMIZER_IMPLS))],
     "parallel": [Options(frozenset(PARALLEL))],
     "threads": [Interval(int, 0, LIMITS["threads"])],
-    "name": [_Text("a string")],
+    "name": _text("a string"),
     "schedule": [Options(frozenset(KINDS))],
     "decay_frac": [Interval(float, 0, 1, closed="neither")],
     "decay_shape": [Options(frozenset(SHAPES))],
@@ -276,8 +241,8 @@ def _check_schedule(d: dict, where: str) -> None:
     A WSD decay starts after the warm-up; ``cooldowns`` need WSD, budgets up to ``tokens`` with
     distinct step counts, each decaying after the main warm-up.
     """
-    base = TrainConfig().to_dict()
-    kind, cooldowns = d.get("schedule", base["schedule"]), list(d.get("cooldowns", []))
+    m = {**TrainConfig().to_dict(), **d}  # the settings with their defaults
+    kind, cooldowns = m["schedule"], list(m["cooldowns"])
     if cooldowns and kind != "wsd":
         raise ScaleFitError(
             f"{where}: 'cooldowns' need schedule = 'wsd' (branches fork from its stable phase); "
@@ -285,20 +250,15 @@ def _check_schedule(d: dict, where: str) -> None:
         )
     if kind != "wsd":
         return
-    main = trainer_schedule({**base, **d})
-    steps, warm, frac, tokens = (
-        main.steps,
-        main.warmup,
-        main.decay,
-        int(d.get("tokens", base["tokens"])),
-    )
+    main = trainer_schedule(m)
+    steps, warm, frac, tokens = main.steps, main.warmup, main.decay, int(m["tokens"])
     if main.decay_start < warm:
         raise ScaleFitError(
             f"{where}: the WSD decay (last {frac:g} of {steps} steps, from step "
             f"{main.decay_start}) must start after the warm-up ({warm} steps); lower "
             "'decay_frac' or the warm-up."
         )
-    per_step = int(d.get("batch_size", base["batch_size"])) * int(d.get("seq_len", base["seq_len"]))
+    per_step = int(m["batch_size"]) * int(m["seq_len"])
     seen: dict[int, int] = {}
     for budget in cooldowns:
         if budget > tokens:
@@ -337,11 +297,8 @@ def config_from_dict(d: dict, *, source: str = "config") -> TrainConfig:
 
 
 def _normalised(d: dict) -> dict:
-    out = dict(d)
-    if "precision" not in out:  # written before precision/compile/optimizer_impl were settings
-        out["compile"] = "auto" if out.get("compile", True) is True else out["compile"]
     defaults = TrainConfig().to_dict()
-    return {k: out.get(k, defaults.get(k)) for k in set(out) | set(defaults)}
+    return {k: d.get(k, defaults.get(k)) for k in set(d) | set(defaults)}
 
 
 def config_diff(saved: dict, current: dict, *, ignore=RESUME_FREE) -> list[str]:

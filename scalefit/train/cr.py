@@ -1,11 +1,11 @@
 """The CR and channel-orthogonality losses of seed 002 (the trainer's regulariser).
 
-The CR measure itself (:func:`cr_measure`, :func:`coherence`) lives in :mod:`scalefit.probes.cr`
-and is re-exported here. The losses follow the paper's Listing 2: depth-aware clipping bound
-``2 + L/2``, sharpening factor ``√(depth − L)``, target 0.35, scale ``(depth − L)·0.1``, an
-energy-ratio penalty during the first 800 iterations, ``λ_CR = λ_ortho = 0.01``. The paper fixes
-depth 12; we replace its constant 12 by the model's depth (identical at depth 12) and choose the
-layers by :func:`aux_layers`.
+The CR measure itself (``cr_measure``, ``coherence``) lives in :mod:`scalefit.probes.cr`. The
+losses follow the paper's Listing 2: depth-aware clipping bound ``2 + L/2``, sharpening factor
+``√(depth − L)``, target 0.35, scale ``(depth − L)·0.1``, an energy-ratio penalty during the
+first 800 iterations, ``λ_CR = λ_ortho = 0.01``. The paper fixes depth 12; we replace its
+constant 12 by the model's depth (identical at depth 12) and choose the layers by
+:func:`aux_layers`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import math
 import torch
 
 from ..probes.cr import EPS, coherence_of, ecf, standardise
-from ..probes.cr import coherence as coherence
-from ..probes.cr import cr_measure as cr_measure
 
 CR_TARGET = 0.35
 LAMBDA_CR = 0.01

@@ -33,15 +33,8 @@ from .._io import (
     user_cache,
 )
 from .._validation import Interval, Options, validate
-from ..errors import ScaleFitError
-from ._tokenfiles import (  # noqa: F401 - re-exported: the readers of token folders
-    MAX_TOKEN_FILE_BYTES,
-    MAX_VOCAB,
-    TOKEN_DTYPES,
-    check_token_ids,
-    map_tokens,
-    read_token_meta,
-)
+from ..errors import ScaleFitError, require
+from ._tokenfiles import map_tokens, read_token_meta
 
 #: Largest total of the text files of a corpus read into memory by :func:`read_documents`.
 MAX_CORPUS_BYTES = 4 * MAX_INPUT_BYTES
@@ -154,17 +147,17 @@ def read_documents(source: str | os.PathLike) -> dict[str, str]:
                 f"Corpus folder {path}: {total:,} bytes of text, over the {MAX_CORPUS_BYTES:,}-"
                 f"byte limit of the in-memory reader; use `scalefit data prepare --shards`."
             )
-        return {str(f.relative_to(path)): _read_text(f) for f in files}
+        return {str(f.relative_to(path)): read_text(f) for f in files}
     if os.path.lexists(path):
-        return {path.stem: _read_text(path)}
+        return {path.stem: read_text(path)}
     raise ScaleFitError(
         f"Corpus {str(source)!r} is neither a file, a folder nor one of {sorted(CORPORA)}."
     )
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     """A text document: a regular file of bounded size, bytes that are not UTF-8 replaced."""
-    raw = read_input_bytes(path, what="text document", max_bytes=MAX_CORPUS_BYTES)
+    raw = read_input_bytes(path, what="text document (.txt)", max_bytes=MAX_CORPUS_BYTES)
     return raw.decode("utf-8", errors="replace")
 
 
@@ -211,9 +204,46 @@ def build_tokens(
     out = Path(out_dir)
     if (out / "meta.json").exists():
         return out
-    return _write_tokens(
-        read_documents(source), source, out, tokenizer, vocab_size, val_fraction, seed
+    validate(
+        "build_tokens",
+        {"tokenizer": tokenizer, "val_fraction": val_fraction},
+        {
+            "tokenizer": [Options({"byte", "bpe"})],
+            "val_fraction": [Interval(float, 0, 1, closed="neither")],
+        },
     )
+    docs = read_documents(source)
+    train_names, val_names = split_documents(list(docs), val_fraction=val_fraction, seed=seed)
+    for split, names in (("training", train_names), ("validation", val_names)):
+        if not any(docs[n] for n in names):
+            raise ScaleFitError(
+                f"Corpus {str(source)!r}: the {split} documents ({', '.join(names[:3])}"
+                f"{', ...' if len(names) > 3 else ''}) are empty; expected text in each split."
+            )
+    encode, vocab = (lambda text: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)), 256
+    if tokenizer == "bpe":
+        tok = train_bpe([docs[n] for n in train_names], vocab_size)
+        atomic_write_text(out / "bpe.json", tok.to_str())
+        encode, vocab = (lambda text: tok.encode(text).ids), tok.get_vocab_size()
+    dtype = np.uint8 if vocab <= 256 else np.uint16
+    meta = {
+        "source": str(source),
+        "tokenizer": tokenizer,
+        "vocab": vocab,
+        "seed": seed,
+        "dtype": np.dtype(dtype).name,
+        "train_docs": train_names,
+        "val_docs": val_names,
+    }
+    for split, names in (("train", train_names), ("val", val_names)):
+        texts = [docs[n] for n in names]
+        ids = np.concatenate([np.asarray(encode(t), dtype=dtype) for t in texts])
+        atomic_write_bytes(out / f"{split}.bin", ids.tobytes())
+        meta[f"{split}_tokens"] = int(ids.size)
+        meta[f"{split}_bytes"] = int(sum(len(t.encode("utf-8")) for t in texts))
+    meta["sha256_train"] = hashlib.sha256((out / "train.bin").read_bytes()).hexdigest()
+    atomic_write_json(out / "meta.json", meta)  # last: the mark of a complete folder
+    return out
 
 
 def cached_tokens(
@@ -252,55 +282,14 @@ def cached_tokens(
     name = Path(str(source)).name or "corpus"
     key = f"{name}-{tokenizer}{vocab}-v{val_fraction:g}-s{seed}-{digest.hexdigest()[:16]}"
     out = inside(Path(cache or cache_dir()), Path("tokens") / key, what="token folder")
-    if (out / "meta.json").exists():
-        return out
-    docs = read_documents(source)
-    return _write_tokens(docs, source, out, tokenizer, vocab_size, val_fraction, seed)
-
-
-def _write_tokens(docs, source, out: Path, tokenizer, vocab_size, val_fraction, seed) -> Path:
-    """Tokenise ``docs`` into ``out``; ``meta.json``, the mark of a complete folder, comes last."""
-    validate(
-        "build_tokens",
-        {"tokenizer": tokenizer, "val_fraction": val_fraction},
-        {
-            "tokenizer": [Options({"byte", "bpe"})],
-            "val_fraction": [Interval(float, 0, 1, closed="neither")],
-        },
+    return build_tokens(
+        source,
+        out,
+        tokenizer=tokenizer,
+        vocab_size=vocab_size,
+        val_fraction=val_fraction,
+        seed=seed,
     )
-    train_names, val_names = split_documents(list(docs), val_fraction=val_fraction, seed=seed)
-    for split, names in (("training", train_names), ("validation", val_names)):
-        if not any(docs[n] for n in names):
-            raise ScaleFitError(
-                f"Corpus {str(source)!r}: the {split} documents ({', '.join(names[:3])}"
-                f"{', ...' if len(names) > 3 else ''}) are empty; expected text in each split."
-            )
-    encode, vocab = _byte_encoder, 256
-    if tokenizer == "bpe":
-        encode, vocab = _train_bpe([docs[n] for n in train_names], vocab_size, out / "bpe.json")
-    dtype = np.uint8 if vocab <= 256 else np.uint16
-    meta = {
-        "source": str(source),
-        "tokenizer": tokenizer,
-        "vocab": vocab,
-        "seed": seed,
-        "dtype": np.dtype(dtype).name,
-        "train_docs": train_names,
-        "val_docs": val_names,
-    }
-    for split, names in (("train", train_names), ("val", val_names)):
-        texts = [docs[n] for n in names]
-        ids = np.concatenate([np.asarray(encode(t), dtype=dtype) for t in texts])
-        atomic_write_bytes(out / f"{split}.bin", ids.tobytes())
-        meta[f"{split}_tokens"] = int(ids.size)
-        meta[f"{split}_bytes"] = int(sum(len(t.encode("utf-8")) for t in texts))
-    meta["sha256_train"] = hashlib.sha256((out / "train.bin").read_bytes()).hexdigest()
-    atomic_write_json(out / "meta.json", meta)
-    return out
-
-
-def _byte_encoder(text: str) -> np.ndarray:
-    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
 
 
 def train_bpe(texts: list[str], vocab_size: int, *, special_tokens: tuple[str, ...] = ()):
@@ -320,8 +309,6 @@ def train_bpe(texts: list[str], vocab_size: int, *, special_tokens: tuple[str, .
     tokenizers.Tokenizer
         The trained tokenizer.
     """
-    from ..errors import require
-
     tk = require("tokenizers", "torch")
     tok = tk.Tokenizer(tk.models.BPE())
     tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -334,12 +321,6 @@ def train_bpe(texts: list[str], vocab_size: int, *, special_tokens: tuple[str, .
     )
     tok.train_from_iterator(texts, trainer=trainer)
     return tok
-
-
-def _train_bpe(texts: list[str], vocab_size: int, path: Path):
-    tok = train_bpe(texts, vocab_size)
-    atomic_write_text(path, tok.to_str())
-    return (lambda text: tok.encode(text).ids), tok.get_vocab_size()
 
 
 class TokenSource:
@@ -376,6 +357,21 @@ class TokenSource:
         """UTF-8 bytes per token on the validation split (1 for byte tokens)."""
         return self.meta["val_bytes"] / self.meta["val_tokens"]
 
+    def _pairs(self, windows: np.ndarray):
+        """Inputs and targets (int64 tensors) of ``(n, seq_len + 1)`` windows of token ids.
+
+        A window holding an id outside the vocabulary (a corrupt token file) is refused.
+        """
+        import torch
+
+        win = torch.from_numpy(np.array(windows, dtype=np.int64))
+        if win.numel() and int(win.max()) >= self.vocab:
+            raise ScaleFitError(
+                f"{self.dir}: token id {int(win.max())} is outside the vocabulary of {self.vocab}; "
+                "the token files do not match their metadata (prepare them again)."
+            )
+        return win[:, :-1], win[:, 1:]
+
     def _check_split_size(self, split: str, tokens: int) -> None:
         """Refuse a split too short for one window of ``seq_len + 1`` tokens."""
         if tokens <= self.seq_len + 1:
@@ -408,26 +404,19 @@ class TokenData(TokenSource):
 
     def batch(self, step: int, batch_size: int, *, rank: int = 0, world: int = 1):
         """Return this rank's share of the batch: inputs and targets, (b, seq_len) int64."""
-        import torch
-
         if batch_size % world:
             raise ScaleFitError(f"batch_size {batch_size} is not divisible by {world} processes.")
         rng = np.random.default_rng([self.seed, int(step)])
         starts = rng.integers(0, self.train.size - self.seq_len - 1, size=batch_size)
         per = batch_size // world
-        return self._windows(self.train, starts[rank * per : (rank + 1) * per], torch)
+        return self._windows(self.train, starts[rank * per : (rank + 1) * per])
 
     def val_batches(self, max_tokens: int, batch_size: int):
         """Yield fixed, non-overlapping validation windows (at most ``max_tokens``), batched."""
-        import torch
-
         n = min(max(1, max_tokens // self.seq_len), (self.val.size - 1) // self.seq_len)
         starts = np.linspace(0, self.val.size - self.seq_len - 1, n).astype(np.int64)
         for i in range(0, n, batch_size):
-            yield self._windows(self.val, starts[i : i + batch_size], torch)
+            yield self._windows(self.val, starts[i : i + batch_size])
 
-    def _windows(self, arr: np.ndarray, starts: np.ndarray, torch):
-        idx = starts[:, None] + np.arange(self.seq_len + 1)[None, :]
-        win = torch.from_numpy(np.asarray(arr[idx], dtype=np.int64))
-        check_token_ids(win, self.vocab, self.dir)
-        return win[:, :-1], win[:, 1:]
+    def _windows(self, arr: np.ndarray, starts: np.ndarray):
+        return self._pairs(arr[starts[:, None] + np.arange(self.seq_len + 1)[None, :]])

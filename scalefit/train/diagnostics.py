@@ -24,7 +24,7 @@ numbered 1…depth (block l); the metrics are
                            sub-layer, between its input h_{l-1} and h_{l-1} + attention output,
                            with batch-mean spectra over the validation batch (its size is the
                            ``batch_size`` of :func:`diagnose`; CR depends on it, see
-                           :func:`scalefit.train.cr.cr_measure`);
+                           :func:`scalefit.probes.cr.cr_measure`);
 ``cr_debiased``            the same with the 1/B bias of the batch mean removed (comparable
                            across batch sizes: 0 for unrelated input and output, 1 for coherent).
 
@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .cr import cr_measure
+from ..probes.cr import cr_measure
+from .loop import evaluate
 
 COLUMNS = ["layer", "metric", "value"]
 METRICS = (
@@ -91,28 +92,17 @@ def _device_of(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def layer_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """Gradient norm of the loss with respect to each block's *parameters*, shape ``(depth,)``.
-
-    Not Depth Delusion's ‖∇_l L‖, which is taken with respect to the hidden state (see
-    :func:`layer_hidden_grad_norms`). ``x`` and ``y`` are moved to the model's device.
-    """
-    return layer_gradients(model, x, y)["params"]
-
-
-def layer_hidden_grad_norms(model, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """‖∂L/∂h_l‖ for the output h_l of each block l = 1…D, shape ``(depth,)``.
-
-    Depth Delusion's per-layer gradient (seed 003, Eq. 2; Eq. 8 writes it as the backward product
-    of block Jacobians ∂h_k/∂h_{k−1}): the norm over the whole ``(B, T, W)`` gradient of the
-    batch-mean loss with respect to the residual state after block l (before the final norm).
-    ``x`` and ``y`` are moved to the model's device.
-    """
-    return layer_gradients(model, x, y)["hidden"]
-
-
 def layer_gradients(model, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
-    """Both per-block gradient norms from one backward pass: ``{"hidden": …, "params": …}``."""
+    """Both per-block gradient norms from one backward pass: ``{"hidden": …, "params": …}``.
+
+    ``"hidden"`` is ‖∂L/∂h_l‖ for the output h_l of each block l = 1…D, Depth Delusion's
+    per-layer gradient (seed 003, Eq. 2; Eq. 8 writes it as the backward product of block
+    Jacobians ∂h_k/∂h_{k−1}): the norm over the whole ``(B, T, W)`` gradient of the batch-mean
+    loss with respect to the residual state after block l (before the final norm).
+    ``"params"`` is the gradient norm with respect to each block's *parameters* (not the
+    paper's quantity). Both have shape ``(depth,)``; ``x`` and ``y`` are moved to the model's
+    device.
+    """
     device = _device_of(model)
     model.zero_grad(set_to_none=True)
     out = model(x.to(device), y.to(device), return_hidden=True)
@@ -233,8 +223,6 @@ def diagnose(model, data, *, eval_tokens: int = 16_384, batch_size: int = 16, st
     pandas.DataFrame
         Columns ``layer, metric, value``; see the module docstring for the metrics.
     """
-    from .loop import evaluate
-
     device = _device_of(model)
     was_training = model.training
     model.eval()

@@ -35,9 +35,9 @@ from .. import _manifest
 from .._io import read_input_bytes
 from ..errors import ScaleFitError
 from .dcp_metadata import load_metadata
+from .rundir import CHECKPOINT_DIR as DCP_DIR
 from .rundir import REMEDY
 
-DCP_DIR = "checkpoint.dcp"
 #: The name ``checkpoint.pt`` records for a step folder.
 _FOLDER = re.compile(r"checkpoint\.dcp/step-[0-9]{9}(-[0-9]{1,4})?")
 #: Largest DCP ``.metadata`` read (bytes).
@@ -62,13 +62,6 @@ def wrap(model: torch.nn.Module, parallel: str, device: torch.device, world: int
         return model
     ids = [device.index] if device.type == "cuda" else None
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-
-
-def local_value(t) -> float:
-    """A Python float from a tensor that may be a DTensor (FSDP2 gradient norms)."""
-    if hasattr(t, "full_tensor"):
-        t = t.full_tensor()
-    return float(t)
 
 
 def full_state_dict(model: torch.nn.Module) -> dict:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from .._io import atomic_write_csv
+from .._validation import Interval, validate
 from ..errors import ScaleFitError
 
 TASK_KEYS = {"diagnose": True, "diag_tokens": 16_384}
@@ -53,8 +54,6 @@ def validate_config(config: dict) -> None:
 
 def validate_task_keys(task: dict, *, source: str) -> None:
     """Check ``diagnose`` (a bool) and ``diag_tokens`` (an int >= 1)."""
-    from .._validation import Interval, validate
-
     constraints = {"diagnose": ["boolean"], "diag_tokens": [Interval(int, 1, None)]}
     validate(f"trainer config {source!r}", task, constraints, noun="key")
 

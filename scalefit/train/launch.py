@@ -11,6 +11,7 @@ run; the launcher reads each one's own last line from it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -101,7 +102,6 @@ def launch(argv: Sequence[str], *, nproc_per_node: int) -> RankFailure | None:
     RankFailure or None
         None when every process exited 0, else the failure that explains the launch.
     """
-    import json
     import subprocess
 
     with tempfile.TemporaryDirectory(prefix="scalefit-launch-") as folder:
@@ -118,8 +118,6 @@ def launch(argv: Sequence[str], *, nproc_per_node: int) -> RankFailure | None:
 
 def _launch_here(report: str, nproc_per_node: int, argv: Sequence[str]) -> int:
     """Run torch's launcher here; write the failure (or None) to ``report`` as JSON."""
-    import json
-
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch

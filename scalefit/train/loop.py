@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_csv
+from .._io import atomic_write_csv, atomic_write_json
 from .._manifest import load_torch, record
 from .._progress import progress_bar
 from .._readonly import ReadOnlyMappings
@@ -40,10 +40,14 @@ from .._torch import pick_device, seed_all
 from ..accounting import flops_per_token
 from ..errors import ScaleFitError
 from . import cuda, dist
-from .config import TrainConfig, config_from_dict, run_metadata, runtime_choices
+from .config import TrainConfig, config_from_dict, run_metadata, runtime_choices, validate_config
 from .cr import regulariser
-from .data import TokenData
+from .data import TokenData, cached_tokens
+from .memory import check_run_memory
+from .mfu import device_peak, mfu
 from .model import ModelConfig, Transformer
+from .rundir import claim
+from .shards import ShardData
 
 __all__ = [
     "TrainConfig",
@@ -51,7 +55,6 @@ __all__ = [
     "config_from_dict",
     "evaluate",
     "load_checkpoint",
-    "lr_at",
     "make_optimizer",
     "prepare_data",
     "train",
@@ -67,14 +70,6 @@ class TrainResult(ReadOnlyMappings):
     model: Transformer
     data: TokenData
     steps_run: int = 0  # optimiser steps run by this call
-
-
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Learning rate of step ``step`` (0-based) under ``cfg.schedule`` (:mod:`scalefit.schedule`).
-
-    The default ``"cosine"``: linear warm-up to ``lr``, then cosine decay to ``min_lr_ratio·lr``.
-    """
-    return cfg.lr_schedule().lr_at(int(step) + 1)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device) -> torch.optim.AdamW:
@@ -97,23 +92,11 @@ def prepare_data(cfg: TrainConfig, cache: Path | None = None) -> TokenData:
     """Token files for ``cfg.data`` (built once into the cache when it is not a token folder)."""
     src = Path(cfg.data)
     if (src / "manifest.json").exists():
-        from .shards import ShardData
-
         return ShardData(src, cfg.model.seq_len, seed=cfg.seed)
     if (src / "meta.json").exists():
         return TokenData(src, cfg.model.seq_len, seed=cfg.seed)
-    from .data import cached_tokens
-
     out = cached_tokens(cfg.data, tokenizer=cfg.tokenizer, vocab_size=cfg.bpe_vocab, cache=cache)
     return TokenData(out, cfg.model.seq_len, seed=cfg.seed)
-
-
-def _dist_info(device: torch.device) -> tuple[int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group(cuda.backend(device))
-    rank = torch.distributed.get_rank() if world > 1 else 0
-    return rank, world
 
 
 def _save_checkpoint(
@@ -189,12 +172,13 @@ def evaluate(
 def _setup(cfg: TrainConfig, run_dir: Path | None):
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ScaleFitError(f"device {cfg.device!r}: CUDA is not available on this machine.")
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    device = pick_device(cfg.device)  # a CUDA device this machine lacks: check_run_memory refused
+    world = _world_size()
+    if world > 1:
         device = cuda.local_device(device, int(os.environ.get("LOCAL_RANK", "0")))
-    rank, world = _dist_info(device)
+        if not torch.distributed.is_initialized():
+            torch.distributed.init_process_group(cuda.backend(device))
+    rank = torch.distributed.get_rank() if world > 1 else 0
     cuda.configure(device)
     if world > 1 and rank != 0:
         torch.distributed.barrier()  # rank 0 builds the token files first
@@ -334,10 +318,6 @@ def train(
         (:mod:`scalefit.train.memory`), a run folder in use by another process or started with
         other settings.
     """
-    from .config import validate_config
-    from .memory import check_run_memory
-    from .rundir import claim
-
     validate_config(cfg.to_dict())
     run_dir = Path(run_dir) if run_dir is not None else None
     check_run_memory(cfg, checkpoint=run_dir is not None)  # before any folder or tensor
@@ -364,8 +344,6 @@ def _world_size() -> int:
 
 
 def _write_run_json(run_dir: Path, cfg: TrainConfig, res: TrainResult, branch) -> None:
-    from .._io import atomic_write_json
-
     meta = run_metadata(
         cfg,
         params=res.row["params"],
@@ -399,7 +377,7 @@ def _train(
     def read_back() -> bool:
         """Move the pending steps into the history; whether one of them diverged."""
         nonlocal pending
-        values = [(float(e.pop("ce")), dist.local_value(e.pop("gnorm"))) for e in pending]
+        values = [(float(e.pop("ce")), float(e.pop("gnorm"))) for e in pending]
         now = time.perf_counter() - t0  # every step of the chunk had finished by now
         for entry, (ce_val, gnorm) in zip(pending, values, strict=True):
             entry["time_s"] = now
@@ -425,7 +403,8 @@ def _train(
         x, y = data.batch(step, cfg.batch_size, rank=rank, world=world)
         ce, gnorm = _step(net, model, opt, x, y, cfg, step, lr, device, world)
         pending.append({"step": step, "lr": lr, "ce": ce, "gnorm": gnorm})
-        due = ckpt is not None and _due(step, cfg.checkpoint_every)
+        every = cfg.checkpoint_every
+        due = ckpt is not None and bool(every) and (step + 1) % every == 0
         fork = forks.get(step + 1)
         if len(pending) >= sync_every or due or fork or step == end - 1:
             diverged = read_back()
@@ -452,13 +431,10 @@ def _train(
 
 def _seed_fork(target, model, opt, step: int, history: list, run, data) -> None:
     """Write this run's state at ``step`` as the first checkpoint of the folder ``target[1]``."""
-    from .rundir import claim
-
     fork_cfg, folder = target
-    folder = Path(folder)
-    with claim(folder, fork_cfg, owner=run.rank == 0):
-        if not os.path.lexists(folder / "checkpoint.pt"):
-            path = folder / "checkpoint.pt"
+    path = Path(folder) / "checkpoint.pt"
+    with claim(path.parent, fork_cfg, owner=run.rank == 0):
+        if not os.path.lexists(path):
             _save_checkpoint(path, model, opt, step, history[:step], fork_cfg, run, data)
 
 
@@ -491,10 +467,6 @@ def _step(net, model, opt, x, y, cfg: TrainConfig, step: int, lr: float, device,
         torch.distributed.all_reduce(ce)
         ce /= world
     return ce, gnorm.detach()
-
-
-def _due(step: int, every: int) -> bool:
-    return bool(every) and (step + 1) % every == 0
 
 
 def _tok_s(step: int, start: int, batch: int, cfg: TrainConfig, t0: float) -> float:
@@ -552,16 +524,14 @@ def _result_row(cfg, model, data, history, diverged, wall, steps_run, world) -> 
 
 def _throughput(cfg: TrainConfig, params: int, tok_s: float, world: int) -> dict:
     """FLOPs per token with attention, achieved FLOP/s and MFU (NaN without a datasheet peak)."""
-    from .mfu import device_peak
-
     mc = cfg.model
     fpt = flops_per_token(params, depth=mc.depth, width=mc.width, seq_len=mc.seq_len)
     device = pick_device(cfg.device)
     precision = runtime_choices(cfg, device.type)["precision"]
-    peak, _ = device_peak(device, precision)
+    peak = device_peak(device, precision) * world
     return {
         "flops_per_token": fpt,
         "flops_per_s": fpt * tok_s,
-        "mfu": fpt * tok_s / (peak * world) if peak > 0 else math.nan,
+        "mfu": mfu(tok_s, params, mc.depth, mc.width, mc.seq_len, peak),
         "precision": precision,
     }

@@ -26,7 +26,7 @@
   (``24·N``), next to the weights and AdamW state (gradients are released by then).
 
 The peak is the largest of the training step, evaluation and checkpoint totals.
-:func:`check_memory` compares it with the memory available to the process (CPU: the kernel's
+:func:`check_run_memory` compares it with the memory available to the process (CPU: the kernel's
 ``MemAvailable`` and the cgroup's limit, shared by the processes on one machine; CUDA:
 ``torch.cuda.mem_get_info``) and refuses the run in one line with the estimate. Setting the
 environment variable ``SCALEFIT_MEMORY_CHECK=0`` skips the comparison (the estimate is an upper
@@ -45,7 +45,6 @@ from ..errors import ScaleFitError
 __all__ = [
     "MemoryEstimate",
     "available_memory",
-    "check_memory",
     "check_run_memory",
     "data_vocab",
     "estimate_memory",
@@ -175,25 +174,39 @@ def available_memory(device) -> int | None:
     return cpu_room() if device.type == "cpu" else None
 
 
-def check_memory(
-    cfg,
-    device,
-    *,
-    vocab: int | None = None,
-    checkpoint: bool = True,
-    where: str = "",
-    processes: int | None = None,
+def data_vocab(cfg) -> int:
+    """The vocabulary the model will get from ``cfg.data``, read without building anything.
+
+    A token or shard folder states it in its ``meta.json`` / ``manifest.json``; a corpus still
+    to be tokenised gets 256 (bytes) or at most ``bpe_vocab``. Unreadable metadata falls back to
+    the config's ``vocab`` (the data loader reports the fault itself).
+    """
+    from ._tokenfiles import read_token_meta
+
+    for name in ("manifest.json", "meta.json"):
+        path = Path(cfg.data) / name
+        try:
+            if path.is_file():
+                return read_token_meta(path, what="token metadata")["vocab"]
+        except (ScaleFitError, OSError):
+            return cfg.model.vocab
+    return 256 if cfg.tokenizer == "byte" else cfg.bpe_vocab
+
+
+def check_run_memory(
+    cfg, *, checkpoint: bool = True, where: str = "", processes: int | None = None
 ) -> None:
-    """Refuse a run whose estimated memory exceeds what ``device`` has free, in one line.
+    """Refuse a run whose estimated memory exceeds what its device has free, in one line.
+
+    Called by :func:`scalefit.train.loop.train` before the run folder is touched and before
+    the model is built, and for every run of a ``train grid`` before the sweep starts. The
+    device is ``cfg.device`` (a CUDA device this machine lacks is refused here too), the
+    vocabulary that of ``cfg.data`` (:func:`data_vocab`).
 
     Parameters
     ----------
     cfg : TrainConfig
         The run's settings.
-    device : torch.device or str
-        Where it will train.
-    vocab : int, optional
-        The data's vocabulary (default the config's).
     checkpoint : bool, default True
         Whether checkpoints are written.
     where : str
@@ -209,13 +222,22 @@ def check_memory(
     """
     import torch
 
+    from .._torch import pick_device
+
+    device = pick_device(cfg.device)
+    if device.type == "cuda":  # refused here, before the run folder is touched
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index or 0) >= count:
+            raise ScaleFitError(
+                f"{where}device {cfg.device!r}: this machine has {count} CUDA device(s)."
+            )
+        if device.index is None:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0") or 0))
     if os.environ.get("SCALEFIT_MEMORY_CHECK", "1").strip() == "0":
         return
     world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    est = estimate_memory(cfg, vocab=vocab, world=world, checkpoint=checkpoint)
-    device = torch.device(device)
-    need = est.total
-    sharing = 1
+    est = estimate_memory(cfg, vocab=data_vocab(cfg), world=world, checkpoint=checkpoint)
+    need, sharing = est.total, 1
     if device.type == "cpu":  # the processes of one machine share its memory
         if processes is None:
             processes = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
@@ -231,61 +253,6 @@ def check_memory(
         f"{where}the run ({sizes}) needs {est.describe()}{each}, but {_gb(free)} is available on "
         f"{device}; lower width, depth, batch_size or seq_len (SCALEFIT_MEMORY_CHECK=0 skips "
         "this check)."
-    )
-
-
-def data_vocab(cfg) -> int:
-    """The vocabulary the model will get from ``cfg.data``, read without building anything.
-
-    A token or shard folder states it in its ``meta.json`` / ``manifest.json``; a corpus still
-    to be tokenised gets 256 (bytes) or at most ``bpe_vocab``. Unreadable metadata falls back to
-    the config's ``vocab`` (the data loader reports the fault itself).
-    """
-    from .._io import read_json
-
-    src = Path(cfg.data)
-    for name in ("manifest.json", "meta.json"):
-        path = src / name
-        try:
-            if not path.is_file():
-                continue
-            vocab = read_json(path, what="token metadata").get("vocab")
-        except (ScaleFitError, OSError, AttributeError):
-            return cfg.model.vocab
-        ok = isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0
-        return vocab if ok else cfg.model.vocab
-    return 256 if cfg.tokenizer == "byte" else cfg.bpe_vocab
-
-
-def check_run_memory(
-    cfg, *, checkpoint: bool = True, where: str = "", processes: int | None = None
-) -> None:
-    """:func:`check_memory` for a run about to start: its device, its data's vocabulary.
-
-    Called by :func:`scalefit.train.loop.train` before the run folder is touched and before
-    the model is built, and for every run of a ``train grid`` before the sweep starts.
-    """
-    import torch
-
-    from .._torch import pick_device
-
-    device = pick_device(cfg.device)
-    if device.type == "cuda":  # refused here, before the run folder is touched
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0 or (device.index or 0) >= count:
-            raise ScaleFitError(
-                f"{where}device {cfg.device!r}: this machine has {count} CUDA device(s)."
-            )
-    if device.type == "cuda" and device.index is None:
-        local = int(os.environ.get("LOCAL_RANK", "0") or 0)
-        device = f"cuda:{local}"
-    check_memory(
-        cfg,
-        device,
-        vocab=data_vocab(cfg),
-        checkpoint=checkpoint,
-        where=where,
-        processes=processes,
     )
 
 

@@ -3,14 +3,13 @@
 The FLOPs of a token come from :func:`scalefit.accounting.flops_per_token` with the attention term
 (``6·N + 12·ℓ·W·seq_len``; checked against ``torch.utils.flop_counter`` in the tests). Peaks are
 the vendors' dense (no sparsity) datasheet figures per precision, in FLOP/s per device; a device
-not in the table (every CPU) has no datasheet peak: :func:`measure_matmul_peak` measures the best
-matmul rate this process reaches instead, and an MFU against it says so.
+not in the table (every CPU) has no datasheet peak (``benchmarks/_harness.py`` measures the
+best matmul rate a process reaches, for the CPU benchmarks).
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 from ..accounting import flops_per_token
 
@@ -45,34 +44,13 @@ def peak_flops(device_name: str, precision: str) -> float:
     return PEAK_FLOPS[max(hits, key=len)].get(precision, math.nan)
 
 
-def device_peak(device, precision: str) -> tuple[float, str]:
-    """``(peak FLOP/s, source)`` for a torch device: the datasheet on CUDA, NaN elsewhere."""
+def device_peak(device, precision: str) -> float:
+    """Peak FLOP/s of a torch device: the datasheet's on CUDA (:func:`peak_flops`), else NaN."""
     import torch
 
     if torch.device(device).type == "cuda":
-        name = torch.cuda.get_device_name(torch.device(device))
-        return peak_flops(name, precision), f"datasheet ({name})"
-    return math.nan, "none (no datasheet peak for this device)"
-
-
-def measure_matmul_peak(size: int = 1024, repeats: int = 5, dtype=None) -> float:
-    """Best FLOP/s of ``size × size`` float32 matmuls in this process (per CPU-second).
-
-    Timed with ``time.process_time`` so other processes on a shared machine do not count; with
-    one torch thread this is one core's achievable peak.
-    """
-    import torch
-
-    a = torch.randn(size, size, dtype=dtype or torch.float32)
-    b = torch.randn(size, size, dtype=dtype or torch.float32)
-    a @ b  # warm-up
-    best = 0.0
-    for _ in range(repeats):
-        t0 = time.process_time()
-        for _ in range(4):
-            a @ b
-        best = max(best, 4 * 2 * size**3 / max(time.process_time() - t0, 1e-9))
-    return best
+        return peak_flops(torch.cuda.get_device_name(torch.device(device)), precision)
+    return math.nan
 
 
 def mfu(tokens_per_s: float, params: int, depth: int, width: int, seq_len: int, peak: float):

@@ -1,7 +1,7 @@
 """Run-folder rules of the trainer: one process at a time, and no silent change of settings.
 
-:func:`claim` takes an OS file lock (:class:`filelock.FileLock` on ``<run>/.lock``, released by
-the kernel when the process dies, so a killed run never leaves a stale lock), then compares the
+:func:`claim` takes an OS file lock (:func:`scalefit._io.folder_lock`, released by the kernel
+when the process dies, so a killed run never leaves a stale lock), then compares the
 settings with the ones the folder was started with (``train_config.json``, or the checkpoint's
 for folders written before that file existed). A difference is refused with the keys named;
 ``overwrite=True`` removes the folder's previous results first, without reading them (so a folder
@@ -15,9 +15,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
-from .._io import MAX_CONFIG_BYTES, atomic_write_json, inside, read_json
+from .._io import MAX_CONFIG_BYTES, atomic_write_json, folder_lock, inside, read_json
 from .._manifest import MANIFEST_FILE, load_torch
 from ..errors import ScaleFitError
 from .config import TrainConfig, config_diff
@@ -51,37 +49,17 @@ def _saved_config(run_dir: Path) -> dict | None:
 def _clear(run_dir: Path) -> None:
     import shutil
 
-    for name in RUN_FILES:
+    dcp = run_dir / CHECKPOINT_DIR
+    if dcp.is_dir() and not dcp.is_symlink():
+        shutil.rmtree(dcp)
+    for name in (*RUN_FILES, CHECKPOINT_DIR, MANIFEST_FILE):  # a link in the folder's place too
         _unlink(run_dir / name)
-    if (run_dir / CHECKPOINT_DIR).is_symlink() or not (run_dir / CHECKPOINT_DIR).is_dir():
-        _unlink(run_dir / CHECKPOINT_DIR)
-    else:
-        shutil.rmtree(run_dir / CHECKPOINT_DIR)
-    _unlink(run_dir / MANIFEST_FILE)
 
 
 def _unlink(path: Path) -> None:
     """Remove a file, link, FIFO or device entry (never what a link points to)."""
     if os.path.lexists(path) and not (path.is_dir() and not path.is_symlink()):
         path.unlink()
-
-
-def _lock(run_dir: Path) -> FileLock:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(run_dir / ".lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise ScaleFitError(
-            f"Run folder {run_dir} is in use by another training process; wait for it to finish "
-            "or choose another --out."
-        ) from None
-    except OSError as exc:  # a link, folder or device in the lock file's place
-        raise ScaleFitError(
-            f"{run_dir / '.lock'}: cannot lock the run folder ({exc.strerror or exc}); expected "
-            "a regular file (delete it)."
-        ) from None
-    return lock
 
 
 @contextlib.contextmanager
@@ -109,8 +87,7 @@ def claim(
     if run_dir is None or not owner:
         yield
         return
-    lock = _lock(run_dir)
-    try:
+    with folder_lock(run_dir, wait=False, what="training run folder"):
         for name in (*RUN_FILES, CHECKPOINT_DIR, MANIFEST_FILE, "result.json", "cooldowns"):
             inside(run_dir, name, what="run folder entry")  # no link out of the run folder
         saved = None if overwrite else _saved_config(run_dir)
@@ -127,5 +104,3 @@ def claim(
         if diff or saved is None or not (run_dir / "train_config.json").exists():
             atomic_write_json(run_dir / "train_config.json", current)
         yield
-    finally:
-        lock.release()

@@ -22,7 +22,6 @@ on resume.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -35,13 +34,16 @@ from .._io import (
     atomic_write_json,
     atomic_write_text,
     check_input_file,
+    decode_utf8,
     iter_jsonl_texts,
+    parse_json_text,
     read_input_bytes,
 )
+from .._manifest import digest_file
 from .._validation import Interval, validate
-from ..errors import ScaleFitError
-from ._tokenfiles import MAX_TOKEN_FILE_BYTES, check_token_ids, map_tokens, read_token_meta
-from .data import MAX_CORPUS_BYTES, TokenSource, train_bpe
+from ..errors import ScaleFitError, require
+from ._tokenfiles import MAX_TOKEN_FILE_BYTES, map_tokens, read_token_meta
+from .data import MAX_CORPUS_BYTES, TokenSource, read_text, train_bpe
 
 FORMAT = "scalefit-shards-1"
 EOT = "<|endoftext|>"
@@ -55,11 +57,7 @@ MAX_TOKENIZER_BYTES = 1 << 28
 
 def _sha256(path: Path) -> str:
     check_input_file(path, what="token file (.bin)", max_bytes=MAX_TOKEN_FILE_BYTES)
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return digest_file(path)["sha256"]
 
 
 def _parquet_docs(path: Path, field: str) -> Iterator[str]:
@@ -89,29 +87,22 @@ def iter_documents(source: str | os.PathLike, *, text_field: str = "text") -> It
     path = Path(source)
     if not os.path.lexists(path):
         raise ScaleFitError(f"Corpus {str(source)!r}: no such file or folder.")
-    readers = {".jsonl": iter_jsonl_texts, ".parquet": _parquet_docs}
-    if path.is_dir():
-        # every entry with a corpus suffix is read (a FIFO or device among them is refused)
-        files = sorted(p for p in path.rglob("*") if p.suffix in (*readers, ".txt"))
-        files = [p for p in files if not p.is_dir()]
-    else:
-        files = [path]
-    used = [f for f in files if f.suffix in (*readers, ".txt")]
+    readers = {".jsonl": iter_jsonl_texts, ".parquet": _parquet_docs, ".txt": None}
+    # in a folder every entry with a corpus suffix is read (a FIFO or device among them is refused)
+    files = sorted(p for p in path.rglob("*") if not p.is_dir()) if path.is_dir() else [path]
+    used = [f for f in files if f.suffix in readers]
     if not used:
         raise ScaleFitError(f"Corpus {path} holds no .jsonl, .txt or .parquet files.")
     for f in used:
         check_input_file(f, what="corpus file (.jsonl, .txt or .parquet)", max_bytes=1 << 40)
     for f in used:
         if f.suffix == ".txt":
-            raw = read_input_bytes(f, what="text document (.txt)", max_bytes=MAX_CORPUS_BYTES)
-            yield raw.decode("utf-8", errors="replace")
+            yield read_text(f)  # one document per file
         else:
             yield from readers[f.suffix](f, text_field)
 
 
 def _hf_docs(spec: str, field: str) -> Iterator[str]:  # pragma: no cover - needs network
-    from ..errors import require
-
     datasets = require("datasets", "torch")
     name, _, split = spec.partition(":")
     for record in datasets.load_dataset(name, split=split or "train", streaming=True):
@@ -119,8 +110,6 @@ def _hf_docs(spec: str, field: str) -> Iterator[str]:  # pragma: no cover - need
 
 
 def _tokenizer(kind: str, train_docs: list[str], vocab_size: int):
-    from ..errors import require
-
     require("tokenizers", "torch")
     if kind != "bpe":
         path = Path(kind)
@@ -150,9 +139,6 @@ def load_tokenizer(path: str | os.PathLike):
         Naming the file: not a regular file, too large, not JSON (or nested too deep), or not a
         tokenizer.
     """
-    from .._io import decode_utf8, parse_json_text
-    from ..errors import require
-
     tk = require("tokenizers", "torch")
     raw = read_input_bytes(path, what="tokenizer (tokenizer.json)", max_bytes=MAX_TOKENIZER_BYTES)
     text = decode_utf8(path, raw, expected="a tokenizer.json as UTF-8 JSON")
@@ -356,26 +342,18 @@ class ShardData(TokenSource):
 
     def batch(self, step: int, batch_size: int, *, rank: int = 0, world: int = 1):
         """Return this rank's rows of step ``step``'s global batch: inputs and targets, int64."""
-        import torch
-
         if batch_size % world:
             raise ScaleFitError(f"batch_size {batch_size} is not divisible by {world} processes.")
         per, t = batch_size // world, self.seq_len
         first = (step * batch_size + rank * per) * t
         rows = self._read("train", first, per * t + 1)
-        win = torch.from_numpy(np.lib.stride_tricks.sliding_window_view(rows, t + 1)[::t].copy())
-        check_token_ids(win, self.vocab, self.dir)
-        return win[:, :-1], win[:, 1:]
+        return self._pairs(np.lib.stride_tricks.sliding_window_view(rows, t + 1)[::t])
 
     def val_batches(self, max_tokens: int, batch_size: int):
         """Yield the first ``max_tokens`` validation tokens as consecutive windows, batched."""
-        import torch
-
         total = int(self.splits["val"][1][-1])
         n = min(max(1, max_tokens // self.seq_len), (total - 1) // self.seq_len)
         rows = self._read("val", 0, n * self.seq_len + 1)
         win = np.lib.stride_tricks.sliding_window_view(rows, self.seq_len + 1)[:: self.seq_len]
         for i in range(0, n, batch_size):
-            chunk = torch.from_numpy(win[i : i + batch_size].copy())
-            check_token_ids(chunk, self.vocab, self.dir)
-            yield chunk[:, :-1], chunk[:, 1:]
+            yield self._pairs(win[i : i + batch_size])

@@ -17,8 +17,8 @@ from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixtur
 
 from scalefit.cli import main  # noqa: E402
 from scalefit.probes._text import iter_windows  # noqa: E402
+from scalefit.probes.cr import cr_measure  # noqa: E402
 from scalefit.probes.hf import load_model, probe_hf  # noqa: E402
-from scalefit.train.cr import cr_measure  # noqa: E402
 
 CYCLE = [f"w{i}" for i in range(12)]
 tokenizer = hf_support.tokenizer  # the word-level tokenizer fixture of the probe tests

@@ -757,7 +757,7 @@ def _copy(src: Path, dst: Path) -> Path:
     import shutil
 
     shutil.copytree(src, dst)
-    (dst / ".lock").unlink(missing_ok=True)
+    (dst / ".scalefit.lock").unlink(missing_ok=True)
     return dst
 
 

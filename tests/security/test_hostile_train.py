@@ -23,7 +23,7 @@ from scalefit.train.config import config_from_dict  # noqa: E402
 from scalefit.train.loop import make_optimizer  # noqa: E402
 from scalefit.train.memory import (  # noqa: E402
     available_memory,
-    check_memory,
+    check_run_memory,
     data_vocab,
     estimate_memory,
 )
@@ -230,13 +230,15 @@ def test_processes_share_the_batch_and_fsdp_shards_the_state():
 
 
 def test_check_memory_refuses_and_can_be_skipped(monkeypatch):
-    cfg = config_from_dict({"depth": 2, "width": 65536})
-    with pytest.raises(ScaleFitError, match=r"needs about .* TB .* available on cpu"):
-        check_memory(cfg, "cpu", where="here: ")
+    cfg = config_from_dict({"depth": 2, "width": 65536, "device": "cpu"})
+    with pytest.raises(
+        ScaleFitError, match=r"^here: the run .*needs about .* TB .* available on cpu"
+    ):
+        check_run_memory(cfg, where="here: ")
     monkeypatch.setenv("SCALEFIT_MEMORY_CHECK", "0")
-    check_memory(cfg, "cpu")
+    check_run_memory(cfg)
     monkeypatch.delenv("SCALEFIT_MEMORY_CHECK")
-    check_memory(config_from_dict({"depth": 1, "width": 32}), "cpu")  # a tiny model fits
+    check_run_memory(config_from_dict({"depth": 1, "width": 32, "device": "cpu"}))  # it fits
 
 
 def test_available_memory_and_data_vocabulary(tokens):

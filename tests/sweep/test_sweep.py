@@ -79,7 +79,10 @@ def test_load_spec_runs_and_stable_ids(tmp_path):
         ('[sweep]\nname="a"\ntask="toy"\n[grid]\nseed=[]\n', "seed.*empty"),
         ('[sweep]\nname="a"\ntask="toy"\n[grid]\nseed=3\n', "seed.*must be a list"),
         ('[sweep]\nname="a"\ntask="toy"\n[grid]\n', r"\[grid\] must be a non-empty"),
-        ('[sweep]\nname="a"\ntask="toy"\n[grids]\nseed=[1]\n', "unknown section.*grids"),
+        (
+            '[sweep]\nname="a"\ntask="toy"\n[grids]\nseed=[1]\n',
+            "unknown key 'grids'. Did you mean 'grid'",
+        ),
         ('[sweep]\nname="a"\ntask="toy"\nmode="x"\n[grid]\nseed=[1]\n', "unknown key.*mode"),
         ('[sweep]\nname="a"\n[grid]\nseed=[1]\n', "'task'"),
         ('[sweep]\nname="a"\ntask="toy"\n[fixed]\nseed=1\n[grid]\nseed=[1]\n', "both"),

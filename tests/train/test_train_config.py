@@ -129,7 +129,7 @@ def test_a_second_process_cannot_train_into_a_locked_run_folder(tmp_path, token_
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
-    assert "in use by another training process" in proc.stderr
+    assert "training run folder is in use by pid" in proc.stderr
     assert not (out / "checkpoint.pt").exists()
     with claim(out, cfg):  # released when the holder let go
         pass

@@ -6,14 +6,8 @@ torch = pytest.importorskip("torch")
 
 from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
 
-from scalefit.train.cr import (  # noqa: E402
-    aux_layers,
-    coherence,
-    cr_loss,
-    cr_measure,
-    ortho_loss,
-    regulariser,
-)
+from scalefit.probes.cr import coherence, cr_measure  # noqa: E402
+from scalefit.train.cr import aux_layers, cr_loss, ortho_loss, regulariser  # noqa: E402
 
 
 def test_coherence_is_in_unit_interval_and_one_for_identical_inputs():

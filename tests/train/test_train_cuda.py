@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from train_support import tiny_settings, token_folder  # noqa: E402
 
-from scalefit.train.diagnostics import layer_grad_norms, mechanism_summary  # noqa: E402
+from scalefit.train.diagnostics import layer_gradients, mechanism_summary  # noqa: E402
 from scalefit.train.grid import run_train_task  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -50,5 +50,5 @@ def test_diagnostics_take_cpu_batches_for_a_cuda_model():
     model = Transformer(ModelConfig(depth=2, width=32, heads=4, vocab=16, seq_len=8)).cuda()
     x = torch.randint(0, 16, (2, 8))
     y = torch.randint(0, 16, (2, 8))
-    assert len(layer_grad_norms(model, x, y)) == 2
+    assert len(layer_gradients(model, x, y)["params"]) == 2
     assert mechanism_summary(model, x)

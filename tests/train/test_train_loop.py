@@ -10,7 +10,7 @@ from train_support import make_corpus as _make_corpus  # noqa: E402
 
 from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
-from scalefit.train.loop import config_from_dict, load_checkpoint, lr_at, train  # noqa: E402
+from scalefit.train.loop import config_from_dict, load_checkpoint, train  # noqa: E402
 from scalefit.train.model import VARIANTS  # noqa: E402
 
 
@@ -77,7 +77,7 @@ def test_divergence_is_detected_and_recorded(token_dir):
 
 def test_schedule_warms_up_then_decays_to_the_floor(token_dir):
     cfg = tiny(token_dir, tokens=8 * 32 * 100, lr=1e-3, warmup_frac=0.1, min_lr_ratio=0.1)
-    lrs = [lr_at(s, cfg) for s in range(cfg.steps)]
+    lrs = cfg.lr_schedule().sequence().tolist()
     assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)
     assert lrs[-1] == pytest.approx(1e-4, rel=1e-2)
     assert all(a >= b for a, b in zip(lrs[10:], lrs[11:], strict=False))

@@ -1,6 +1,9 @@
 """FLOPs per token of the accounting against torch's FLOP counter; MFU in the trainer's row."""
 
+import importlib.util
 import math
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 from scalefit.accounting import flops_per_token, param_count  # noqa: E402
-from scalefit.train.mfu import measure_matmul_peak, mfu, peak_flops  # noqa: E402
+from scalefit.train.mfu import mfu, peak_flops  # noqa: E402
 from scalefit.train.model import ModelConfig, Transformer  # noqa: E402
 
 
@@ -44,4 +47,13 @@ def test_peak_table_and_mfu():
     fpt = flops_per_token(10**6, depth=2, width=64, seq_len=128)
     assert mfu(1e5, 10**6, 2, 64, 128, 1e12) == pytest.approx(fpt * 1e5 / 1e12)
     assert math.isnan(mfu(1e5, 10**6, 2, 64, 128, math.nan))
-    assert measure_matmul_peak(size=128, repeats=1) > 1e8  # any CPU does 0.1 GFLOP/s
+
+
+def test_benchmark_matmul_peak(monkeypatch):
+    """The CPU peak the benchmarks measure (``benchmarks/_harness.py``)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "_harness.py"
+    spec = importlib.util.spec_from_file_location("_bench_harness", path)
+    harness = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "_bench_harness", harness)  # its dataclasses look it up
+    spec.loader.exec_module(harness)
+    assert harness.measure_matmul_peak(size=128, repeats=1) > 1e8  # any CPU does 0.1 GFLOP/s

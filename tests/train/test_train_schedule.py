@@ -15,7 +15,7 @@ from scalefit.errors import ScaleFitError  # noqa: E402
 from scalefit.schedule import Schedule, parse_schedule  # noqa: E402
 from scalefit.train.branches import branch_config, plan, train_cooldowns  # noqa: E402
 from scalefit.train.config import run_metadata  # noqa: E402
-from scalefit.train.loop import config_from_dict, lr_at, train  # noqa: E402
+from scalefit.train.loop import config_from_dict, train  # noqa: E402
 
 STEP = 8 * 32  # tokens per step of tiny_settings
 
@@ -28,6 +28,11 @@ def token_dir(tmp_path_factory):
 
 def cfg_of(token_dir=".", **kw):
     return config_from_dict(tiny_settings(token_dir, **kw))
+
+
+def _lr(step, cfg):
+    """The rate the trainer gives its 0-based step ``step`` (update ``step + 1``)."""
+    return cfg.lr_schedule().lr_at(step + 1)
 
 
 def _legacy_lr(step, cfg):
@@ -47,13 +52,13 @@ def test_cosine_default_is_the_previous_schedule_bit_for_bit(steps, warmup_frac,
     default, explicit = cfg_of(**kw), cfg_of(schedule="cosine", **kw)
     assert default.schedule == "cosine"
     for k in range(steps):
-        assert lr_at(k, default) == _legacy_lr(k, default) == lr_at(k, explicit)
+        assert _lr(k, default) == _legacy_lr(k, default) == _lr(k, explicit)
 
 
 def test_constant_linear_and_wsd_curves():
     kw = dict(tokens=STEP * 50, lr=1e-3, warmup_frac=0.1, min_lr_ratio=0.1)
     curves = {
-        name: [lr_at(k, cfg_of(**kw, **extra)) for k in range(50)]
+        name: [_lr(k, cfg_of(**kw, **extra)) for k in range(50)]
         for name, extra in {
             "constant": {"schedule": "constant"},
             "linear": {"schedule": "linear"},
@@ -108,7 +113,7 @@ def test_the_curves_read_the_trainers_exact_rates(extra):
     cfg = cfg_of(**{"tokens": STEP * 50, "lr": 1e-3, "warmup_frac": 0.1, **extra})
     text = run_metadata(cfg, params=1, params_nonembedding=1, branch=None)["schedule_text"]
     declared = parse_schedule(text).sequence()
-    trainer = [lr_at(k, cfg) for k in range(cfg.steps)]
+    trainer = [_lr(k, cfg) for k in range(cfg.steps)]
     assert declared.tolist() == pytest.approx(trainer, rel=1e-14, abs=0)
     assert trainer == [cfg.lr_schedule().lr_at(k + 1) for k in range(cfg.steps)]
 
@@ -141,7 +146,7 @@ def test_history_has_tokens_and_lr_and_run_json_has_the_metadata(token_dir, tmp_
     hist = pd.read_csv(tmp_path / "run" / "history.csv")
     assert list(hist.columns[:4]) == ["step", "tokens", "lr", "loss"]
     assert hist["tokens"].tolist() == [STEP * (k + 1) for k in range(6)]
-    assert hist["lr"].tolist() == [lr_at(k, cfg) for k in range(6)]
+    assert hist["lr"].tolist() == [_lr(k, cfg) for k in range(6)]
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["finished"] and meta["result"]["loss"] == res.row["loss"]
     expect = {"params": res.row["params"], "width": 32, "depth": 2, "schedule": "linear"}
