@@ -320,7 +320,14 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:  # exists, owned by someone else
         return True
-    return True
+    # A killed process whose parent has not reaped it yet (a zombie: state Z in /proc on Linux;
+    # common in containers whose first process reaps no orphans) still answers kill(pid, 0) but
+    # will never finish its write.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def _refuse_odd_lock(path: Path) -> None:

@@ -366,3 +366,23 @@ def test_stale_temporary_files_of_dead_writers_only_are_removed(tmp_path):
         p.write_text("x")
     assert remove_stale_temps(tmp_path) == [stale]
     assert live.exists() and other.exists() and not stale.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states in /proc")
+def test_a_killed_writer_not_yet_reaped_counts_as_gone(tmp_path):
+    # A zombie (exited, not yet waited for by its parent: here, this test) still answers
+    # kill(pid, 0); its temporary file must be cleaned all the same.
+    from scalefit._io import _host, remove_stale_temps
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 60
+        stat = Path(f"/proc/{child.pid}/stat")
+        while stat.read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.05)
+        stale = tmp_path / f".result.json.{child.pid}@{_host()}.abc123.tmp"
+        stale.write_text("x")
+        assert remove_stale_temps(tmp_path) == [stale]
+    finally:
+        child.wait()
