@@ -42,10 +42,6 @@ ALIASES = {
 }
 
 
-def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) -> pd.DataFrame:
-    return frame.rename(columns=_rename_map(frame, columns, where))
-
-
 def _rename_map(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) -> dict:
     """``{file column: canonical name}`` from ``columns`` and the built-in aliases."""
     columns = dict(columns or {})

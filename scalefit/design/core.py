@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .._io import atomic_write_csv
 from .._validation import Interval, Options, spelled, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
@@ -106,10 +105,6 @@ class DesignResult:
             "law": self.law,
             "runs": self.runs.to_dict(orient="records"),
         }
-
-    def save_csv(self, path) -> None:
-        """Write the runs to train as CSV (atomically)."""
-        atomic_write_csv(path, self.runs)
 
 
 def quantity_draws(src, space, budget: float, quantity: str) -> tuple[float, np.ndarray, dict]:

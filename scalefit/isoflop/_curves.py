@@ -21,7 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
+
+from ..accounting import tokens_for_budget
 
 #: Points per axis of the joint profile fit's grid over ``ln(alpha, beta)`` within the bounds.
 GRID = 10
@@ -43,6 +46,26 @@ class PowerLawExponents:
     def b(self) -> float:
         """Exponent of ``T* ∝ C^b``."""
         return float(self.exponents.loc["tokens", "exponent"])
+
+
+def exponent_table(a, lo, hi, intercept, *, se=None, chi2_dof=None) -> pd.DataFrame:
+    """The line ``ln N* = a ln C + intercept`` as rows ``params`` (a) and ``tokens`` (``1 - a``).
+
+    ``T* = C / (6 N*)`` gives the tokens' row; ``se`` and ``chi2_dof`` are columns when given.
+    """
+    exps = pd.DataFrame(
+        {
+            "exponent": [a, 1 - a],
+            "se": [se, se],
+            "lo": [lo, 1 - hi],
+            "hi": [hi, 1 - lo],
+            "intercept": [intercept, np.log(tokens_for_budget(1.0, 1.0)) - intercept],
+        },
+        index=pd.Index(["params", "tokens"], name="quantity"),
+    )
+    if chi2_dof is not None:
+        exps["chi2_dof"] = chi2_dof
+    return exps if se is not None else exps.drop(columns="se")
 
 
 @dataclass

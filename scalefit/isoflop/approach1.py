@@ -11,7 +11,7 @@ import pandas as pd
 from .._validation import Interval, constraints, spelled, validate
 from ..accounting import tokens_for_budget, training_flops
 from ..errors import ScaleFitError
-from ._curves import PowerLawExponents
+from ._curves import PowerLawExponents, exponent_table
 
 
 @dataclass(frozen=True)
@@ -193,16 +193,6 @@ def approach1(
     )
     c = np.exp(grid)
     env = pd.DataFrame({"flops": c, "loss": loss, "params": n, "tokens": tokens_for_budget(c, n)})
-    exps = pd.DataFrame(
-        [
-            {"quantity": "params", "exponent": a, "lo": lo, "hi": hi, "intercept": icpt},
-            {
-                "quantity": "tokens",
-                "exponent": 1 - a,
-                "lo": 1 - hi,
-                "hi": 1 - lo,
-                "intercept": np.log(tokens_for_budget(1.0, 1.0)) - icpt,
-            },
-        ]
-    ).set_index("quantity")
-    return EnvelopeResult(env, exps, float(ci_prob), len(runs), int(n_boot), int(seed))
+    return EnvelopeResult(
+        env, exponent_table(a, lo, hi, icpt), float(ci_prob), len(runs), int(n_boot), int(seed)
+    )

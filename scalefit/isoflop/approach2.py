@@ -16,6 +16,7 @@ from ._curves import (
     SHAPE_BOUNDS,
     Optima,
     PowerLawExponents,
+    exponent_table,
     fit_parabolas,
     fit_profile,
     power_law,
@@ -266,22 +267,11 @@ def approach2(
 
 
 def _exponents(law: dict) -> pd.DataFrame:
-    """The line through the optima as exponents of N* and T* (``T* = C / (6 N*)``)."""
-    exps = pd.DataFrame(
-        [
-            {"quantity": "params", **{k: law[k] for k in ("exponent", "se", "lo", "hi")}},
-            {
-                "quantity": "tokens",
-                "exponent": 1 - law["exponent"],
-                "se": law["se"],
-                "lo": 1 - law["hi"],
-                "hi": 1 - law["lo"],
-            },
-        ]
-    ).set_index("quantity")
-    exps["intercept"] = [law["intercept"], np.log(tokens_for_budget(1.0, 1.0)) - law["intercept"]]
-    exps["chi2_dof"] = law["chi2_dof"] if law["weighted"] else np.nan  # no weights: no chi²
-    return exps
+    """The line through the optima as exponents of N* and T* (no weights: no chi²)."""
+    chi2 = law["chi2_dof"] if law["weighted"] else np.nan
+    return exponent_table(
+        law["exponent"], law["lo"], law["hi"], law["intercept"], se=law["se"], chi2_dof=chi2
+    )
 
 
 def _shape_of(opt: Optima) -> tuple[dict, tuple[str, ...]]:
