@@ -158,10 +158,11 @@ def _vertices(groups: list[Budget]):
     return lc[ok], opt.x[ok], se[ok]
 
 
-def _line(lc, xv, w=None):
+def _line(lc, xv, logc, w=None) -> np.ndarray:
+    """The least-squares line of ``xv`` on ``lc`` at ``logc`` (NaN with fewer than 3 points)."""
     if len(lc) < 3:
-        return None
-    return np.polyfit(lc, xv, 1, w=None if w is None else np.sqrt(w))
+        return np.full(len(logc), np.nan)
+    return np.polyval(np.polyfit(lc, xv, 1, w=None if w is None else np.sqrt(w)), logc)
 
 
 def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None:
@@ -260,12 +261,9 @@ def estimate(
     for k in ("law_huber", "law_mse", "law_frontier", "law_near"):
         if k in laws:
             out[k] = _law_nstar(laws[k], logc)
-    line = _line(lc, xv)
-    out["parabola"] = nan if line is None else np.polyval(line, logc)
-    line = _line(lc, xv, 1 / se**2)
-    out["parabola_wls"] = nan if line is None else np.polyval(line, logc)
-    line = _line(lc[-3:], xv[-3:])
-    out["parabola_recent"] = nan if line is None else np.polyval(line, logc)
+    out["parabola"] = _line(lc, xv, logc)
+    out["parabola_wls"] = _line(lc, xv, logc, 1 / se**2)
+    out["parabola_recent"] = _line(lc[-3:], xv[-3:], logc)
     p = laws.get("law_huber")
     if p is not None and len(lc) >= 1:
         a = p["beta"] / (p["alpha"] + p["beta"])
@@ -332,8 +330,7 @@ def _shared_line(groups: list[Budget], logc: np.ndarray, *, by_budget: bool) -> 
     )
     _, curv, slopes = inner(res.x)
     xv = np.array([g.x.mean() for g in good]) - slopes / (2 * curv)
-    line = _line(lcs, xv)
-    return nan if line is None else np.polyval(line, logc)
+    return _line(lcs, xv, logc)
 
 
 def _prior_line(lc, xv, se, p: dict | None, logc: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from .._validation import Interval, IsType, Options, validate
+from ..allocate.api import check_budgets
 from ..allocate.misfit import POOLED, Calibration, pooled
 from ..errors import ScaleFitError
 from ._estimators import (
@@ -389,11 +390,7 @@ def recommend(
         raise ScaleFitError(
             f"The 'ci_probs' parameter of recommend must be floats in (0, 1). Got {ci_probs!r}."
         )
-    target = np.atleast_1d(np.asarray(budgets, dtype=float))
-    if not (target.size and np.all(np.isfinite(target) & (target > 0))):
-        raise ScaleFitError(
-            f"The 'budgets' parameter of recommend must be positive FLOPs. Got {budgets!r}."
-        )
+    target = check_budgets(budgets, "recommend")
     groups = groups_of(table)
     if len(_usable(groups)) < MIN_TRAIN:
         raise ScaleFitError(
