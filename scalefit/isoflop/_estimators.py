@@ -256,7 +256,6 @@ def estimate(
     needs = {k for m in methods for k in LAW_NEEDS.get(m, ())}
     laws = {k: _law_fit(groups, k, seed, (x0 or {}).get(k)) for k in sorted(needs)}
     lc, xv, se = _vertices(groups)
-    nan = np.full(len(logc), np.nan)
     out: dict[str, np.ndarray] = {}
     for k in ("law_huber", "law_mse", "law_frontier", "law_near"):
         if k in laws:
@@ -265,12 +264,7 @@ def estimate(
     out["parabola_wls"] = _line(lc, xv, logc, 1 / se**2)
     out["parabola_recent"] = _line(lc[-3:], xv[-3:], logc)
     p = laws.get("law_huber")
-    if p is not None and len(lc) >= 1:
-        a = p["beta"] / (p["alpha"] + p["beta"])
-        w = 1 / se**2
-        out["anchored"] = float(np.sum(w * (xv - a * lc)) / np.sum(w)) + a * logc
-    else:
-        out["anchored"] = nan
+    out["anchored"] = _prior_line(lc, xv, se, p, logc, sd=0.0)
     out["parabola_shared"] = _shared_line(groups, logc, by_budget=False)
     out["parabola_sharedc"] = _shared_line(groups, logc, by_budget=True)
     out["slope_prior"] = _prior_line(lc, xv, se, p, logc)
@@ -302,9 +296,8 @@ def _shared_line(groups: list[Budget], logc: np.ndarray, *, by_budget: bool) -> 
     from scipy import optimize
 
     good = [g for g in groups if len(np.unique(g.x)) >= 3]
-    nan = np.full(len(logc), np.nan)
     if len(good) < 3:
-        return nan
+        return np.full(len(logc), np.nan)
     lcs = np.array([g.logc for g in good])
     lbar = float(lcs.mean())
     us = [g.x - g.x.mean() for g in good]
@@ -333,17 +326,22 @@ def _shared_line(groups: list[Budget], logc: np.ndarray, *, by_budget: bool) -> 
     return _line(lcs, xv, logc)
 
 
-def _prior_line(lc, xv, se, p: dict | None, logc: np.ndarray) -> np.ndarray:
-    """Precision-weighted vertex line with a normal prior on its slope (the law's exponent)."""
-    if p is None or len(lc) < 2:
+def _prior_line(lc, xv, se, p: dict | None, logc: np.ndarray, sd=SLOPE_PRIOR_SD) -> np.ndarray:
+    """Precision-weighted vertex line with a normal prior ``N(a, sd²)`` on its slope.
+
+    ``a`` is the law's exponent; with ``sd = 0`` the slope is ``a`` (``anchored``).
+    """
+    if p is None or len(lc) < (2 if sd else 1):
         return np.full(len(logc), np.nan)
     a = p["beta"] / (p["alpha"] + p["beta"])
     w = 1 / se**2
     m = float(np.sum(w * lc) / np.sum(w))
     u = lc - m
     xbar = float(np.sum(w * xv) / np.sum(w))
+    if sd == 0:
+        return xbar + a * (logc - m)
     # posterior mode of the slope: (sum w u x + a / sd^2) / (sum w u^2 + 1 / sd^2)
-    tau = 1.0 / SLOPE_PRIOR_SD**2
+    tau = 1.0 / sd**2
     slope = (float(np.sum(w * u * (xv - xbar))) + a * tau) / (float(np.sum(w * u * u)) + tau)
     return xbar + slope * (logc - m)
 
