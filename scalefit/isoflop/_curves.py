@@ -81,6 +81,12 @@ class Optima:
     shape_se: tuple[float, float] | None = None
     note: str = ""  # why the fit is not to be trusted (a shape search that did not converge)
 
+    @property
+    def at_bound(self) -> bool:
+        """Whether the profile's shape sits at a bound of :data:`SHAPE_BOUNDS` (not identified)."""
+        near = (min(abs(np.log(v / b)) for b in SHAPE_BOUNDS) < 1e-3 for v in self.shape or ())
+        return any(near)
+
 
 def fit_parabolas(groups: list[tuple[np.ndarray, np.ndarray]]) -> Optima:
     """Ordinary least-squares parabola per budget; ``groups`` holds ``(x, loss)`` arrays."""

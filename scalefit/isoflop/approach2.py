@@ -281,7 +281,7 @@ def _shape_of(opt: Optima) -> tuple[dict, tuple[str, ...]]:
     shp = {"alpha": opt.shape[0], "beta": opt.shape[1]}
     if opt.shape_se is not None:
         shp.update(alpha_se=float(opt.shape_se[0]), beta_se=float(opt.shape_se[1]))
-    if not any(min(abs(np.log(v / bound)) for bound in SHAPE_BOUNDS) < 1e-3 for v in opt.shape):
+    if not opt.at_bound:
         return shp, ()
     return shp, (
         f"the profile's shape (alpha {opt.shape[0]:.3g}, beta {opt.shape[1]:.3g}) sits at a "
@@ -378,11 +378,8 @@ def _profile_check(groups, logc: np.ndarray, par: Optima, shape, target) -> dict
     }
     ref = fit_profile(groups, shape)
     ok = par.ok & ref.ok & np.isfinite(par.x) & np.isfinite(ref.x)
-    at_bound = ref.shape is not None and any(
-        min(abs(np.log(v / b)) for b in SHAPE_BOUNDS) < 1e-3 for v in ref.shape
-    )
-    if ok.sum() < 3 or at_bound or ref.note:
-        why = "its shape sits at a bound" if at_bound else ref.note or "too few budgets"
+    if ok.sum() < 3 or ref.at_bound or ref.note:
+        why = "its shape sits at a bound" if ref.at_bound else ref.note or "too few budgets"
         out["note"] = (
             "the parabola could not be compared with the law's IsoFLOP profile: the profile does "
             f"not fit these runs ({why})"
