@@ -105,11 +105,11 @@ def _joint_line(groups, start):
 
 def estimate(groups, logc) -> dict[str, np.ndarray]:
     """``ln N*`` at ``logc`` of every candidate (NaN below 3 training vertices)."""
-    from scalefit.isoflop._estimators import _line, _shared_line, _vertices
+    from scalefit.isoflop._estimators import _shared_line, _vertices
 
     logc = np.asarray(logc, float)
     lc, xv, se = _vertices(groups)
-    base = _line(lc, xv)
+    base = np.polyfit(lc, xv, 1) if len(lc) >= 3 else None
     out = {"parabola_sharedc": _shared_line(groups, logc, by_budget=True)}
     out["parabola"] = np.full(len(logc), np.nan) if base is None else np.polyval(base, logc)
     lines = {}

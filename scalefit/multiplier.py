@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .accounting import training_flops
 from .allocate.solve import optimum
 from .allocate.space import Space
 from .errors import ScaleFitError
@@ -117,7 +118,7 @@ def _checked(table: pd.DataFrame, name: str) -> np.ndarray:
             f"compute_multiplier: {name} needs the columns params, tokens and loss; "
             f"missing {', '.join(missing)}."
         )
-    return 6.0 * table["params"].to_numpy(float) * table["tokens"].to_numpy(float)
+    return training_flops(table["params"].to_numpy(float), table["tokens"].to_numpy(float))
 
 
 def compute_multiplier(

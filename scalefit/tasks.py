@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._validation import Interval, constraints, validate
 from .errors import ConvergenceWarning, ScaleFitError
 from .fit import FitResult, fit
 
@@ -260,16 +261,8 @@ def fit_task(
     ScaleFitError
         A task column missing, fewer than 2 rungs or 6 runs, accuracies outside [0, 1].
     """
-    if (
-        not 0 < ci_prob < 1
-        or isinstance(bootstrap, bool)
-        or not isinstance(bootstrap, int | np.integer)
-        or bootstrap < 0
-    ):
-        raise ScaleFitError(
-            "fit_task needs ci_prob in (0, 1) and bootstrap a non-negative integer. Got "
-            f"ci_prob={ci_prob!r}, bootstrap={bootstrap!r} instead."
-        )
+    rules = {**constraints("ci_prob"), "bootstrap": [Interval(int, 0, None)]}
+    validate("fit_task", {"ci_prob": ci_prob, "bootstrap": bootstrap}, rules)
     rows = _checked(table, task)
     final = _final(rows)
     rows = _smoothed(rows)

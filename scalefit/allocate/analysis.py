@@ -71,7 +71,7 @@ def scaling_exponents(
         ``n_draws`` (draws with a finite optimum at every budget), ``budget_lo``, ``budget_hi``.
     """
     src = resolve(source, params, law_options, ci_prob)
-    budgets = check_budgets(DEFAULT_BUDGETS if budgets is None else budgets)
+    budgets = check_budgets(DEFAULT_BUDGETS if budgets is None else budgets, "scaling_exponents")
     if len(budgets) < 2:
         raise ScaleFitError("scaling exponents need at least two budgets.")
     space = Space.of(src.law, accounting)
@@ -245,7 +245,7 @@ def isoflop_curve(
         ``depth, width, params, tokens, loss`` and, with draws, ``loss_lo, loss_hi``.
     """
     src = resolve(source, params, law_options, ci_prob)
-    budget = float(check_budgets(budget)[0])
+    budget = float(check_budgets(budget, "isoflop_curve")[0])
     space = Space.of(src.law, accounting)
     if space.kind != "shape":
         raise ScaleFitError(f"law {src.law.name!r} has no depth: no iso-FLOP depth curve.")

@@ -16,7 +16,7 @@ from ..errors import NoRecommendationWarning, ScaleFitError
 from ..laws import Law, get_law
 from . import misfit
 from .misfit import Calibration
-from .practical import Constraints, best_widths, candidates, depth_grid, rank
+from .practical import Constraints, best_widths, candidates, depth_grid, evaluate, rank
 from .solve import solve
 from .space import Accounting, Space
 
@@ -116,11 +116,14 @@ def _check_allocatable(law, point: dict[str, float]) -> None:
             )
 
 
-def check_budgets(budgets) -> np.ndarray:
+def check_budgets(budgets, where: str = "allocate") -> np.ndarray:
     """Budgets as a 1-D float array; each must be a finite positive number of FLOPs."""
     b = np.atleast_1d(np.asarray(budgets, dtype=float))
     if b.ndim != 1 or b.size == 0 or not np.all(np.isfinite(b)) or np.any(b <= 0):
-        raise ScaleFitError(f"budgets must be finite positive FLOP counts; got {budgets!r}.")
+        raise ScaleFitError(
+            f"The 'budgets' parameter of {where} must be finite positive FLOP counts. "
+            f"Got {budgets!r} instead."
+        )
     return b
 
 
@@ -508,10 +511,7 @@ def _boundary(cont, draws, i: int, n_bud: int, depth: float, cons: Constraints, 
 
 
 def _loss_band(space, src, row, budget) -> None:
-    x = {"params": np.array([row["params"]]), "tokens": np.array([row["tokens"]])}
-    law = space.law
-    p = {k: v[:, None] for k, v in src.draws.items()}
-    vals = np.asarray(law.expr(np, p, law.variables(np, {k: x[k] for k in law.inputs})))[:, 0]
+    vals = evaluate(space, src.draws, pd.DataFrame([row])[["params", "tokens"]])[:, 0]
     lo, hi = np.nanquantile(vals, [(1 - src.prob) / 2, (1 + src.prob) / 2])
     row.update(loss_lo=lo, loss_hi=hi)
 

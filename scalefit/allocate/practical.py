@@ -117,12 +117,12 @@ def candidates(
 def evaluate(space: Space, params: dict, frame: pd.DataFrame) -> np.ndarray:
     """Law values at the shapes of ``frame``; array params (D,) give a (D, len(frame)) matrix."""
     law = space.law
-    x = {k: frame[k].to_numpy(dtype=float) for k in ("depth", "width", "tokens", "params")}
+    x = {k: frame[k].to_numpy(dtype=float) for k in law.inputs}
     arr = {k: np.asarray(v, dtype=float) for k, v in params.items()}
     if any(v.ndim for v in arr.values()):
         arr = {k: v.reshape(-1, 1) for k, v in arr.items()}
     with np.errstate(all="ignore"):
-        return np.asarray(law.expr(np, arr, law.variables(np, {k: x[k] for k in law.inputs})))
+        return np.asarray(law.expr(np, arr, law.variables(np, x)))
 
 
 def rank(

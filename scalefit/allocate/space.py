@@ -68,28 +68,11 @@ class Accounting:
 
     def params(self, depth, width, *, exact: bool = False) -> np.ndarray:
         """Parameter count (continuous unless ``exact`` for integer shapes)."""
-        return param_count_array(
-            depth,
-            width,
-            vocab=int(self.vocab),
-            block=self.block,
-            embeddings=self.embeddings,
-            mlp_ratio=self.mlp_ratio,
-            norms=self.norms,
-            continuous=not exact,
-        )
+        return param_count_array(depth, width, continuous=not exact, **vars(self))
 
     def width(self, depth, params) -> np.ndarray:
         """Width with ``params(depth, width) == params`` (continuous accounting)."""
-        return width_for_params(
-            depth,
-            params,
-            vocab=int(self.vocab),
-            block=self.block,
-            embeddings=self.embeddings,
-            mlp_ratio=self.mlp_ratio,
-            norms=self.norms,
-        )
+        return width_for_params(depth, params, **vars(self))
 
     def to_dict(self) -> dict:
         """Plain dictionary (for reports)."""

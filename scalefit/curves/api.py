@@ -11,7 +11,6 @@ schedule and length.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -105,12 +104,11 @@ def fit_curves(
         law = get_law(law)
         prepared = with_quadrature(prepared, law)
     tab = curve_table(prepared)
-    n_runs = int(tab["run"].nunique())
     _check_cluster(tab, cluster)
     _check_rates(tab, law if formula is None else None)
     if bayes:
         options = {**options, "group": cluster, "errors": errors}
-        return _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options)
+        return _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, options)
     validate("fit_curves", {"bootstrap": bootstrap}, {"bootstrap": [Interval(int, 0, None), None]})
     n_groups = int(tab[cluster].nunique())
     if bootstrap is None:
@@ -133,12 +131,17 @@ def fit_curves(
         starts=starts,
         **options,
     )
-    meta = dict(prepared.attrs.get("scalefit_curves", {}))
     resampled = "runs" if cluster == "run" else f"runs grouped by {cluster!r}"
-    meta.update(runs=n_runs, checkpoints=len(tab), resample=resampled if bootstrap else "none")
-    meta.update(peak_lr=peak_rates(tab))
-    res = res.replace(conventions={**res.conventions, "curves": meta})
-    return _run_level_stderr(res, n_groups)
+    return _run_level_stderr(
+        _recorded(res, prepared, tab, resampled if bootstrap else "none"), n_groups
+    )
+
+
+def _recorded(res, prepared: pd.DataFrame, tab: pd.DataFrame, resample: str):
+    """``res`` with ``conventions["curves"]``: the checkpoint rules, counts and resampling."""
+    meta = {**prepared.attrs.get("scalefit_curves", {}), "runs": int(tab["run"].nunique())}
+    meta.update(checkpoints=len(tab), resample=resample, peak_lr=peak_rates(tab))
+    return res.replace(conventions={**res.conventions, "curves": meta})
 
 
 def constant_lr_law() -> Law:
@@ -285,7 +288,7 @@ def _check_rates(tab: pd.DataFrame, law) -> None:
         )
 
 
-def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, options):
+def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, options):
     """:func:`fit_curves` with ``bayes=True``: a Bayesian fit with a random offset per run."""
     from ..fit.bayes import fit_bayes
 
@@ -309,14 +312,9 @@ def _fit_curves_bayes(prepared, tab, law, formula, bootstrap, seed, n_runs, opti
                 "scale": 0.5,
             }
     res = fit_bayes(tab, law, seed=seed, priors=priors, **options)
-    meta = dict(prepared.attrs.get("scalefit_curves", {}))
     per = "run" if options["group"] == "run" else f"value of {options['group']!r}"
     within = ", AR(1) errors within each run" if errors == "ar1" else ""
-    meta.update(
-        runs=n_runs, checkpoints=len(tab), resample=f"none (Bayes, offset per {per}{within})"
-    )
-    meta.update(peak_lr=peak_rates(tab))
-    return res.replace(conventions={**res.conventions, "curves": meta})
+    return _recorded(res, prepared, tab, f"none (Bayes, offset per {per}{within})")
 
 
 def forecast(
@@ -438,18 +436,26 @@ def _warn_untrusted(result, out: pd.DataFrame) -> None:
         )
 
 
-def _tokens_per_step(part: pd.DataFrame, run) -> float:
-    """A run's tokens per optimiser update, read off its ``tokens`` and ``step`` columns."""
-    if not {"tokens", "step"} <= set(part.columns):
+def tokens_per_step(curves: pd.DataFrame, where: str = "the curves") -> float:
+    """Tokens per optimiser update: the ``tokens_per_step`` column, else ``tokens / step``."""
+    if "tokens_per_step" in curves.columns:
+        per = curves["tokens_per_step"].dropna().to_numpy(float)
+    elif {"tokens", "step"} <= set(curves.columns):
+        ok = curves["step"] > 0
+        per = (curves.loc[ok, "tokens"] / curves.loc[ok, "step"]).to_numpy(float)
+    else:
+        per = np.array([])
+    if not len(per):
         raise ScaleFitError(
-            f"run {run!r}: the law reads tokens; final_losses needs the run's step and tokens."
+            f"{where}: no tokens per step (a 'tokens_per_step' column, or 'tokens' and 'step'); "
+            "give tokens_per_step."
         )
-    ratio = part["tokens"].to_numpy(float) / part["step"].to_numpy(float)
-    if not np.allclose(ratio, ratio[0], rtol=1e-6):
+    if not (np.allclose(per, per[0], rtol=1e-6) and per[0] > 0):
         raise ScaleFitError(
-            f"run {run!r}: tokens per step is not constant ({ratio.min():g} to {ratio.max():g})."
+            f"{where}: tokens per step is not constant ({per.min():g} to {per.max():g}); give "
+            "tokens_per_step."
         )
-    return float(ratio[0])
+    return float(per[0])
 
 
 def final_losses(
@@ -487,7 +493,7 @@ def final_losses(
             for c in result.law.inputs
             if c in ("params", "width", "depth")
         }
-        per = _tokens_per_step(part, run) if "tokens" in result.law.inputs else None
+        per = tokens_per_step(part, f"run {run!r}") if "tokens" in result.law.inputs else None
         pred = forecast(result, sched, steps=[sched.steps], tokens_per_step=per, **extra).iloc[-1]
         row = {"run": run, "final_step": sched.steps, "predicted": float(pred["loss"])}
         if "lo" in pred:
@@ -509,8 +515,3 @@ def truncate(curves: pd.DataFrame, fraction: float) -> pd.DataFrame:
     out = curves[curves[key] <= fraction * last].reset_index(drop=True)
     out.attrs = dict(curves.attrs)
     return out
-
-
-def schedule_columns(mapping: Mapping[str, str]) -> dict[str, Schedule]:
-    """Parse ``{run: schedule text}`` into schedules."""
-    return {run: parse_schedule(text, where=f"run {run!r}") for run, text in mapping.items()}

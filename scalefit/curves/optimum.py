@@ -27,6 +27,8 @@ import pandas as pd
 from ..errors import ScaleFitError
 from ..laws import Law
 from ..schedule import MAX_STEPS, MOMENTUM, Schedule, parse_schedule
+from .api import tokens_per_step as tokens_per_step_of
+from .api import warn_new_rate
 
 if TYPE_CHECKING:
     from ..allocate import Allocation
@@ -325,8 +327,6 @@ def allocation(
     law = final_loss_law(result.law, sched, tokens_per_step=per, momentum=momentum)
     at_optimum = _has_lr_optimum(result)
     if not at_optimum:
-        from .api import warn_new_rate
-
         warn_new_rate(result, sched.lr, "allocation")
     source = _at_optimal_rate(result) if at_optimum else result
     alloc = allocate(source.replace(law=law), budgets, ci_prob=ci_prob)
@@ -424,7 +424,7 @@ def defaults(
     if tokens_per_step is None:
         if curves is None:
             raise ScaleFitError("give tokens_per_step (tokens per optimiser update) or the curves.")
-        tokens_per_step = _tokens_per_step(curves)
+        tokens_per_step = tokens_per_step_of(curves)
     return sched, float(tokens_per_step)
 
 
@@ -448,22 +448,6 @@ def _shared_schedule(curves: pd.DataFrame) -> Schedule:
             "train uses."
         )
     return next(iter(found.values()))
-
-
-def _tokens_per_step(curves: pd.DataFrame) -> float:
-    if "tokens_per_step" in curves.columns:
-        per = curves["tokens_per_step"].dropna().unique()
-    elif {"tokens", "step"} <= set(curves.columns):
-        ok = curves["step"] > 0
-        per = np.unique(np.round(curves.loc[ok, "tokens"] / curves.loc[ok, "step"], 6))
-    else:
-        per = []
-    if len(per) != 1 or not per[0] > 0:
-        raise ScaleFitError(
-            "the curves do not give one number of tokens per step (a 'tokens_per_step' column, "
-            f"or 'tokens' and 'step'); found {len(per)}: give tokens_per_step."
-        )
-    return float(per[0])
 
 
 def _resample(result) -> str:

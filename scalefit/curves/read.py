@@ -355,9 +355,11 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
     -------
     DataFrame
         The long table; ``schedule`` is the one the trainer recorded in ``run.json``
-        (``schedule_text``), else its warm-up + cosine schedule from ``train_config.json``.
+        (``schedule_text``), else the one ``train_config.json`` gives
+        (:func:`scalefit.schedule.trainer_schedule`).
     """
     from ..accounting import param_count
+    from ..schedule import trainer_schedule
 
     folder = Path(run_dir)
     cfg = read_json(folder / "train_config.json", what="trainer configuration")
@@ -372,27 +374,23 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
                     f"{folder / 'train_config.json'}: {key} must be a whole number >= 1; got "
                     f"{value}."
                 )
-        per_step = int(cfg["batch_size"]) * int(cfg["seq_len"])
+        per_step = sizes["batch_size"] * sizes["seq_len"]
         params = param_count(
-            int(cfg["depth"]),
-            int(cfg["width"]),
-            vocab=int(cfg["vocab"]),
+            sizes["depth"],
+            sizes["width"],
+            vocab=sizes["vocab"],
             block=str(cfg.get("block", "standard")),
             embeddings=str(cfg.get("embeddings", "tied")),
             mlp_ratio=float(cfg.get("mlp_ratio", 4.0)),
             ffn_hidden=cfg.get("ffn_hidden"),
         )
-        steps = max(1, -(-int(cfg["tokens"]) // per_step))
-        warm = cfg.get("warmup_steps")
-        warm = int(warm) if warm is not None else max(1, round(float(cfg["warmup_frac"]) * steps))
-        lr, floor = float(cfg["lr"]), float(cfg["min_lr_ratio"]) * float(cfg["lr"])
+        schedule = str(trainer_schedule(cfg))  # the trainer's own step and warm-up arithmetic
     except ScaleFitError:
         raise
     except (KeyError, TypeError, ValueError) as exc:
         raise ScaleFitError(
             f"{folder / 'train_config.json'}: not a trainer configuration ({exc!r})."
         ) from None
-    schedule = f"cosine:lr={lr:g},steps={steps},warmup={warm},final_lr={floor:g}"
     info = _run_info(folder)
     if isinstance(info.get("schedule_text"), str):
         schedule = info["schedule_text"]  # written by the trainer in this module's grammar

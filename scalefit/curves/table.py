@@ -42,10 +42,6 @@ ALIASES = {
 }
 
 
-def _rename(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) -> pd.DataFrame:
-    return frame.rename(columns=_rename_map(frame, columns, where))
-
-
 def _rename_map(frame: pd.DataFrame, columns: Mapping[str, str] | None, where: str) -> dict:
     """``{file column: canonical name}`` from ``columns`` and the built-in aliases."""
     columns = dict(columns or {})
@@ -127,9 +123,8 @@ def validate_curves(
                 f"run its name: {spelled('run=NAME')}. Columns: {', '.join(map(str, tab.columns))}."
             )
         tab["run"] = run
-    for need in ("loss",):
-        if need not in tab.columns:
-            raise ScaleFitError(f"{source}: no {need!r} column; columns: {list(tab.columns)}.")
+    if "loss" not in tab.columns:
+        raise ScaleFitError(f"{source}: no 'loss' column; columns: {list(tab.columns)}.")
     if "step" not in tab.columns and "tokens" not in tab.columns:
         raise ScaleFitError(f"{source}: needs a 'step' or a 'tokens' column (or both).")
     runs = tab["run"]

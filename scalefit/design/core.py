@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .._io import atomic_write_csv
 from .._validation import Interval, Options, spelled, validate
 from ..accounting import training_flops
 from ..errors import ScaleFitError
@@ -107,17 +106,11 @@ class DesignResult:
             "runs": self.runs.to_dict(orient="records"),
         }
 
-    def save_csv(self, path) -> None:
-        """Write the runs to train as CSV (atomically)."""
-        atomic_write_csv(path, self.runs)
-
 
 def quantity_draws(src, space, budget: float, quantity: str) -> tuple[float, np.ndarray, dict]:
     """The quantity at the target budget for the point estimate and every draw."""
     from ..allocate.solve import solve
 
-    col = {"log_params": "params", "log_tokens": "tokens", "log_depth": "depth"}
-    col.update(log_width="width", loss="loss")
     if quantity in ("log_depth", "log_width") and space.kind != "shape":
         raise ScaleFitError(
             f"The 'quantity' parameter of next_runs must be one of 'log_params', 'log_tokens', "
@@ -126,7 +119,7 @@ def quantity_draws(src, space, budget: float, quantity: str) -> tuple[float, np.
     one = {k: np.array([v]) for k, v in src.point.items()}
     point = solve(space, one, [budget], sets=False).iloc[0]
     draws = solve(space, src.draws, [budget], sets=False)
-    c = col[quantity]
+    c = quantity.removeprefix("log_")  # the solver's column
     val = draws[c].to_numpy(float)
     q = val if quantity == "loss" else np.log(val)
     pv = float(point[c]) if quantity == "loss" else float(np.log(point[c]))

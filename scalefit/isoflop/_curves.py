@@ -21,7 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
+
+from ..accounting import tokens_for_budget
 
 #: Points per axis of the joint profile fit's grid over ``ln(alpha, beta)`` within the bounds.
 GRID = 10
@@ -45,6 +48,26 @@ class PowerLawExponents:
         return float(self.exponents.loc["tokens", "exponent"])
 
 
+def exponent_table(a, lo, hi, intercept, *, se=None, chi2_dof=None) -> pd.DataFrame:
+    """The line ``ln N* = a ln C + intercept`` as rows ``params`` (a) and ``tokens`` (``1 - a``).
+
+    ``T* = C / (6 N*)`` gives the tokens' row; ``se`` and ``chi2_dof`` are columns when given.
+    """
+    exps = pd.DataFrame(
+        {
+            "exponent": [a, 1 - a],
+            "se": [se, se],
+            "lo": [lo, 1 - hi],
+            "hi": [hi, 1 - lo],
+            "intercept": [intercept, np.log(tokens_for_budget(1.0, 1.0)) - intercept],
+        },
+        index=pd.Index(["params", "tokens"], name="quantity"),
+    )
+    if chi2_dof is not None:
+        exps["chi2_dof"] = chi2_dof
+    return exps if se is not None else exps.drop(columns="se")
+
+
 @dataclass
 class Optima:
     """Optimum ``x* = ln N*`` per budget and the covariance of the optima."""
@@ -57,6 +80,12 @@ class Optima:
     shape: tuple[float, float] | None = None  # (alpha, beta) of the profile fit
     shape_se: tuple[float, float] | None = None
     note: str = ""  # why the fit is not to be trusted (a shape search that did not converge)
+
+    @property
+    def at_bound(self) -> bool:
+        """Whether the profile's shape sits at a bound of :data:`SHAPE_BOUNDS` (not identified)."""
+        near = (min(abs(np.log(v / b)) for b in SHAPE_BOUNDS) < 1e-3 for v in self.shape or ())
+        return any(near)
 
 
 def fit_parabolas(groups: list[tuple[np.ndarray, np.ndarray]]) -> Optima:

@@ -158,10 +158,11 @@ def _vertices(groups: list[Budget]):
     return lc[ok], opt.x[ok], se[ok]
 
 
-def _line(lc, xv, w=None):
+def _line(lc, xv, logc, w=None) -> np.ndarray:
+    """The least-squares line of ``xv`` on ``lc`` at ``logc`` (NaN with fewer than 3 points)."""
     if len(lc) < 3:
-        return None
-    return np.polyfit(lc, xv, 1, w=None if w is None else np.sqrt(w))
+        return np.full(len(logc), np.nan)
+    return np.polyval(np.polyfit(lc, xv, 1, w=None if w is None else np.sqrt(w)), logc)
 
 
 def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None:
@@ -255,24 +256,15 @@ def estimate(
     needs = {k for m in methods for k in LAW_NEEDS.get(m, ())}
     laws = {k: _law_fit(groups, k, seed, (x0 or {}).get(k)) for k in sorted(needs)}
     lc, xv, se = _vertices(groups)
-    nan = np.full(len(logc), np.nan)
     out: dict[str, np.ndarray] = {}
     for k in ("law_huber", "law_mse", "law_frontier", "law_near"):
         if k in laws:
             out[k] = _law_nstar(laws[k], logc)
-    line = _line(lc, xv)
-    out["parabola"] = nan if line is None else np.polyval(line, logc)
-    line = _line(lc, xv, 1 / se**2)
-    out["parabola_wls"] = nan if line is None else np.polyval(line, logc)
-    line = _line(lc[-3:], xv[-3:])
-    out["parabola_recent"] = nan if line is None else np.polyval(line, logc)
+    out["parabola"] = _line(lc, xv, logc)
+    out["parabola_wls"] = _line(lc, xv, logc, 1 / se**2)
+    out["parabola_recent"] = _line(lc[-3:], xv[-3:], logc)
     p = laws.get("law_huber")
-    if p is not None and len(lc) >= 1:
-        a = p["beta"] / (p["alpha"] + p["beta"])
-        w = 1 / se**2
-        out["anchored"] = float(np.sum(w * (xv - a * lc)) / np.sum(w)) + a * logc
-    else:
-        out["anchored"] = nan
+    out["anchored"] = _prior_line(lc, xv, se, p, logc, sd=0.0)
     out["parabola_shared"] = _shared_line(groups, logc, by_budget=False)
     out["parabola_sharedc"] = _shared_line(groups, logc, by_budget=True)
     out["slope_prior"] = _prior_line(lc, xv, se, p, logc)
@@ -304,9 +296,8 @@ def _shared_line(groups: list[Budget], logc: np.ndarray, *, by_budget: bool) -> 
     from scipy import optimize
 
     good = [g for g in groups if len(np.unique(g.x)) >= 3]
-    nan = np.full(len(logc), np.nan)
     if len(good) < 3:
-        return nan
+        return np.full(len(logc), np.nan)
     lcs = np.array([g.logc for g in good])
     lbar = float(lcs.mean())
     us = [g.x - g.x.mean() for g in good]
@@ -332,21 +323,25 @@ def _shared_line(groups: list[Budget], logc: np.ndarray, *, by_budget: bool) -> 
     )
     _, curv, slopes = inner(res.x)
     xv = np.array([g.x.mean() for g in good]) - slopes / (2 * curv)
-    line = _line(lcs, xv)
-    return nan if line is None else np.polyval(line, logc)
+    return _line(lcs, xv, logc)
 
 
-def _prior_line(lc, xv, se, p: dict | None, logc: np.ndarray) -> np.ndarray:
-    """Precision-weighted vertex line with a normal prior on its slope (the law's exponent)."""
-    if p is None or len(lc) < 2:
+def _prior_line(lc, xv, se, p: dict | None, logc: np.ndarray, sd=SLOPE_PRIOR_SD) -> np.ndarray:
+    """Precision-weighted vertex line with a normal prior ``N(a, sd²)`` on its slope.
+
+    ``a`` is the law's exponent; with ``sd = 0`` the slope is ``a`` (``anchored``).
+    """
+    if p is None or len(lc) < (2 if sd else 1):
         return np.full(len(logc), np.nan)
     a = p["beta"] / (p["alpha"] + p["beta"])
     w = 1 / se**2
     m = float(np.sum(w * lc) / np.sum(w))
     u = lc - m
     xbar = float(np.sum(w * xv) / np.sum(w))
+    if sd == 0:
+        return xbar + a * (logc - m)
     # posterior mode of the slope: (sum w u x + a / sd^2) / (sum w u^2 + 1 / sd^2)
-    tau = 1.0 / SLOPE_PRIOR_SD**2
+    tau = 1.0 / sd**2
     slope = (float(np.sum(w * u * (xv - xbar))) + a * tau) / (float(np.sum(w * u * u)) + tau)
     return xbar + slope * (logc - m)
 

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from .._validation import Interval, constraints, spelled, validate
-from ..accounting import tokens_for_budget, training_flops
+from ..accounting import tokens_for_budget
 from ..errors import ScaleFitError
-from ._curves import PowerLawExponents
+from ._curves import PowerLawExponents, exponent_table
+from .budgets import flops_of
 
 
 @dataclass(frozen=True)
@@ -56,17 +57,14 @@ def _curves(table: pd.DataFrame, run: str, tokens_per_step: float | None = None)
             f"approach1: the long table needs columns {sorted(need)} and 'flops' or 'tokens'; "
             f"missing {missing}."
         )
-    if "flops" in table.columns:
-        c = table["flops"].to_numpy(float)
-    elif "tokens" in table.columns:
-        c = training_flops(table["params"], table["tokens"])
-    elif "step" in table.columns and tokens_per_step is not None:
-        c = training_flops(table["params"], table["step"].to_numpy(float) * tokens_per_step)
-    else:
-        raise ScaleFitError(
-            "approach1: the long table needs a 'flops' or a 'tokens' column, or a 'step' column "
-            f"and {spelled('tokens_per_step=...', '--tokens-per-step N')}."
-        )
+    if not {"flops", "tokens"} & set(table.columns):
+        if "step" not in table.columns or tokens_per_step is None:
+            raise ScaleFitError(
+                "approach1: the long table needs a 'flops' or a 'tokens' column, or a 'step' "
+                f"column and {spelled('tokens_per_step=...', '--tokens-per-step N')}."
+            )
+        table = table.assign(tokens=table["step"].to_numpy(float) * tokens_per_step)
+    c = flops_of(table, "approach1")
     out = pd.DataFrame(
         {
             "run": table[run].to_numpy(),
@@ -193,16 +191,6 @@ def approach1(
     )
     c = np.exp(grid)
     env = pd.DataFrame({"flops": c, "loss": loss, "params": n, "tokens": tokens_for_budget(c, n)})
-    exps = pd.DataFrame(
-        [
-            {"quantity": "params", "exponent": a, "lo": lo, "hi": hi, "intercept": icpt},
-            {
-                "quantity": "tokens",
-                "exponent": 1 - a,
-                "lo": 1 - hi,
-                "hi": 1 - lo,
-                "intercept": np.log(tokens_for_budget(1.0, 1.0)) - icpt,
-            },
-        ]
-    ).set_index("quantity")
-    return EnvelopeResult(env, exps, float(ci_prob), len(runs), int(n_boot), int(seed))
+    return EnvelopeResult(
+        env, exponent_table(a, lo, hi, icpt), float(ci_prob), len(runs), int(n_boot), int(seed)
+    )

@@ -16,6 +16,7 @@ from ._curves import (
     SHAPE_BOUNDS,
     Optima,
     PowerLawExponents,
+    exponent_table,
     fit_parabolas,
     fit_profile,
     power_law,
@@ -266,22 +267,11 @@ def approach2(
 
 
 def _exponents(law: dict) -> pd.DataFrame:
-    """The line through the optima as exponents of N* and T* (``T* = C / (6 N*)``)."""
-    exps = pd.DataFrame(
-        [
-            {"quantity": "params", **{k: law[k] for k in ("exponent", "se", "lo", "hi")}},
-            {
-                "quantity": "tokens",
-                "exponent": 1 - law["exponent"],
-                "se": law["se"],
-                "lo": 1 - law["hi"],
-                "hi": 1 - law["lo"],
-            },
-        ]
-    ).set_index("quantity")
-    exps["intercept"] = [law["intercept"], np.log(tokens_for_budget(1.0, 1.0)) - law["intercept"]]
-    exps["chi2_dof"] = law["chi2_dof"] if law["weighted"] else np.nan  # no weights: no chi²
-    return exps
+    """The line through the optima as exponents of N* and T* (no weights: no chi²)."""
+    chi2 = law["chi2_dof"] if law["weighted"] else np.nan
+    return exponent_table(
+        law["exponent"], law["lo"], law["hi"], law["intercept"], se=law["se"], chi2_dof=chi2
+    )
 
 
 def _shape_of(opt: Optima) -> tuple[dict, tuple[str, ...]]:
@@ -291,7 +281,7 @@ def _shape_of(opt: Optima) -> tuple[dict, tuple[str, ...]]:
     shp = {"alpha": opt.shape[0], "beta": opt.shape[1]}
     if opt.shape_se is not None:
         shp.update(alpha_se=float(opt.shape_se[0]), beta_se=float(opt.shape_se[1]))
-    if not any(min(abs(np.log(v / bound)) for bound in SHAPE_BOUNDS) < 1e-3 for v in opt.shape):
+    if not opt.at_bound:
         return shp, ()
     return shp, (
         f"the profile's shape (alpha {opt.shape[0]:.3g}, beta {opt.shape[1]:.3g}) sits at a "
@@ -388,11 +378,8 @@ def _profile_check(groups, logc: np.ndarray, par: Optima, shape, target) -> dict
     }
     ref = fit_profile(groups, shape)
     ok = par.ok & ref.ok & np.isfinite(par.x) & np.isfinite(ref.x)
-    at_bound = ref.shape is not None and any(
-        min(abs(np.log(v / b)) for b in SHAPE_BOUNDS) < 1e-3 for v in ref.shape
-    )
-    if ok.sum() < 3 or at_bound or ref.note:
-        why = "its shape sits at a bound" if at_bound else ref.note or "too few budgets"
+    if ok.sum() < 3 or ref.at_bound or ref.note:
+        why = "its shape sits at a bound" if ref.at_bound else ref.note or "too few budgets"
         out["note"] = (
             "the parabola could not be compared with the law's IsoFLOP profile: the profile does "
             f"not fit these runs ({why})"

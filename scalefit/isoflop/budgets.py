@@ -7,6 +7,7 @@ import pandas as pd
 
 from .._validation import Interval, spelled, validate
 from ..accounting import training_flops
+from ..allocate.api import check_budgets
 from ..errors import ScaleFitError
 
 
@@ -111,12 +112,7 @@ def assign_budgets(
     if budgets is None:
         nominal = detect_budgets(flops, tol=tol, min_runs=min_runs)
     else:
-        nominal = np.sort(np.atleast_1d(np.asarray(budgets, dtype=float)))
-        if nominal.size == 0 or not np.all(np.isfinite(nominal) & (nominal > 0)):
-            raise ScaleFitError(
-                f"The 'budgets' parameter of {where} must be positive FLOP counts. "
-                f"Got {budgets!r} instead."
-            )
+        nominal = np.sort(check_budgets(budgets, where))
     if nominal.size == 0:
         raise ScaleFitError(
             f"{where}: found no cluster of at least {min_runs} runs within {tol} dex of one "

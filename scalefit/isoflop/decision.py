@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from .._validation import Interval, Options, validate
+from .._validation import Interval, IsType, Options, validate
+from ..allocate.api import check_budgets
 from ..allocate.misfit import POOLED, Calibration, pooled
 from ..errors import ScaleFitError
 from ._estimators import (
@@ -172,7 +173,8 @@ def rolling_origins(
         :func:`score_origin`'s rows for every origin.
     """
     methods = [methods] if isinstance(methods, str) else list(methods)
-    _check_methods(methods, "rolling_origins")
+    for m in methods:
+        validate("rolling_origins", {"method": m}, {"method": [Options(set(METHODS))]})
     groups = groups_of(table, "rolling_origins")
     sigma = pooled_sigma(groups)
     frames = []
@@ -303,15 +305,6 @@ def fit_stack_weights(
     return {p: float(v) for p, v in zip(parts, a, strict=True)}
 
 
-def _check_methods(methods, where):
-    for m in methods:
-        if m not in METHODS:
-            raise ScaleFitError(
-                f"The 'method' parameter of {where} must be one of {list(METHODS)}. "
-                f"Got {m!r} instead."
-            )
-
-
 def _calibration(table, method, calibration, n_boot, seed) -> tuple[Calibration | None, str]:
     if calibration is None:
         return None, "no calibration asked for: parameters only"
@@ -389,6 +382,7 @@ def recommend(
             "method": [Options(set(METHODS))],
             "n_boot": [Interval(int, 10, None)],
             "seed": [Interval(int, 0, None)],
+            "calibration": [Options({"pooled", "own"}), IsType(Calibration, "a Calibration"), None],
         },
     )
     probs = tuple(float(p) for p in np.atleast_1d(ci_probs))
@@ -396,17 +390,7 @@ def recommend(
         raise ScaleFitError(
             f"The 'ci_probs' parameter of recommend must be floats in (0, 1). Got {ci_probs!r}."
         )
-    if not (calibration is None or isinstance(calibration, Calibration)):
-        if calibration not in ("pooled", "own"):
-            raise ScaleFitError(
-                "The 'calibration' parameter of recommend must be 'pooled', 'own', a Calibration "
-                f"or None. Got {calibration!r} instead."
-            )
-    target = np.atleast_1d(np.asarray(budgets, dtype=float))
-    if not (target.size and np.all(np.isfinite(target) & (target > 0))):
-        raise ScaleFitError(
-            f"The 'budgets' parameter of recommend must be positive FLOPs. Got {budgets!r}."
-        )
+    target = check_budgets(budgets, "recommend")
     groups = groups_of(table)
     if len(_usable(groups)) < MIN_TRAIN:
         raise ScaleFitError(
