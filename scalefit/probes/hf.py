@@ -35,8 +35,9 @@ from ..errors import ScaleFitError, require
 from ._assemble import HFProbeResult, assemble, with_pruning
 from ._hfmodel import FAMILIES, LoadedModel, blocks_of, load_model, wrap_model
 from ._prune import prune_variants, run_pruning
-from ._reduce import Accumulator, reduce_batch
+from ._reduce import Accumulator
 from ._text import DatasetDocuments, iter_documents, iter_windows
+from .angles import reduce_batch
 
 __all__ = [
     "FAMILIES",
