@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import time
@@ -59,21 +60,6 @@ _CONSTRAINTS = {
     **constraints("bootstrap", "seed"),
 }
 CHECKPOINT_SECONDS = 20.0
-#: model_type → (attribute of the block holding its attention sub-layer, whether the residual is
-#: added outside that module). CR is measured between the block's input h and the stream after
-#: the attention sub-layer: h + attention(norm(h)) in the pre-norm decoders (GPT-NeoX with a
-#: parallel residual included), the attention module's own normalised output in BERT/RoBERTa,
-#: whose attention sub-layer adds the residual and normalises inside (post-LN).
-ATTENTION: dict[str, tuple[str, bool]] = {
-    "gpt_neox": ("attention", True),
-    "llama": ("self_attn", True),
-    "qwen2": ("self_attn", True),
-    "qwen3": ("self_attn", True),
-    "mistral": ("self_attn", True),
-    "gpt2": ("attn", True),
-    "bert": ("attention", False),
-    "roberta": ("attention", False),
-}
 #: Windows of the corpus run through the same architecture at initialisation (the verdict's
 #: "trained" check).
 INIT_WINDOWS = 32
@@ -126,7 +112,7 @@ def probe_hf(
         Also remove, for each n given, the n consecutive blocks with the smallest d(l, l+n).
     cr : bool
         Compute seed 002's coherence-based redundancy per block, on its attention sub-layer
-        (:data:`ATTENTION`; the paper's choice), per batch of ``batch_size`` windows, in float64:
+        (:data:`FAMILIES`; the paper's choice), per batch of ``batch_size`` windows, in float64:
         columns ``cr`` (the paper's measure, which depends on the batch size: see
         :mod:`scalefit.probes.cr`) and ``cr_debiased`` (batch-size independent; NaN when
         ``batch_size`` is 1). Batches with fewer windows (the last one) are skipped unless the
@@ -155,20 +141,7 @@ def probe_hf(
     -------
     HFProbeResult
     """
-    validate(
-        "probe_hf",
-        {
-            "tokens": tokens,
-            "seq_len": seq_len,
-            "batch_size": batch_size,
-            "max_block": max_block,
-            "prune_tokens": prune_tokens,
-            "bootstrap": bootstrap,
-            "reservoir": reservoir,
-            "seed": seed,
-        },
-        _CONSTRAINTS,
-    )
+    validate("probe_hf", locals(), _CONSTRAINTS)
     require("torch", "torch")
     if not isinstance(text, str | Path) and iter(text) is text:
         raise ScaleFitError(
@@ -318,10 +291,10 @@ def _batched(iterable, n: int):
 def _hidden_states(lm: LoadedModel, ids, *, attention: bool = False) -> tuple[list, list]:
     """Return the residual states and (with ``attention``) the attention sub-layers' in/out.
 
-    The states are ``[h_0, …, h_L]`` as ``(B, T, W)`` tensors, without any final norm; the pairs
-    are each block's attention sub-layer ``(input, output)`` (see :data:`ATTENTION`). HF's
-    hidden states give h_0…h_{L-1}; a forward hook on the last block gives h_L (HF's last entry
-    has the final norm applied for the decoder families).
+    The states are ``[h_0, …, h_L]`` as ``(B, T, W)`` tensors, caught by forward hooks: the first
+    block's input, then every block's output, so without any final norm (HF's last
+    ``hidden_states`` entry has it for the decoder families). The pairs are each block's input
+    and its attention sub-layer's output, with the residual added (see :data:`FAMILIES`).
     """
     import torch
 
@@ -331,45 +304,33 @@ def _hidden_states(lm: LoadedModel, ids, *, attention: bool = False) -> tuple[li
         return o[0] if isinstance(o, tuple) else o
 
     blocks = blocks_of(lm.model, lm.family)
-    last: list = []
-    handles = [blocks[-1].register_forward_hook(lambda _m, _i, o: last.append(first(o)))]
-    inputs: list = []
+    states: list = []
     outputs: list = []
-    if attention:
-        name, adds_residual = ATTENTION[lm.family]
-        for block in blocks:
-            handles.append(
-                block.register_forward_pre_hook(
-                    lambda _m, a, kw: inputs.append(a[0] if a else kw["hidden_states"]),
-                    with_kwargs=True,
-                )
-            )
-            handles.append(
-                getattr(block, name).register_forward_hook(
-                    lambda _m, _i, o: outputs.append(first(o))
-                )
-            )
+    handles = [
+        blocks[0].register_forward_pre_hook(
+            lambda _m, a, kw: states.append(a[0] if a else kw["hidden_states"]), with_kwargs=True
+        )
+    ]
+    handles += [b.register_forward_hook(lambda _m, _i, o: states.append(first(o))) for b in blocks]
+    name, adds_residual = FAMILIES[lm.family][3:]
+    for block in blocks if attention else ():
+        hook = getattr(block, name).register_forward_hook(
+            lambda _m, _i, o: outputs.append(first(o))
+        )
+        handles.append(hook)
     try:
         with torch.no_grad():
-            out = lm.model(input_ids=ids, output_hidden_states=True, **forward_kwargs(lm))
+            lm.model(input_ids=ids, **forward_kwargs(lm))
     finally:
         for handle in handles:
             handle.remove()
-    states = list(out.hidden_states)
-    if len(states) != lm.depth + 1 or len(last) != 1:
+    if len(states) != lm.depth + 1 or len(outputs) != (lm.depth if attention else 0):
         raise ScaleFitError(
-            f"{lm.name}: expected {lm.depth + 1} hidden states, got {len(states)}; "
-            f"unsupported architecture '{lm.family}' layout."
+            f"{lm.name}: expected {lm.depth + 1} residual states and one attention sub-layer per "
+            f"block, saw {len(states)} and {len(outputs)}; unsupported '{lm.family}' layout."
         )
-    pairs = []
-    if attention:
-        if len(inputs) != lm.depth or len(outputs) != lm.depth:
-            raise ScaleFitError(
-                f"{lm.name}: expected one attention sub-layer per block, saw {len(outputs)} "
-                f"outputs for {lm.depth} blocks ('{lm.family}' layout)."
-            )
-        pairs = [(h, h + o if adds_residual else o) for h, o in zip(inputs, outputs, strict=True)]
-    return states[:-1] + [last[0]], pairs
+    pairs = [(h, h + o if adds_residual else o) for h, o in zip(states, outputs, strict=False)]
+    return states, pairs
 
 
 def _cr(attn_io) -> np.ndarray:
@@ -393,14 +354,13 @@ def _init_reference(lm: LoadedModel, text, *, seq_len: int, batch_size: int, see
     import torch
 
     from ._assemble import summary_of
-    from ._hfmodel import LoadedModel as _Loaded
 
     param = next(lm.model.parameters())
     with torch.random.fork_rng(devices=[]):  # leave the caller's random state as it was
         torch.manual_seed(seed)
         fresh = type(lm.model)(lm.model.config)
     fresh = fresh.to(device=param.device, dtype=param.dtype).eval()
-    ref = _Loaded(fresh, lm.tokenizer, lm.name, lm.family, lm.task, lm.encoder, lm.final_norm)
+    ref = dataclasses.replace(lm, model=fresh)
     acc = Accumulator(lm.depth, max_block=1, reservoir=4, seed=seed)
     nll = np.zeros(2)
     count = 0
