@@ -39,6 +39,7 @@ from ._prune import prune_variants, run_pruning
 from ._reduce import Accumulator
 from ._text import DatasetDocuments, iter_documents, iter_windows
 from .angles import reduce_batch
+from .hooks import run_with_states
 
 __all__ = [
     "FAMILIES",
@@ -213,15 +214,11 @@ def _reduce_corpus(
     lm, text, n_windows, seq_len, batch_size, max_block, reservoir, seed, cr_batch, folder, progress
 ) -> Accumulator:
     """Stream the windows through the model, reducing batch by batch (resumed from ``folder``)."""
-    import torch
-
     meta = _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr_batch > 0)
     kw = {"max_block": max_block, "reservoir": reservoir, "seed": seed}
     acc = Accumulator.load(folder, meta, depth=lm.depth, **kw) if folder is not None else None
     acc = acc or Accumulator(lm.depth, **kw)
     done = acc.tokens_seen // seq_len
-    windows = _windows(lm, text, seq_len)
-    device_ = next(lm.model.parameters()).device
     bar = progress_bar(
         progress,
         total=n_windows * seq_len,
@@ -230,14 +227,11 @@ def _reduce_corpus(
         unit="tok",
     )
     last_save = time.monotonic()
-    for batch in _batched(itertools.islice(windows, done, n_windows), batch_size):
-        ids = torch.from_numpy(np.stack([w[0] for w in batch])).to(device_)
-        measure_cr = cr_batch > 0 and len(batch) == cr_batch
+    for ids, doc_start in _batches(lm, text, seq_len, batch_size, done, n_windows):
+        measure_cr = cr_batch > 0 and len(ids) == cr_batch
         hidden, attn_io = _hidden_states(lm, ids, attention=measure_cr)
         cr_values = _cr(attn_io) if measure_cr else None
-        acc.add(
-            reduce_batch(hidden, max_block=max_block), np.stack([w[1] for w in batch]), cr_values
-        )
+        acc.add(reduce_batch(hidden, max_block=max_block), doc_start, cr_values)
         del hidden
         bar.update(ids.numel())
         if folder is not None and time.monotonic() - last_save > CHECKPOINT_SECONDS:
@@ -277,15 +271,21 @@ def _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr) -> dict
     }
 
 
-def _windows(lm: LoadedModel, text, seq_len: int):
+def _batches(lm: LoadedModel, text, seq_len: int, batch_size: int, start: int, stop: int):
+    """Windows ``start`` to ``stop`` of the corpus in batches: ``(ids, doc_start)``.
+
+    ``ids`` is a ``(B, seq_len)`` tensor on the model's device, ``doc_start`` the ``(B, seq_len)``
+    document-start flags (see :func:`~scalefit.probes._text.iter_windows`).
+    """
+    import torch
+
     docs = iter_documents(text) if isinstance(text, str | Path) else iter(text)
-    return iter_windows(docs, lm.tokenizer, seq_len=seq_len, encoder=lm.encoder)
-
-
-def _batched(iterable, n: int):
-    it = iter(iterable)
-    while batch := list(itertools.islice(it, n)):
-        yield batch
+    windows = iter_windows(docs, lm.tokenizer, seq_len=seq_len, encoder=lm.encoder)
+    windows = itertools.islice(windows, start, stop)
+    device = next(lm.model.parameters()).device
+    while batch := list(itertools.islice(windows, batch_size)):
+        ids = torch.from_numpy(np.stack([w[0] for w in batch])).to(device)
+        yield ids, np.stack([w[1] for w in batch])
 
 
 def _hidden_states(lm: LoadedModel, ids, *, attention: bool = False) -> tuple[list, list]:
@@ -296,34 +296,14 @@ def _hidden_states(lm: LoadedModel, ids, *, attention: bool = False) -> tuple[li
     ``hidden_states`` entry has it for the decoder families). The pairs are each block's input
     and its attention sub-layer's output, with the residual added (see :data:`FAMILIES`).
     """
-    import torch
-
     from ._prune import forward_kwargs
 
-    def first(o):
-        return o[0] if isinstance(o, tuple) else o
-
     blocks = blocks_of(lm.model, lm.family)
-    states: list = []
-    outputs: list = []
-    handles = [
-        blocks[0].register_forward_pre_hook(
-            lambda _m, a, kw: states.append(a[0] if a else kw["hidden_states"]), with_kwargs=True
-        )
-    ]
-    handles += [b.register_forward_hook(lambda _m, _i, o: states.append(first(o))) for b in blocks]
     name, adds_residual = FAMILIES[lm.family][3:]
-    for block in blocks if attention else ():
-        hook = getattr(block, name).register_forward_hook(
-            lambda _m, _i, o: outputs.append(first(o))
-        )
-        handles.append(hook)
-    try:
-        with torch.no_grad():
-            lm.model(input_ids=ids, **forward_kwargs(lm))
-    finally:
-        for handle in handles:
-            handle.remove()
+    watch = [getattr(block, name) for block in blocks] if attention else []
+    states, outputs = run_with_states(
+        lm.model, blocks, input_ids=ids, watch=watch, **forward_kwargs(lm)
+    )
     if len(states) != lm.depth + 1 or len(outputs) != (lm.depth if attention else 0):
         raise ScaleFitError(
             f"{lm.name}: expected {lm.depth + 1} residual states and one attention sub-layer per "
@@ -361,26 +341,21 @@ def _init_reference(lm: LoadedModel, text, *, seq_len: int, batch_size: int, see
         fresh = type(lm.model)(lm.model.config)
     fresh = fresh.to(device=param.device, dtype=param.dtype).eval()
     ref = dataclasses.replace(lm, model=fresh)
-    acc = Accumulator(lm.depth, max_block=1, reservoir=4, seed=seed)
-    nll = np.zeros(2)
-    count = 0
-    windows = itertools.islice(_windows(lm, text, seq_len), INIT_WINDOWS)
-    for batch in _batched(windows, batch_size):
-        ids = torch.from_numpy(np.stack([w[0] for w in batch])).to(param.device)
-        hidden, _ = _hidden_states(ref, ids)
-        acc.add(reduce_batch(hidden, max_block=1), np.stack([w[1] for w in batch]))
-        if lm.task == "causal":
-            with torch.no_grad():
-                for i, model in enumerate((lm.model, fresh)):
-                    nll[i] += float(model(input_ids=ids, labels=ids, use_cache=False).loss) * len(
-                        batch
-                    )
-            count += len(batch)
-    del fresh, ref
+    acc = _reduce_corpus(
+        ref, text, INIT_WINDOWS, seq_len, batch_size, max_block=1, reservoir=4, seed=seed,
+        cr_batch=0, folder=None, progress=False,
+    )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         out = {"summary": summary_of(acc), "windows": int(acc.tokens_seen // seq_len)}
-    if count:
+    if lm.task == "causal":
+        nll, count = np.zeros(2), 0
+        for ids, _ in _batches(lm, text, seq_len, batch_size, 0, INIT_WINDOWS):
+            with torch.no_grad():
+                for i, model in enumerate((lm.model, fresh)):
+                    loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+                    nll[i] += float(loss) * len(ids)
+            count += len(ids)
         out["nll"] = (float(nll[0] / count), float(nll[1] / count))
     return out
 
@@ -390,16 +365,11 @@ def _pruning(
 ) -> dict:
     if prune_tokens <= 0:
         return {}
-    import torch
 
     n_windows = max(1, prune_tokens // seq_len)
     dist = {n: g["distance"].to_numpy() for n, g in result.distances.groupby("n")}
     variants = prune_variants(lm.depth, prune_blocks, dist)
-    device = next(lm.model.parameters()).device
-    batches = [
-        torch.from_numpy(np.stack([w[0] for w in b])).to(device)
-        for b in _batched(itertools.islice(_windows(lm, text, seq_len), n_windows), batch_size)
-    ]
+    batches = [ids for ids, _ in _batches(lm, text, seq_len, batch_size, 0, n_windows)]
     bar = progress_bar(progress, total=len(batches), desc="prune", unit="batch")
     totals = run_pruning(lm, batches, variants, seed=seed, progress=bar)
     bar.close()
