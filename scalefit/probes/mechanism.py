@@ -103,10 +103,8 @@ def split_token_angles(theta, *, min_separation: float = 2.0) -> dict:
         "separation": float(separation),
         "explained_variance": float(sing[0] ** 2 / total) if total > 0 else math.nan,
         "labels": is_early.astype(int),
-        "profile_early": theta[is_early].mean(axis=0) if is_early.any() else np.full(depth, np.nan),
-        "profile_uniform": theta[~is_early].mean(axis=0)
-        if (~is_early).any()
-        else np.full(depth, np.nan),
+        "profile_early": nanmean_rows(theta[is_early].T),  # NaN for an empty group
+        "profile_uniform": nanmean_rows(theta[~is_early].T),
     }
 
 
