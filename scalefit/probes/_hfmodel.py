@@ -153,10 +153,8 @@ def _first_line(exc: BaseException) -> str:
 
 def _weights_refusal(exc: Exception, folder: Path) -> None:
     """Raise one line naming the weight files when torch or safetensors refused them."""
-    try:
-        from safetensors import SafetensorError
-    except ImportError:  # pragma: no cover - transformers installs it
-        SafetensorError = ()  # noqa: N806
+    from safetensors import SafetensorError  # a dependency of transformers
+
     if isinstance(exc, pickle.UnpicklingError):  # torch.load(weights_only=True) refused a file
         files = ", ".join(sorted(p.name for p in folder.glob("*.bin"))) or "weights"
         raise weights_only_refusal(folder / files, "model weights", exc) from None
