@@ -12,8 +12,9 @@ import pandas as pd
 from .._readonly import ReadOnlyMappings
 from ._hfmodel import LoadedModel
 from ._prune import _key
-from ._reduce import SHARES, Accumulator
-from .angles import middle_layers, summarize_table
+from ._reduce import Accumulator
+from ._verdict import loglog_slope
+from .angles import SHARES, middle_layers, state_table, summarize_table
 from .mechanism import Verdict, split_token_angles, verdict_from_evidence
 
 
@@ -84,26 +85,10 @@ def refusal_of(lm: LoadedModel) -> str | None:
     return None
 
 
-def _state_table(est: dict, depth: int) -> pd.DataFrame:
-    """The toy's per-state table (rows 0…L) that feeds the shared summaries and verdict."""
-    return pd.DataFrame(
-        {
-            "layer": np.arange(depth + 1),
-            "norm": est["norm"]["mean"],
-            "theta": np.append(est["theta"]["mean"], np.nan),
-            **{
-                q: np.append(est[q]["mean"][1:], [np.nan, np.nan])
-                for q in ("dtheta", *SHARES)
-                if q in est
-            },
-        }
-    )
-
-
 def summary_of(acc: Accumulator) -> dict:
     """Scalar summary (:func:`~scalefit.probes.angles.summarize_table`) of a reduction."""
     est = {q: acc.estimate(q, bootstrap=0, seed=0) for q in ("norm", "theta", "dtheta", *SHARES)}
-    return summarize_table(_state_table(est, acc.depth))
+    return summarize_table(state_table({q: e["mean"] for q, e in est.items()}))
 
 
 def assemble(
@@ -151,7 +136,7 @@ def assemble(
             for start in range(1, depth - n + 2)
         ]
     )
-    summary = summarize_table(_state_table(est, depth))
+    summary = summarize_table(state_table({q: e["mean"] for q, e in est.items()}))
     split = _early_exit_split(acc)
     verdict = verdict_from_evidence(
         {depth: summary},
@@ -198,13 +183,8 @@ def _early_exit_split(acc: Accumulator) -> dict:
 
 def _layer_slope(theta: np.ndarray) -> float:
     """Slope of log θ_l against log l over the middle blocks (within one model)."""
-    depth = theta.size
-    idx = np.arange(1, depth + 1)[middle_layers(depth)]
-    vals = theta[idx - 1]
-    ok = np.isfinite(vals) & (vals > 0)
-    if ok.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(idx[ok]), np.log(vals[ok]), 1)[0])
+    idx = np.arange(1, theta.size + 1)[middle_layers(theta.size)]
+    return loglog_slope(idx, theta[idx - 1])
 
 
 def with_pruning(result, pruning, lm, *, tokens_requested, seq_len) -> HFProbeResult:

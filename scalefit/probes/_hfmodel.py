@@ -14,10 +14,10 @@ gpt2          ``transformer.h``            ``ln_f``               final norm app
 bert/roberta  ``encoder.layer``            none (Post-LN blocks)  last block's output
 ============  ===========================  =====================  ================================
 
-The probes take ``hidden_states[0..L-1]`` (the inputs of blocks 1..L) from the model and the last
-state from a forward hook on the last block, so ``h_L`` is the raw residual stream for every
-family. Post-LN encoders (BERT) normalise inside every block; their residual states are the
-block outputs, as Sun et al. use them.
+The probes take every state from forward hooks (the first block's input, then every block's
+output), so ``h_L`` is the raw residual stream for every family. Post-LN encoders (BERT)
+normalise inside every block; their residual states are the block outputs, as Sun et al. use
+them.
 """
 
 from __future__ import annotations
@@ -34,18 +34,23 @@ from pathlib import Path
 from .._manifest import weights_only_refusal
 from .._validation import Options, spelled, validate
 from ..errors import ScaleFitError, require
+from ._hfcheck import check_model_folder, safetensors_refusal
 
 #: model_type → (path of the block list from the base model, final norm attribute or None,
-#: encoder?).
-FAMILIES: dict[str, tuple[str, str | None, bool]] = {
-    "gpt_neox": ("layers", "final_layer_norm", False),
-    "llama": ("layers", "norm", False),
-    "qwen2": ("layers", "norm", False),
-    "qwen3": ("layers", "norm", False),
-    "mistral": ("layers", "norm", False),
-    "gpt2": ("h", "ln_f", False),
-    "bert": ("encoder.layer", None, True),
-    "roberta": ("encoder.layer", None, True),
+#: encoder?, attribute of the block holding its attention sub-layer, whether the residual is
+#: added outside that module). CR is measured between the block's input h and the stream after
+#: the attention sub-layer: h + attention(norm(h)) in the pre-norm decoders (GPT-NeoX with a
+#: parallel residual included), the attention module's own normalised output in BERT/RoBERTa,
+#: whose attention sub-layer adds the residual and normalises inside (post-LN).
+FAMILIES: dict[str, tuple[str, str | None, bool, str, bool]] = {
+    "gpt_neox": ("layers", "final_layer_norm", False, "attention", True),
+    "llama": ("layers", "norm", False, "self_attn", True),
+    "qwen2": ("layers", "norm", False, "self_attn", True),
+    "qwen3": ("layers", "norm", False, "self_attn", True),
+    "mistral": ("layers", "norm", False, "self_attn", True),
+    "gpt2": ("h", "ln_f", False, "attn", True),
+    "bert": ("encoder.layer", None, True, "attention", False),
+    "roberta": ("encoder.layer", None, True, "attention", False),
 }
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -117,15 +122,15 @@ def _unsupported(family: str) -> str:
     )
 
 
-def _task_of(config) -> str:
-    names = " ".join(getattr(config, "architectures", None) or [])
-    if "ForCausalLM" in names or "LMHeadModel" in names:
+def _task_of(names: str, encoder: bool) -> str:
+    """The probe task from model class names (``config.architectures`` or the built class)."""
+    if "CausalLM" in names or "LMHead" in names:
         return "causal"
-    if "ForMaskedLM" in names or "ForPreTraining" in names:
+    if "MaskedLM" in names or "ForPreTraining" in names:
         return "masked"
     if names:
         return "representation"
-    return "masked" if FAMILIES[config.model_type][2] else "causal"
+    return "masked" if encoder else "causal"
 
 
 def wrap_model(model, tokenizer=None, *, name: str = "in-memory") -> LoadedModel:
@@ -133,29 +138,9 @@ def wrap_model(model, tokenizer=None, *, name: str = "in-memory") -> LoadedModel
     family = model.config.model_type
     if family not in FAMILIES:
         raise ScaleFitError(_unsupported(family))
-    cls = type(model).__name__
-    if "CausalLM" in cls or "LMHead" in cls:
-        task = "causal"
-    elif "MaskedLM" in cls:
-        task = "masked"
-    else:
-        task = "representation"
-    _, norm, encoder = FAMILIES[family]
+    _, norm, encoder, *_ = FAMILIES[family]
+    task = _task_of(type(model).__name__, encoder)
     return LoadedModel(model.eval(), tokenizer, name, family, task, encoder, norm)
-
-
-#: What transformers and tokenizers raise for a folder they cannot load (a size mismatch is a
-#: RuntimeError, a malformed tokenizer an Exception of the tokenizers package, ...).
-_LOAD_ERRORS = (OSError, ValueError, TypeError, KeyError, AttributeError, RuntimeError, IndexError)
-
-
-def _load_errors() -> tuple:
-    """:data:`_LOAD_ERRORS` and huggingface_hub's config validation error (an Exception)."""
-    try:
-        from huggingface_hub.errors import StrictDataclassError
-    except ImportError:  # pragma: no cover - older huggingface_hub
-        return _LOAD_ERRORS
-    return (*_LOAD_ERRORS, StrictDataclassError)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -168,19 +153,14 @@ def _first_line(exc: BaseException) -> str:
 
 def _weights_refusal(exc: Exception, folder: Path) -> None:
     """Raise one line naming the weight files when torch or safetensors refused them."""
-    try:
-        from safetensors import SafetensorError
-    except ImportError:  # pragma: no cover - transformers installs it
-        SafetensorError = ()  # noqa: N806
+    from safetensors import SafetensorError  # a dependency of transformers
+
     if isinstance(exc, pickle.UnpicklingError):  # torch.load(weights_only=True) refused a file
         files = ", ".join(sorted(p.name for p in folder.glob("*.bin"))) or "weights"
         raise weights_only_refusal(folder / files, "model weights", exc) from None
     if isinstance(exc, SafetensorError):
         files = ", ".join(sorted(p.name for p in folder.glob("*.safetensors"))) or "weights"
-        raise ScaleFitError(
-            f"{folder / files}: refused by safetensors ({_first_line(exc)}); expected the "
-            "weights as the library writes them."
-        ) from None
+        raise safetensors_refusal(folder / files, exc) from None
 
 
 def _cached_snapshot(name: str) -> Path | None:
@@ -250,27 +230,23 @@ def load_model(
     validate("load_model", {"dtype": dtype}, {"dtype": [Options(set(DTYPES))]})
     path = Path(name)
     local = os.path.lexists(path) or name.startswith((".", "/", "~")) or name.count("/") > 1
+    folder = None
     if local:
-        path = path.expanduser()
+        folder = path = path.expanduser()
         if not path.is_dir():
             raise ScaleFitError(f"{name}: no such model folder.")
         if not os.path.lexists(path / "config.json"):
             raise ScaleFitError(f"{name}: not a model folder (no config.json).")
-        from ._hfcheck import check_model_folder
-
-        check_model_folder(path, dtype_bytes=4 if dtype == "float32" else 2)
     elif not allow_download:  # a hub name: check its snapshot in the local cache the same way
-        snapshot = _cached_snapshot(name)
-        if snapshot is not None:
-            from ._hfcheck import check_model_folder
-
-            check_model_folder(snapshot, dtype_bytes=4 if dtype == "float32" else 2)
+        folder = _cached_snapshot(name)
+    if folder is not None:
+        check_model_folder(folder, dtype_bytes=4 if dtype == "float32" else 2)
     source = str(path) if local else name
     offline = not allow_download or local
     try:
         with _transformers_log() as config_messages:
             config = tf.AutoConfig.from_pretrained(source, local_files_only=offline)
-    except _load_errors() as exc:
+    except Exception as exc:  # noqa: BLE001 - transformers and huggingface_hub raise many types
         if local:
             raise ScaleFitError(
                 f"{name}: cannot read its config.json ({_first_line(exc)})."
@@ -282,7 +258,9 @@ def load_model(
         ) from exc
     if config.model_type not in FAMILIES:
         raise ScaleFitError(_unsupported(config.model_type))
-    task = _task_of(config)
+    task = _task_of(
+        " ".join(getattr(config, "architectures", None) or []), FAMILIES[config.model_type][2]
+    )
     auto = {
         "causal": tf.AutoModelForCausalLM,
         "masked": tf.AutoModelForMaskedLM,
@@ -293,11 +271,9 @@ def load_model(
             model = auto.from_pretrained(
                 source, dtype=getattr(torch, dtype), local_files_only=offline
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a size mismatch is a RuntimeError, ...
             _weights_refusal(exc, Path(source) if local else _cached_snapshot(name) or Path(name))
-            if isinstance(exc, _load_errors()):
-                raise ScaleFitError(f"{name}: cannot load the model ({_first_line(exc)}).") from exc
-            raise
+            raise ScaleFitError(f"{name}: cannot load the model ({_first_line(exc)}).") from exc
         try:
             tokenizer = tf.AutoTokenizer.from_pretrained(source, local_files_only=offline)
         except Exception as exc:  # noqa: BLE001 - the tokenizers package raises bare Exception
@@ -306,6 +282,4 @@ def load_model(
         config_messages + messages
     ):  # e.g. weights missing from the folder and initialised at random
         warnings.warn(f"{name}: transformers: {text}", UserWarning, stacklevel=2)
-    model.to(device)
-    _, norm, encoder = FAMILIES[config.model_type]
-    return LoadedModel(model.eval(), tokenizer, name, config.model_type, task, encoder, norm)
+    return wrap_model(model.to(device), tokenizer, name=name)

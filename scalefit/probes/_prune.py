@@ -46,19 +46,15 @@ def batch_metric(lm: LoadedModel, ids, *, seed: int, reference=None) -> tuple[fl
     import torch.nn.functional as F
 
     with torch.no_grad():
-        if lm.task == "causal":
-            logits = lm.model(input_ids=ids, **forward_kwargs(lm)).logits.float()
+        if lm.task != "representation":
+            if lm.task == "causal":
+                logits = lm.model(input_ids=ids, **forward_kwargs(lm)).logits[:, :-1]
+                targets = ids[:, 1:]
+            else:
+                inputs, targets = masked_inputs(lm, ids, seed=seed)
+                logits = lm.model(input_ids=inputs).logits
             nll = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]),
-                ids[:, 1:].reshape(-1),
-                reduction="sum",
-            )
-            return float(nll), ids[:, 1:].numel(), None
-        if lm.task == "masked":
-            inputs, targets = masked_inputs(lm, ids, seed=seed)
-            logits = lm.model(input_ids=inputs).logits.float()
-            nll = F.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]),
+                logits.float().reshape(-1, logits.shape[-1]),
                 targets.reshape(-1),
                 reduction="sum",
                 ignore_index=-100,

@@ -2,14 +2,13 @@
 
 A batch's hidden states are reduced as soon as they are computed and then dropped, so memory is
 flat in the token budget: what grows is one row of per-layer sums per window (a few hundred
-floats) and a fixed-size reservoir of per-token angle vectors for the early-exit split. Angles use
-:func:`scalefit.probes.angles.angle` on float64 copies made one layer at a time.
+floats) and a fixed-size reservoir of per-token angle vectors for the early-exit split. Each batch
+is reduced by :func:`scalefit.probes.angles.reduce_batch`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
@@ -23,64 +22,10 @@ from .._io import (
     read_json,
 )
 from ..errors import ScaleFitError
-from ._verdict import CLASSES, increment_indicators, share_key
-from .angles import _to_numpy, angle
+from .angles import SHARES
 
-#: Per-token shares of the increment classes (the means of their 0/1 indicators), shape L.
-SHARES = tuple(map(share_key, CLASSES))
 #: Quantities kept per window as (sum, count) pairs; shapes in terms of depth L and k.
 QUANTITIES = ("norm", "theta", "dtheta", "step", "block", *SHARES)
-
-
-def reduce_batch(hidden, *, max_block: int) -> dict[str, np.ndarray]:
-    """Reduce one batch of residual states to per-token values.
-
-    Parameters
-    ----------
-    hidden : sequence of torch.Tensor or numpy.ndarray
-        ``L+1`` states of shape ``(B, T, W)``: the input of block 1, then every block's output
-        (no final normalisation).
-    max_block : int
-        Largest n of the block angular distance d(l, l+n).
-
-    Returns
-    -------
-    dict
-        Arrays over ``(…, B, T)`` tokens: ``norm`` (L+1), ``theta`` (L), ``dtheta`` (L; row 0
-        NaN), ``step`` (L, ‖Δh‖/‖h_in‖), ``block`` (k, L; θ/π, NaN where l+n > L), and the
-        increment-class indicators of ``dtheta`` (:data:`SHARES`, 1.0 or 0.0, NaN with it).
-    """
-    depth = len(hidden) - 1
-    bsz, seq, _ = hidden[0].shape
-    shape = (bsz, seq)
-    out = {
-        "norm": np.empty((depth + 1, *shape)),
-        "theta": np.empty((depth, *shape)),
-        "dtheta": np.full((depth, *shape), np.nan),
-        "step": np.empty((depth, *shape)),
-        "block": np.full((max_block, depth, *shape), np.nan),
-    }
-    window: list[np.ndarray] = []  # the last max_block states, float64 (B, T, W)
-    prev_delta = None
-    for layer, state in enumerate(hidden):
-        cur = _to_numpy(state)
-        out["norm"][layer] = np.linalg.norm(cur, axis=-1)
-        for n in range(1, min(max_block, layer) + 1):
-            out["block"][n - 1, layer - n] = angle(window[-n], cur) / math.pi
-        if layer >= 1:
-            prev = window[-1]
-            out["theta"][layer - 1] = out["block"][0, layer - 1] * math.pi
-            delta = cur - prev
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out["step"][layer - 1] = np.linalg.norm(delta, axis=-1) / out["norm"][layer - 1]
-            if prev_delta is not None:
-                out["dtheta"][layer - 1] = angle(prev_delta, delta)
-            prev_delta = delta
-        window.append(cur)
-        if len(window) > max_block:
-            window.pop(0)
-    out.update(increment_indicators(out["dtheta"]))
-    return out
 
 
 class Accumulator:
@@ -148,21 +93,7 @@ class Accumulator:
 
     def estimate(self, q: str, *, bootstrap: int, seed: int) -> dict[str, np.ndarray]:
         """Token-weighted mean of ``q`` with a percentile bootstrap over windows (95%)."""
-        sums, counts = self.totals(q)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = sums.sum(0) / counts.sum(0)
-            lo = hi = np.full_like(mean, np.nan)
-            if bootstrap and sums.shape[0] >= 2:
-                rng = np.random.default_rng(seed)
-                w = rng.multinomial(
-                    sums.shape[0], np.full(sums.shape[0], 1 / sums.shape[0]), size=bootstrap
-                )  # (R, windows)
-                flat_s, flat_c = sums.reshape(len(sums), -1), counts.reshape(len(counts), -1)
-                draws = (w @ flat_s) / (w @ flat_c)
-                lo, hi = (
-                    np.nanpercentile(draws, p, axis=0).reshape(mean.shape) for p in (2.5, 97.5)
-                )
-        return {"mean": mean, "lo": lo, "hi": hi}
+        return _bootstrap_mean(*self.totals(q), bootstrap=bootstrap, seed=seed)
 
     def cr_estimate(self, *, bootstrap: int, seed: int) -> dict[str, np.ndarray]:
         """Mean CR per block over batches, with a bootstrap over batches."""
@@ -170,14 +101,7 @@ class Accumulator:
             nan = np.full(self.depth, np.nan)
             return {"mean": nan, "lo": nan, "hi": nan}
         values = np.stack(self.cr)
-        mean = values.mean(0)
-        lo = hi = np.full_like(mean, np.nan)
-        if bootstrap and len(values) >= 2:
-            rng = np.random.default_rng(seed)
-            idx = rng.integers(0, len(values), size=(bootstrap, len(values)))
-            draws = values[idx].mean(1)
-            lo, hi = np.percentile(draws, 2.5, axis=0), np.percentile(draws, 97.5, axis=0)
-        return {"mean": mean, "lo": lo, "hi": hi}
+        return _bootstrap_mean(values, np.ones_like(values), bootstrap=bootstrap, seed=seed)
 
     # -- checkpoints: JSON + npz, never pickle ------------------------------------------------
     def save(self, folder: Path, meta: dict) -> None:
@@ -234,15 +158,25 @@ class Accumulator:
             acc.res_theta = data["res_theta"]
             acc.res_doc_start = data["res_doc_start"]
             acc.res_position = data["res_position"]
-            present = [q for q in QUANTITIES if f"sum_{q}" in data]
-            if present and len(present) < len(QUANTITIES):
-                raise KeyError("saved by an older version without the increment shares")
-            for q in QUANTITIES:
-                if f"sum_{q}" in data:
-                    acc.sums[q], acc.counts[q] = [data[f"sum_{q}"]], [data[f"count_{q}"]]
+            for q in QUANTITIES if "sum_norm" in data else ():  # none before the first batch
+                acc.sums[q], acc.counts[q] = [data[f"sum_{q}"]], [data[f"count_{q}"]]
             if "cr" in data:
                 acc.cr = list(data["cr"])
         acc.tokens_seen = int(saved["state"]["tokens_seen"])
         acc.batches = int(saved["state"]["batches"])
         acc.rng.bit_generator.state = saved["state"]["rng"]
         return acc
+
+
+def _bootstrap_mean(sums, counts, *, bootstrap: int, seed: int) -> dict[str, np.ndarray]:
+    """``sums.sum(0) / counts.sum(0)`` with a 95% percentile bootstrap over the first axis."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = sums.sum(0) / counts.sum(0)
+        lo = hi = np.full_like(mean, np.nan)
+        if bootstrap and sums.shape[0] >= 2:
+            rng = np.random.default_rng(seed)
+            n = sums.shape[0]
+            w = rng.multinomial(n, np.full(n, 1 / n), size=bootstrap)  # (R, rows)
+            draws = (w @ sums.reshape(n, -1)) / (w @ counts.reshape(n, -1))
+            lo, hi = (np.nanpercentile(draws, p, axis=0).reshape(mean.shape) for p in (2.5, 97.5))
+    return {"mean": mean, "lo": lo, "hi": hi}

@@ -33,7 +33,7 @@ def iter_documents(path: str | Path, *, text_field: str = "text") -> Iterator[st
     if path.is_dir():
         raise ScaleFitError(f"{path}: is a folder; give a .txt or .jsonl file.")
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        yield from _jsonl_documents(path, text_field)
+        yield from (text for text in iter_jsonl_texts(path, text_field) if text.strip())
         return
     lines: list[str] = []
     for _, line in iter_input_lines(path, what="text file (.txt or .jsonl)"):
@@ -44,12 +44,6 @@ def iter_documents(path: str | Path, *, text_field: str = "text") -> Iterator[st
             lines = []
     if lines:
         yield "\n".join(lines)
-
-
-def _jsonl_documents(path: Path, field: str) -> Iterator[str]:
-    for text in iter_jsonl_texts(path, field):
-        if text.strip():
-            yield text
 
 
 def iter_windows(

@@ -251,6 +251,18 @@ def _shares_text(s: dict) -> str:
     return f"ℓ={s['depth']}: " + ", ".join(parts) + f" (mean θ {s['dtheta_mid']:.2f} rad)"
 
 
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log y on log x over the points where both are finite and > 0.
+
+    NaN with fewer than two distinct usable x.
+    """
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if np.unique(x[ok]).size < 2:
+        return math.nan
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
 def depth_exponent(losses, loss_kind: str) -> tuple[float, str]:
     """α_ℓ, the slope of −log KL on log ℓ across a depth sweep, or NaN and why it is untested."""
     if loss_kind != "kl":
@@ -262,22 +274,13 @@ def depth_exponent(losses, loss_kind: str) -> tuple[float, str]:
     depths = [d for d, _ in pts]
     if len(set(depths)) < 2 or max(depths) < _t("depth_ratio") * min(depths):
         return math.nan, "α_ℓ untested: it needs KL losses of ≥ 2 depths a factor ≥ 2 apart"
-    d, loss = np.array(pts, dtype=np.float64).T
-    return float(-np.polyfit(np.log(d), np.log(loss), 1)[0]), ""
+    return -loglog_slope(*zip(*pts, strict=True)), ""
 
 
 def depth_slope(summaries: dict) -> float:
     """Slope of log ⟨θ⟩_mid on log ℓ over the models (NaN with fewer than two usable depths)."""
-    pairs = sorted(
-        (s["depth"], s["theta_mid"])
-        for s in summaries.values()
-        if s["depth"] >= 1 and np.isfinite(s["theta_mid"]) and s["theta_mid"] > 0
-    )
-    depths = {d for d, _ in pairs}
-    if len(depths) < 2:
-        return math.nan
-    d, th = np.array(pairs, dtype=float).T
-    return float(np.polyfit(np.log(d), np.log(th), 1)[0])
+    models = list(summaries.values())
+    return loglog_slope([s["depth"] for s in models], [s["theta_mid"] for s in models])
 
 
 def apply_rules(

@@ -15,6 +15,9 @@ import numpy as np
 from ..errors import ScaleFitError
 from ._verdict import CLASSES, increment_indicators, share_key
 
+#: Per-token shares of the increment classes (the means of their 0/1 indicators), shape L.
+SHARES = tuple(map(share_key, CLASSES))
+
 
 def as_states(states) -> np.ndarray:
     """Convert hidden states to a float64 array of shape ``(L+1, tokens, width)``.
@@ -90,33 +93,84 @@ def layer_table(states):
     anti-correlated (``share_orthogonal``, ``share_correlated``, ``share_anticorrelated``; the
     bounds are :data:`scalefit.probes._verdict.THRESHOLDS`).
     """
+    h = as_states(states)
+    reduced = reduce_batch(h[:, None], max_block=1)  # one batch of all the tokens
+    table = state_table({q: nanmean_rows(v[..., 0, :]) for q, v in reduced.items()})
+    table.insert(3, "angular_distance", table["theta"] / math.pi)
+    table.insert(5, "angle_to_final", nanmean_rows(angle(h, h[-1:])))
+    return table
+
+
+def state_table(mean: dict):
+    """Rows 0…L (columns as :func:`layer_table`) from per-block means of :func:`reduce_batch`.
+
+    NaN (without a warning) where a mean is undefined, e.g. every increment zero.
+    """
     import pandas as pd
 
-    h = as_states(states)
-    n = h.shape[0]
-    theta = np.full(n, np.nan)
-    pairs = {k: np.full(n, np.nan) for k in ("dtheta", *map(share_key, CLASSES))}
-    theta[:-1] = _nanmean_rows(angle(h[:-1], h[1:]))
-    delta = np.diff(h, axis=0)
-    if n >= 3:  # NaN where every increment is zero (e.g. a zero-initialised branch)
-        per_token = angle(delta[:-1], delta[1:])  # (L-1, tokens)
-        pairs["dtheta"][:-2] = _nanmean_rows(per_token)
-        for k, v in increment_indicators(per_token).items():
-            pairs[k][:-2] = _nanmean_rows(v)
+    depth = len(mean["theta"])
     return pd.DataFrame(
         {
-            "layer": np.arange(n),
-            "norm": np.linalg.norm(h, axis=-1).mean(axis=1),
-            "theta": theta,
-            "angular_distance": theta / math.pi,
-            "dtheta": pairs.pop("dtheta"),
-            "angle_to_final": _nanmean_rows(angle(h, h[-1:])),
-            **pairs,
+            "layer": np.arange(depth + 1),
+            "norm": mean["norm"],
+            "theta": np.append(mean["theta"], np.nan),
+            **{q: np.append(mean[q][1:], [np.nan, np.nan]) for q in ("dtheta", *SHARES)},
         }
     )
 
 
-def _nanmean_rows(values: np.ndarray) -> np.ndarray:
+def reduce_batch(hidden, *, max_block: int) -> dict[str, np.ndarray]:
+    """Reduce one batch of residual states to per-token values.
+
+    Parameters
+    ----------
+    hidden : sequence of torch.Tensor or numpy.ndarray
+        ``L+1`` states of shape ``(B, T, W)``: the input of block 1, then every block's output
+        (no final normalisation).
+    max_block : int
+        Largest n of the block angular distance d(l, l+n).
+
+    Returns
+    -------
+    dict
+        Arrays over ``(…, B, T)`` tokens: ``norm`` (L+1), ``theta`` (L), ``dtheta`` (L; row 0
+        NaN), ``step`` (L, ‖Δh‖/‖h_in‖), ``block`` (k, L; θ/π, NaN where l+n > L), and the
+        increment-class indicators of ``dtheta`` (:data:`SHARES`, 1.0 or 0.0, NaN with it).
+    """
+    depth = len(hidden) - 1
+    bsz, seq, _ = hidden[0].shape
+    shape = (bsz, seq)
+    out = {
+        "norm": np.empty((depth + 1, *shape)),
+        "theta": np.empty((depth, *shape)),
+        "dtheta": np.full((depth, *shape), np.nan),
+        "step": np.empty((depth, *shape)),
+        "block": np.full((max_block, depth, *shape), np.nan),
+    }
+    window: list[np.ndarray] = []  # the last max_block states, float64 (B, T, W)
+    prev_delta = None
+    for layer, state in enumerate(hidden):
+        cur = _to_numpy(state)
+        out["norm"][layer] = np.linalg.norm(cur, axis=-1)
+        for n in range(1, min(max_block, layer) + 1):
+            out["block"][n - 1, layer - n] = angle(window[-n], cur) / math.pi
+        if layer >= 1:
+            prev = window[-1]
+            out["theta"][layer - 1] = out["block"][0, layer - 1] * math.pi
+            delta = cur - prev
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out["step"][layer - 1] = np.linalg.norm(delta, axis=-1) / out["norm"][layer - 1]
+            if prev_delta is not None:
+                out["dtheta"][layer - 1] = angle(prev_delta, delta)
+            prev_delta = delta
+        window.append(cur)
+        if len(window) > max_block:
+            window.pop(0)
+    out.update(increment_indicators(out["dtheta"]))
+    return out
+
+
+def nanmean_rows(values: np.ndarray) -> np.ndarray:
     """Mean over the last axis ignoring NaN; NaN (without a warning) where a row is all NaN."""
     finite = np.isfinite(values)
     count = finite.sum(axis=-1)

@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import time
@@ -35,8 +36,10 @@ from ..errors import ScaleFitError, require
 from ._assemble import HFProbeResult, assemble, with_pruning
 from ._hfmodel import FAMILIES, LoadedModel, blocks_of, load_model, wrap_model
 from ._prune import prune_variants, run_pruning
-from ._reduce import Accumulator, reduce_batch
+from ._reduce import Accumulator
 from ._text import DatasetDocuments, iter_documents, iter_windows
+from .angles import reduce_batch
+from .hooks import run_with_states
 
 __all__ = [
     "FAMILIES",
@@ -58,21 +61,6 @@ _CONSTRAINTS = {
     **constraints("bootstrap", "seed"),
 }
 CHECKPOINT_SECONDS = 20.0
-#: model_type → (attribute of the block holding its attention sub-layer, whether the residual is
-#: added outside that module). CR is measured between the block's input h and the stream after
-#: the attention sub-layer: h + attention(norm(h)) in the pre-norm decoders (GPT-NeoX with a
-#: parallel residual included), the attention module's own normalised output in BERT/RoBERTa,
-#: whose attention sub-layer adds the residual and normalises inside (post-LN).
-ATTENTION: dict[str, tuple[str, bool]] = {
-    "gpt_neox": ("attention", True),
-    "llama": ("self_attn", True),
-    "qwen2": ("self_attn", True),
-    "qwen3": ("self_attn", True),
-    "mistral": ("self_attn", True),
-    "gpt2": ("attn", True),
-    "bert": ("attention", False),
-    "roberta": ("attention", False),
-}
 #: Windows of the corpus run through the same architecture at initialisation (the verdict's
 #: "trained" check).
 INIT_WINDOWS = 32
@@ -125,7 +113,7 @@ def probe_hf(
         Also remove, for each n given, the n consecutive blocks with the smallest d(l, l+n).
     cr : bool
         Compute seed 002's coherence-based redundancy per block, on its attention sub-layer
-        (:data:`ATTENTION`; the paper's choice), per batch of ``batch_size`` windows, in float64:
+        (:data:`FAMILIES`; the paper's choice), per batch of ``batch_size`` windows, in float64:
         columns ``cr`` (the paper's measure, which depends on the batch size: see
         :mod:`scalefit.probes.cr`) and ``cr_debiased`` (batch-size independent; NaN when
         ``batch_size`` is 1). Batches with fewer windows (the last one) are skipped unless the
@@ -154,20 +142,7 @@ def probe_hf(
     -------
     HFProbeResult
     """
-    validate(
-        "probe_hf",
-        {
-            "tokens": tokens,
-            "seq_len": seq_len,
-            "batch_size": batch_size,
-            "max_block": max_block,
-            "prune_tokens": prune_tokens,
-            "bootstrap": bootstrap,
-            "reservoir": reservoir,
-            "seed": seed,
-        },
-        _CONSTRAINTS,
-    )
+    validate("probe_hf", locals(), _CONSTRAINTS)
     require("torch", "torch")
     if not isinstance(text, str | Path) and iter(text) is text:
         raise ScaleFitError(
@@ -239,15 +214,11 @@ def _reduce_corpus(
     lm, text, n_windows, seq_len, batch_size, max_block, reservoir, seed, cr_batch, folder, progress
 ) -> Accumulator:
     """Stream the windows through the model, reducing batch by batch (resumed from ``folder``)."""
-    import torch
-
     meta = _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr_batch > 0)
     kw = {"max_block": max_block, "reservoir": reservoir, "seed": seed}
     acc = Accumulator.load(folder, meta, depth=lm.depth, **kw) if folder is not None else None
     acc = acc or Accumulator(lm.depth, **kw)
     done = acc.tokens_seen // seq_len
-    windows = _windows(lm, text, seq_len)
-    device_ = next(lm.model.parameters()).device
     bar = progress_bar(
         progress,
         total=n_windows * seq_len,
@@ -256,14 +227,11 @@ def _reduce_corpus(
         unit="tok",
     )
     last_save = time.monotonic()
-    for batch in _batched(itertools.islice(windows, done, n_windows), batch_size):
-        ids = torch.from_numpy(np.stack([w[0] for w in batch])).to(device_)
-        measure_cr = cr_batch > 0 and len(batch) == cr_batch
+    for ids, doc_start in _batches(lm, text, seq_len, batch_size, done, n_windows):
+        measure_cr = cr_batch > 0 and len(ids) == cr_batch
         hidden, attn_io = _hidden_states(lm, ids, attention=measure_cr)
         cr_values = _cr(attn_io) if measure_cr else None
-        acc.add(
-            reduce_batch(hidden, max_block=max_block), np.stack([w[1] for w in batch]), cr_values
-        )
+        acc.add(reduce_batch(hidden, max_block=max_block), doc_start, cr_values)
         del hidden
         bar.update(ids.numel())
         if folder is not None and time.monotonic() - last_save > CHECKPOINT_SECONDS:
@@ -303,72 +271,46 @@ def _meta(lm, text, seq_len, batch_size, max_block, reservoir, seed, cr) -> dict
     }
 
 
-def _windows(lm: LoadedModel, text, seq_len: int):
+def _batches(lm: LoadedModel, text, seq_len: int, batch_size: int, start: int, stop: int):
+    """Windows ``start`` to ``stop`` of the corpus in batches: ``(ids, doc_start)``.
+
+    ``ids`` is a ``(B, seq_len)`` tensor on the model's device, ``doc_start`` the ``(B, seq_len)``
+    document-start flags (see :func:`~scalefit.probes._text.iter_windows`).
+    """
+    import torch
+
     docs = iter_documents(text) if isinstance(text, str | Path) else iter(text)
-    return iter_windows(docs, lm.tokenizer, seq_len=seq_len, encoder=lm.encoder)
-
-
-def _batched(iterable, n: int):
-    it = iter(iterable)
-    while batch := list(itertools.islice(it, n)):
-        yield batch
+    windows = iter_windows(docs, lm.tokenizer, seq_len=seq_len, encoder=lm.encoder)
+    windows = itertools.islice(windows, start, stop)
+    device = next(lm.model.parameters()).device
+    while batch := list(itertools.islice(windows, batch_size)):
+        ids = torch.from_numpy(np.stack([w[0] for w in batch])).to(device)
+        yield ids, np.stack([w[1] for w in batch])
 
 
 def _hidden_states(lm: LoadedModel, ids, *, attention: bool = False) -> tuple[list, list]:
     """Return the residual states and (with ``attention``) the attention sub-layers' in/out.
 
-    The states are ``[h_0, …, h_L]`` as ``(B, T, W)`` tensors, without any final norm; the pairs
-    are each block's attention sub-layer ``(input, output)`` (see :data:`ATTENTION`). HF's
-    hidden states give h_0…h_{L-1}; a forward hook on the last block gives h_L (HF's last entry
-    has the final norm applied for the decoder families).
+    The states are ``[h_0, …, h_L]`` as ``(B, T, W)`` tensors, caught by forward hooks: the first
+    block's input, then every block's output, so without any final norm (HF's last
+    ``hidden_states`` entry has it for the decoder families). The pairs are each block's input
+    and its attention sub-layer's output, with the residual added (see :data:`FAMILIES`).
     """
-    import torch
-
     from ._prune import forward_kwargs
 
-    def first(o):
-        return o[0] if isinstance(o, tuple) else o
-
     blocks = blocks_of(lm.model, lm.family)
-    last: list = []
-    handles = [blocks[-1].register_forward_hook(lambda _m, _i, o: last.append(first(o)))]
-    inputs: list = []
-    outputs: list = []
-    if attention:
-        name, adds_residual = ATTENTION[lm.family]
-        for block in blocks:
-            handles.append(
-                block.register_forward_pre_hook(
-                    lambda _m, a, kw: inputs.append(a[0] if a else kw["hidden_states"]),
-                    with_kwargs=True,
-                )
-            )
-            handles.append(
-                getattr(block, name).register_forward_hook(
-                    lambda _m, _i, o: outputs.append(first(o))
-                )
-            )
-    try:
-        with torch.no_grad():
-            out = lm.model(input_ids=ids, output_hidden_states=True, **forward_kwargs(lm))
-    finally:
-        for handle in handles:
-            handle.remove()
-    states = list(out.hidden_states)
-    if len(states) != lm.depth + 1 or len(last) != 1:
+    name, adds_residual = FAMILIES[lm.family][3:]
+    watch = [getattr(block, name) for block in blocks] if attention else []
+    states, outputs = run_with_states(
+        lm.model, blocks, input_ids=ids, watch=watch, **forward_kwargs(lm)
+    )
+    if len(states) != lm.depth + 1 or len(outputs) != (lm.depth if attention else 0):
         raise ScaleFitError(
-            f"{lm.name}: expected {lm.depth + 1} hidden states, got {len(states)}; "
-            f"unsupported architecture '{lm.family}' layout."
+            f"{lm.name}: expected {lm.depth + 1} residual states and one attention sub-layer per "
+            f"block, saw {len(states)} and {len(outputs)}; unsupported '{lm.family}' layout."
         )
-    pairs = []
-    if attention:
-        if len(inputs) != lm.depth or len(outputs) != lm.depth:
-            raise ScaleFitError(
-                f"{lm.name}: expected one attention sub-layer per block, saw {len(outputs)} "
-                f"outputs for {lm.depth} blocks ('{lm.family}' layout)."
-            )
-        pairs = [(h, h + o if adds_residual else o) for h, o in zip(inputs, outputs, strict=True)]
-    return states[:-1] + [last[0]], pairs
+    pairs = [(h, h + o if adds_residual else o) for h, o in zip(states, outputs, strict=False)]
+    return states, pairs
 
 
 def _cr(attn_io) -> np.ndarray:
@@ -392,34 +334,28 @@ def _init_reference(lm: LoadedModel, text, *, seq_len: int, batch_size: int, see
     import torch
 
     from ._assemble import summary_of
-    from ._hfmodel import LoadedModel as _Loaded
 
     param = next(lm.model.parameters())
     with torch.random.fork_rng(devices=[]):  # leave the caller's random state as it was
         torch.manual_seed(seed)
         fresh = type(lm.model)(lm.model.config)
     fresh = fresh.to(device=param.device, dtype=param.dtype).eval()
-    ref = _Loaded(fresh, lm.tokenizer, lm.name, lm.family, lm.task, lm.encoder, lm.final_norm)
-    acc = Accumulator(lm.depth, max_block=1, reservoir=4, seed=seed)
-    nll = np.zeros(2)
-    count = 0
-    windows = itertools.islice(_windows(lm, text, seq_len), INIT_WINDOWS)
-    for batch in _batched(windows, batch_size):
-        ids = torch.from_numpy(np.stack([w[0] for w in batch])).to(param.device)
-        hidden, _ = _hidden_states(ref, ids)
-        acc.add(reduce_batch(hidden, max_block=1), np.stack([w[1] for w in batch]))
-        if lm.task == "causal":
-            with torch.no_grad():
-                for i, model in enumerate((lm.model, fresh)):
-                    nll[i] += float(model(input_ids=ids, labels=ids, use_cache=False).loss) * len(
-                        batch
-                    )
-            count += len(batch)
-    del fresh, ref
+    ref = dataclasses.replace(lm, model=fresh)
+    acc = _reduce_corpus(
+        ref, text, INIT_WINDOWS, seq_len, batch_size, max_block=1, reservoir=4, seed=seed,
+        cr_batch=0, folder=None, progress=False,
+    )  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         out = {"summary": summary_of(acc), "windows": int(acc.tokens_seen // seq_len)}
-    if count:
+    if lm.task == "causal":
+        nll, count = np.zeros(2), 0
+        for ids, _ in _batches(lm, text, seq_len, batch_size, 0, INIT_WINDOWS):
+            with torch.no_grad():
+                for i, model in enumerate((lm.model, fresh)):
+                    loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+                    nll[i] += float(loss) * len(ids)
+            count += len(ids)
         out["nll"] = (float(nll[0] / count), float(nll[1] / count))
     return out
 
@@ -429,16 +365,11 @@ def _pruning(
 ) -> dict:
     if prune_tokens <= 0:
         return {}
-    import torch
 
     n_windows = max(1, prune_tokens // seq_len)
     dist = {n: g["distance"].to_numpy() for n, g in result.distances.groupby("n")}
     variants = prune_variants(lm.depth, prune_blocks, dist)
-    device = next(lm.model.parameters()).device
-    batches = [
-        torch.from_numpy(np.stack([w[0] for w in b])).to(device)
-        for b in _batched(itertools.islice(_windows(lm, text, seq_len), n_windows), batch_size)
-    ]
+    batches = [ids for ids, _ in _batches(lm, text, seq_len, batch_size, 0, n_windows)]
     bar = progress_bar(progress, total=len(batches), desc="prune", unit="batch")
     totals = run_pruning(lm, batches, variants, seed=seed, progress=bar)
     bar.close()

@@ -31,22 +31,37 @@ def capture_residual_states(model, blocks: Sequence, *args, **kwargs):
     """
     import torch
 
-    captured: list = []
+    states, _ = run_with_states(model, blocks, *args, **kwargs)
+    width = states[0].shape[-1]
+    dtype = torch.float64 if states[0].dtype == torch.float64 else torch.float32
+    return torch.stack([c.detach().reshape(-1, width).to(dtype) for c in states])
 
-    def first_input(_module, inputs):
-        captured.append(inputs[0].detach())
 
-    def output(_module, _inputs, out):
-        captured.append((out[0] if isinstance(out, tuple) else out).detach())
+def run_with_states(model, blocks: Sequence, *args, watch: Sequence = (), **kwargs):
+    """Run ``model(*args, **kwargs)`` without gradients; return its states and watched outputs.
 
-    handles = [blocks[0].register_forward_pre_hook(first_input)]
-    handles += [b.register_forward_hook(output) for b in blocks]
+    The states are ``[h_0, …, h_L]`` as the model holds them: the first block's input (positional
+    or the keyword ``hidden_states``), then every block's output. The outputs are those of the
+    modules in ``watch``, in call order (the first item of a tuple output).
+    """
+    import torch
+
+    def first(out):
+        return out[0] if isinstance(out, tuple) else out
+
+    states: list = []
+    outputs: list = []
+    handles = [
+        blocks[0].register_forward_pre_hook(
+            lambda _m, a, kw: states.append(a[0] if a else kw["hidden_states"]), with_kwargs=True
+        )
+    ]
+    handles += [b.register_forward_hook(lambda _m, _i, o: states.append(first(o))) for b in blocks]
+    handles += [m.register_forward_hook(lambda _m, _i, o: outputs.append(first(o))) for m in watch]
     try:
         with torch.no_grad():
             model(*args, **kwargs)
     finally:
-        for h in handles:
-            h.remove()
-    width = captured[0].shape[-1]
-    dtype = torch.float64 if captured[0].dtype == torch.float64 else torch.float32
-    return torch.stack([c.reshape(-1, width).to(dtype) for c in captured])
+        for handle in handles:
+            handle.remove()
+    return states, outputs

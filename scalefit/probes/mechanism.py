@@ -24,13 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._io import _json_safe
 from .._validation import Options, validate
 from ..errors import ScaleFitError
-from ._verdict import THRESHOLDS, apply_rules, thresholds_table
-from .angles import summarize_states, token_angles
-
-#: An early-exit cluster holding at least this fraction of tokens counts as compositional.
-COMPOSITIONAL_FRACTION = THRESHOLDS["early_exit_fraction"].value
+from ._verdict import apply_rules, thresholds_table
+from .angles import nanmean_rows, summarize_states, token_angles
 
 
 def early_exit_split(states, *, min_separation: float = 2.0) -> dict:
@@ -105,16 +103,9 @@ def split_token_angles(theta, *, min_separation: float = 2.0) -> dict:
         "separation": float(separation),
         "explained_variance": float(sing[0] ** 2 / total) if total > 0 else math.nan,
         "labels": is_early.astype(int),
-        "profile_early": theta[is_early].mean(axis=0) if is_early.any() else np.full(depth, np.nan),
-        "profile_uniform": theta[~is_early].mean(axis=0)
-        if (~is_early).any()
-        else np.full(depth, np.nan),
+        "profile_early": nanmean_rows(theta[is_early].T),  # NaN for an empty group
+        "profile_uniform": nanmean_rows(theta[~is_early].T),
     }
-
-
-def _nanmean(values) -> float:
-    values = np.asarray(values, dtype=np.float64)
-    return float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else math.nan
 
 
 def _two_means(x: np.ndarray) -> tuple[np.ndarray, float]:
@@ -176,16 +167,6 @@ class Verdict:
             "reasons": list(self.reasons),
             "thresholds": list(self.thresholds),
         }
-
-
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 def mechanism_verdict(
@@ -301,7 +282,7 @@ def verdict_from_evidence(
         "summaries": summaries,
         "early_exit_fraction": split["early_exit_fraction"],
         "split_separation": split["separation"],
-        "dtheta_mid": _nanmean([s["dtheta_mid"] for s in summaries.values()]),
+        "dtheta_mid": float(nanmean_rows(np.array([s["dtheta_mid"] for s in summaries.values()]))),
         **extra,
     }
     return Verdict(mechanism, evidence, reasons)

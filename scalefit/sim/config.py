@@ -5,12 +5,11 @@ This module is torch-free so that specs can be validated without importing torch
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import asdict, dataclass, field
 
 from .._validation import (
     Interval,
+    Matches,
     Options,
     fmt_value,
     validate,
@@ -170,16 +169,6 @@ class ToyConfig:
         return cls(**config)
 
 
-class _FiniteInterval(Interval):
-    """An :class:`Interval` that also refuses infinities."""
-
-    def accepts(self, value) -> bool:  # noqa: D102 - see Interval
-        return super().accepts(value) and math.isfinite(float(value))
-
-    def describe(self) -> str:  # noqa: D102 - see Interval
-        return "a finite " + super().describe().removeprefix("a ")
-
-
 @dataclass(frozen=True)
 class _IntList:
     """A non-empty list of integers in [lo, hi]."""
@@ -200,22 +189,11 @@ class _IntList:
         return f"{empty} of ints in the range [{self.lo}, {self.hi}]"
 
 
-@dataclass(frozen=True)
-class _Device:
-    def accepts(self, value) -> bool:  # noqa: D102
-        return (
-            isinstance(value, str) and re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", value) is not None
-        )
-
-    def describe(self) -> str:  # noqa: D102
-        return "one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'"
-
-
 #: Declared constraints of every toy setting. Upper bounds keep a typo from asking for terabytes.
 CONSTRAINTS: dict[str, list] = {
     "teacher_mode": [Options(TEACHER_MODES)],
     "rho": [Interval(float, 0, 1)],
-    "temperature": [_FiniteInterval(float, 0, None, closed="neither")],
+    "temperature": [Interval(float, 0, None, closed="neither", finite=True)],
     "teacher_depth": [Interval(int, 1, 4096)],
     "width": [Interval(int, 1, 65536)],
     "classes": [Interval(int, 2, 1 << 20)],
@@ -223,7 +201,7 @@ CONSTRAINTS: dict[str, list] = {
     "replicas": [Interval(int, 1, 1024)],
     "steps": [Interval(int, 1, 10**9)],
     "batch": [Interval(int, 1, 1 << 24)],
-    "lr": [_FiniteInterval(float, 0, None, closed="neither")],
+    "lr": [Interval(float, 0, None, closed="neither", finite=True)],
     "lr_depth_scaling": ["boolean"],
     "decay_frac": [Interval(float, 0, 1)],
     "decay_to": [Interval(float, 0, 1)],
@@ -232,7 +210,9 @@ CONSTRAINTS: dict[str, list] = {
     "test_size": [Interval(int, 1, 1 << 24)],
     "eval_steps": [_IntList(1, 10**9, allow_empty=True)],
     "seed": [Interval(int, 0, 2**63 - 1)],
-    "device": [_Device()],
+    "device": [
+        Matches(r"auto|cpu|mps|cuda(:\d+)?", "one of 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'")
+    ],
     "dtype": [Options(("float32", "float64"))],
     "checkpoint_every": [Interval(int, 0, None)],
     "micro_batch": [Interval(int, 0, None)],

@@ -65,18 +65,9 @@ class Teacher:
         self.temperature = float(config.temperature)
         self.depth = L
 
-    @torch.no_grad()
     def hidden(self, x: torch.Tensor, *, all_states: bool = False):
         """Residual states: the final one ``(B, W)`` or all of them ``(L+1, B, W)``."""
-        h = rmsnorm(x)
-        states = [h] if all_states else None
-        fc_w, fc_b, proj_w = self.layers["fc_w"], self.layers["fc_b"], self.layers["proj_w"]
-        for layer in range(self.depth):
-            a = torch.addmm(fc_b[layer], rmsnorm(h), fc_w[layer]).relu_().square_()
-            h = torch.addmm(h, a, proj_w[layer])
-            if all_states:
-                states.append(h)
-        return torch.stack(states) if all_states else h
+        return student_hidden(self.layers, x, all_states=all_states)
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:
@@ -169,10 +160,7 @@ class StudentStack:
 
     def losses(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Per-student loss ``(S,)``: KL(teacher ‖ student) batch mean, or the MSE."""
-        out = self.outputs(x)
-        if self.mse:
-            return (out - target).square().mean(dim=(1, 2))
-        return (target.exp() * (target - out)).sum(-1).mean(-1)
+        return toy_loss(self.outputs(x), target, mse=self.mse)
 
     @torch.no_grad()
     def loss_and_grad(
@@ -252,6 +240,16 @@ class StudentStack:
                 p.copy_(t)
 
 
+def toy_loss(out: torch.Tensor, target: torch.Tensor, *, mse: bool) -> torch.Tensor:
+    """Loss over the last two axes: the MSE of normalised states, or KL(teacher ‖ student).
+
+    ``out`` and ``target`` are final normalised states (MSE) or log-probabilities (KL).
+    """
+    if mse:
+        return (out - target).square().mean(dim=(-2, -1))
+    return (target.exp() * (target - out)).sum(-1).mean(-1)
+
+
 def _set_grad(p: torch.Tensor, grad: torch.Tensor, first: bool) -> None:
     if first or p.grad is None:
         p.grad = grad
@@ -290,15 +288,23 @@ def _branch_backward(cache, g, weights, need_input: bool):
     return _rms_backward(x, r, torch.bmm(g_u, fc_w.mT)), grads
 
 
-def student_hidden(weights: dict, x: torch.Tensor, *, block: str = "euler") -> torch.Tensor:
-    """All residual states ``(L+1, B, W)`` of one student (see ``student_weights``)."""
+@torch.no_grad()
+def student_hidden(
+    weights: dict, x: torch.Tensor, *, block: str = "euler", all_states: bool = True
+) -> torch.Tensor:
+    """Residual states of one student (see ``student_weights``) or of the teacher's layers.
+
+    All of them ``(L+1, B, W)``, or with ``all_states=False`` the last one ``(B, W)``.
+    """
     h = rmsnorm(x)
     states = [h]
     for fc_w, fc_b, proj_w in zip(weights["fc_w"], weights["fc_b"], weights["proj_w"], strict=True):
 
-        def branch(z, fc_w=fc_w, fc_b=fc_b, proj_w=proj_w):
-            return (torch.addmm(fc_b, rmsnorm(z), fc_w).relu().square()) @ proj_w
+        def act(z, fc_w=fc_w, fc_b=fc_b):
+            return torch.addmm(fc_b, rmsnorm(z), fc_w).relu_().square_()
 
-        h = h + branch(h + 0.5 * branch(h)) if block == "midpoint" else h + branch(h)
-        states.append(h)
-    return torch.stack(states)
+        z = h + 0.5 * (act(h) @ proj_w) if block == "midpoint" else h
+        h = torch.addmm(h, act(z), proj_w)
+        if all_states:
+            states.append(h)
+    return torch.stack(states) if all_states else h

@@ -162,7 +162,7 @@ def _student_references(cfg, teacher, students: dict, x) -> tuple[dict, dict]:
     """Replica-0 students at initialisation (states) and their loss now and at initialisation."""
     import torch
 
-    from .model import StudentStack, rmsnorm, student_hidden
+    from .model import StudentStack, rmsnorm, student_hidden, toy_loss
 
     fresh = StudentStack(cfg)
     init, losses = {}, {}
@@ -174,11 +174,9 @@ def _student_references(cfg, teacher, students: dict, x) -> tuple[dict, dict]:
         init[depth] = student_hidden(start, x, block=cfg.block)
         pair = []
         for weights in (students[(depth, 0)], start):
-            z = rmsnorm(student_hidden(weights, x, block=cfg.block)[-1])
-            if cfg.loss == "mse":
-                pair.append(float((z - target).square().mean()))
-            else:
-                logq = torch.log_softmax(z @ weights["head"], dim=-1)
-                pair.append(float((target.exp() * (target - logq)).sum(-1).mean()))
+            out = rmsnorm(student_hidden(weights, x, block=cfg.block, all_states=False))
+            if cfg.loss != "mse":
+                out = torch.log_softmax(out @ weights["head"], dim=-1)
+            pair.append(float(toy_loss(out, target, mse=cfg.loss == "mse")))
         losses[depth] = tuple(pair)
     return init, losses

@@ -114,11 +114,7 @@ def _check_finite(run, cfg) -> None:
             )
 
 
-def _check(config: dict) -> None:
-    build_config(config)
-
-
-run_toy.validate_config = _check
+run_toy.validate_config = build_config  # the sweep checks every run's config before any runs
 
 
 def _save_model(path: Path, cfg: ToyConfig, run) -> None:

@@ -749,7 +749,7 @@ HF_CASES = [
     (
         "tensor past the end",
         {"model.safetensors": _safetensors(_tensor([4], [0, 16]), b"\0" * 8)},
-        "data_offsets",
+        "model.safetensors",
     ),
     (
         "tensor shape lies",
@@ -759,12 +759,12 @@ HF_CASES = [
     (
         "tensor negative shape",
         {"model.safetensors": _safetensors(_tensor([-2], [0, 8]), b"\0" * 8)},
-        "shape",
+        "model.safetensors",
     ),
     (
         "tensor unknown dtype",
         {"model.safetensors": _safetensors(_tensor([2], [0, 8], "F128"), b"\0" * 8)},
-        "dtype",
+        "F128",
     ),
     ("weights .bin FIFO", {"pytorch_model.bin": "fifo"}, "pytorch_model.bin"),
     (
@@ -816,11 +816,10 @@ def test_a_real_safetensors_file_passes_the_header_check(tmp_path):
 
     path = tmp_path / "model.safetensors"
     save_file({"a": torch.zeros(3, 4), "b": torch.ones(2, dtype=torch.bfloat16)}, str(path))
-    header = check_safetensors(path)
-    assert header["a"]["shape"] == [3, 4] and header["b"]["dtype"] == "BF16"
+    check_safetensors(path)  # the library's own file passes the library's checks
     data = path.read_bytes()
     path.write_bytes(data[:-1])  # one byte short: the last tensor ends past the file
-    with pytest.raises(ScaleFitError, match="data_offsets"):
+    with pytest.raises(ScaleFitError, match="model.safetensors: refused by safetensors"):
         check_safetensors(path)
 
 
