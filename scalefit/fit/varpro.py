@@ -1,11 +1,9 @@
-"""Variable projection: the linear block of a law solved exactly inside every evaluation.
+"""Variable projection: the linear block of a law solved exactly for fixed nonlinear parameters.
 
 Many laws are linear in some of their parameters: ``E + A/N**alpha + B/D**beta`` is linear in
-``E``, ``A`` and ``B`` once the exponents are fixed. Under linear residuals the best linear
-coefficients for given nonlinear parameters are a (weighted, robust) linear least-squares
-problem, so the search only has to move the nonlinear parameters (Golub and Pereyra 1973): a
-five-parameter search becomes a two-parameter one, and the valley between a coefficient and its
-exponent disappears from the search.
+``E``, ``A`` and ``B`` once the exponents are fixed. The best linear coefficients for given
+nonlinear parameters are then a (weighted, robust) linear least-squares problem (Golub and
+Pereyra 1973), solved exactly, so only the nonlinear parameters need searching.
 
 This module
 
@@ -13,22 +11,24 @@ This module
    parameters is linear when the expression is exactly affine in it, its second derivatives
    within the set vanishing (JAX, random points) and finite steps changing it linearly on the
    data's own rows (no law is listed by hand);
-2. solves the linear block exactly for fixed nonlinear parameters: non-negative least squares
-   for coefficients of a non-negative kind (by enumerating the active sets, exact for
-   the few coefficients a law has), Huber and LAD by iteratively reweighted least squares;
-3. runs a vectorised Levenberg–Marquardt search over the nonlinear parameters only, with the
-   envelope gradient and the Kaufman-projected Gauss–Newton matrix (:class:`VarproBackend`);
-4. hands the best point to the full-parameter solver of :mod:`scalefit.fit.engine`, which
-   polishes and certifies it on *all* parameters, exactly as for a plain fit.
+2. solves the linear block exactly for a batch of fixed nonlinear parameters, in numpy:
+   non-negative least squares for coefficients of a non-negative kind (by enumerating the
+   active sets, exact for the few coefficients a law has), Huber and LAD by iteratively
+   reweighted passes of it (:func:`_inner`);
+3. turns those solves into starting points of the full-parameter solver of
+   :mod:`scalefit.fit.engine`, which polishes and certifies the best on *all* parameters exactly
+   as for a plain fit: the best cells of a grid over the nonlinear parameters (the default,
+   :class:`GridBackend`), or every given start projected (``method="varpro"``,
+   :class:`VarproBackend`).
 
-Under log residuals the problem is not separable; the same machinery, run on relative residuals
-``(y - f) / y`` (the first-order expansion of ``log y - log f``), generates starting points for the
-full solver.
+Under log residuals the problem is not separable; the same solves on relative residuals
+``(y - f) / y`` (the first-order expansion of ``log y - log f``) give the starting points.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -37,32 +37,11 @@ import numpy as np
 from ..laws.base import Law
 from .build import Optimum
 from .engine import CHUNK as ENGINE_CHUNK
-from .engine import (
-    Problem,
-    float64,
-    jax_modules,
-    law_key,
-    lm_solve,
-    robust_rho,
-    robust_weight,
-)
-from .lsq import (
-    BEST_ATOL_FLOORS,
-    BEST_RTOL,
-    POLISH_TOL,
-    JaxBackend,
-    few_best_warning,
-    solve_many,
-)
+from .engine import Problem, float64, jax_modules, law_key, robust_rho, robust_weight
+from .lsq import BEST_ATOL_FLOORS, BEST_RTOL, JaxBackend
 
 #: Most sign-constrained linear coefficients solved by enumerating active sets (2**k systems).
 MAX_ENUMERATED = 10
-#: Iterations of the reduced (nonlinear-parameter) Levenberg–Marquardt search per start.
-REDUCED_MAX_ITER = 100
-#: Most iteratively reweighted least-squares passes per evaluation of the linear block (robust
-#: losses), and the relative decrease of the objective below which the passes stop.
-IRLS_MAX_ITER = 30
-IRLS_RTOL = 1e-12
 #: Random points at which the second derivatives of the expression are checked.
 CHECK_POINTS = 3
 #: Relative size below which a second derivative counts as zero.
@@ -259,340 +238,10 @@ def linear_block(law: Law, inputs: Mapping[str, np.ndarray] | None = None) -> Li
     return _BLOCKS[key]
 
 
-# ------------------------------------------------------------------------------ compiled program
-_CACHE: dict[tuple, object] = {}
-
-
+# ------------------------------------------------------------------------ exact inner solves
 def _subsets(nonneg: tuple[bool, ...]) -> np.ndarray:
     """Support masks to enumerate: every subset of the sign-constrained coefficients."""
-    k = len(nonneg)
-    idx = [i for i in range(k) if nonneg[i]]
-    masks = []
-    for code in range(2 ** len(idx)):
-        m = np.ones(k, dtype=bool)
-        for b, i in enumerate(idx):
-            m[i] = bool((code >> b) & 1)
-        masks.append(m)
-    return np.asarray(masks)
-
-
-class _Reduced:
-    """The reduced problem of a law with a linear block, for one start (traced under ``vmap``).
-
-    For nonlinear parameters ``znl`` (internal coordinates) the expression is affine in the
-    linear coefficients ``c``: ``f = phi0 + Phi c``. Residuals are ``ys - s f`` (``s`` the row
-    scale: ones, or ``1 / y`` for relative residuals).
-    """
-
-    def __init__(self, law: Law, block: LinearBlock, loss: str, delta: float):
-        self.jax, self.jnp = jax_modules()
-        self.law, self.block, self.loss = law, block, loss
-        names = law.param_names
-        self.nl_idx = [names.index(n) for n in block.nonlinear]
-        self.k = len(block.linear)
-        self.masks = _subsets(block.nonneg).astype(np.float64)  # (S, k), made jnp when traced
-        self.nonneg = np.asarray(block.nonneg)
-        self.rho, _, _ = robust_rho(self.jnp, loss, delta)
-        self.weight = robust_weight(self.jnp, loss, delta)
-
-    def model(self, znl, c, x, refs):
-        """The law's expression at nonlinear parameters ``znl`` and linear coefficients ``c``."""
-        jnp, law = self.jnp, self.law
-        z = jnp.zeros(len(law.params), dtype=znl.dtype).at[jnp.asarray(self.nl_idx)].set(znl)
-        pub = law.to_public(z, refs, xp=jnp)
-        p = {n: pub[n] for n in self.block.nonlinear}
-        p.update({n: c[i] for i, n in enumerate(self.block.linear)})
-        return law.expr(jnp, p, x)
-
-    def basis(self, znl, x, refs):
-        """``(phi0, Phi)``: the affine map in ``c`` (exact, the block is linear)."""
-        zero = self.jnp.zeros(self.k, dtype=znl.dtype)
-        phi0 = self.model(znl, zero, x, refs)
-        phi = self.jax.jacfwd(self.model, argnums=1)(znl, zero, x, refs)  # (rows, k)
-        return phi0, phi
-
-    def wnnls(self, phi, t, u):
-        """argmin_c sum u (t - phi c)^2 subject to c_i >= 0 where constrained (exact)."""
-        jnp = self.jnp
-        g = phi.T @ (u[:, None] * phi)
-        b = phi.T @ (u * t)
-        dg = jnp.sqrt(jnp.maximum(jnp.diag(g), 1e-300))
-        gs = g / (dg[:, None] * dg[None, :])
-        bs = b / dg
-        eye = jnp.eye(self.k)
-        nonneg = jnp.asarray(self.nonneg)
-
-        def one(m):
-            a = gs * (m[:, None] * m[None, :]) + eye * (1.0 - m)[None, :] + 1e-13 * eye
-            cs = jnp.linalg.solve(a, bs * m) * m
-            val = cs @ (gs @ cs) - 2.0 * (bs @ cs)
-            feasible = jnp.all((cs >= 0.0) | ~nonneg | (m == 0))
-            return cs / dg, jnp.where(feasible & jnp.isfinite(val), val, jnp.inf)
-
-        masks = jnp.asarray(self.masks)
-        cs, vals = self.jax.vmap(one)(masks)
-        best = jnp.argmin(vals)
-        return cs[best], masks[best]
-
-    def linear_solve(self, znl, c0, w, x, s, ys, refs):
-        """The linear block for fixed nonlinear parameters (IRLS from ``c0`` for robust losses)."""
-        jnp = self.jnp
-        phi0, phi = self.basis(znl, x, refs)
-        t = ys - s * phi0
-        phis = s[:, None] * phi
-        if self.loss == "mse":
-            c, m = self.wnnls(phis, t, w)
-            return c, m, phi0, phi
-        # IRLS from the coefficients of the last accepted point, to convergence (majorise-minimise:
-        # no pass raises the robust objective)
-
-        def body(state):
-            c, _, f_old, it, _ = state
-            c_new, m = self.wnnls(phis, t, w * self.weight(t - phis @ c))
-            f_new = jnp.sum(w * self.rho(t - phis @ c_new))
-            return c_new, m, f_new, it + 1, f_old - f_new
-
-        def cond(state):
-            _, _, f, it, change = state
-            return (it < IRLS_MAX_ITER) & (change > IRLS_RTOL * f)
-
-        f0 = jnp.sum(w * self.rho(t - phis @ c0))
-        init = (c0, jnp.ones(self.k, dtype=c0.dtype), f0, 0, jnp.inf)
-        c, m, _, _, _ = self.jax.lax.while_loop(cond, body, init)
-        return c, m, phi0, phi
-
-    def evaluate(self, znl, c0, w, x, s, ys, refs):
-        """Objective, envelope gradient, Kaufman Gauss–Newton matrix and the coefficients."""
-        jnp, k = self.jnp, self.k
-        c, m, phi0, phi = self.linear_solve(znl, c0, w, x, s, ys, refs)
-        c = self.jax.lax.stop_gradient(c)
-        r = ys - s * (phi0 + phi @ c)
-        f = jnp.sum(w * self.rho(r))
-        # Jacobian of the residual in the nonlinear parameters at fixed c (envelope gradient)
-        jac = -s[:, None] * self.jax.jacfwd(self.model)(znl, c, x, refs)  # (rows, q)
-        u = w * self.weight(r)
-        grad = jac.T @ (u * r)
-        # Kaufman: project the columns of the active linear basis out of the Jacobian
-        pm = s[:, None] * phi * m[None, :]
-        gpp = pm.T @ (u[:, None] * pm) + jnp.diag(1.0 - m) + 1e-13 * jnp.eye(k)
-        coef = jnp.linalg.solve(gpp, pm.T @ (u[:, None] * jac))
-        jr = jac - pm @ coef
-        h = jr.T @ (u[:, None] * jr)
-        return jnp.where(jnp.isfinite(f), f, jnp.inf), grad, h, c
-
-
-def _build(law: Law, block: LinearBlock, loss: str, delta: float):
-    """The vmapped reduced solver for (law, loss, delta), compiled once per shapes.
-
-    The damped Gauss–Newton loop is the engine's (:func:`~scalefit.fit.engine.lm_solve`), with
-    the linear coefficients carried along with each accepted point.
-    """
-    key = (law_key(law), block, loss, float(delta))
-    if key in _CACHE:
-        return _CACHE[key]
-    jax, jnp = jax_modules()
-    reduced = _Reduced(law, block, loss, delta)
-
-    def solve_one(z0, max_iter, w, x, s, ys, refs, tol, atol):
-        def evaluate(z, c):
-            return reduced.evaluate(z, c, w, x, s, ys, refs)
-
-        lam0, nu0 = jnp.asarray(1e-3), jnp.asarray(2.0)
-        c0 = jnp.zeros(reduced.k, dtype=z0.dtype)
-        z, c, f, _, _, it, _, dec = lm_solve(evaluate, z0, c0, lam0, nu0, max_iter, tol, atol)
-        return {"z": z, "c": c, "objective": f, "iterations": it, "decrement": dec}
-
-    solver = jax.jit(
-        jax.vmap(solve_one, in_axes=(0, None, None, None, None, None, None, None, None))
-    )
-    _CACHE[key] = solver
-    return solver
-
-
-#: Starts per compiled call: a vectorised loop runs until its slowest start stops, so starts are
-#: solved in chunks (one compiled shape) rather than all in one batch.
-CHUNK = 32
-
-
-def reduced_solve(
-    problem: Problem,
-    z0: np.ndarray,
-    *,
-    block: LinearBlock | None = None,
-    relative: bool | None = None,
-    max_iter: int = REDUCED_MAX_ITER,
-    tol: float = 1e-10,
-) -> dict[str, np.ndarray]:
-    """Search the nonlinear parameters with the linear block solved exactly, from every start.
-
-    Parameters
-    ----------
-    problem : Problem
-        The engine problem (law, inputs, response, loss, row weights).
-    z0 : ndarray, shape (m, P)
-        Starts in internal coordinates; only their nonlinear entries are used.
-    block : LinearBlock, optional
-        Default :func:`linear_block` of the problem's law on its rows.
-    relative : bool, optional
-        Take residuals ``(y - f) / y`` (the linearised log residual). Default: true under log
-        residuals, false under linear ones.
-    max_iter, tol : int, float
-        Iteration budget and relative Newton-decrement tolerance of the reduced search.
-
-    Returns
-    -------
-    dict
-        ``z`` (m, P) full internal coordinates (linear coefficients mapped back; a coefficient
-        of a log-space kind that sits at zero is floored at a tiny positive value), ``values``
-        (m, P) public values, ``objective`` (m,) of the reduced problem, ``iterations`` (m,).
-    """
-    law = problem.law
-    block = block or linear_block(law, problem.inputs)
-    if not block.usable:
-        raise ValueError(f"law {law.name!r} has no linear block with nonlinear parameters.")
-    if sum(block.nonneg) > MAX_ENUMERATED:
-        raise ValueError(
-            f"law {law.name!r} has {sum(block.nonneg)} sign-constrained linear coefficients; "
-            f"variable projection enumerates at most {MAX_ENUMERATED}."
-        )
-    if relative is None:
-        relative = problem.residuals == "log"
-    names = law.param_names
-    nl_idx = [names.index(n) for n in block.nonlinear]
-    z0 = np.atleast_2d(np.asarray(z0, dtype=float))
-    m = len(z0)
-    size = -(-m // CHUNK) * CHUNK
-    zn = np.zeros((size, len(nl_idx)))
-    zn[:m] = z0[:, nl_idx]
-    zn[m:] = z0[:1, nl_idx]
-    n, npad = problem.n, problem.n_padded
-    w = np.zeros(npad)
-    w[:n] = 1.0 if problem.weights is None else problem.weights
-    y = np.concatenate([problem._y, np.repeat(problem._y[-1:], npad - n)])
-    s = 1.0 / np.abs(y) if relative else np.ones(npad)
-    ys = s * y
-    eps = float(np.finfo(float).eps)
-    atol = max(n * (8.0 * eps * float(np.max(np.abs(ys[:n])))) ** 2, 1e-300)
-    solver = _build(law, block, problem.loss, problem.delta)
-    args = (
-        np.int64(max_iter),
-        w,
-        problem._x,
-        s,
-        ys,
-        problem._refs,
-        np.float64(tol),
-        np.float64(atol),
-    )
-    with float64():
-        parts = [solver(zn[i : i + CHUNK], *args) for i in range(0, size, CHUNK)]
-        parts = [{k: np.asarray(v) for k, v in part.items()} for part in parts]
-    out = {k: np.concatenate([p[k] for p in parts])[:m] for k in parts[0]}
-    return _assemble(law, block, problem.refs, z0, out)
-
-
-def _assemble(law, block, refs, z0, out) -> dict[str, np.ndarray]:
-    names = law.param_names
-    nl_idx = [names.index(n) for n in block.nonlinear]
-    m = len(z0)
-    zfull = z0.copy()
-    values = np.empty_like(zfull)
-    for i in range(m):
-        zi = z0[i].copy()
-        zi[nl_idx] = out["z"][i]
-        pub = law.to_public(zi, refs)
-        vals = {n: float(pub[n]) for n in block.nonlinear}
-        cmax = float(np.max(np.abs(out["c"][i]))) if len(out["c"][i]) else 1.0
-        for j, nme in enumerate(block.linear):
-            c = float(out["c"][i][j])
-            if law.param(nme).kind in COEF_KINDS:
-                c = max(c, 1e-12 * max(cmax, 1e-300))
-            vals[nme] = c
-        values[i] = [vals[n] for n in names]
-        with np.errstate(all="ignore"):
-            zfull[i] = law.to_internal(vals, refs)
-    return {
-        "z": zfull,
-        "values": values,
-        "objective": out["objective"],
-        "iterations": out["iterations"],
-    }
-
-
-@dataclass(frozen=True)
-class VarproBackend:
-    """Least squares by variable projection, certified by the full-parameter solver.
-
-    Under linear residuals, for a law with a linear block (:func:`linear_block`): every start's
-    nonlinear parameters are searched with the linear block solved exactly
-    (:func:`reduced_solve`); the best point is then polished on all parameters by the JAX
-    Levenberg–Marquardt engine to :data:`~scalefit.fit.lsq.POLISH_TOL`, whose convergence test
-    is the certificate reported, as for ``method="jax"``. Under log residuals, the reduced
-    solutions on relative residuals are the starts of a plain multi-start fit. A law without a
-    linear block (or with more than :data:`MAX_ENUMERATED` sign-constrained coefficients), and a
-    table large enough to be screened on a row subsample, are fitted as by
-    :class:`~scalefit.fit.lsq.JaxBackend`. ``diagnostics["varpro_stage"]`` says which path ran.
-    """
-
-    name: str = "varpro"
-    progress: bool | None = None
-
-    def minimize(self, problem: Problem, z0: np.ndarray) -> Optimum:
-        """Minimise the problem's objective from the starts ``z0`` (n_starts, n_params)."""
-        law = problem.law
-        block = linear_block(law, problem.inputs)
-        full = JaxBackend(progress=self.progress)
-        if not block.usable or sum(block.nonneg) > MAX_ENUMERATED or problem.screening():
-            opt = full.minimize(problem, z0)
-            return _relabel(opt, block, "full solve (no linear block to project)")
-        red = reduced_solve(problem, z0, block=block)
-        finite = np.isfinite(red["objective"]) & np.all(np.isfinite(red["z"]), axis=1)
-        if problem.residuals == "log" or not finite.any():
-            starts = np.where(finite[:, None], red["z"], z0)
-            opt = full.minimize(problem, starts)
-            return _relabel(opt, block, "reduced solutions as starts of the full solve")
-        obj = np.where(finite, red["objective"], np.inf)
-        best = int(np.argmin(obj))
-        fbest = float(obj[best])
-        at_best = obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol
-        n_best = int(np.sum(at_best))
-        # the full-parameter certificate, as for method="jax": the batch test (1e-12) on all
-        # parameters, then the polish to POLISH_TOL
-        zc, fc, cc, ic = solve_many(problem, red["z"][best][None, :])
-        zp, fp, cp, ip = solve_many(problem, zc, tol=POLISH_TOL)
-        if not (np.isfinite(fp[0]) and fp[0] <= fc[0]):
-            zp, fp, cp, ip = zc, fc, np.zeros(1, dtype=bool), np.zeros(1, dtype=int)
-        cp = cp | cc
-        ip = ip + ic
-        if not np.isfinite(fp[0]):
-            opt = full.minimize(problem, z0)
-            return _relabel(opt, block, "full solve (the reduced optimum did not polish)")
-        z_all = red["z"].copy()
-        obj_all = obj.copy()
-        z_all[best], obj_all[best] = zp[0], fp[0]
-        return Optimum(
-            z=zp[0],
-            objective=float(fp[0]),
-            solver_converged=bool(cp[0]),
-            method="varpro",
-            diagnostics={
-                "n_starts": int(len(z0)),
-                "n_best": n_best,
-                "n_converged": int(np.sum(finite)),
-                "max_iterations": int(np.max(red["iterations"])),
-                "polish_iterations": int(ip[0]),
-                "screened_on_rows": None,
-                "varpro_linear": list(block.linear),
-                "varpro_stage": "reduced search, polished on all parameters",
-            },
-            warnings=few_best_warning(n_best, len(z0)),
-            extras={"z_all": z_all, "obj_all": obj_all},
-        )
-
-
-def _relabel(opt: Optimum, block: LinearBlock, stage: str) -> Optimum:
-    diag = {**opt.diagnostics, "varpro_linear": list(block.linear), "varpro_stage": stage}
-    return replace(opt, method="varpro", diagnostics=diag)
+    return np.array(list(itertools.product(*[(False, True) if c else (True,) for c in nonneg])))
 
 
 # ------------------------------------------------------------------ grid over the nonlinear block
@@ -660,7 +309,7 @@ def _nnls_batch(g: np.ndarray, b: np.ndarray, nonneg: np.ndarray) -> np.ndarray:
 
 
 def _grid_block(law, block, theta, x, ys, s, w, rho, weight):
-    """Objectives and linear coefficients of the grid cells ``theta`` (G, q): exact inner solves."""
+    """Objectives and linear coefficients at the nonlinear values ``theta`` (G, q): exact solves."""
     names = block.nonlinear
     k = len(block.linear)
     p = {n: theta[:, i, None] for i, n in enumerate(names)}
@@ -697,19 +346,90 @@ def _grid_block(law, block, theta, x, ys, s, w, rho, weight):
     return np.where(ok, f, np.inf), c
 
 
+def _inner(problem: Problem, block: LinearBlock, theta: np.ndarray):
+    """``(objective (G,), linear coefficients (G, k))`` at the public nonlinear values ``theta``.
+
+    The linear block solved exactly in numpy for each row of ``theta`` (G, q), in blocks of
+    :data:`GRID_BLOCK` numbers: non-negative least squares by active sets for mean squares,
+    :data:`GRID_IRLS` iteratively reweighted passes of it for Huber and LAD, on linear residuals
+    (relative residuals ``(y - f) / y`` under log residuals). Raises ValueError when the law's
+    expression does not broadcast over a batch of parameter values.
+    """
+    law, y = problem.law, problem._y
+    x = law.variables(np, problem.inputs)
+    s = 1.0 / np.abs(y) if problem.residuals == "log" else np.ones_like(y)
+    w = np.ones_like(y) if problem.weights is None else problem.weights
+    rho = robust_rho(np, problem.loss, problem.delta)[0]
+    weight = None if problem.loss == "mse" else robust_weight(np, problem.loss, problem.delta)
+    step = max(GRID_BLOCK // (len(y) * len(block.linear)), 1)
+    parts = [
+        _grid_block(law, block, theta[i : i + step], x, s * y, s, w, rho, weight)
+        for i in range(0, len(theta), step)
+    ]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _full(problem: Problem, block: LinearBlock, theta: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Internal coordinates of the nonlinear values ``theta`` with the linear coefficients ``c``.
+
+    A coefficient of a log-space kind that sits at zero is floored at a tiny positive value
+    (``1e-12`` of the largest coefficient), so the point is finite.
+    """
+    law = problem.law
+    out = np.empty((len(theta), len(law.params)))
+    for i in range(len(theta)):
+        vals = dict(zip(block.nonlinear, theta[i], strict=True))
+        floor = 1e-12 * max(float(np.max(np.abs(c[i]))), 1e-300)
+        for j, name in enumerate(block.linear):
+            vals[name] = max(c[i, j], floor) if law.param(name).kind in COEF_KINDS else c[i, j]
+        with np.errstate(all="ignore"):
+            out[i] = law.to_internal(vals, problem.refs)
+    return out
+
+
+def project(
+    problem: Problem, z0: np.ndarray, block: LinearBlock | None = None
+) -> dict[str, np.ndarray]:
+    """Every start with its linear block solved exactly at its nonlinear parameters.
+
+    The variable projection of the starts: the nonlinear entries of each row of ``z0`` are kept
+    and the linear coefficients replaced by the exact (weighted, robust) least-squares ones
+    (:func:`_inner`).
+
+    Parameters
+    ----------
+    problem : Problem
+        The engine problem (law, inputs, response, loss, row weights).
+    z0 : ndarray, shape (m, P)
+        Starts in internal coordinates.
+    block : LinearBlock, optional
+        Default :func:`linear_block` of the problem's law on its rows.
+
+    Returns
+    -------
+    dict
+        ``z`` (m, P) the projected starts in internal coordinates, ``objective`` (m,) of the
+        linear solves (``inf`` where not finite).
+    """
+    law = problem.law
+    block = block or linear_block(law, problem.inputs)
+    pub = law.to_public(np.atleast_2d(np.asarray(z0, dtype=float)), problem.refs)
+    theta = np.stack([np.asarray(pub[n], dtype=float) for n in block.nonlinear], axis=1)
+    f, c = _inner(problem, block, theta)
+    return {"z": _full(problem, block, theta, c), "objective": f}
+
+
 def grid_starts(
     problem: Problem, block: LinearBlock | None = None, keep: int = GRID_KEEP
 ) -> np.ndarray | None:
     """The best cells of a grid over the nonlinear parameters, as full-parameter starts.
 
     Every cell fixes the nonlinear parameters (points per axis ``GRID_CELLS ** (1/q)`` over each
-    parameter's start range) and solves the linear block exactly in numpy: non-negative least
-    squares by active sets for mean squares, a few iteratively reweighted passes of it for Huber
-    and LAD, on linear residuals (relative residuals ``(y - f) / y`` under log residuals). The
-    ``keep`` best cells, at most one per cell neighbourhood, are returned in internal
-    coordinates. None when a nonlinear parameter has no finite range to grid, when there are too
-    many of them (more than ``4 * GRID_CELLS`` cells at three points per axis), or when the
-    law's expression does not broadcast over a batch of parameter values.
+    parameter's start range) and solves the linear block exactly (:func:`_inner`). The ``keep``
+    best cells, at most one per cell neighbourhood, are returned in internal coordinates. None
+    when a nonlinear parameter has no finite range to grid, when there are too many of them
+    (more than ``4 * GRID_CELLS`` cells at three points per axis), or when the law's expression
+    does not broadcast over a batch of parameter values.
     """
     law, y = problem.law, problem._y
     block = block or linear_block(law, problem.inputs)
@@ -721,21 +441,10 @@ def grid_starts(
     if any(a is None for a in axes):
         return None
     theta = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
-    x = law.variables(np, problem.inputs)
-    s = 1.0 / np.abs(y) if problem.residuals == "log" else np.ones_like(y)
-    w = np.ones_like(y) if problem.weights is None else problem.weights
-    rho = robust_rho(np, problem.loss, problem.delta)[0]
-    weight = None if problem.loss == "mse" else robust_weight(np, problem.loss, problem.delta)
-    step = max(GRID_BLOCK // (len(y) * len(block.linear)), 1)
     try:
-        parts = [
-            _grid_block(law, block, theta[i : i + step], x, s * y, s, w, rho, weight)
-            for i in range(0, len(theta), step)
-        ]
+        f, c = _inner(problem, block, theta)
     except ValueError:  # an expression that does not broadcast over a batch of parameters
         return None
-    f = np.concatenate([p[0] for p in parts])
-    c = np.concatenate([p[1] for p in parts])
     # the best cells, skipping any next to one already kept (one start per basin of the grid)
     idx = np.stack(np.unravel_index(np.arange(len(theta)), (points,) * q), axis=1)
     chosen: list[int] = []
@@ -744,17 +453,43 @@ def grid_starts(
             break
         if all(np.max(np.abs(idx[i] - idx[j])) > 1 for j in chosen):
             chosen.append(int(i))
-    if not chosen:
-        return None
-    out = {"z": theta[chosen], "c": c[chosen], "objective": f[chosen], "iterations": None}
-    z0 = np.zeros((len(chosen), len(law.params)))
-    names = law.param_names
-    nl = [names.index(nm) for nm in block.nonlinear]
-    for i, row in enumerate(theta[chosen]):  # internal nonlinear entries from public values
-        vals = {nm: 1.0 for nm in names} | dict(zip(block.nonlinear, row, strict=True))
-        z0[i, nl] = law.to_internal(vals, problem.refs)[nl]
-    out["z"] = z0[:, nl]
-    return _assemble(law, block, problem.refs, z0, out)["z"]
+    return _full(problem, block, theta[chosen], c[chosen]) if chosen else None
+
+
+@dataclass(frozen=True)
+class VarproBackend:
+    """Least squares from variably projected starts, certified by the full-parameter solver.
+
+    For a law with a linear block (:func:`linear_block`), every start's linear coefficients are
+    replaced by the exact (weighted, robust) least-squares ones at its nonlinear parameters
+    (:func:`project`; on relative residuals under log residuals), and the projected starts are
+    solved on all parameters by :class:`~scalefit.fit.lsq.JaxBackend`, whose polish and
+    convergence test certify the result as for ``method="jax"``. A law without a linear block
+    (or with more than :data:`MAX_ENUMERATED` sign-constrained coefficients), and a table large
+    enough to be screened on a row subsample, are fitted from the given starts as they are.
+    ``diagnostics["varpro_stage"]`` says which path ran.
+    """
+
+    name: str = "varpro"
+    progress: bool | None = None
+
+    def minimize(self, problem: Problem, z0: np.ndarray) -> Optimum:
+        """Minimise the objective from the projected starts ``z0`` (n_starts, n_params)."""
+        block = linear_block(problem.law, problem.inputs)
+        z0 = np.asarray(z0, dtype=float)
+        stage = "full solve (no linear block to project)"
+        if block.usable and sum(block.nonneg) <= MAX_ENUMERATED and problem.screening() is None:
+            try:
+                proj = project(problem, z0, block)
+            except ValueError:  # an expression that does not broadcast over a batch
+                proj = None
+            if proj is not None:
+                ok = np.isfinite(proj["objective"]) & np.all(np.isfinite(proj["z"]), axis=1)
+                z0 = np.where(ok[:, None], proj["z"], z0)
+                stage = "projected starts, solved on all parameters"
+        opt = JaxBackend(progress=self.progress).minimize(problem, z0)
+        diag = {**opt.diagnostics, "varpro_linear": list(block.linear), "varpro_stage": stage}
+        return replace(opt, method="varpro", diagnostics=diag)
 
 
 @dataclass(frozen=True)
