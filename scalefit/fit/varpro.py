@@ -8,9 +8,9 @@ Pereyra 1973), solved exactly, so only the nonlinear parameters need searching.
 This module
 
 1. finds the linear block of any law from its expression (:func:`linear_block`): a set of
-   parameters is linear when the expression is exactly affine in it, its second derivatives
-   within the set vanishing (JAX, random points) and finite steps changing it linearly on the
-   data's own rows (no law is listed by hand);
+   parameters is linear when the expression is exactly affine in it, finite steps along the
+   parameters and random directions within the set changing it linearly on the data's own
+   rows (no law is listed by hand);
 2. solves the linear block exactly for a batch of fixed nonlinear parameters, in numpy:
    non-negative least squares for coefficients of a non-negative kind (by enumerating the
    active sets, exact for the few coefficients a law has), Huber and LAD by iteratively
@@ -37,15 +37,13 @@ import numpy as np
 from ..laws.base import Law
 from .build import Optimum
 from .engine import CHUNK as ENGINE_CHUNK
-from .engine import Problem, float64, jax_modules, law_key, robust_rho, robust_weight
+from .engine import Problem, law_key, robust_rho, robust_weight
 from .lsq import BEST_ATOL_FLOORS, BEST_RTOL, JaxBackend
 
 #: Most sign-constrained linear coefficients solved by enumerating active sets (2**k systems).
 MAX_ENUMERATED = 10
-#: Random points at which the second derivatives of the expression are checked.
+#: Random parameter vectors at which the affinity of the expression is checked.
 CHECK_POINTS = 3
-#: Relative size below which a second derivative counts as zero.
-ZERO_TOL = 1e-9
 #: Finite steps (multiples of ``max(|theta_j|, 1)``) along which exact affinity is checked.
 AFFINE_STEPS = (1e-2, 1.0, 1e2, 1e4)
 #: Departure from affinity, relative to the values compared, that counts as nonlinear.
@@ -96,47 +94,9 @@ def _sample_public(law: Law, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-_SCREENS: dict[str, np.ndarray] = {}
 _BLOCKS: dict[tuple, LinearBlock] = {}
 #: Most linear blocks kept (per law and rows); the cache is emptied beyond.
 MAX_BLOCKS = 256
-
-
-def _screen(law: Law) -> np.ndarray:
-    """``(P, P)`` booleans: which second derivatives of the expression vanish (JAX, float64).
-
-    Checked at :data:`CHECK_POINTS` random points (inputs log-uniform in [2, 1e4], parameters
-    inside their start ranges); cached per law. Necessary for linearity, not sufficient: a
-    parameter entering through ``max``, ``abs`` or ``where`` has zero second derivatives almost
-    everywhere (:func:`_affine` decides).
-    """
-    key = law_key(law)
-    if key in _SCREENS:
-        return _SCREENS[key]
-    jax, jnp = jax_modules()
-    names = law.param_names
-    n_par = len(names)
-    rng = np.random.default_rng(20260327)
-    hess = np.zeros((n_par, n_par))
-
-    def f(t, x):
-        return law.expr(jnp, {n: t[i] for i, n in enumerate(names)}, x)
-
-    # one compiled program for the value and the Hessian (rows, P, P) at every check point
-    both = jax.jit(lambda t, x: (f(t, x), jax.jacfwd(jax.jacrev(f))(t, x)))
-    with float64():
-        for _ in range(CHECK_POINTS):
-            x = law.variables(jnp, _random_inputs(law, rng))
-            theta = _sample_public(law, rng)
-            val, h = (np.asarray(a) for a in both(jnp.asarray(theta), x))
-            scale = np.maximum(np.abs(theta), 1.0)
-            hn = np.abs(h) * scale[None, :, None] * scale[None, None, :]
-            size = 1.0 + np.abs(val)[:, None, None]
-            bad = ~np.isfinite(hn) | ~np.isfinite(size)
-            rel = np.where(bad, np.inf, hn / np.where(bad, 1.0, size))
-            hess = np.maximum(hess, rel.max(axis=0))
-    _SCREENS[key] = hess <= ZERO_TOL
-    return _SCREENS[key]
 
 
 def _random_inputs(law: Law, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -150,45 +110,43 @@ def _affine(law: Law, idx: list[int], raw: dict, rng: np.random.Generator) -> bo
     axis and a random direction ``d`` within ``idx`` (scaled by ``max(|theta_j|, 1)``):
     ``f(theta + t d) - f(theta) - t (f(theta + d) - f(theta - d)) / 2`` vanishes (relative
     :data:`AFFINE_RTOL`) for every ``t`` in ``+-AFFINE_STEPS``. Finite steps over the rows'
-    own inputs see the kink of a ``max``, ``abs`` or ``where`` that a second derivative misses;
-    a non-finite value counts as not affine.
+    own inputs see the kink of a ``max``, ``abs`` or ``where`` that a second derivative misses,
+    and the random direction a product of two of them; a non-finite value counts as not affine.
     """
     names = law.param_names
     x = law.variables(np, raw)
 
     def f(theta: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            out = law.expr(np, dict(zip(names, theta, strict=True)), x)
+        out = law.expr(np, dict(zip(names, theta, strict=True)), x)
         return np.broadcast_to(np.asarray(out, dtype=float), len(next(iter(raw.values()))))
 
     steps = np.concatenate([AFFINE_STEPS, -np.asarray(AFFINE_STEPS)])
-    for _ in range(CHECK_POINTS):
-        theta = _sample_public(law, rng)
-        axis, mixed = np.zeros(len(names)), np.zeros(len(names))
-        axis[idx[-1]] = 1.0
-        mixed[idx] = rng.uniform(0.5, 1.5, len(idx)) * rng.choice([-1.0, 1.0], len(idx))
-        for d in (axis, mixed):
-            d = d * np.maximum(np.abs(theta), 1.0)
-            f0 = f(theta)
-            slope = (f(theta + d) - f(theta - d)) / 2.0
-            for t in steps:
-                ft = f(theta + t * d)
-                gap = np.abs(ft - f0 - t * slope)
-                size = np.abs(ft) + np.abs(f0) + np.abs(t * slope)
-                if not np.all(np.isfinite(gap) & (gap <= AFFINE_RTOL * size)):
-                    return False
+    with np.errstate(all="ignore"):  # an overflow is a non-finite gap: not affine
+        for _ in range(CHECK_POINTS):
+            theta = _sample_public(law, rng)
+            axis, mixed = np.zeros(len(names)), np.zeros(len(names))
+            axis[idx[-1]] = 1.0
+            mixed[idx] = rng.uniform(0.5, 1.5, len(idx)) * rng.choice([-1.0, 1.0], len(idx))
+            for d in (axis, mixed):
+                d = d * np.maximum(np.abs(theta), 1.0)
+                f0 = f(theta)
+                slope = (f(theta + d) - f(theta - d)) / 2.0
+                for t in steps:
+                    ft = f(theta + t * d)
+                    gap = np.abs(ft - f0 - t * slope)
+                    size = np.abs(ft) + np.abs(f0) + np.abs(t * slope)
+                    if not np.all(np.isfinite(gap) & (gap <= AFFINE_RTOL * size)):
+                        return False
     return True
 
 
 def _detect(law: Law, raw: dict | None) -> LinearBlock:
     names = law.param_names
-    zero = _screen(law)
     rng = np.random.default_rng(20260328)
     rows = raw if raw is not None else _random_inputs(law, rng)
     chosen: list[int] = []
     for j in range(len(names)):
-        candidate = zero[j, j] and all(zero[i, j] for i in chosen)
-        if candidate and _affine(law, [*chosen, j], rows, rng):
+        if _affine(law, [*chosen, j], rows, rng):
             chosen.append(j)
     linear = tuple(names[j] for j in chosen)
     nonneg = tuple(law.params[j].kind in COEF_KINDS for j in chosen)
@@ -199,12 +157,12 @@ def _detect(law: Law, raw: dict | None) -> LinearBlock:
 def linear_block(law: Law, inputs: Mapping[str, np.ndarray] | None = None) -> LinearBlock:
     """The linear block of ``law``, detected from its expression.
 
-    A set of parameters is linear when the expression is exactly affine in it: every second
-    derivative within the set vanishes (JAX, float64, at :data:`CHECK_POINTS` random points:
-    inputs log-uniform in [2, 1e4], parameters inside their start ranges), *and* finite steps
-    over many scales change the expression exactly linearly on ``inputs`` (the data's own rows;
-    default the random inputs), so a parameter entering through ``max``, ``abs`` or ``where``
-    (linear between kinks, not across them) is not taken for a coefficient. Parameters are
+    A set of parameters is linear when the expression is exactly affine in it: finite steps over
+    many scales, along the newest parameter and along a random direction within the set, change
+    the expression exactly linearly on ``inputs`` (the data's own rows; default random inputs
+    log-uniform in [2, 1e4]) at :data:`CHECK_POINTS` random parameter vectors inside the start
+    ranges, so a parameter entering through ``max``, ``abs`` or ``where`` (linear between
+    kinks, not across them) is not taken for a coefficient. Parameters are
     added greedily in the law's order, so the set is maximal (a product ``A * B`` keeps only
     ``A``). A non-finite value counts as nonlinear. Only coefficient kinds (``coef``,
     ``positive``, ``floor``) are sign-constrained in the linear solve.
