@@ -469,8 +469,6 @@ def _hold_resamples(
     active set as :func:`scalefit.fit.build.hold_constraints`, one step); a refit that does not
     converge marks the resample failed.
     """
-    from .build import reduced_problem
-
     law = problem.law
     if not any(p.range_kind == "constraint" for p in law.params):
         return
@@ -483,7 +481,7 @@ def _hold_resamples(
         held = tuple((p.name, float(clipped[i, c])) for c, p in enumerate(law.params) if out[i, c])
         variants.setdefault(held, []).append(int(i))
     for held, rows in variants.items():
-        sub = reduced_problem(problem, dict(held))
+        sub = problem.subset(law=law.fixing(dict(held)))
         red = sub.law
         cols = [law.param_names.index(n) for n in red.param_names]
         starts = [dict(zip(red.param_names, clipped[i, cols].tolist(), strict=True)) for i in rows]

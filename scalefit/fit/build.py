@@ -131,20 +131,6 @@ def lsq_fields(settings: FitSettings) -> dict[str, Any]:
 HELD_STARTS = 32
 
 
-def reduced_problem(problem: Problem, held: Mapping[str, float]) -> Problem:
-    """``problem`` with the parameters in ``held`` kept at those values (not fitted)."""
-    return Problem(
-        problem.law.fixing(held),
-        problem.inputs,
-        problem._y,
-        loss=problem.loss,
-        delta=problem.delta,
-        refs=problem.refs,
-        residuals=problem.residuals,
-        weights=problem.weights,
-    )
-
-
 def hold_constraints(
     problem: Problem, z: np.ndarray, *, seed: int = 0, starts: int = HELD_STARTS
 ) -> tuple[Problem, np.ndarray, dict[str, float], Any] | None:
@@ -174,7 +160,7 @@ def hold_constraints(
         if not new:
             break
         held.update(new)
-        sub = reduced_problem(problem, held)
+        sub = problem.subset(law=law.fixing(held))
         red = sub.law
         inside = {n: float(np.clip(pub[n], *law.param(n).bounds)) for n in red.param_names}
         y = np.abs(problem._y) if np.all(problem._y > 0) else np.abs(problem._y) + 1.0
@@ -190,18 +176,13 @@ def hold_constraints(
 
 def _solve_held(sub: Problem, z0: np.ndarray) -> Optimum:
     """Every start of the reduced problem, then the best polished to a tight tolerance."""
-    sol = sub.solve(z0)
-    obj = np.where(np.isfinite(sol.objective), sol.objective, np.inf)
+    sol = sub.solve_stream(z0)
+    obj = np.where(np.isfinite(sol["objective"]), sol["objective"], np.inf)
     best = int(np.argmin(obj))
-    pol = sub.solve(sol.z[best][None, :], tol=1e-18)
-    if np.isfinite(pol.objective[0]) and pol.objective[0] <= obj[best]:
-        z, f, conv = (
-            pol.z[0],
-            float(pol.objective[0]),
-            bool(pol.converged[0] or sol.converged[best]),
-        )
-    else:
-        z, f, conv = sol.z[best], float(obj[best]), bool(sol.converged[best])
+    z, f, conv = sol["z"][best], float(obj[best]), bool(sol["converged"][best])
+    pol = sub.solve_stream(z[None, :], tol=1e-18)
+    if np.isfinite(pol["objective"][0]) and pol["objective"][0] <= f:
+        z, f, conv = pol["z"][0], float(pol["objective"][0]), conv or bool(pol["converged"][0])
     return Optimum(z=z, objective=f, solver_converged=conv, method="jax")
 
 

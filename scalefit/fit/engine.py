@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,17 +59,6 @@ def float64():
     import jax
 
     return jax.enable_x64(True)
-
-
-@dataclass(frozen=True)
-class Solution:
-    """Solver output for a batch of problems (all arrays have the batch as first axis)."""
-
-    z: np.ndarray
-    objective: np.ndarray
-    decrement: np.ndarray
-    iterations: np.ndarray
-    converged: np.ndarray
 
 
 def law_key(law: Law) -> str:
@@ -561,24 +549,25 @@ class Problem:
             return CHUNK
         return min(CHUNK, 1 << max(int(k) - 1, 0).bit_length())
 
-    def subset(self, rows: np.ndarray) -> Problem:
-        """The same problem on some of its rows, with the same reference points.
+    def subset(self, rows: np.ndarray | None = None, law: Law | None = None) -> Problem:
+        """The same problem on some of its rows (default all), with the same reference points.
 
         Used to screen many starts on a subsample of a large table before polishing the best
-        on every row.
+        on every row; ``law`` replaces the law (the same law with some parameters held fixed,
+        :meth:`~scalefit.laws.Law.fixing`, for a refit on a constraint's bound).
         """
-        rows = np.asarray(rows)
+        keep = slice(None) if rows is None else np.asarray(rows)
         sub = Problem(
-            self.law,
-            {k: v[rows] for k, v in self.inputs.items()},
-            self._y[rows],
+            law or self.law,
+            {k: v[keep] for k, v in self.inputs.items()},
+            self._y[keep],
             loss=self.loss,
             delta=self.delta,
             refs=self.refs,
             residuals=self.residuals,
-            weights=None if self.weights is None else self.weights[rows],
+            weights=None if self.weights is None else self.weights[keep],
         )
-        sub.rows = rows
+        sub.rows = None if rows is None else keep
         return sub
 
     def screening(self, seed: int = 0) -> Problem | None:
@@ -714,20 +703,6 @@ class Problem:
             if on_done is not None and finished.any():
                 on_done(int(finished.sum()))
         return out
-
-    def solve(
-        self,
-        z0: np.ndarray,
-        weights: np.ndarray | None = None,
-        *,
-        max_iter: int = 1000,
-        tol: float = 1e-12,
-    ) -> Solution:
-        """Solve a batch: starts ``z0`` (B, P), row ``weights`` (B, n) or None (all ones)."""
-        cat = self.solve_chunks(z0, weights, max_iter=max_iter, tol=tol)
-        return Solution(
-            cat["z"], cat["objective"], cat["decrement"], cat["iterations"], cat["converged"]
-        )
 
     def solve_chunks(self, z0, weights=None, *, keys=None, **kw) -> dict[str, np.ndarray]:
         """:meth:`solve_raw` on any number of problems, ``CHUNK`` at a time, joined.
