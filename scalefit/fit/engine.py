@@ -272,20 +272,19 @@ def robust_weight(xp, loss: str, delta: float):
     return weight
 
 
-def lm_solve(evaluate, z0, aux0, lam0, nu0, max_iter, tol, atol):
-    """Levenberg–Marquardt iterations for one problem; ``(z, aux, f, lam, nu, it, done, dec)``.
+def lm_solve(evaluate, z0, lam0, nu0, max_iter, tol, atol):
+    """Levenberg–Marquardt iterations for one problem; ``(z, f, lam, nu, it, done, dec)``.
 
-    ``evaluate(z, aux) -> (f, g, h, aux)``: objective (``inf`` when not finite), gradient,
-    Gauss–Newton matrix, and state carried with an accepted point (varpro's linear coefficients;
-    ``()`` for the engine). A trial point's evaluation also gives the next iteration's gradient
+    ``evaluate(z) -> (f, g, h)``: objective (``inf`` when not finite), gradient and
+    Gauss–Newton matrix. A trial point's evaluation also gives the next iteration's gradient
     and matrix, so an iteration evaluates the residuals once. Stops when the Newton decrement is
     below ``tol * f + atol``, when the damping explodes, or after ``max_iter`` iterations.
     """
     jax, jnp = jax_modules()
-    f0, g0, h0, aux0 = evaluate(z0, aux0)
+    f0, g0, h0 = evaluate(z0)
 
     def step(state):
-        z, aux, f, lam, nu, it, done, dec, g, h = state
+        z, f, lam, nu, it, done, dec, g, h = state
         # Marquardt scaling by the diagonal, and regularisation relative to each diagonal entry,
         # so the step is invariant to the units of every parameter (a parameter of scale 1e-7
         # beside one of scale 1 is not frozen by an absolute ridge).
@@ -293,7 +292,7 @@ def lm_solve(evaluate, z0, aux0, lam0, nu0, max_iter, tol, atol):
         # step and Newton decrement (predicted remaining decrease at the current point)
         s, quad = damped_step(jnp, h, (lam + 1e-14) * diag, 1e-12 * diag, g)
         z_new = z + s
-        f_new, g_new, h_new, aux_new = evaluate(z_new, aux)
+        f_new, g_new, h_new = evaluate(z_new)
         ok = (f_new <= f) & jnp.all(jnp.isfinite(z_new))
         dec_now = quad / 2.0
         small = dec_now <= tol * jnp.maximum(f, 1e-300) + atol
@@ -303,21 +302,19 @@ def lm_solve(evaluate, z0, aux0, lam0, nu0, max_iter, tol, atol):
         gain = (f - f_new) / jnp.maximum(pred, 1e-300)
         factor = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
         move = ok & ~done
-        z, aux, f, g, h = jax.tree_util.tree_map(
-            lambda new, old: jnp.where(move, new, old),
-            (z_new, aux_new, f_new, g_new, h_new),
-            (z, aux, f, g, h),
+        z, f, g, h = jax.tree_util.tree_map(
+            lambda new, old: jnp.where(move, new, old), (z_new, f_new, g_new, h_new), (z, f, g, h)
         )
         lam = jnp.where(ok, jnp.maximum(lam * factor, 1e-15), lam * nu)
         nu = jnp.where(ok, 2.0, nu * 2.0)
-        return z, aux, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
+        return z, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
 
     def cond(state):
-        return (~state[6]) & (state[5] < max_iter)
+        return (~state[5]) & (state[4] < max_iter)
 
     done0 = ~jnp.isfinite(f0)
-    init = (z0, aux0, f0, lam0, nu0, jnp.asarray(0), done0, jnp.asarray(jnp.inf), g0, h0)
-    return jax.lax.while_loop(cond, step, init)[:8]
+    init = (z0, f0, lam0, nu0, jnp.asarray(0), done0, jnp.asarray(jnp.inf), g0, h0)
+    return jax.lax.while_loop(cond, step, init)[:7]
 
 
 class _Objective:
@@ -391,10 +388,10 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
     def solve_one(z0, lam0, nu0, max_iter, w, x, logy, refs, tol, atol, want_local):
         x = _with_logs(jnp, x)
 
-        def evaluate(z, aux):
-            return (*objective.value_and_newton(z, w, x, logy, refs), aux)
+        def evaluate(z):
+            return objective.value_and_newton(z, w, x, logy, refs)
 
-        z, _, f, lam, nu, it, done, dec = lm_solve(evaluate, z0, (), lam0, nu0, max_iter, tol, atol)
+        z, f, lam, nu, it, done, dec = lm_solve(evaluate, z0, lam0, nu0, max_iter, tol, atol)
         conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + atol)
 
         # Local quantities at the solution (for standard errors), from the same compilation, only

@@ -37,7 +37,7 @@ import numpy as np
 from ..laws.base import Law
 from .build import Optimum
 from .engine import CHUNK as ENGINE_CHUNK
-from .engine import Problem, law_key, robust_rho, robust_weight
+from .engine import SCREEN_ABOVE, Problem, law_key, robust_rho, robust_weight
 from .lsq import BEST_ATOL_FLOORS, BEST_RTOL, JaxBackend
 
 #: Most sign-constrained linear coefficients solved by enumerating active sets (2**k systems).
@@ -75,8 +75,11 @@ class LinearBlock:
 
     @property
     def usable(self) -> bool:
-        """True when there is a linear block and at least one nonlinear parameter to search."""
-        return bool(self.linear) and bool(self.nonlinear)
+        """True for a linear block and a nonlinear parameter, at most :data:`MAX_ENUMERATED` signed.
+
+        A block with more sign-constrained coefficients than that is not enumerated.
+        """
+        return bool(self.linear) and bool(self.nonlinear) and sum(self.nonneg) <= MAX_ENUMERATED
 
 
 def _sample_public(law: Law, rng: np.random.Generator) -> np.ndarray:
@@ -310,8 +313,8 @@ def _inner(problem: Problem, block: LinearBlock, theta: np.ndarray):
     The linear block solved exactly in numpy for each row of ``theta`` (G, q), in blocks of
     :data:`GRID_BLOCK` numbers: non-negative least squares by active sets for mean squares,
     :data:`GRID_IRLS` iteratively reweighted passes of it for Huber and LAD, on linear residuals
-    (relative residuals ``(y - f) / y`` under log residuals). Raises ValueError when the law's
-    expression does not broadcast over a batch of parameter values.
+    (relative residuals ``(y - f) / y`` under log residuals). None when the law's expression
+    does not broadcast over a batch of parameter values.
     """
     law, y = problem.law, problem._y
     x = law.variables(np, problem.inputs)
@@ -320,10 +323,13 @@ def _inner(problem: Problem, block: LinearBlock, theta: np.ndarray):
     rho = robust_rho(np, problem.loss, problem.delta)[0]
     weight = None if problem.loss == "mse" else robust_weight(np, problem.loss, problem.delta)
     step = max(GRID_BLOCK // (len(y) * len(block.linear)), 1)
-    parts = [
-        _grid_block(law, block, theta[i : i + step], x, s * y, s, w, rho, weight)
-        for i in range(0, len(theta), step)
-    ]
+    try:
+        parts = [
+            _grid_block(law, block, theta[i : i + step], x, s * y, s, w, rho, weight)
+            for i in range(0, len(theta), step)
+        ]
+    except ValueError:  # an expression that does not broadcast over a batch of parameters
+        return None
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
@@ -365,16 +371,21 @@ def project(
 
     Returns
     -------
-    dict
+    dict or None
         ``z`` (m, P) the projected starts in internal coordinates, ``objective`` (m,) of the
-        linear solves (``inf`` where not finite).
+        linear solves (``inf`` where not finite); None when the law's expression does not
+        broadcast over a batch of parameter values.
     """
     law = problem.law
     block = block or linear_block(law, problem.inputs)
     pub = law.to_public(np.atleast_2d(np.asarray(z0, dtype=float)), problem.refs)
     theta = np.stack([np.asarray(pub[n], dtype=float) for n in block.nonlinear], axis=1)
-    f, c = _inner(problem, block, theta)
-    return {"z": _full(problem, block, theta, c), "objective": f}
+    inner = _inner(problem, block, theta)
+    return (
+        None
+        if inner is None
+        else {"z": _full(problem, block, theta, inner[1]), "objective": inner[0]}
+    )
 
 
 def grid_starts(
@@ -399,10 +410,10 @@ def grid_starts(
     if any(a is None for a in axes):
         return None
     theta = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
-    try:
-        f, c = _inner(problem, block, theta)
-    except ValueError:  # an expression that does not broadcast over a batch of parameters
+    inner = _inner(problem, block, theta)
+    if inner is None:
         return None
+    f, c = inner
     # the best cells, skipping any next to one already kept (one start per basin of the grid)
     idx = np.stack(np.unravel_index(np.arange(len(theta)), (points,) * q), axis=1)
     chosen: list[int] = []
@@ -435,16 +446,12 @@ class VarproBackend:
         """Minimise the objective from the projected starts ``z0`` (n_starts, n_params)."""
         block = linear_block(problem.law, problem.inputs)
         z0 = np.asarray(z0, dtype=float)
+        proj = project(problem, z0, block) if block.usable and problem.n <= SCREEN_ABOVE else None
         stage = "full solve (no linear block to project)"
-        if block.usable and sum(block.nonneg) <= MAX_ENUMERATED and problem.screening() is None:
-            try:
-                proj = project(problem, z0, block)
-            except ValueError:  # an expression that does not broadcast over a batch
-                proj = None
-            if proj is not None:
-                ok = np.isfinite(proj["objective"]) & np.all(np.isfinite(proj["z"]), axis=1)
-                z0 = np.where(ok[:, None], proj["z"], z0)
-                stage = "projected starts, solved on all parameters"
+        if proj is not None:
+            ok = np.isfinite(proj["objective"]) & np.all(np.isfinite(proj["z"]), axis=1)
+            z0 = np.where(ok[:, None], proj["z"], z0)
+            stage = "projected starts, solved on all parameters"
         opt = JaxBackend(progress=self.progress).minimize(problem, z0)
         diag = {**opt.diagnostics, "varpro_linear": list(block.linear), "varpro_stage": stage}
         return replace(opt, method="varpro", diagnostics=diag)
@@ -462,8 +469,7 @@ class GridBackend:
     as for any fit. The other given starts are solved too unless at least half of those in the
     chunk reached its best point (:func:`_agreeing`: the basin the starts fall into most).
     Fewer given starts than the grid keeps, other laws, and tables screened on a row subsample
-    go to
-    :class:`~scalefit.fit.lsq.JaxBackend` with the given starts only.
+    go to :class:`~scalefit.fit.lsq.JaxBackend` with the given starts only.
     ``diagnostics["grid_stage"]`` says which path ran.
     """
 
@@ -475,17 +481,18 @@ class GridBackend:
         full = JaxBackend(progress=self.progress)
         z0 = np.asarray(z0, dtype=float)
         block = linear_block(problem.law, problem.inputs)
-        cells = None
-        if len(z0) > GRID_KEEP and block.usable and sum(block.nonneg) <= MAX_ENUMERATED:
-            cells = None if problem.screening() else grid_starts(problem, block)
+        gridded = len(z0) > GRID_KEEP and block.usable and problem.n <= SCREEN_ABOVE
+        cells = grid_starts(problem, block) if gridded else None
         if cells is None:
-            return _staged(full.minimize(problem, z0), "given starts only (no grid)")
-        head = z0[: max(ENGINE_CHUNK - len(cells), 1)]
-        opt = full.minimize(problem, np.concatenate([cells, head]))
-        if len(head) == len(z0) or 2 * _agreeing(problem, opt, len(cells)) >= len(head):
-            return _staged(opt, f"grid cells and the first {len(head)} starts")
-        opt = full.minimize(problem, np.concatenate([cells, z0]))
-        return _staged(opt, "grid cells and every start")
+            opt, stage = full.minimize(problem, z0), "given starts only (no grid)"
+        else:
+            head = z0[: max(ENGINE_CHUNK - len(cells), 1)]
+            opt = full.minimize(problem, np.concatenate([cells, head]))
+            stage = f"grid cells and the first {len(head)} starts"
+            if len(head) < len(z0) and 2 * _agreeing(problem, opt, len(cells)) < len(head):
+                opt = full.minimize(problem, np.concatenate([cells, z0]))
+                stage = "grid cells and every start"
+        return replace(opt, diagnostics={**opt.diagnostics, "grid_stage": stage})
 
 
 #: Relative difference of every public parameter within which a start reached the best point
@@ -516,7 +523,3 @@ def _agreeing(problem: Problem, opt: Optimum, skip: int) -> int:
             for zi in z[obj <= fbest]
         ]
     return int(np.sum(close))
-
-
-def _staged(opt: Optimum, stage: str) -> Optimum:
-    return replace(opt, diagnostics={**opt.diagnostics, "grid_stage": stage})
