@@ -28,7 +28,7 @@ from ..laws import sample_starts
 from ..laws.base import outside_range
 from .curve_marks import warn_ungrouped
 from .data import as_table, group_codes, inputs_of
-from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_psi, robust_rho
+from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_rho
 from .lsq import solve_many
 from .result import FitResult
 
@@ -579,7 +579,7 @@ def _jackknife_linear(
     pts = np.concatenate([z[None], z + np.diag(step), z - np.diag(step)])
     resid = problem.solve_chunks(pts, keys=("resid",), max_iter=0, chunk=CHUNK)["resid"]
     jac = ((resid[1 : p + 1] - resid[p + 1 :]) / (2.0 * step[:, None])).T  # (rows, P)
-    psi = robust_psi(np, problem.loss, problem.delta)(resid[0])
+    psi = robust_rho(np, problem.loss, problem.delta)[1](resid[0])
     w = np.ones(problem.n) if problem.weights is None else problem.weights
     g = (w * psi)[:, None] * jac
     if cluster is not None:

@@ -90,33 +90,30 @@ SCREEN_ROWS = 4096
 SEGMENT = 16
 
 
-def robust_rho(jnp, loss: str, delta: float):
-    """The robust loss ``rho(r)`` and its IRLS weight, summed over rows by the callers."""
+def robust_rho(xp, loss: str, delta: float):
+    """``(rho, psi, weight)``: the robust loss, its derivative and IRLS weight (one definition).
+
+    ``rho(r)`` is summed over rows by the callers. ``mse``: ``r**2``, ``2 r`` and ``2``.
+    ``huber`` (threshold ``d = delta``) and ``lad`` (Huber with ``d =`` :data:`LAD_DELTA`,
+    scaled by ``1 / d``): ``scale * rho_Huber(r)``, ``scale * clip(r, -d, d)``, and ``scale``
+    inside the threshold, ``scale * d / |r|`` outside.
+    """
+    if loss == "mse":
+        return (lambda r: r**2), (lambda r: 2.0 * r), (lambda r: 2.0 * xp.ones_like(r))
     d = LAD_DELTA if loss == "lad" else float(delta)
     scale = 1.0 / d if loss == "lad" else 1.0
 
     def rho(r):
-        if loss == "mse":
-            return r**2
-        a = jnp.abs(r)
-        return scale * jnp.where(a <= d, 0.5 * r**2, d * (a - 0.5 * d))
-
-    return rho, d, scale
-
-
-def robust_psi(xp, loss: str, delta: float):
-    """``psi(r) = rho'(r)``, the derivative of :func:`robust_rho`'s ``rho`` (one definition).
-
-    ``2 r`` for ``mse``; ``scale * clip(r, -d, d)`` for ``huber`` and ``lad``.
-    """
-    _, d, scale = robust_rho(xp, loss, delta)
+        a = xp.abs(r)
+        return scale * xp.where(a <= d, 0.5 * r**2, d * (a - 0.5 * d))
 
     def psi(r):
-        if loss == "mse":
-            return 2.0 * r
         return scale * xp.clip(r, -d, d)
 
-    return psi
+    def weight(r):
+        return scale * xp.where(xp.abs(r) <= d, 1.0, d / xp.maximum(xp.abs(r), 1e-300))
+
+    return rho, psi, weight
 
 
 #: Laws with at most this many parameters solve their small linear systems with a Cholesky
@@ -256,22 +253,6 @@ def _row_sum(fn, w, x, logy):
     return acc
 
 
-def robust_weight(xp, loss: str, delta: float):
-    """The IRLS weight ``psi(r) / r`` of :func:`robust_rho`'s ``rho`` (one definition).
-
-    ``2`` for ``mse``; ``scale`` inside the Huber threshold ``d`` and ``scale * d / |r|`` outside
-    for ``huber`` and ``lad``.
-    """
-    _, d, scale = robust_rho(xp, loss, delta)
-
-    def weight(r):
-        if loss == "mse":
-            return 2.0 * xp.ones_like(r)
-        return scale * xp.where(xp.abs(r) <= d, 1.0, d / xp.maximum(xp.abs(r), 1e-300))
-
-    return weight
-
-
 def lm_solve(evaluate, z0, lam0, nu0, max_iter, tol, atol):
     """Levenberg–Marquardt iterations for one problem; ``(z, f, lam, nu, it, done, dec)``.
 
@@ -328,9 +309,7 @@ class _Objective:
     def __init__(self, law: Law, loss: str, delta: float, residuals: str):
         self.jax, self.jnp = jax_modules()
         self.law, self.loss, self.residuals = law, loss, residuals
-        self.rho, _, _ = robust_rho(self.jnp, loss, delta)
-        self.weight = robust_weight(self.jnp, loss, delta)
-        self.psi = robust_psi(self.jnp, loss, delta)
+        self.rho, self.psi, self.weight = robust_rho(self.jnp, loss, delta)
 
     def resid(self, z, x, logy, refs):
         """Residuals of every row at the internal point ``z``."""

@@ -34,10 +34,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..laws.base import Law
+from ..laws.base import Law, sample_starts
 from .build import Optimum
 from .engine import CHUNK as ENGINE_CHUNK
-from .engine import SCREEN_ABOVE, Problem, law_key, robust_rho, robust_weight
+from .engine import SCREEN_ABOVE, Problem, law_key, robust_rho
 from .lsq import BEST_ATOL_FLOORS, BEST_RTOL, JaxBackend
 
 #: Most sign-constrained linear coefficients solved by enumerating active sets (2**k systems).
@@ -82,21 +82,6 @@ class LinearBlock:
         return bool(self.linear) and bool(self.nonlinear) and sum(self.nonneg) <= MAX_ENUMERATED
 
 
-def _sample_public(law: Law, rng: np.random.Generator) -> np.ndarray:
-    """A random public parameter vector inside each parameter's start range."""
-    out = np.empty(len(law.params))
-    for i, p in enumerate(law.params):
-        if p.kind in ("coef", "floor"):
-            out[i] = rng.uniform(0.5, 2.0)
-        elif p.kind == "positive":
-            lo, hi = p.start
-            out[i] = np.exp(rng.uniform(np.log(lo), np.log(hi)))
-        else:
-            lo, hi = p.start
-            out[i] = rng.uniform(lo, hi)
-    return out
-
-
 _BLOCKS: dict[tuple, LinearBlock] = {}
 #: Most linear blocks kept (per law and rows); the cache is emptied beyond.
 MAX_BLOCKS = 256
@@ -109,8 +94,9 @@ def _random_inputs(law: Law, rng: np.random.Generator) -> dict[str, np.ndarray]:
 def _affine(law: Law, idx: list[int], raw: dict, rng: np.random.Generator) -> bool:
     """Whether the expression is exactly affine in the parameters ``idx`` on the rows ``raw``.
 
-    At :data:`CHECK_POINTS` random parameter vectors ``theta`` and along the last parameter's
-    axis and a random direction ``d`` within ``idx`` (scaled by ``max(|theta_j|, 1)``):
+    At :data:`CHECK_POINTS` random parameter vectors ``theta`` (random starts for unit losses,
+    :func:`~scalefit.laws.sample_starts`) and along the last parameter's axis and a random
+    direction ``d`` within ``idx`` (scaled by ``max(|theta_j|, 1)``):
     ``f(theta + t d) - f(theta) - t (f(theta + d) - f(theta - d)) / 2`` vanishes (relative
     :data:`AFFINE_RTOL`) for every ``t`` in ``+-AFFINE_STEPS``. Finite steps over the rows'
     own inputs see the kink of a ``max``, ``abs`` or ``where`` that a second derivative misses,
@@ -124,9 +110,11 @@ def _affine(law: Law, idx: list[int], raw: dict, rng: np.random.Generator) -> bo
         return np.broadcast_to(np.asarray(out, dtype=float), len(next(iter(raw.values()))))
 
     steps = np.concatenate([AFFINE_STEPS, -np.asarray(AFFINE_STEPS)])
+    z = sample_starts(law, CHECK_POINTS, np.ones(1), seed=int(rng.integers(2**32)))
+    pub = law.to_public(z, law.references(raw))
     with np.errstate(all="ignore"):  # an overflow is a non-finite gap: not affine
-        for _ in range(CHECK_POINTS):
-            theta = _sample_public(law, rng)
+        for i in range(CHECK_POINTS):
+            theta = np.array([float(pub[n][i]) for n in names])
             axis, mixed = np.zeros(len(names)), np.zeros(len(names))
             axis[idx[-1]] = 1.0
             mixed[idx] = rng.uniform(0.5, 1.5, len(idx)) * rng.choice([-1.0, 1.0], len(idx))
@@ -163,12 +151,12 @@ def linear_block(law: Law, inputs: Mapping[str, np.ndarray] | None = None) -> Li
     A set of parameters is linear when the expression is exactly affine in it: finite steps over
     many scales, along the newest parameter and along a random direction within the set, change
     the expression exactly linearly on ``inputs`` (the data's own rows; default random inputs
-    log-uniform in [2, 1e4]) at :data:`CHECK_POINTS` random parameter vectors inside the start
-    ranges, so a parameter entering through ``max``, ``abs`` or ``where`` (linear between
-    kinks, not across them) is not taken for a coefficient. Parameters are
-    added greedily in the law's order, so the set is maximal (a product ``A * B`` keeps only
-    ``A``). A non-finite value counts as nonlinear. Only coefficient kinds (``coef``,
-    ``positive``, ``floor``) are sign-constrained in the linear solve.
+    log-uniform in [2, 1e4]) at :data:`CHECK_POINTS` random starts, so a parameter entering
+    through ``max``, ``abs`` or ``where`` (linear between kinks, not across them) is not taken
+    for a coefficient. Parameters are added greedily in the law's order, so the set is maximal
+    (a product ``A * B`` keeps only ``A``). A non-finite value counts as nonlinear. Only
+    coefficient kinds (``coef``, ``positive``, ``floor``) are sign-constrained in the linear
+    solve.
 
     Parameters
     ----------
@@ -320,8 +308,8 @@ def _inner(problem: Problem, block: LinearBlock, theta: np.ndarray):
     x = law.variables(np, problem.inputs)
     s = 1.0 / np.abs(y) if problem.residuals == "log" else np.ones_like(y)
     w = np.ones_like(y) if problem.weights is None else problem.weights
-    rho = robust_rho(np, problem.loss, problem.delta)[0]
-    weight = None if problem.loss == "mse" else robust_weight(np, problem.loss, problem.delta)
+    rho, _, weight = robust_rho(np, problem.loss, problem.delta)
+    weight = None if problem.loss == "mse" else weight
     step = max(GRID_BLOCK // (len(y) * len(block.linear)), 1)
     try:
         parts = [
