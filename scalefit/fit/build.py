@@ -186,17 +186,6 @@ def _solve_held(sub: Problem, z0: np.ndarray) -> Optimum:
     return Optimum(z=z, objective=f, solver_converged=conv, method="jax")
 
 
-def _expand(law, red, values: Mapping[str, float], fill: float) -> dict[str, float]:
-    return {n: float(values[n]) if n in red.param_names else fill for n in law.param_names}
-
-
-def _expand_corr(law, red, corr: np.ndarray) -> np.ndarray:
-    idx = [law.param_names.index(n) for n in red.param_names]
-    full = np.full((len(law.params),) * 2, np.nan)
-    full[np.ix_(idx, idx)] = corr
-    return full
-
-
 def build_result(
     problem: Problem, tab: pd.DataFrame, optimum: Optimum, settings: FitSettings
 ) -> FitResult:
@@ -226,8 +215,10 @@ def build_result(
         pub = {n: pub[n] for n in law.param_names}
         z = law.to_internal(pub, problem.refs)
         check = check_point(sub, zr, solver_converged=opt.solver_converged, scale=scale)
-        stderr = _expand(law, red, check.stderr, float("nan"))
-        corr = _expand_corr(law, red, check.corr)
+        stderr = {n: float(check.stderr.get(n, np.nan)) for n in law.param_names}
+        idx = [law.param_names.index(n) for n in red.param_names]
+        corr = np.full((len(law.params),) * 2, np.nan)
+        corr[np.ix_(idx, idx)] = check.corr
         stderr_na = dict(check.stderr_na)
     pred = np.asarray(law.evaluate(pub, tab), dtype=float)
     ranges = validity_reasons(law, pub)

@@ -53,13 +53,12 @@ def names_read(law: Any, formula: str | None) -> tuple[str, ...]:
     A formula that does not parse gives no names: building the law reports the error.
     """
     if formula is not None:
-        from ..errors import ScaleFitError as _Err
         from ..expr import parse
         from ..laws.base import _strip_lhs
 
         try:
             return tuple(sorted(parse(_strip_lhs(formula), kind="formula").names))
-        except (_Err, TypeError):
+        except (ScaleFitError, TypeError):
             return ()
     if isinstance(law, Law):
         return tuple(law.inputs)

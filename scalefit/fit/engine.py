@@ -356,11 +356,8 @@ class _Objective:
         return g, h, meat, jax.jacfwd(public)(z), self.resid(z, x, logy, refs)
 
 
-def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
-    """Compile (once per law, loss and residual scale) the batched solver."""
-    key = (law_key(law), loss, float(delta), residuals)
-    if key in _CACHE:
-        return _CACHE[key]
+def _build(law: Law, loss: str, delta: float, residuals: str):
+    """The batched solver for a law, loss and residual scale (jitted; compiled per shapes)."""
     jax, jnp = jax_modules()
     objective = _Objective(law, loss, delta, residuals)
 
@@ -401,11 +398,7 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             "resid": r,
         }
 
-    solver = jax.jit(
-        jax.vmap(solve_one, in_axes=(0, 0, 0, 0, 0, None, None, None, None, None, None))
-    )
-    _CACHE[key] = solver
-    return solver
+    return jax.jit(jax.vmap(solve_one, in_axes=(0, 0, 0, 0, 0, None, None, None, None, None, None)))
 
 
 def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
@@ -424,7 +417,8 @@ def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
     key = ("program", "solve", law_key(law), loss, float(delta), residuals, sig, x64, where)
     if key in _CACHE:
         return _CACHE[key]
-    base = _build(law, loss, delta, residuals)
+    bkey = (law_key(law), loss, float(delta), residuals)  # one jitted solver for every shape
+    base = _CACHE[bkey] = _CACHE.get(bkey) or _build(law, loss, delta, residuals)
     ident = _programs.law_identity(law)
     disk = (
         None if ident is None else "|".join(["solve", ident, loss, repr(float(delta)), residuals])

@@ -115,6 +115,12 @@ class JaxBackend:
         if polished:
             z[best], obj[best], conv[best] = zp[0], fp[0], conv[best] or cp[0]
             fbest = float(fp[0])
+        few = ()
+        if n_best < 2 and len(z0) > 1:
+            few = (
+                f"only {n_best} of {len(z0)} starts reached the best objective: the optimum may "
+                "not be global; try more starts.",
+            )
         return Optimum(
             z=z[best],
             objective=fbest,
@@ -128,19 +134,9 @@ class JaxBackend:
                 "polish_iterations": int(ip[0]),
                 "screened_on_rows": None if screen is None else int(screen.n),
             },
-            warnings=few_best_warning(n_best, len(z0)),
+            warnings=few,
             extras={"z_all": z, "obj_all": obj},
         )
-
-
-def few_best_warning(n_best: int, n_starts: int) -> tuple[str, ...]:
-    """The warning when fewer than two of several starts reached the best objective."""
-    if n_best >= 2 or n_starts <= 1:
-        return ()
-    return (
-        f"only {n_best} of {n_starts} starts reached the best objective: the optimum may "
-        "not be global; try more starts.",
-    )
 
 
 def starts_for(
