@@ -87,10 +87,6 @@ _BLOCKS: dict[tuple, LinearBlock] = {}
 MAX_BLOCKS = 256
 
 
-def _random_inputs(law: Law, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {k: np.exp(rng.uniform(np.log(2.0), np.log(1e4), 8)) for k in law.inputs}
-
-
 def _affine(law: Law, idx: list[int], raw: dict, rng: np.random.Generator) -> bool:
     """Whether the expression is exactly affine in the parameters ``idx`` on the rows ``raw``.
 
@@ -131,20 +127,6 @@ def _affine(law: Law, idx: list[int], raw: dict, rng: np.random.Generator) -> bo
     return True
 
 
-def _detect(law: Law, raw: dict | None) -> LinearBlock:
-    names = law.param_names
-    rng = np.random.default_rng(20260328)
-    rows = raw if raw is not None else _random_inputs(law, rng)
-    chosen: list[int] = []
-    for j in range(len(names)):
-        if _affine(law, [*chosen, j], rows, rng):
-            chosen.append(j)
-    linear = tuple(names[j] for j in chosen)
-    nonneg = tuple(law.params[j].kind in COEF_KINDS for j in chosen)
-    nonlinear = tuple(n for n in names if n not in linear)
-    return LinearBlock(linear, nonlinear, nonneg)
-
-
 def linear_block(law: Law, inputs: Mapping[str, np.ndarray] | None = None) -> LinearBlock:
     """The linear block of ``law``, detected from its expression.
 
@@ -175,15 +157,27 @@ def linear_block(law: Law, inputs: Mapping[str, np.ndarray] | None = None) -> Li
     >>> linear_block(get_law("chinchilla")).linear
     ('E', 'A', 'B')
     """
-    raw = None if inputs is None else {k: np.asarray(inputs[k], dtype=float) for k in law.inputs}
-    digest = None
-    if raw is not None:
+    rng = np.random.default_rng(20260328)
+    if inputs is None:
+        raw, digest = (
+            {k: np.exp(rng.uniform(np.log(2.0), np.log(1e4), 8)) for k in law.inputs},
+            None,
+        )
+    else:
+        raw = {k: np.asarray(inputs[k], dtype=float) for k in law.inputs}
         digest = hashlib.sha256(b"".join(raw[k].tobytes() for k in law.inputs)).hexdigest()
     key = (law_key(law), digest)
-    if key not in _BLOCKS:
-        if len(_BLOCKS) >= MAX_BLOCKS:  # every bootstrap resample has its own rows
-            _BLOCKS.clear()
-        _BLOCKS[key] = _detect(law, raw)
+    if key in _BLOCKS:
+        return _BLOCKS[key]
+    names, chosen = law.param_names, []
+    for j in range(len(names)):  # greedily, in the law's order
+        if _affine(law, [*chosen, j], raw, rng):
+            chosen.append(j)
+    linear = tuple(names[j] for j in chosen)
+    nonneg = tuple(law.params[j].kind in COEF_KINDS for j in chosen)
+    if len(_BLOCKS) >= MAX_BLOCKS:  # every bootstrap resample has its own rows
+        _BLOCKS.clear()
+    _BLOCKS[key] = LinearBlock(linear, tuple(n for n in names if n not in linear), nonneg)
     return _BLOCKS[key]
 
 
@@ -257,44 +251,6 @@ def _nnls_batch(g: np.ndarray, b: np.ndarray, nonneg: np.ndarray) -> np.ndarray:
     return cs / dg
 
 
-def _grid_block(law, block, theta, x, ys, s, w, rho, weight):
-    """Objectives and linear coefficients at the nonlinear values ``theta`` (G, q): exact solves."""
-    names = block.nonlinear
-    k = len(block.linear)
-    p = {n: theta[:, i, None] for i, n in enumerate(names)}
-    zero = dict.fromkeys(block.linear, 0.0)
-    n = len(ys)
-    with np.errstate(all="ignore"):
-        phi0 = np.broadcast_to(law.expr(np, {**p, **zero}, x), (len(theta), n))
-        phi = np.stack(
-            [
-                np.broadcast_to(law.expr(np, {**p, **zero, nm: 1.0}, x), phi0.shape) - phi0
-                for nm in block.linear
-            ],
-            axis=-1,
-        )  # (G, n, k)
-    t = ys - s * phi0
-    phis = s[:, None] * phi
-    nonneg = np.asarray(block.nonneg)
-    # products of basis columns, fixed across the reweighted passes: (G, k(k+1)/2, n)
-    iu = np.triu_indices(k)
-    phit = np.ascontiguousarray(phis.transpose(0, 2, 1))  # (G, k, n)
-    pairs = phit[:, iu[0]] * phit[:, iu[1]]
-    pt = phit * t[:, None, :]
-    u = np.broadcast_to(w, t.shape)
-    for _ in range(1 if weight is None else GRID_IRLS):
-        g = np.empty((len(theta), k, k))
-        g[:, iu[0], iu[1]] = g[:, iu[1], iu[0]] = np.matmul(pairs, u[:, :, None])[..., 0]
-        c = _nnls_batch(g, np.matmul(pt, u[:, :, None])[..., 0], nonneg)
-        r = t - np.matmul(c[:, None, :], phit)[:, 0]
-        if weight is None:
-            break
-        u = w * weight(r)
-    f = np.sum(w * rho(r), axis=1)
-    ok = np.isfinite(f) & np.all(np.isfinite(c), axis=1)
-    return np.where(ok, f, np.inf), c
-
-
 def _inner(problem: Problem, block: LinearBlock, theta: np.ndarray):
     """``(objective (G,), linear coefficients (G, k))`` at the public nonlinear values ``theta``.
 
@@ -304,21 +260,44 @@ def _inner(problem: Problem, block: LinearBlock, theta: np.ndarray):
     (relative residuals ``(y - f) / y`` under log residuals). None when the law's expression
     does not broadcast over a batch of parameter values.
     """
-    law, y = problem.law, problem._y
+    law, y, k = problem.law, problem._y, len(block.linear)
     x = law.variables(np, problem.inputs)
     s = 1.0 / np.abs(y) if problem.residuals == "log" else np.ones_like(y)
     w = np.ones_like(y) if problem.weights is None else problem.weights
     rho, _, weight = robust_rho(np, problem.loss, problem.delta)
-    weight = None if problem.loss == "mse" else weight
-    step = max(GRID_BLOCK // (len(y) * len(block.linear)), 1)
-    try:
-        parts = [
-            _grid_block(law, block, theta[i : i + step], x, s * y, s, w, rho, weight)
-            for i in range(0, len(theta), step)
-        ]
-    except ValueError:  # an expression that does not broadcast over a batch of parameters
-        return None
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    zero, nonneg = dict.fromkeys(block.linear, 0.0), np.asarray(block.nonneg)
+    iu = np.triu_indices(k)
+    step = max(GRID_BLOCK // (len(y) * k), 1)
+    f_all, c_all = np.empty(len(theta)), np.empty((len(theta), k))
+    for start in range(0, len(theta), step):
+        part = slice(start, start + step)
+        p = {n: theta[part, i, None] for i, n in enumerate(block.nonlinear)}
+        shape = (len(theta[part]), len(y))
+        try:
+            with np.errstate(all="ignore"):
+                phi0 = np.broadcast_to(law.expr(np, {**p, **zero}, x), shape)
+                phi = [
+                    np.broadcast_to(law.expr(np, {**p, **zero, nm: 1.0}, x), shape) - phi0
+                    for nm in block.linear
+                ]
+        except ValueError:  # an expression that does not broadcast over a batch of parameters
+            return None
+        t = s * y - s * phi0
+        # the basis (G, k, n) and products of its columns, fixed across the reweighted passes
+        phit = np.ascontiguousarray(np.stack(phi, axis=1) * s)
+        pairs = phit[:, iu[0]] * phit[:, iu[1]]
+        pt = phit * t[:, None, :]
+        u = np.broadcast_to(w, t.shape)
+        for _ in range(1 if problem.loss == "mse" else GRID_IRLS):
+            g = np.empty((len(t), k, k))
+            g[:, iu[0], iu[1]] = g[:, iu[1], iu[0]] = np.matmul(pairs, u[:, :, None])[..., 0]
+            c = _nnls_batch(g, np.matmul(pt, u[:, :, None])[..., 0], nonneg)
+            r = t - np.matmul(c[:, None, :], phit)[:, 0]
+            u = w * weight(r)
+        f = np.sum(w * rho(r), axis=1)
+        ok = np.isfinite(f) & np.all(np.isfinite(c), axis=1)
+        f_all[part], c_all[part] = np.where(ok, f, np.inf), c
+    return f_all, c_all
 
 
 def _full(problem: Problem, block: LinearBlock, theta: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -496,18 +475,11 @@ def _agreeing(problem: Problem, opt: Optimum, skip: int) -> int:
     objective far from its parameters; only starts whose every public parameter is within
     :data:`AGREE_RTOL` of the best point's (or within 1e-12 of it, for one at zero) count.
     """
-    law, refs = problem.law, problem.refs
     obj, z = opt.extras["obj_all"][skip:], opt.extras["z_all"][skip:]
     fbest = opt.objective * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol
-
-    def public(zi):
-        pub = law.to_public(zi, refs)
-        return np.array([float(pub[n]) for n in law.param_names])
-
-    best = public(opt.z)
+    z = np.concatenate([np.asarray(opt.z)[None, :], z[obj <= fbest]])
     with np.errstate(all="ignore"):
-        close = [
-            np.all(np.abs(public(zi) - best) <= AGREE_RTOL * np.abs(best) + 1e-12)
-            for zi in z[obj <= fbest]
-        ]
-    return int(np.sum(close))
+        pub = problem.law.to_public(z, problem.refs)
+        pub = np.stack([np.asarray(pub[n], dtype=float) for n in problem.law.param_names], axis=1)
+        close = np.abs(pub[1:] - pub[0]) <= AGREE_RTOL * np.abs(pub[0]) + 1e-12
+    return int(np.sum(np.all(close, axis=1)))
