@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import VOCABULARY
 from ..laws.base import outside_range, range_text, sample_starts, validity_reasons
 from .checks import check_point
 from .engine import Problem
@@ -35,17 +36,20 @@ class Optimum:
 
 @dataclass(frozen=True)
 class FitSettings:
-    """Validated settings of a least-squares fit (what :func:`scalefit.fit` was asked to do)."""
+    """Validated settings of a least-squares fit (what :func:`scalefit.fit` was asked to do).
 
-    loss: str = "mse"
-    delta: float = 1e-3
-    residuals: str = "log"
+    The defaults are the option vocabulary's (:data:`scalefit._validation.VOCABULARY`).
+    """
+
+    loss: str = VOCABULARY["loss"].default
+    delta: float = VOCABULARY["delta"].default
+    residuals: str = VOCABULARY["residuals"].default
     weight_column: str | None = None
     weights_label: str = ""
-    starts: int = 256
-    seed: int = 0
-    ci_prob: float = 0.95
-    ci_method: str = "percentile"
+    starts: int = VOCABULARY["starts"].default
+    seed: int = VOCABULARY["seed"].default
+    ci_prob: float = VOCABULARY["ci_prob"].default
+    ci_method: str = VOCABULARY["ci_method"].default
     x0: Mapping[str, float] | None = None
 
 

@@ -37,13 +37,8 @@ def as_table(
         return load(table, drop_highest=drop_highest)
     if isinstance(table, pd.DataFrame) and "scalefit" in table.attrs and not drop_highest:
         renamed = table.attrs["scalefit"].get("renamed", {})
-        back = {src: dst for src, dst in renamed.items() if src in keep and src not in table}
-        if not back:
-            return table
-        out = table.copy()
-        for src, dst in back.items():
-            out[src] = out[dst]
-        return out
+        back = {src: table[dst] for src, dst in renamed.items() if src in keep and src not in table}
+        return table.assign(**back) if back else table
     return read_table(table, drop_highest=drop_highest, positive_loss=positive_loss, keep=keep)
 
 

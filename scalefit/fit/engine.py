@@ -582,14 +582,13 @@ class Problem:
         wp = np.zeros((chunk, self.n_padded))
         wp[:k, : self.n] = w
         wp[k:, : self.n] = w[:1]
-        its = np.broadcast_to(np.asarray(max_iter, dtype=np.int64), (k,))
-        lam = np.full(k, 1e-3) if lam0 is None else np.asarray(lam0, dtype=float)
-        nu = np.full(k, 2.0) if nu0 is None else np.asarray(nu0, dtype=float)
-        if chunk > k:
-            z0 = np.concatenate([z0, np.repeat(z0[:1], chunk - k, axis=0)])
-            its = np.concatenate([its, np.zeros(chunk - k, dtype=np.int64)])
-            lam = np.concatenate([lam, np.full(chunk - k, 1e-3)])
-            nu = np.concatenate([nu, np.full(chunk - k, 2.0)])
+        # padding problems start fresh and run no iteration
+        its = np.zeros(chunk, dtype=np.int64)
+        its[:k] = max_iter
+        lam, nu = np.full(chunk, 1e-3), np.full(chunk, 2.0)
+        lam[:k] = 1e-3 if lam0 is None else lam0
+        nu[:k] = 2.0 if nu0 is None else nu0
+        z0 = np.concatenate([z0, np.repeat(z0[:1], chunk - k, axis=0)])
         flags = (np.float64(tol), np.float64(self.atol), np.bool_(local))
         args = (z0, lam, nu, its, wp, self._x, self._logy, self._refs, *flags)
         with float64():

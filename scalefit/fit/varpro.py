@@ -181,12 +181,6 @@ def linear_block(law: Law, inputs: Mapping[str, np.ndarray] | None = None) -> Li
     return _BLOCKS[key]
 
 
-# ------------------------------------------------------------------------ exact inner solves
-def _subsets(nonneg: tuple[bool, ...]) -> np.ndarray:
-    """Support masks to enumerate: every subset of the sign-constrained coefficients."""
-    return np.array(list(itertools.product(*[(False, True) if c else (True,) for c in nonneg])))
-
-
 # ------------------------------------------------------------------ grid over the nonlinear block
 #: Grid cells over the nonlinear parameters (points per axis: this total to the power 1/q).
 GRID_CELLS = 324
@@ -237,7 +231,8 @@ def _nnls_batch(g: np.ndarray, b: np.ndarray, nonneg: np.ndarray) -> np.ndarray:
         cs = np.linalg.solve(gs, bs[..., None])[..., 0]
     bad = ~np.all((cs >= 0.0) | ~nonneg, axis=1) | ~np.all(np.isfinite(cs), axis=1)
     if bad.any():
-        masks = _subsets(tuple(bool(v) for v in nonneg)).astype(float)  # (S, k)
+        # every support of the constrained coefficients: (S, k)
+        masks = np.array(list(itertools.product(*[(0.0, 1.0) if c else (1.0,) for c in nonneg])))
         gb, bb = gs[bad][:, None], bs[bad][:, None]  # (B, 1, k, k), (B, 1, k)
         mm = masks[:, :, None] * masks[:, None, :]
         a = gb * mm + np.eye(k) * (1.0 - masks)[:, None, :]
