@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._io import user_cache
+from .._io import atomic_write_bytes, user_cache
 
 #: Tables up to this many rows are padded to one of four sizes per doubling (at most 25 % extra).
 MIN_BUCKET = 32
@@ -89,12 +89,6 @@ def jax_cache_dir() -> Path | None:
     if setting == "0":
         return None
     return Path(setting) if setting else user_cache() / "jax"
-
-
-def cache_root() -> Path | None:
-    """Folder of the serialised programs, or None when the compile cache is turned off."""
-    root = jax_cache_dir()
-    return None if root is None else root / PROGRAM_DIR
 
 
 #: Programs that compile faster than this are not written to the persistent cache (seconds).
@@ -264,22 +258,11 @@ def law_identity(law) -> str | None:
     )
 
 
-def signature(args: tuple) -> str:
-    """Tree structure, shapes and dtypes of ``args`` (part of a program's cache key)."""
-    import jax
-
-    leaves, tree = jax.tree_util.tree_flatten(args)
-    shapes = [
-        (tuple(getattr(a, "shape", ())), str(getattr(a, "dtype", type(a).__name__))) for a in leaves
-    ]
-    return json.dumps({"tree": str(tree), "leaves": shapes})
-
-
 def shape_key(args: tuple) -> tuple:
-    """A hashable key of the tree structure, shapes and dtypes of ``args`` (in-memory lookups).
+    """A hashable key of the tree structure, shapes and dtypes of ``args``.
 
-    The same information as :func:`signature` without building a string: the solver looks its
-    program up once per call, and a streamed solve makes dozens of calls.
+    The solver looks its program up by it once per call (a streamed solve makes dozens of
+    calls); its ``repr`` is part of a program's file name on disk.
     """
     import jax
 
@@ -287,12 +270,6 @@ def shape_key(args: tuple) -> tuple:
     return tree, tuple(
         (getattr(a, "shape", ()), getattr(a, "dtype", None) or type(a)) for a in leaves
     )
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    from .._io import atomic_write_bytes
-
-    atomic_write_bytes(path, data)
 
 
 def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
@@ -304,9 +281,10 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
     Without a key, ``fn`` is returned unchanged. The key records whether float64 is on (call it
     inside the same ``jax.enable_x64`` scope as the program's calls).
     """
-    root = cache_root()
+    root = jax_cache_dir()
     if key is None or root is None:
         return fn
+    root = root / PROGRAM_DIR
     import jax
 
     # float64 is scoped (``jax.enable_x64``), so it is read at every call, not once per process
@@ -315,7 +293,7 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
 
     platform = forced_platform()  # a block moved to the CPU on a GPU machine (fit.device)
     where = f"platform={platform or 'default'}"
-    text = "\n".join([key, _versions(), x64, where, signature(args)])
+    text = "\n".join([key, _versions(), x64, where, repr(shape_key(args))])
     digest = hashlib.sha256(text.encode()).hexdigest()[:32]
     path = root / f"{digest}.jaxexport"
     exported, data = None, b""
@@ -331,7 +309,7 @@ def cached_program(fn, key: str | None, args: tuple) -> Callable[..., Any]:
             exported = jax.export.export(fn, platforms=platforms)(*args)
             data = bytes(exported.serialize())
             root.mkdir(parents=True, exist_ok=True)
-            _write_atomic(path, data)
+            atomic_write_bytes(path, data)
         except Exception:  # noqa: BLE001 - a program that cannot be exported runs as it is
             return fn
     return first_call_cached(jax.jit(exported.call))

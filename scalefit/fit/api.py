@@ -1,20 +1,21 @@
 """The public least-squares entry point :func:`fit`: validate, fit, then refine.
 
-``fit`` collects its keyword arguments once into a frozen :class:`FitOptions` (validated from
-declared constraints on construction) and passes that object down: it picks a backend, runs
-:func:`scalefit.fit.lsq.least_squares`, and applies the requested refinements — each a function
-that returns a new result: :func:`scalefit.fit.bootstrap.bootstrap` and the hold-out check of
-:mod:`scalefit.fit.holdout`.
+``fit`` validates its keyword arguments once, from the constraints the option vocabulary
+declares (:data:`scalefit._validation.VOCABULARY`), and passes them down whole: it picks a
+backend, runs :func:`scalefit.fit.lsq.least_squares`, and applies the requested refinements —
+each a function that returns a new result: :func:`scalefit.fit.bootstrap.bootstrap` and the
+hold-out check of :mod:`scalefit.fit.holdout`.
 """
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
-from .._validation import IsType, constraints, validate
+from .._validation import VOCABULARY, IsType, constraints, validate
 from ..errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
 from .bootstrap import bootstrap as run_bootstrap
@@ -26,82 +27,36 @@ from .lmfit_method import N_LMFIT_STARTS, LmfitBackend
 from .lsq import least_squares
 from .result import FitResult
 from .split import n_holdout
+from .varpro import GridBackend, VarproBackend
 
 METHODS = ("jax", "lmfit", "varpro")
 
-#: The options of :func:`fit` (declared once in :data:`scalefit._validation.VOCABULARY`, which
-#: the command line is generated from too).
-OPTIONS = (
-    "loss", "delta", "residuals", "starts", "seed", "method", "bootstrap", "boot_starts",
-    "cluster", "ci_prob", "ci_method", "holdout", "predictive", "drop_highest", "progress",
-)  # fmt: skip
-_CONSTRAINTS = {
-    **constraints(*OPTIONS),
-    "law": [IsType(str, "a law name"), IsType(Law, "a Law")],
-    "law_options": [None, IsType(Mapping, "a mapping")],
-    "formula": [None, IsType(str, "a formula string")],
-    "x0": [None, IsType(Mapping, "a mapping of parameter values")],
-}
+
+def _backend(opts):
+    """The backend that finds the optimum (see :data:`METHODS`)."""
+    if opts.method == "lmfit":
+        return LmfitBackend()
+    return (VarproBackend if opts.method == "varpro" else GridBackend)(progress=opts.progress)
 
 
-@dataclass(frozen=True)
-class FitOptions:
-    """The keyword arguments of :func:`fit`, validated once and passed down whole."""
-
-    law: str | Law | None
-    formula: str | None
-    loss: str
-    delta: float
-    residuals: str
-    weights: Any
-    starts: int
-    seed: int
-    method: str
-    bootstrap: int
-    boot_starts: int
-    cluster: str | None
-    ci_prob: float
-    ci_method: str
-    holdout: float | None
-    predictive: str
-    drop_highest: int
-    law_options: Mapping[str, Any] | None
-    x0: Mapping[str, float] | None
-    progress: bool | None
-
-    def __post_init__(self) -> None:
-        validate("fit", {**vars(self), "law": "" if self.law is None else self.law}, _CONSTRAINTS)
-
-    def solver(self, weight_column: str | None, weights_label: str) -> FitSettings:
-        """The solver's settings, with the weights resolved on the table."""
-        starts = int(self.starts)
-        return FitSettings(
-            loss=self.loss,
-            delta=float(self.delta),
-            residuals=self.residuals,
-            weight_column=weight_column,
-            weights_label=weights_label,
-            starts=min(starts, N_LMFIT_STARTS) if self.method == "lmfit" else starts,
-            seed=int(self.seed),
-            ci_prob=float(self.ci_prob),
-            ci_method=self.ci_method,
-            x0=self.x0,
-        )
-
-    def backend(self):
-        """The backend that finds the optimum (see :data:`METHODS`)."""
-        if self.method == "lmfit":
-            return LmfitBackend()
-        if self.method == "varpro":
-            from .varpro import VarproBackend
-
-            return VarproBackend(progress=self.progress)
-        from .varpro import GridBackend
-
-        return GridBackend(progress=self.progress)
+def _settings(opts, weight_column: str | None, weights_label: str) -> FitSettings:
+    """The solver's settings, with the weights resolved on the table."""
+    starts = int(opts.starts)
+    return FitSettings(
+        loss=opts.loss,
+        delta=float(opts.delta),
+        residuals=opts.residuals,
+        weight_column=weight_column,
+        weights_label=weights_label,
+        starts=min(starts, N_LMFIT_STARTS) if opts.method == "lmfit" else starts,
+        seed=int(opts.seed),
+        ci_prob=float(opts.ci_prob),
+        ci_method=opts.ci_method,
+        x0=opts.x0,
+    )
 
 
-def _law(opts: FitOptions, tab) -> Law:
+def _law(opts, tab) -> Law:
     if opts.formula is not None:
         if opts.law is not None:
             raise ScaleFitError("pass either a law or a formula to fit, not both.")
@@ -111,7 +66,7 @@ def _law(opts: FitOptions, tab) -> Law:
     return get_law(opts.law, **dict(opts.law_options or {}))
 
 
-def _prepare(table, opts: FitOptions) -> tuple[Any, Law, FitSettings]:
+def _prepare(table, opts) -> tuple[Any, Law, FitSettings]:
     """The checked table (weights resolved), the law and the solver's settings."""
     keep = names_read(opts.law, opts.formula)
     positive = opts.residuals == "log"
@@ -120,10 +75,10 @@ def _prepare(table, opts: FitOptions) -> tuple[Any, Law, FitSettings]:
     tab, weight_column, weights_label = resolve_weights(tab, opts.weights)
     if opts.holdout is not None:  # before the full fit: the one message of the split
         n_holdout(len(tab), law, opts.holdout, who="fit")
-    return tab, law, opts.solver(weight_column, weights_label)
+    return tab, law, _settings(opts, weight_column, weights_label)
 
 
-def _refine(res: FitResult, tab, law: Law, settings: FitSettings, backend, opts: FitOptions):
+def _refine(res: FitResult, tab, law: Law, settings: FitSettings, backend, opts):
     """The requested refinements of the optimum, each returning a new result."""
     if opts.bootstrap:
         keys = ("boot_starts", "cluster", "seed", "ci_prob", "ci_method", "progress")
@@ -205,9 +160,9 @@ def fit(
     method : {"jax", "lmfit", "varpro"}, default "jax"
         Backend. ``lmfit`` runs lmfit's least squares from the first 16 starts and attaches
         lmfit's ``Parameters`` and report to ``result.extras``. ``varpro`` solves the law's
-        linear parameters exactly (variable projection, :mod:`scalefit.fit.varpro`) and searches
-        only the others, then polishes and certifies on all parameters like ``jax``; under log
-        residuals it generates the starts of the ``jax`` solve.
+        linear parameters exactly at every start's other parameters (variable projection,
+        :mod:`scalefit.fit.varpro`) and hands every projected start to the ``jax`` solver,
+        which polishes and certifies the best on all parameters.
     bootstrap : int, default 0
         Number of bootstrap resamples (see :func:`scalefit.bootstrap`).
     boot_starts : int, default 7
@@ -260,12 +215,28 @@ def fit(
     >>> {name: round(value, 3) for name, value in sorted(res.params.items())}
     {'L0': 1.5, 'a': 0.5, 'c': 3.0}
     """
-    opts = FitOptions(**{k: v for k, v in locals().items() if k != "table"})  # every keyword
+    opts = SimpleNamespace(**{k: v for k, v in locals().items() if k != "table"})  # every keyword
+    validate("fit", {**vars(opts), "law": "" if law is None else law}, _CONSTRAINTS)
     tab, law_obj, settings = _prepare(table, opts)
-    backend = opts.backend()
+    backend = _backend(opts)
     with on_device(fit_device(len(tab), settings.starts)):  # small fits: the CPU (fit.device)
         res = least_squares(tab, law_obj, settings, backend=backend)
         res = _refine(res, tab, law_obj, settings, backend, opts)
     for w in res.warnings:
         warnings.warn(w, ConvergenceWarning, stacklevel=2)
     return res
+
+
+#: The options of :func:`fit` declared in :data:`scalefit._validation.VOCABULARY` (which the
+#: command line is generated from too); ``law`` and ``weights`` take more in Python (a Law, an
+#: array) and are checked below and by :func:`~scalefit.fit.data.resolve_weights`.
+OPTIONS = tuple(
+    n for n in inspect.signature(fit).parameters if n in VOCABULARY and n not in ("law", "weights")
+)
+_CONSTRAINTS = {
+    **constraints(*OPTIONS),
+    "law": [IsType(str, "a law name"), IsType(Law, "a Law")],
+    "law_options": [None, IsType(Mapping, "a mapping")],
+    "formula": [None, IsType(str, "a formula string")],
+    "x0": [None, IsType(Mapping, "a mapping of parameter values")],
+}

@@ -28,7 +28,7 @@ from ..laws import sample_starts
 from ..laws.base import outside_range
 from .curve_marks import warn_ungrouped
 from .data import as_table, group_codes, inputs_of
-from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_psi, robust_rho
+from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_rho
 from .lsq import solve_many
 from .result import FitResult
 
@@ -458,8 +458,6 @@ def _hold_resamples(
     active set as :func:`scalefit.fit.build.hold_constraints`, one step); a refit that does not
     converge marks the resample failed.
     """
-    from .build import reduced_problem
-
     law = problem.law
     if not any(p.range_kind == "constraint" for p in law.params):
         return
@@ -472,7 +470,7 @@ def _hold_resamples(
         held = tuple((p.name, float(clipped[i, c])) for c, p in enumerate(law.params) if out[i, c])
         variants.setdefault(held, []).append(int(i))
     for held, rows in variants.items():
-        sub = reduced_problem(problem, dict(held))
+        sub = problem.subset(law=law.fixing(dict(held)))
         red = sub.law
         cols = [law.param_names.index(n) for n in red.param_names]
         starts = [dict(zip(red.param_names, clipped[i, cols].tolist(), strict=True)) for i in rows]
@@ -569,7 +567,7 @@ def _jackknife_linear(
     z = np.asarray(res.internal, dtype=float)
     p = len(z)
     jac = jacobian(problem, z)  # (rows, P)
-    psi = robust_psi(np, problem.loss, problem.delta)(problem.local(z)["resid"][: problem.n])
+    psi = robust_rho(np, problem.loss, problem.delta)[1](problem.local(z)["resid"][: problem.n])
     w = np.ones(problem.n) if problem.weights is None else problem.weights
     g = (w * psi)[:, None] * jac
     if cluster is not None:

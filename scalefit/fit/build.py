@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._validation import VOCABULARY
 from ..laws.base import outside_range, range_text, sample_starts, validity_reasons
 from .checks import check_point
 from .engine import Problem
@@ -35,17 +36,20 @@ class Optimum:
 
 @dataclass(frozen=True)
 class FitSettings:
-    """Validated settings of a least-squares fit (what :func:`scalefit.fit` was asked to do)."""
+    """Validated settings of a least-squares fit (what :func:`scalefit.fit` was asked to do).
 
-    loss: str = "mse"
-    delta: float = 1e-3
-    residuals: str = "log"
+    The defaults are the option vocabulary's (:data:`scalefit._validation.VOCABULARY`).
+    """
+
+    loss: str = VOCABULARY["loss"].default
+    delta: float = VOCABULARY["delta"].default
+    residuals: str = VOCABULARY["residuals"].default
     weight_column: str | None = None
     weights_label: str = ""
-    starts: int = 256
-    seed: int = 0
-    ci_prob: float = 0.95
-    ci_method: str = "percentile"
+    starts: int = VOCABULARY["starts"].default
+    seed: int = VOCABULARY["seed"].default
+    ci_prob: float = VOCABULARY["ci_prob"].default
+    ci_method: str = VOCABULARY["ci_method"].default
     x0: Mapping[str, float] | None = None
 
 
@@ -131,20 +135,6 @@ def lsq_fields(settings: FitSettings) -> dict[str, Any]:
 HELD_STARTS = 32
 
 
-def reduced_problem(problem: Problem, held: Mapping[str, float]) -> Problem:
-    """``problem`` with the parameters in ``held`` kept at those values (not fitted)."""
-    return Problem(
-        problem.law.fixing(held),
-        problem.inputs,
-        problem._y,
-        loss=problem.loss,
-        delta=problem.delta,
-        refs=problem.refs,
-        residuals=problem.residuals,
-        weights=problem.weights,
-    )
-
-
 def hold_constraints(
     problem: Problem, z: np.ndarray, *, seed: int = 0, starts: int = HELD_STARTS
 ) -> tuple[Problem, np.ndarray, dict[str, float], Any] | None:
@@ -174,7 +164,7 @@ def hold_constraints(
         if not new:
             break
         held.update(new)
-        sub = reduced_problem(problem, held)
+        sub = problem.subset(law=law.fixing(held))
         red = sub.law
         inside = {n: float(np.clip(pub[n], *law.param(n).bounds)) for n in red.param_names}
         y = np.abs(problem._y) if np.all(problem._y > 0) else np.abs(problem._y) + 1.0
@@ -190,30 +180,14 @@ def hold_constraints(
 
 def _solve_held(sub: Problem, z0: np.ndarray) -> Optimum:
     """Every start of the reduced problem, then the best polished to a tight tolerance."""
-    sol = sub.solve(z0)
-    obj = np.where(np.isfinite(sol.objective), sol.objective, np.inf)
+    sol = sub.solve_stream(z0)
+    obj = np.where(np.isfinite(sol["objective"]), sol["objective"], np.inf)
     best = int(np.argmin(obj))
-    pol = sub.solve(sol.z[best][None, :], tol=1e-18)
-    if np.isfinite(pol.objective[0]) and pol.objective[0] <= obj[best]:
-        z, f, conv = (
-            pol.z[0],
-            float(pol.objective[0]),
-            bool(pol.converged[0] or sol.converged[best]),
-        )
-    else:
-        z, f, conv = sol.z[best], float(obj[best]), bool(sol.converged[best])
+    z, f, conv = sol["z"][best], float(obj[best]), bool(sol["converged"][best])
+    pol = sub.solve_stream(z[None, :], tol=1e-18)
+    if np.isfinite(pol["objective"][0]) and pol["objective"][0] <= f:
+        z, f, conv = pol["z"][0], float(pol["objective"][0]), conv or bool(pol["converged"][0])
     return Optimum(z=z, objective=f, solver_converged=conv, method="jax")
-
-
-def _expand(law, red, values: Mapping[str, float], fill: float) -> dict[str, float]:
-    return {n: float(values[n]) if n in red.param_names else fill for n in law.param_names}
-
-
-def _expand_corr(law, red, corr: np.ndarray) -> np.ndarray:
-    idx = [law.param_names.index(n) for n in red.param_names]
-    full = np.full((len(law.params),) * 2, np.nan)
-    full[np.ix_(idx, idx)] = corr
-    return full
 
 
 def build_result(
@@ -245,8 +219,10 @@ def build_result(
         pub = {n: pub[n] for n in law.param_names}
         z = law.to_internal(pub, problem.refs)
         check = check_point(sub, zr, solver_converged=opt.solver_converged, scale=scale)
-        stderr = _expand(law, red, check.stderr, float("nan"))
-        corr = _expand_corr(law, red, check.corr)
+        stderr = {n: float(check.stderr.get(n, np.nan)) for n in law.param_names}
+        idx = [law.param_names.index(n) for n in red.param_names]
+        corr = np.full((len(law.params),) * 2, np.nan)
+        corr[np.ix_(idx, idx)] = check.corr
         stderr_na = dict(check.stderr_na)
     pred = np.asarray(law.evaluate(pub, tab), dtype=float)
     ranges = validity_reasons(law, pub)

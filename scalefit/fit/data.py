@@ -37,13 +37,8 @@ def as_table(
         return load(table, drop_highest=drop_highest)
     if isinstance(table, pd.DataFrame) and "scalefit" in table.attrs and not drop_highest:
         renamed = table.attrs["scalefit"].get("renamed", {})
-        back = {src: dst for src, dst in renamed.items() if src in keep and src not in table}
-        if not back:
-            return table
-        out = table.copy()
-        for src, dst in back.items():
-            out[src] = out[dst]
-        return out
+        back = {src: table[dst] for src, dst in renamed.items() if src in keep and src not in table}
+        return table.assign(**back) if back else table
     return read_table(table, drop_highest=drop_highest, positive_loss=positive_loss, keep=keep)
 
 
@@ -53,13 +48,12 @@ def names_read(law: Any, formula: str | None) -> tuple[str, ...]:
     A formula that does not parse gives no names: building the law reports the error.
     """
     if formula is not None:
-        from ..errors import ScaleFitError as _Err
         from ..expr import parse
         from ..laws.base import _strip_lhs
 
         try:
             return tuple(sorted(parse(_strip_lhs(formula), kind="formula").names))
-        except (_Err, TypeError):
+        except (ScaleFitError, TypeError):
             return ()
     if isinstance(law, Law):
         return tuple(law.inputs)

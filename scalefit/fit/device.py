@@ -31,16 +31,6 @@ _FORCED: contextvars.ContextVar[str | None] = contextvars.ContextVar("scalefit_f
 CHOICES = ("auto", "cpu", "default")
 
 
-def choice() -> str:
-    """``SCALEFIT_FIT_DEVICE`` (``auto`` when unset), checked."""
-    value = os.environ.get("SCALEFIT_FIT_DEVICE", "auto").strip().lower() or "auto"
-    if value not in CHOICES:
-        raise ScaleFitError(
-            f"SCALEFIT_FIT_DEVICE must be one of {', '.join(CHOICES)}. Got {value!r} instead."
-        )
-    return value
-
-
 def fit_device(n_rows: int, starts: int, *, backend: str | None = None) -> Any:
     """The device a fit of ``n_rows`` rows and ``starts`` starts should run on, or None.
 
@@ -55,10 +45,19 @@ def fit_device(n_rows: int, starts: int, *, backend: str | None = None) -> Any:
         Size of the problem.
     backend : str, optional
         JAX's default backend (default: ``jax.default_backend()``).
+
+    Raises
+    ------
+    ScaleFitError
+        When ``SCALEFIT_FIT_DEVICE`` is not one of ``auto``, ``cpu``, ``default``.
     """
     import jax
 
-    mode = choice()
+    mode = os.environ.get("SCALEFIT_FIT_DEVICE", "auto").strip().lower() or "auto"
+    if mode not in CHOICES:
+        raise ScaleFitError(
+            f"SCALEFIT_FIT_DEVICE must be one of {', '.join(CHOICES)}. Got {mode!r} instead."
+        )
     backend = jax.default_backend() if backend is None else backend
     if backend == "cpu" or mode == "default":
         return None

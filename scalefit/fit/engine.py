@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,17 +61,6 @@ def float64():
     return jax.enable_x64(True)
 
 
-@dataclass(frozen=True)
-class Solution:
-    """Solver output for a batch of problems (all arrays have the batch as first axis)."""
-
-    z: np.ndarray
-    objective: np.ndarray
-    decrement: np.ndarray
-    iterations: np.ndarray
-    converged: np.ndarray
-
-
 def law_key(law: Law) -> str:
     """A string that identifies the law's function in this process (the in-memory program key)."""
     if law.spec is not None:  # a formula law: its text, inputs and parameters define the function
@@ -102,33 +90,30 @@ SCREEN_ROWS = 4096
 SEGMENT = 16
 
 
-def robust_rho(jnp, loss: str, delta: float):
-    """The robust loss ``rho(r)`` and its IRLS weight, summed over rows by the callers."""
+def robust_rho(xp, loss: str, delta: float):
+    """``(rho, psi, weight)``: the robust loss, its derivative and IRLS weight (one definition).
+
+    ``rho(r)`` is summed over rows by the callers. ``mse``: ``r**2``, ``2 r`` and ``2``.
+    ``huber`` (threshold ``d = delta``) and ``lad`` (Huber with ``d =`` :data:`LAD_DELTA`,
+    scaled by ``1 / d``): ``scale * rho_Huber(r)``, ``scale * clip(r, -d, d)``, and ``scale``
+    inside the threshold, ``scale * d / |r|`` outside.
+    """
+    if loss == "mse":
+        return (lambda r: r**2), (lambda r: 2.0 * r), (lambda r: 2.0 * xp.ones_like(r))
     d = LAD_DELTA if loss == "lad" else float(delta)
     scale = 1.0 / d if loss == "lad" else 1.0
 
     def rho(r):
-        if loss == "mse":
-            return r**2
-        a = jnp.abs(r)
-        return scale * jnp.where(a <= d, 0.5 * r**2, d * (a - 0.5 * d))
-
-    return rho, d, scale
-
-
-def robust_psi(xp, loss: str, delta: float):
-    """``psi(r) = rho'(r)``, the derivative of :func:`robust_rho`'s ``rho`` (one definition).
-
-    ``2 r`` for ``mse``; ``scale * clip(r, -d, d)`` for ``huber`` and ``lad``.
-    """
-    _, d, scale = robust_rho(xp, loss, delta)
+        a = xp.abs(r)
+        return scale * xp.where(a <= d, 0.5 * r**2, d * (a - 0.5 * d))
 
     def psi(r):
-        if loss == "mse":
-            return 2.0 * r
         return scale * xp.clip(r, -d, d)
 
-    return psi
+    def weight(r):
+        return scale * xp.where(xp.abs(r) <= d, 1.0, d / xp.maximum(xp.abs(r), 1e-300))
+
+    return rho, psi, weight
 
 
 #: Laws with at most this many parameters solve their small linear systems with a Cholesky
@@ -268,36 +253,19 @@ def _row_sum(fn, w, x, logy):
     return acc
 
 
-def robust_weight(xp, loss: str, delta: float):
-    """The IRLS weight ``psi(r) / r`` of :func:`robust_rho`'s ``rho`` (one definition).
+def lm_solve(evaluate, z0, lam0, nu0, max_iter, tol, atol):
+    """Levenberg–Marquardt iterations for one problem; ``(z, f, lam, nu, it, done, dec)``.
 
-    ``2`` for ``mse``; ``scale`` inside the Huber threshold ``d`` and ``scale * d / |r|`` outside
-    for ``huber`` and ``lad``.
-    """
-    _, d, scale = robust_rho(xp, loss, delta)
-
-    def weight(r):
-        if loss == "mse":
-            return 2.0 * xp.ones_like(r)
-        return scale * xp.where(xp.abs(r) <= d, 1.0, d / xp.maximum(xp.abs(r), 1e-300))
-
-    return weight
-
-
-def lm_solve(evaluate, z0, aux0, lam0, nu0, max_iter, tol, atol):
-    """Levenberg–Marquardt iterations for one problem; ``(z, aux, f, lam, nu, it, done, dec)``.
-
-    ``evaluate(z, aux) -> (f, g, h, aux)``: objective (``inf`` when not finite), gradient,
-    Gauss–Newton matrix, and state carried with an accepted point (varpro's linear coefficients;
-    ``()`` for the engine). A trial point's evaluation also gives the next iteration's gradient
+    ``evaluate(z) -> (f, g, h)``: objective (``inf`` when not finite), gradient and
+    Gauss–Newton matrix. A trial point's evaluation also gives the next iteration's gradient
     and matrix, so an iteration evaluates the residuals once. Stops when the Newton decrement is
     below ``tol * f + atol``, when the damping explodes, or after ``max_iter`` iterations.
     """
     jax, jnp = jax_modules()
-    f0, g0, h0, aux0 = evaluate(z0, aux0)
+    f0, g0, h0 = evaluate(z0)
 
     def step(state):
-        z, aux, f, lam, nu, it, done, dec, g, h = state
+        z, f, lam, nu, it, done, dec, g, h = state
         # Marquardt scaling by the diagonal, and regularisation relative to each diagonal entry,
         # so the step is invariant to the units of every parameter (a parameter of scale 1e-7
         # beside one of scale 1 is not frozen by an absolute ridge).
@@ -305,7 +273,7 @@ def lm_solve(evaluate, z0, aux0, lam0, nu0, max_iter, tol, atol):
         # step and Newton decrement (predicted remaining decrease at the current point)
         s, quad = damped_step(jnp, h, (lam + 1e-14) * diag, 1e-12 * diag, g)
         z_new = z + s
-        f_new, g_new, h_new, aux_new = evaluate(z_new, aux)
+        f_new, g_new, h_new = evaluate(z_new)
         ok = (f_new <= f) & jnp.all(jnp.isfinite(z_new))
         dec_now = quad / 2.0
         small = dec_now <= tol * jnp.maximum(f, 1e-300) + atol
@@ -315,21 +283,19 @@ def lm_solve(evaluate, z0, aux0, lam0, nu0, max_iter, tol, atol):
         gain = (f - f_new) / jnp.maximum(pred, 1e-300)
         factor = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * gain - 1.0) ** 3)
         move = ok & ~done
-        z, aux, f, g, h = jax.tree_util.tree_map(
-            lambda new, old: jnp.where(move, new, old),
-            (z_new, aux_new, f_new, g_new, h_new),
-            (z, aux, f, g, h),
+        z, f, g, h = jax.tree_util.tree_map(
+            lambda new, old: jnp.where(move, new, old), (z_new, f_new, g_new, h_new), (z, f, g, h)
         )
         lam = jnp.where(ok, jnp.maximum(lam * factor, 1e-15), lam * nu)
         nu = jnp.where(ok, 2.0, nu * 2.0)
-        return z, aux, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
+        return z, f, lam, nu, it + 1, done | small | stuck, dec_now, g, h
 
     def cond(state):
-        return (~state[6]) & (state[5] < max_iter)
+        return (~state[5]) & (state[4] < max_iter)
 
     done0 = ~jnp.isfinite(f0)
-    init = (z0, aux0, f0, lam0, nu0, jnp.asarray(0), done0, jnp.asarray(jnp.inf), g0, h0)
-    return jax.lax.while_loop(cond, step, init)[:8]
+    init = (z0, f0, lam0, nu0, jnp.asarray(0), done0, jnp.asarray(jnp.inf), g0, h0)
+    return jax.lax.while_loop(cond, step, init)[:7]
 
 
 class _Objective:
@@ -343,9 +309,7 @@ class _Objective:
     def __init__(self, law: Law, loss: str, delta: float, residuals: str):
         self.jax, self.jnp = jax_modules()
         self.law, self.loss, self.residuals = law, loss, residuals
-        self.rho, _, _ = robust_rho(self.jnp, loss, delta)
-        self.weight = robust_weight(self.jnp, loss, delta)
-        self.psi = robust_psi(self.jnp, loss, delta)
+        self.rho, self.psi, self.weight = robust_rho(self.jnp, loss, delta)
 
     def resid(self, z, x, logy, refs):
         """Residuals of every row at the internal point ``z``."""
@@ -392,21 +356,18 @@ class _Objective:
         return g, h, meat, jax.jacfwd(public)(z), self.resid(z, x, logy, refs)
 
 
-def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
-    """Compile (once per law, loss and residual scale) the batched solver."""
-    key = (law_key(law), loss, float(delta), residuals)
-    if key in _CACHE:
-        return _CACHE[key]
+def _build(law: Law, loss: str, delta: float, residuals: str):
+    """The batched solver for a law, loss and residual scale (jitted; compiled per shapes)."""
     jax, jnp = jax_modules()
     objective = _Objective(law, loss, delta, residuals)
 
     def solve_one(z0, lam0, nu0, max_iter, w, x, logy, refs, tol, atol, want_local):
         x = _with_logs(jnp, x)
 
-        def evaluate(z, aux):
-            return (*objective.value_and_newton(z, w, x, logy, refs), aux)
+        def evaluate(z):
+            return objective.value_and_newton(z, w, x, logy, refs)
 
-        z, _, f, lam, nu, it, done, dec = lm_solve(evaluate, z0, (), lam0, nu0, max_iter, tol, atol)
+        z, f, lam, nu, it, done, dec = lm_solve(evaluate, z0, lam0, nu0, max_iter, tol, atol)
         conv = jnp.isfinite(f) & (dec <= tol * jnp.maximum(f, 1e-300) + atol)
 
         # Local quantities at the solution (for standard errors), from the same compilation, only
@@ -437,11 +398,7 @@ def _build(law: Law, loss: str, delta: float, residuals: str = "log"):
             "resid": r,
         }
 
-    solver = jax.jit(
-        jax.vmap(solve_one, in_axes=(0, 0, 0, 0, 0, None, None, None, None, None, None))
-    )
-    _CACHE[key] = solver
-    return solver
+    return jax.jit(jax.vmap(solve_one, in_axes=(0, 0, 0, 0, 0, None, None, None, None, None, None)))
 
 
 def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
@@ -460,7 +417,8 @@ def _compiled(law: Law, loss: str, delta: float, residuals: str, args: tuple):
     key = ("program", "solve", law_key(law), loss, float(delta), residuals, sig, x64, where)
     if key in _CACHE:
         return _CACHE[key]
-    base = _build(law, loss, delta, residuals)
+    bkey = (law_key(law), loss, float(delta), residuals)  # one jitted solver for every shape
+    base = _CACHE[bkey] = _CACHE.get(bkey) or _build(law, loss, delta, residuals)
     ident = _programs.law_identity(law)
     disk = (
         None if ident is None else "|".join(["solve", ident, loss, repr(float(delta)), residuals])
@@ -561,24 +519,25 @@ class Problem:
             return CHUNK
         return min(CHUNK, 1 << max(int(k) - 1, 0).bit_length())
 
-    def subset(self, rows: np.ndarray) -> Problem:
-        """The same problem on some of its rows, with the same reference points.
+    def subset(self, rows: np.ndarray | None = None, law: Law | None = None) -> Problem:
+        """The same problem on some of its rows (default all), with the same reference points.
 
         Used to screen many starts on a subsample of a large table before polishing the best
-        on every row.
+        on every row; ``law`` replaces the law (the same law with some parameters held fixed,
+        :meth:`~scalefit.laws.Law.fixing`, for a refit on a constraint's bound).
         """
-        rows = np.asarray(rows)
+        keep = slice(None) if rows is None else np.asarray(rows)
         sub = Problem(
-            self.law,
-            {k: v[rows] for k, v in self.inputs.items()},
-            self._y[rows],
+            law or self.law,
+            {k: v[keep] for k, v in self.inputs.items()},
+            self._y[keep],
             loss=self.loss,
             delta=self.delta,
             refs=self.refs,
             residuals=self.residuals,
-            weights=None if self.weights is None else self.weights[rows],
+            weights=None if self.weights is None else self.weights[keep],
         )
-        sub.rows = rows
+        sub.rows = None if rows is None else keep
         return sub
 
     def screening(self, seed: int = 0) -> Problem | None:
@@ -623,14 +582,13 @@ class Problem:
         wp = np.zeros((chunk, self.n_padded))
         wp[:k, : self.n] = w
         wp[k:, : self.n] = w[:1]
-        its = np.broadcast_to(np.asarray(max_iter, dtype=np.int64), (k,))
-        lam = np.full(k, 1e-3) if lam0 is None else np.asarray(lam0, dtype=float)
-        nu = np.full(k, 2.0) if nu0 is None else np.asarray(nu0, dtype=float)
-        if chunk > k:
-            z0 = np.concatenate([z0, np.repeat(z0[:1], chunk - k, axis=0)])
-            its = np.concatenate([its, np.zeros(chunk - k, dtype=np.int64)])
-            lam = np.concatenate([lam, np.full(chunk - k, 1e-3)])
-            nu = np.concatenate([nu, np.full(chunk - k, 2.0)])
+        # padding problems start fresh and run no iteration
+        its = np.zeros(chunk, dtype=np.int64)
+        its[:k] = max_iter
+        lam, nu = np.full(chunk, 1e-3), np.full(chunk, 2.0)
+        lam[:k] = 1e-3 if lam0 is None else lam0
+        nu[:k] = 2.0 if nu0 is None else nu0
+        z0 = np.concatenate([z0, np.repeat(z0[:1], chunk - k, axis=0)])
         flags = (np.float64(tol), np.float64(self.atol), np.bool_(local))
         args = (z0, lam, nu, its, wp, self._x, self._logy, self._refs, *flags)
         with float64():
@@ -714,20 +672,6 @@ class Problem:
             if on_done is not None and finished.any():
                 on_done(int(finished.sum()))
         return out
-
-    def solve(
-        self,
-        z0: np.ndarray,
-        weights: np.ndarray | None = None,
-        *,
-        max_iter: int = 1000,
-        tol: float = 1e-12,
-    ) -> Solution:
-        """Solve a batch: starts ``z0`` (B, P), row ``weights`` (B, n) or None (all ones)."""
-        cat = self.solve_chunks(z0, weights, max_iter=max_iter, tol=tol)
-        return Solution(
-            cat["z"], cat["objective"], cat["decrement"], cat["iterations"], cat["converged"]
-        )
 
     def solve_chunks(self, z0, weights=None, *, keys=None, **kw) -> dict[str, np.ndarray]:
         """:meth:`solve_raw` on any number of problems, ``CHUNK`` at a time, joined.

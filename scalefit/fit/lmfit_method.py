@@ -77,12 +77,10 @@ class LmfitBackend:
         g, h = loc["grad"], loc["gn"]
         dec = float(abs(g @ np.linalg.lstsq(h, g, rcond=None)[0]) / 2)
         ok = bool(out.success) and dec <= 1e-10 * max(f, 1e-300)
-        warns = ()
-        if not ok:
-            warns = (
-                f"lmfit stopped with remaining Newton decrement {dec:.3g} (objective {f:.6g}): "
-                "not at a converged optimum.",
-            )
+        stop = (
+            f"lmfit stopped with remaining Newton decrement {dec:.3g} (objective {f:.6g}): "
+            "not at a converged optimum."
+        )
         return Optimum(
             z=z,
             objective=float(f),
@@ -94,7 +92,7 @@ class LmfitBackend:
                 "newton_decrement": dec,
                 "lmfit_success": bool(out.success),
             },
-            warnings=warns,
+            warnings=() if ok else (stop,),
             extras={
                 "lmfit": out,
                 "lmfit_params": out.params,

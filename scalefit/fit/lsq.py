@@ -68,9 +68,8 @@ def solve_many(
     tuple of ndarray
         ``(z, objective, converged, iterations)``.
     """
-    n = len(z0)
     z0 = np.asarray(z0, dtype=float)
-    with progress_bar(progress, total=n, desc=desc, unit="fit", leave=False) as bar:
+    with progress_bar(progress, total=len(z0), desc=desc, unit="fit", leave=False) as bar:
         out = problem.solve_stream(
             z0, weights, weight_index=weight_index, max_iter=MAX_ITER, tol=tol, on_done=bar.update
         )
@@ -115,6 +114,10 @@ class JaxBackend:
         if polished:
             z[best], obj[best], conv[best] = zp[0], fp[0], conv[best] or cp[0]
             fbest = float(fp[0])
+        few = (
+            f"only {n_best} of {len(z0)} starts reached the best objective: the optimum may "
+            "not be global; try more starts."
+        )
         return Optimum(
             z=z[best],
             objective=fbest,
@@ -128,19 +131,9 @@ class JaxBackend:
                 "polish_iterations": int(ip[0]),
                 "screened_on_rows": None if screen is None else int(screen.n),
             },
-            warnings=few_best_warning(n_best, len(z0)),
+            warnings=(few,) if n_best < 2 and len(z0) > 1 else (),
             extras={"z_all": z, "obj_all": obj},
         )
-
-
-def few_best_warning(n_best: int, n_starts: int) -> tuple[str, ...]:
-    """The warning when fewer than two of several starts reached the best objective."""
-    if n_best >= 2 or n_starts <= 1:
-        return ()
-    return (
-        f"only {n_best} of {n_starts} starts reached the best objective: the optimum may "
-        "not be global; try more starts.",
-    )
 
 
 def starts_for(

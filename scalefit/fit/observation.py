@@ -59,9 +59,7 @@ def on_scale(xp: Any, pred: Any, residuals: str) -> Any:
 
 def residual(xp: Any, observed: Any, pred: Any, residuals: str) -> Any:
     """Residual ``observed - model`` on the chosen scale (``observed`` from :func:`response`)."""
-    if residuals == "log":
-        return observed - xp.log(pred)
-    return observed - pred
+    return observed - on_scale(xp, pred, residuals)
 
 
 def add_noise(pred: np.ndarray, eps: np.ndarray, residuals: str) -> np.ndarray:

@@ -22,9 +22,7 @@ def compute_key(tab: pd.DataFrame, law: Law) -> tuple[str, np.ndarray]:
     found = training_compute(tab, law.options)
     if found is not None:
         return found
-    prod = np.ones(len(tab))
-    for col in law.inputs:
-        prod = prod * tab[col].to_numpy(float)
+    prod = np.prod([tab[col].to_numpy(float) for col in law.inputs], axis=0)
     return "_x_".join(law.inputs), prod
 
 

@@ -10,7 +10,7 @@ from scipy.optimize import nnls
 import scalefit
 from scalefit.fit.build import FitSettings
 from scalefit.fit.lsq import make_problem, starts_for
-from scalefit.fit.varpro import linear_block, reduced_solve
+from scalefit.fit.varpro import linear_block, project
 from scalefit.laws import Law, get_law
 from scalefit.laws.base import law_from_formula_spec
 
@@ -51,7 +51,7 @@ def _synthetic(seed=0, n=60, e=1.7, a=400.0, b=300.0, alpha=0.34, beta=0.28, noi
 
 
 def test_linear_block_is_scipy_nnls_at_fixed_exponents():
-    """With no search (max_iter=0) the coefficients are scipy's NNLS at the start's exponents."""
+    """A projected start's coefficients are scipy's NNLS at the start's exponents."""
     tab = _synthetic(noise=0.05)
     law = Law.from_formula(
         "E + A/params**alpha + B/tokens**beta",
@@ -60,20 +60,23 @@ def test_linear_block_is_scipy_nnls_at_fixed_exponents():
     settings = FitSettings(loss="mse", residuals="linear")
     prob = make_problem(tab, law, settings)
     z0 = starts_for(law, tab["loss"].to_numpy(), prob.refs, 8, seed=3)
-    out = reduced_solve(prob, z0, max_iter=0)
+    out = project(prob, z0)
     n, d, y = (tab[c].to_numpy() for c in ("params", "tokens", "loss"))
-    names = law.param_names
-    for zi, vals in zip(z0, out["values"], strict=True):
-        pub = law.to_public(zi, prob.refs)
+    for zi, zp, f in zip(z0, out["z"], out["objective"], strict=True):
+        pub, got = law.to_public(zi, prob.refs), law.to_public(zp, prob.refs)
+        for k in ("alpha", "beta"):  # the exponents are kept
+            assert got[k] == pytest.approx(pub[k], rel=1e-12)
         x = np.column_stack([np.ones_like(n), n ** -pub["alpha"], d ** -pub["beta"]])
-        c, _ = nnls(x, y)
-        got = [vals[names.index(k)] for k in ("E", "A", "B")]
+        c, rnorm = nnls(x, y)
+        assert f == pytest.approx(rnorm**2, rel=1e-9)
+        got = [got[k] for k in ("E", "A", "B")]
         scale = np.abs(c).max()
         np.testing.assert_allclose(got, c, rtol=1e-7, atol=1e-9 * scale)
 
 
 def test_nnls_sign_respected():
-    """A negative best intercept: NNLS puts a positive E at zero; a free E goes negative."""
+    """A negative best intercept: NNLS puts a positive E at zero; a free E goes negative
+    (the linear block projected at the true exponent)."""
     rng = np.random.default_rng(1)
     params = np.exp(rng.uniform(np.log(10.0), np.log(1e4), 80))
     y = -0.5 + 10.0 / params**0.3 + 0.001 * rng.standard_normal(80)
@@ -82,11 +85,9 @@ def test_nnls_sign_respected():
     for kind, sign in (("positive", 1.0), ("free", -1.0)):
         law = Law.from_formula("E + A/params**alpha", kinds={"E": kind, "A": "positive"})
         prob = make_problem(tab, law, settings)
-        z0 = starts_for(law, np.abs(y), prob.refs, 16, seed=0)
-        out = reduced_solve(prob, z0)
-        best = int(np.argmin(out["objective"]))
-        e = out["values"][best][law.param_names.index("E")]
-        a = out["values"][best][law.param_names.index("A")]
+        z0 = law.to_internal({"E": 1.0, "A": 1.0, "alpha": 0.3}, prob.refs)
+        pub = law.to_public(project(prob, z0[None, :])["z"][0], prob.refs)
+        e, a = float(pub["E"]), float(pub["A"])
         assert a >= 0.0
         if sign > 0:
             assert 0.0 <= e <= 1e-10 * a
