@@ -54,7 +54,7 @@ $(DEMO_STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet -e .
 	touch $(DEMO_STAMP)
 
-# The demo finds the Chinchilla table the way `scalefit demo` does everywhere (scalefit/datasets.py):
+# The demo finds the Chinchilla table the way `scalefit demo` does everywhere (scalefit/datasets):
 # --data-dir, SCALEFIT_DATA_DIR, the user cache, a download; else it fits a bundled table.
 demo: $(DEMO_STAMP)
 	$(BIN)/scalefit demo --out $(OUT)

@@ -312,7 +312,7 @@ def figure(frame, summary, pooled, chosen, path):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from scalefit._io import atomic_savefig
+    from scalefit.core._io import atomic_savefig
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 8.5))
     ax = axes[0]
@@ -409,7 +409,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from scalefit import datasets
-    from scalefit._io import atomic_write_csv
+    from scalefit.core._io import atomic_write_csv
 
     ids = [e for e in args.experiments.split(",") if e] or list(
         datasets.isoflop_experiments()["experiment"]

@@ -208,7 +208,7 @@ def _calibrated(res, train, test, seed):
 def scalefit_bayes(train, test, seed, draws=1000):
     import numpy as np
 
-    from scalefit.errors import ConvergenceWarning
+    from scalefit.core.errors import ConvergenceWarning
     from scalefit.fit.bayes import fit_bayes
 
     with warnings.catch_warnings():
@@ -404,7 +404,7 @@ def figure(frame, path):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from scalefit._io import atomic_savefig
+    from scalefit.core._io import atomic_savefig
 
     exps = list(dict.fromkeys(frame["experiment"]))
     meths = list(dict.fromkeys(frame["method"]))
@@ -456,7 +456,7 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from scalefit import datasets
-    from scalefit._io import atomic_write_csv
+    from scalefit.core._io import atomic_write_csv
 
     ids = [e for e in args.experiments.split(",") if e] or list(
         datasets.isoflop_experiments()["experiment"]

@@ -31,7 +31,7 @@ from _harness import header, loadavg, pin_threads, pin_torch, run_fresh
 
 
 def _corpus() -> Path:
-    from scalefit._io import atomic_write_text
+    from scalefit.core._io import atomic_write_text
     from scalefit.train.data import read_documents
 
     path = Path(os.environ.get("TMPDIR", "/tmp")) / "scalefit_bench_shakespeare.jsonl"

@@ -32,7 +32,7 @@ _THREADS = pin_threads(argv_threads())
 
 import torch  # noqa: E402
 
-from scalefit.accounting import flops_per_token  # noqa: E402
+from scalefit.core.accounting import flops_per_token  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]

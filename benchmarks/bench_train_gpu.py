@@ -3,8 +3,8 @@
 Trains the given configuration with the trainer's CUDA path (bf16 autocast, TF32, fused AdamW,
 ``torch.compile``) on random token windows of a real token folder and prints tokens/s and MFU,
 with MFU = flops_per_token · tokens/s / peak, flops_per_token = 6·N + 12·ℓ·W·seq_len
-(:func:`scalefit.accounting.flops_per_token`). The first ``--warmup`` steps (compilation) are not
-timed (step end times come from the training history). Under
+(:func:`scalefit.core.accounting.flops_per_token`). The first ``--warmup`` steps (compilation) are
+not timed (step end times come from the training history). Under
 ``torchrun --nproc_per_node=G`` it reports the global rate and MFU over G GPUs.
 
     scalefit data prepare shakespeare
@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from scalefit.accounting import flops_per_token
+from scalefit.core.accounting import flops_per_token
 from scalefit.train.loop import config_from_dict, train
 
 

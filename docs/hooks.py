@@ -38,7 +38,17 @@ def on_pre_build(config, **kwargs) -> None:  # noqa: ARG001 - MkDocs hook signat
 
 
 #: Names of the layers of pyproject.toml's layers contract, bottom up (docs/architecture.md).
-LAYER_NAMES = ("core", "producers", "fit", "evaluate", "decide", "plot", "workflows", "cli")
+LAYER_NAMES = (
+    "core",
+    "laws and data",
+    "producers",
+    "fit",
+    "evaluate",
+    "decide",
+    "plot",
+    "workflows",
+    "cli",
+)
 START = "<!-- layers:start (docs/hooks.py: architecture) -->"
 END = "<!-- layers:end -->"
 
@@ -70,7 +80,11 @@ def architecture() -> str:
                 arrows.add((a, b))
     out = ["```mermaid", "flowchart BT"]
     for name, layer in zip(LAYER_NAMES, members, strict=True):
-        out += [f'  subgraph {name}["{name}"]', *(f'    {ids[m]}["{m}"]' for m in layer), "  end"]
+        out += [
+            f'  subgraph {name.replace(" ", "_")}["{name}"]',
+            *(f'    {ids[m]}["{m}"]' for m in layer),
+            "  end",
+        ]
     out += [f"  {ids[a]} --> {ids[b]}" for a, b in sorted(arrows)]
     return "\n".join([*out, "```"])
 

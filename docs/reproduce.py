@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE.parent))
     sys.path.insert(0, str(HERE))
     data_dir = os.environ.get("SCALEFIT_DATA_DIR", str(HERE.parent.parent / "shared" / "data"))
-    from scalefit._io import atomic_write_text
+    from scalefit.core._io import atomic_write_text
 
     out = Path(args.out)
     if args.only:

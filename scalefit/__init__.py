@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._version import __version__ as __version__
-from .errors import ConvergenceWarning, NoRecommendationWarning, ScaleFitError
+from .core.errors import ConvergenceWarning, NoRecommendationWarning, ScaleFitError
+from .core.table import read_table
 from .fit import FitResult, bootstrap, fit
 from .laws import Law, Param, get_law, list_laws, register_law
-from .table import read_table
 
 if TYPE_CHECKING:
     from . import allocate, datasets

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .accounting import training_flops
 from .allocate.solve import optimum
 from .allocate.space import Space
-from .errors import ScaleFitError
+from .core.accounting import training_flops
+from .core.errors import ScaleFitError
 from .fit import FitResult, fit
 from .laws import Law, get_law
 

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._validation import Interval, constraints, validate
-from .errors import ConvergenceWarning, ScaleFitError
+from .core._validation import Interval, constraints, validate
+from .core.errors import ConvergenceWarning, ScaleFitError
 from .fit import FitResult, fit
 
 SIGMOID = ("a", "k", "b0", "c")

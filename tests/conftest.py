@@ -52,7 +52,7 @@ def flat_directions_only() -> Iterator[list]:
     A correlated pair (a flat direction the data barely pin down) is a property of the data that
     scalefit reports with a ``ConvergenceWarning``; any other warning fails the test as usual.
     """
-    from scalefit.errors import ConvergenceWarning
+    from scalefit.core.errors import ConvergenceWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from scalefit._io import atomic_write_json
-from scalefit.errors import ScaleFitError
+from scalefit.core._io import atomic_write_json
+from scalefit.core.errors import ScaleFitError
 
 
 def demo_task(config: dict, run_dir: Path) -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
 
 ROW_COLUMNS = [
     "teacher_mode", "rho", "temperature", "seed", "depth", "width", "steps", "total_steps",

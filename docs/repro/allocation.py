@@ -28,8 +28,8 @@ CMD_CD = (
 
 def _fits(data_dir: str):
     from scalefit import fit
+    from scalefit.core.errors import ConvergenceWarning
     from scalefit.datasets import load
-    from scalefit.errors import ConvergenceWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -121,7 +121,7 @@ def _decomposed_rows(dec) -> list[str]:
 def _critical_rows(cd) -> list[str]:
     from scalefit.allocate import allocate
     from scalefit.allocate.analysis import scaling_exponents
-    from scalefit.errors import ScaleFitError
+    from scalefit.core.errors import ScaleFitError
 
     alpha, delta = 0.076, 0.095  # Kaplan et al.'s exponents used in their Appendix A.3
     eq22 = 1.0 / (2.0 * (1.0 + alpha / delta))

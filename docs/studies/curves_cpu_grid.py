@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 import scalefit
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
 from scalefit.curves import final_losses, fit_curves, prepare, read_trainer_runs
 
 
@@ -79,7 +79,7 @@ def curve_predictions(
     predicted, lo, hi``, ...). Convergence warnings are silenced: the scores are the result.
     """
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         res = fit_curves(prepare(fit_curves_of), law, bootstrap=bootstrap, seed=0)
     return res, final_losses(res, held_curves)
 
@@ -90,7 +90,7 @@ def final_predictions(train: pd.DataFrame, held: pd.DataFrame, *, bootstrap: int
     Returns the fit and a frame ``run, predicted, lo, hi`` (95 % bootstrap band).
     """
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         res = scalefit.fit(
             scalefit.read_table(train[["params", "tokens", "loss"]].reset_index(drop=True)),
             "chinchilla",

@@ -65,9 +65,9 @@ import numpy as np
 import pandas as pd
 
 import scalefit
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
+from scalefit.core.errors import ScaleFitError
 from scalefit.curves import final_losses, fit_curves, prepare, read_curves
-from scalefit.errors import ScaleFitError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from public_files import run, verified_folder  # noqa: E402  (same folder)
@@ -185,7 +185,7 @@ def fit_curve_law(
     """
     early = {} if default_early else {"early": 0.0}
     with warnings.catch_warnings():  # the result records convergence; the scores are the output
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         return fit_curves(
             prepare(curves, **early), law, formula=formula, bootstrap=bootstrap, cluster="model",
             seed=0, progress=False,
@@ -196,7 +196,7 @@ def fit_finals(rows: pd.DataFrame, bootstrap: int):
     """The Chinchilla law on branch final losses; shapes resampled."""
     table = scalefit.read_table(rows[["params", "tokens", "loss", "model"]].reset_index(drop=True))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         return scalefit.fit(
             table, "chinchilla", bootstrap=bootstrap, cluster="model" if bootstrap else None,
             seed=0, progress=False,
@@ -207,7 +207,7 @@ def predict(res, held: pd.DataFrame, is_curve: bool) -> pd.DataFrame:
     """Each held-out branch's predicted final loss, with the 95 % band when there are draws."""
     if is_curve:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+            warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
             out = final_losses(res, held)
         return out.rename(columns={"final_step": "step"})[
             ["run", "predicted"] + (["lo", "hi"] if "lo" in out else [])
@@ -284,7 +284,7 @@ def figure(rows: pd.DataFrame, hot: pd.DataFrame, path: Path, name: str = "base"
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scalefit._io import atomic_savefig
+    from scalefit.core._io import atomic_savefig
 
     rows = rows[rows["set"] == name]
     shown = {

@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalefit._io import atomic_write_csv, atomic_write_text
+from scalefit.core._io import atomic_write_csv, atomic_write_text
 from scalefit.curves import forecast, read_curves, read_trainer_runs
 from scalefit.curves.prepare import run_schedule
 
@@ -192,7 +192,7 @@ def figure(fits: dict, truth: pd.DataFrame, curves: pd.DataFrame, widths, path: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scalefit._io import atomic_savefig
+    from scalefit.core._io import atomic_savefig
 
     held = truth[truth["width"].isin(widths)]
     depths = sorted(held["depth"].unique())

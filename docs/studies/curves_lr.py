@@ -49,9 +49,9 @@ import numpy as np
 import pandas as pd
 
 from scalefit import datasets
-from scalefit._io import atomic_write_csv, atomic_write_text
+from scalefit.core._io import atomic_write_csv, atomic_write_text
+from scalefit.core.errors import ScaleFitError
 from scalefit.curves import allocation, fit_curves, optimal_lr, prepare, read_curves
-from scalefit.errors import ScaleFitError
 from scalefit.laws import get_law
 
 DATA = Path(__file__).resolve().parents[2] / "data"

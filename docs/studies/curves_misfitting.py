@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 import scalefit
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
 from scalefit.curves import final_losses, fit_curves, prepare, read_curves
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -159,7 +159,7 @@ def final_table(last: pd.DataFrame) -> pd.DataFrame:
 def fit_curve_law(curves: pd.DataFrame, law: str, bootstrap: int, seed: int = 0):
     """``law`` fitted to every checkpoint of the runs in ``curves`` (prepare's defaults)."""
     with warnings.catch_warnings():  # the result records convergence; the scores are the output
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         return fit_curves(prepare(curves), law, bootstrap=bootstrap, seed=seed, progress=False)
 
 
@@ -172,7 +172,7 @@ def fit_finals(rows: pd.DataFrame, law: str | None, bootstrap: int, formula=None
     """A final-loss law on ``rows`` (one per run), bootstrap over rows."""
     table = scalefit.read_table(rows[["params", "tokens", "loss"]].reset_index(drop=True))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         return scalefit.fit(
             table, law, formula=formula, bootstrap=bootstrap, seed=0, progress=False
         )

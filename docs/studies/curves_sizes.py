@@ -46,10 +46,10 @@ import numpy as np
 import pandas as pd
 
 from scalefit import datasets
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
+from scalefit.core.schedule import parse_schedule
 from scalefit.curves import read_curves
 from scalefit.curves.holdout import holdout_summary, size_holdout
-from scalefit.schedule import parse_schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
 from public_files import run  # noqa: E402  (same folder)
@@ -92,7 +92,7 @@ def olmo(relative: bool = False) -> tuple[pd.DataFrame, pd.DataFrame | None, flo
 
 def _check_lr(name: str, sched: str, raw: pd.DataFrame) -> None:
     """The declared schedule's rates against the logged ones after warm-up, to 0.5 % of the peak."""
-    from scalefit.schedule import parse_schedule
+    from scalefit.core.schedule import parse_schedule
 
     s = parse_schedule(sched)
     steps = raw["_step"].to_numpy(int)

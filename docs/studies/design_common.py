@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from scalefit import fit
-from scalefit._io import atomic_write_csv
-from scalefit.accounting import training_flops
 from scalefit.allocate.api import resolve
 from scalefit.allocate.space import Space
+from scalefit.core._io import atomic_write_csv
+from scalefit.core.accounting import training_flops
 from scalefit.design import default_candidates, next_runs
 
 TARGET, R = 1e24, 1e21

@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from scalefit import datasets, fit
-from scalefit.accounting import tokens_for_budget, training_flops
 from scalefit.allocate.solve import solve
 from scalefit.allocate.space import Space
+from scalefit.core.accounting import tokens_for_budget, training_flops
 from scalefit.laws import get_law
 
 sys.path.insert(0, str(Path(__file__).parent))

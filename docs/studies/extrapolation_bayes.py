@@ -18,7 +18,7 @@ import time
 
 import pandas as pd
 
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
 from scalefit.experimental.extrapolation import extrapolation_check
 
 

@@ -46,7 +46,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from scalefit import fit
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
 from scalefit.experimental.extrapolation import _baseline
 from scalefit.fit.discrepancy import _groups, _moments, _scatter, log_compute
 from scalefit.fit.holdout import split_by_compute

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from scalefit import datasets
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
 from scalefit.experimental.extrapolation import extrapolation_check
 from scalefit.isoflop import synthetic_isoflops
 

@@ -53,8 +53,8 @@ import pandas as pd
 
 import scalefit
 from scalefit import datasets
-from scalefit._io import atomic_write_csv
 from scalefit.allocate import Accounting
+from scalefit.core._io import atomic_write_csv
 from scalefit.fit.discrepancy import fit_discrepancy, predictive_sims
 from scalefit.fit.observation import score_holdout
 from scalefit.laws import get_law
@@ -269,7 +269,7 @@ def figure(out: Path, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scalefit._io import atomic_savefig
+    from scalefit.core._io import atomic_savefig
 
     depth_rows = pd.read_csv(out / "gemstones_depth.csv")
     held = pd.read_csv(out / "gemstones_heldout.csv")

@@ -4,9 +4,9 @@ For ``configs/grid_gpu_depth.toml`` (or another trainer grid), this script
 
 1. **projects the H100 time** of every run: compilation (``COMPILE_S + COMPILE_PER_BLOCK_S``
    per block) plus training tokens over a throughput of ``MFU(width) * 989 TFLOP/s`` divided by
-   the FLOPs per token (``scalefit.accounting.flops_per_token`` with the attention term, parameters
-   counted with the run's vocabulary), plus evaluation. The model's constants come from the two
-   H100 measurements in docs/performance.md ("Trainer on a GPU": 12 x 768 at sequence 1024,
+   the FLOPs per token (``scalefit.core.accounting.flops_per_token`` with the attention term,
+   parameters counted with the run's vocabulary), plus evaluation. The model's constants come from
+   the two H100 measurements in docs/performance.md ("Trainer on a GPU": 12 x 768 at sequence 1024,
    37.6 % MFU, 35.8 s to compile; 8 x 512 at sequence 512, 22.1 % MFU); MFU is taken to fall in
    proportion to width below 512 (an assumption the GPU run will check).
 2. **simulates the grid** from a truth: the decomposed law fitted to Liu et al.'s 203 Chinchilla
@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 
 import scalefit
-from scalefit._io import atomic_write_csv
-from scalefit.accounting import flops_per_token, param_count
+from scalefit.core._io import atomic_write_csv
+from scalefit.core.accounting import flops_per_token, param_count
 from scalefit.sweep import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def grid_runs(spec_path: str | Path) -> pd.DataFrame:
 def truth_params(starts: int = 64) -> dict:
     """The decomposed law fitted to Liu et al.'s 203 Chinchilla rows (needs that table)."""
     with warnings.catch_warnings():  # the study reads the estimate, not the diagnostics
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         res = scalefit.fit("chinchilla", "decomposed", drop_highest=40, starts=starts, seed=0)
     return dict(res.params)
 
@@ -132,7 +132,7 @@ def cpu_noise(starts: int = 64) -> float:
     rows = rows[rows["variant"] == "pre_ln"][["depth", "width", "params", "tokens", "loss"]]
     table = scalefit.read_table(rows.reset_index(drop=True))
     with warnings.catch_warnings():  # L0 sits on its bound here; only the residuals are used
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         res = scalefit.fit(table, "decomposed", starts=starts, seed=0)
     return float(res.metrics["rmse_log"])
 
@@ -154,7 +154,7 @@ def replicate(runs, truth, sigma, seed, *, bootstrap, starts) -> dict:
     """Fit one simulated grid; a_depth's interval, relative half-width and coverage."""
     table = simulate(runs, truth, sigma, np.random.default_rng(seed))
     with warnings.catch_warnings():  # recorded per replicate below, not printed
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         res = scalefit.fit(
             table, "decomposed", starts=starts, seed=seed, bootstrap=bootstrap, progress=False
         )

@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from scalefit import datasets, fit
-from scalefit._io import atomic_savefig, atomic_write_csv
+from scalefit.core._io import atomic_savefig, atomic_write_csv
 from scalefit.isoflop import approach1, approach2, compare_approaches
 from scalefit.plot.isoflop import plot_comparison, plot_isoflops
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalefit._io import atomic_write_csv
+from scalefit.core._io import atomic_write_csv
 from scalefit.isoflop import approach2, synthetic_isoflops, true_exponents
 
 SCENARIOS = {

@@ -57,12 +57,12 @@ import numpy as np
 import pandas as pd
 
 from scalefit import datasets, fit
-from scalefit._io import atomic_write_csv
-from scalefit.accounting import training_flops
 from scalefit.allocate.api import resolve
 from scalefit.allocate.space import Space
+from scalefit.core._io import atomic_write_csv
+from scalefit.core.accounting import training_flops
+from scalefit.core.errors import ScaleFitError
 from scalefit.design import next_runs
-from scalefit.errors import ScaleFitError
 
 BOOT, STARTS, SEEDS, PROB = 40, 16, 3, 0.95
 #: Hoffmann et al.'s fitted Chinchilla law (the simulated ladder's truth).

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 
 
 def verified_folder(given: str | None, env: str, sha256: dict[str, str], what: str) -> Path:

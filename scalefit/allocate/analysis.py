@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..accounting import tokens_for_budget
-from ..errors import ScaleFitError
+from ..core.accounting import tokens_for_budget
+from ..core.errors import ScaleFitError
 from .api import check_budgets, resolve
 from .practical import evaluate
 from .profile import depth_profile

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._readonly import ReadOnlyMappings
-from .._validation import Interval, constraints, spelled, validate
-from ..accounting import flops_text
-from ..errors import NoRecommendationWarning, ScaleFitError
+from ..core._readonly import ReadOnlyMappings
+from ..core._validation import Interval, constraints, spelled, validate
+from ..core.accounting import flops_text
+from ..core.errors import NoRecommendationWarning, ScaleFitError
 from ..laws import Law, get_law
 from . import misfit
 from .misfit import Calibration

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..accounting import tokens_for_budget, training_flops
+from ..core.accounting import tokens_for_budget, training_flops
 
 
 def chinchilla_optimum(E, A, B, alpha, beta, budget) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,7 @@
 
 Around the continuous optimum every integer depth in range is tried with the few multiples of the
 head dimension nearest the best continuous width at that depth; parameters are counted exactly
-(:func:`scalefit.accounting.param_count_array` with ``exact=True``) and tokens fill the budget,
+(:func:`scalefit.core.accounting.param_count_array` with ``exact=True``) and tokens fill the budget,
 ``tokens = C / (6 params)``. With draws, each candidate's loss is evaluated under every draw:
 that gives its interval, its expected loss and its regret (see :func:`rank`).
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, constraints, validate
-from ..accounting import tokens_for_budget
-from ..errors import ScaleFitError
+from ..core._validation import Interval, constraints, validate
+from ..core.accounting import tokens_for_budget
+from ..core.errors import ScaleFitError
 from .profile import inner
 from .space import Space
 

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import interval_text, spelled
-from ..accounting import flops_text
+from ..core._validation import interval_text, spelled
+from ..core.accounting import flops_text
 from .api import Allocation
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..accounting import tokens_for_budget
+from ..core.accounting import tokens_for_budget
 from ._newton import Minimum, grid_start, minimise
 from .profile import depth_profile, level_set, plateau_level
 from .space import RATIO_RANGE, Space

@@ -22,15 +22,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .._validation import Interval, constraints, validate
-from ..accounting import (
+from ..core._validation import Interval, constraints, validate
+from ..core.accounting import (
     CONSTRAINTS,
     DEFAULT_VOCAB,
     param_count_array,
     tokens_for_budget,
     width_for_params,
 )
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from ..laws import Law
 
 RATIO_RANGE = (1e-3, 1e7)
@@ -38,7 +38,7 @@ RATIO_RANGE = (1e-3, 1e7)
 
 @dataclass(frozen=True)
 class Accounting:
-    """How parameters follow from (depth, width); see :mod:`scalefit.accounting`.
+    """How parameters follow from (depth, width); see :mod:`scalefit.core.accounting`.
 
     Parameters
     ----------

@@ -2,7 +2,8 @@
 
 Each command module of :mod:`scalefit.cli` defines ``register(subparsers)``; :data:`COMMANDS`
 names the module of every command, and only the command that runs has its parser built.
-Errors of type :class:`~scalefit.errors.ScaleFitError` become one line on stderr and exit code 2.
+Errors of type :class:`~scalefit.core.errors.ScaleFitError` become one line on stderr and exit code
+2.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from .._validation import did_you_mean
-from ..errors import MissingExtraError, ScaleFitError, SweepError
+from ..core._validation import did_you_mean
+from ..core.errors import MissingExtraError, ScaleFitError, SweepError
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -403,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
-#: Commands whose files are all written or none (:func:`scalefit._io.all_or_nothing`): they
+#: Commands whose files are all written or none (:func:`scalefit.core._io.all_or_nothing`): they
 #: write their outputs at the end and read none of them back. The producers (``train``, ``data``,
 #: ``toy run``, ``probe hf``) keep checkpoints that must survive a kill, so they write at once.
 _REPORT_COMMANDS = frozenset(
@@ -417,7 +418,7 @@ class _HeldBack(io.TextIOBase):
     """Standard output of a command whose files are all written or none.
 
     From the first ``wrote PATH`` line on, what the command prints is held until its files are
-    in place (:func:`scalefit._io.all_or_nothing`): a command that fails after writing one file
+    in place (:func:`scalefit.core._io.all_or_nothing`): a command that fails after writing one file
     (``--out r.json --plots DIR`` with a figure's name taken by a folder) removes it and does
     not say it wrote it.
     """
@@ -453,7 +454,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if getattr(args, "func", None) is None:  # a command group without its sub-command
         command.print_help()
         return EXIT_BAD_INPUT
-    from .._io import all_or_nothing
+    from ..core._io import all_or_nothing
 
     name = command.prog.removeprefix("scalefit ")  # "fit", "toy fit", ...
     staged = name in _REPORT_COMMANDS or name.split()[0] in _REPORT_COMMANDS
@@ -465,7 +466,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if held:  # the files are in place: now say so
             held.release()
     except ModuleNotFoundError as exc:  # an optional dependency imported deep in a command
-        from ..errors import missing_extra
+        from ..core.errors import missing_extra
 
         err = missing_extra(exc)
         if err is None:

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._validation import VOCABULARY, Interval, Option
-from ..errors import ScaleFitError
+from ..core._validation import VOCABULARY, Interval, Option
+from ..core.errors import ScaleFitError
 
 
 def add_option(
     p: argparse.ArgumentParser, flag: str, later: bool = False, name: str = "", **changes
 ):
-    """Add the option ``flag`` of :data:`scalefit._validation.VOCABULARY` to ``p``.
+    """Add the option ``flag`` of :data:`scalefit.core._validation.VOCABULARY` to ``p``.
 
     The option's default, choices, range and help come from its one declaration; ``changes``
     are what a command says differently (its help, its default). With ``later``, an option not
@@ -66,9 +66,9 @@ def load_table_arg(args: argparse.Namespace, **changes) -> pd.DataFrame:
 
     ``changes`` replace arguments of ``args`` (another table, another filter).
     """
+    from ..core.table import read_table
     from ..datasets import is_dataset_name, load
     from ..fit.data import names_read
-    from ..table import read_table
 
     args = argparse.Namespace(**{**vars(args), **changes})
     where = getattr(args, "where", None)
@@ -108,7 +108,7 @@ def load_table_arg(args: argparse.Namespace, **changes) -> pd.DataFrame:
 
 def rows_where(table: pd.DataFrame, expr: str, flag: str = "--where") -> pd.DataFrame:
     """The rows of ``table`` a filter keeps (the ``--where`` grammar); none kept is an error."""
-    from ..expr import filter_rows
+    from ..core.expr import filter_rows
 
     try:
         kept = filter_rows(table, expr)
@@ -181,14 +181,14 @@ def check_paths(
         Option name (``"--plots"``) to a folder that will be written into (or None): it must
         not exist, or be a folder; its parent must be (or become) a folder.
     max_bytes : int, optional
-        Size limit of the inputs (default :data:`scalefit._io.MAX_INPUT_BYTES`).
+        Size limit of the inputs (default :data:`scalefit.core._io.MAX_INPUT_BYTES`).
 
     Raises
     ------
     ScaleFitError
         Naming the option or file and what is wrong.
     """
-    from .._io import MAX_INPUT_BYTES, check_input_file
+    from ..core._io import MAX_INPUT_BYTES, check_input_file
 
     pairs = inputs.items() if isinstance(inputs, dict) else (inputs or [])
     for what, path in pairs:
@@ -220,7 +220,7 @@ def check_output_path(path: str | os.PathLike, *, option: str, folder: bool = Fa
         a folder is expected), a parent that is not a folder, a name too long, or a folder
         that cannot be written into.
     """
-    from .._io import _kind
+    from ..core._io import _kind
 
     given = str(path)
     where = f"{option} {given if len(given) <= 200 else given[:200] + '...'}"
@@ -253,7 +253,7 @@ def check_output_path(path: str | os.PathLike, *, option: str, folder: bool = Fa
 
 def _check_folder_entries(folder: Path, where: str, limit: int = 10_000) -> None:
     """Refuse an output folder holding a FIFO, device or socket (a file the command may write)."""
-    from .._io import _kind
+    from ..core._io import _kind
 
     try:
         entries = list(itertools.islice(os.scandir(folder), limit))
@@ -316,7 +316,7 @@ def tidy_table(frame: pd.DataFrame) -> pd.DataFrame:
     reader still parses as a number; whole-number columns (:data:`WHOLE_COLUMNS` and the
     ``set_depth``/``set_width`` bounds) lose their ``.0``, a missing value staying empty.
     """
-    from ..accounting import flops_text
+    from ..core.accounting import flops_text
 
     out = frame.copy()
     for col in out.columns:

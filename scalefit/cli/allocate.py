@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from .._validation import VOCABULARY
-from ..errors import NoRecommendationWarning, ScaleFitError
+from ..core._validation import VOCABULARY
+from ..core.errors import NoRecommendationWarning, ScaleFitError
 from . import Subcommands
 from ._common import (
     add_option,
@@ -182,9 +182,9 @@ def _accounting(args, source, law_options):
 
 def run_allocate(args: argparse.Namespace) -> int:
     """Run ``scalefit allocate``."""
-    from .._io import atomic_write_csv
     from ..allocate import allocate
     from ..allocate.report import audit_text, budget_text, exponents_text, header_text
+    from ..core._io import atomic_write_csv
 
     check_paths(
         inputs={"fit result (JSON)": args.result},

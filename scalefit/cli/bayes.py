@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from .._io import MAX_CONFIG_BYTES
+from ..core._io import MAX_CONFIG_BYTES
 from . import Subcommands
 from ._common import (
     add_option,
@@ -116,7 +116,7 @@ def register(sub: Subcommands) -> None:
 
 def _priors(args: argparse.Namespace, table) -> dict:
     """The priors file's overrides, checked against the law here so an error names the file."""
-    from ..errors import ScaleFitError
+    from ..core.errors import ScaleFitError
     from ..fit.priors import read_priors_toml, resolve_priors
     from ..laws import get_law
 
@@ -131,7 +131,7 @@ def _priors(args: argparse.Namespace, table) -> dict:
 
 def run_bayes(args: argparse.Namespace) -> int:
     """Run ``scalefit bayes``; exit code 3 when the chains did not converge."""
-    from ..errors import ConvergenceWarning
+    from ..core.errors import ConvergenceWarning
     from ..fit.bayes import fit_bayes, save_netcdf
     from . import EXIT_NOT_CONVERGED
 
@@ -174,8 +174,8 @@ def run_compare(args: argparse.Namespace) -> int:
     """Run ``scalefit compare``; exit code 3 when any law's chains did not converge."""
     import pandas as pd
 
-    from .._io import atomic_write_csv
-    from ..errors import ConvergenceWarning, ScaleFitError
+    from ..core._io import atomic_write_csv
+    from ..core.errors import ConvergenceWarning, ScaleFitError
     from ..fit.compare import compare_laws
     from . import EXIT_NOT_CONVERGED
 
@@ -185,7 +185,7 @@ def run_compare(args: argparse.Namespace) -> int:
         raise ScaleFitError(
             f"--laws needs at least two law names separated by commas; got {args.laws!r}."
         )
-    from .._validation import did_you_mean
+    from ..core._validation import did_you_mean
     from ..laws import list_laws
 
     for name in laws:  # every name checked before any law is sampled

@@ -84,7 +84,7 @@ def register(sub: Subcommands) -> None:
 
 def _forecasts(args, res, curves, forecasts, extra) -> dict:
     """Print each run's predicted final loss (``--fit-fraction``) and every ``--forecast``."""
-    from .._validation import interval_text
+    from ..core._validation import interval_text
     from ..curves import final_losses, forecast
 
     if args.fit_fraction:
@@ -130,7 +130,7 @@ def _register_holdout(cmds) -> None:
 
 def run_curves_holdout(args: argparse.Namespace) -> int:
     """Run ``scalefit curves holdout``."""
-    from .._io import atomic_write_csv
+    from ..core._io import atomic_write_csv
     from ..curves.holdout import CURVE_LAWS, holdout_summary, size_holdout
     from ..laws import get_law
 
@@ -226,6 +226,7 @@ def _read(args: argparse.Namespace):
 
     import pandas as pd
 
+    from ..core.errors import ScaleFitError
     from ..curves import (
         read_curves,
         read_tensorboard,
@@ -233,7 +234,6 @@ def _read(args: argparse.Namespace):
         read_wandb,
         validate_curves,
     )
-    from ..errors import ScaleFitError
 
     readers = {  # the formats read by their own reader; any other is a CSV/JSON curve file
         "tensorboard": lambda f: read_tensorboard(f, tag=args.tag),
@@ -267,7 +267,7 @@ def _read(args: argparse.Namespace):
 
 def _names(text: str | None, flag: str) -> list[str] | None:
     """``a,b,c`` as a list of names (``None`` when not given)."""
-    from ..errors import ScaleFitError
+    from ..core.errors import ScaleFitError
 
     if text is None:
         return None
@@ -284,8 +284,8 @@ def _is_template(schedule: str | None) -> bool:
 
 def _allocation_setup(args: argparse.Namespace, curves) -> dict | None:
     """The allocation's options for --budget, checked before the fit (a bad one prints nothing)."""
+    from ..core.errors import ScaleFitError
     from ..curves.optimum import check_law, defaults, family
-    from ..errors import ScaleFitError
     from ..laws import get_law
 
     given = {"--train-schedule": args.train_schedule, "--tokens-per-step": args.tokens_per_step}
@@ -367,11 +367,11 @@ def _law(args: argparse.Namespace, prepared):
 
 def run_curves_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit curves fit``."""
-    from .._validation import Interval, validate
+    from ..core._validation import Interval, validate
+    from ..core.errors import ConvergenceWarning, ScaleFitError
+    from ..core.schedule import parse_schedule
     from ..curves import allocation, fit_curves, truncate
     from ..curves.api import UNCONVERGED
-    from ..errors import ConvergenceWarning, ScaleFitError
-    from ..schedule import parse_schedule
 
     check_paths(files={"--out": args.out}, folders={"--plots": args.plots})
     cons = {

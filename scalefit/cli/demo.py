@@ -79,7 +79,7 @@ def register(sub: Subcommands) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Fit, allocate, and print a recommendation limited to what the data pin down."""
-    from .._io import ensure_folder
+    from ..core._io import ensure_folder
     from . import EXIT_OK, main
     from ._common import check_paths
 
@@ -117,7 +117,7 @@ def run_demo(args: argparse.Namespace) -> int:
     code = main(alloc_cmd)
     if code != EXIT_OK:
         return code
-    from .._io import atomic_write_csv
+    from ..core._io import atomic_write_csv
 
     atomic_write_csv(out / "recommendation.csv", tidy_table(table))
     print()

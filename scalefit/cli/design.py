@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from . import Subcommands
 from ._common import (
     add_option,
@@ -74,12 +74,12 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     import pandas as pd
 
-    from .._io import atomic_write_csv
+    from ..core._io import atomic_write_csv
+    from ..core.table import read_csv
     from ..design import next_runs
     from ..fit import FitResult
     from ..plot import write_figures
     from ..plot.design import plot_design
-    from ..table import read_csv
 
     check_paths(
         inputs={"fit result (JSON)": args.result, "candidates CSV file": args.candidates},

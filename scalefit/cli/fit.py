@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from . import Subcommands
 from ._common import (
     add_option,
@@ -81,7 +81,7 @@ def _add_law_options(p) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     """Run ``scalefit fit``; exit code 3 when the fit did not converge."""
-    from ..errors import ConvergenceWarning
+    from ..core.errors import ConvergenceWarning
     from ..fit import fit
     from . import EXIT_NOT_CONVERGED
 
@@ -117,7 +117,7 @@ def published_line(res, table) -> str | None:
     """McLeish et al.'s fit scored under this fit's objective, for the decomposed law on their grid.
 
     Only for the whole bundled ``gemstones`` table (``hot_100b+``, no filter, no weights): their
-    published parameters (:func:`scalefit.gemstones_data.published_params`, at the Huber
+    published parameters (:func:`scalefit.datasets.gemstones.published_params`, at the Huber
     threshold nearest this fit's) go through the same residuals, loss and sum as the fit, so
     the two objectives compare like for like. None otherwise.
     """
@@ -126,9 +126,9 @@ def published_line(res, table) -> str | None:
         return None
     import numpy as np
 
+    from ..datasets.gemstones import BUNDLED_FILE, FILES, PUBLISHED, published_params
     from ..fit.engine import robust_rho
     from ..fit.observation import residual, response
-    from ..gemstones_data import BUNDLED_FILE, FILES, PUBLISHED, published_params
 
     conv = res.conventions
     if (

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     import pandas as pd
 
-    from .._io import atomic_write_csv
+    from ..core._io import atomic_write_csv
     from ..isoflop import approach1, approach2, compare_approaches
     from ..isoflop.approach2 import METHODS
     from ..plot import write_figures
@@ -79,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
         files={"--out": args.out},
         folders={"--plots": args.plots},
     )
+    from ..core.table import read_csv
     from ..fit import FitResult
-    from ..table import read_csv
 
     result = FitResult.load(args.result) if args.result else None  # read before any work
 

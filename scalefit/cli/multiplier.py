@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     import warnings
 
-    from ..errors import ConvergenceWarning
+    from ..core.errors import ConvergenceWarning
     from ..multiplier import compute_multiplier
 
     a, b = (

@@ -66,10 +66,10 @@ def register(subparsers) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from .._io import read_toml
+    from ..core._io import read_toml
+    from ..core.table import read_csv
     from ..datasets import is_dataset_name, load
     from ..plan import plan
-    from ..table import read_csv
 
     named = is_dataset_name(args.candidates)
     check_paths(
@@ -96,7 +96,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from .._io import atomic_write_csv
+    from ..core._io import atomic_write_csv
     from ..plan import load
 
     check_paths(files={"--out": args.out})
@@ -113,9 +113,9 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 def _tell(args: argparse.Namespace) -> int:
-    from ..errors import ScaleFitError
+    from ..core.errors import ScaleFitError
+    from ..core.table import read_csv
     from ..plan import load
-    from ..table import read_csv
 
     check_paths(inputs={"results CSV": args.results})
     p = load(args.folder)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..errors import ScaleFitError, require
+from ..core.errors import ScaleFitError, require
 from . import Subcommands
 from ._common import add_option, check_paths
 
@@ -124,7 +124,7 @@ def _add_corpus_options(hf) -> None:
 def _probe_toy(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .._io import atomic_write_csv
+    from ..core._io import atomic_write_csv
     from ..sim.probe import probe_saved_model
 
     check_paths(files={"--out": args.out}, folders={"--plots": args.plots})

@@ -42,7 +42,7 @@ def register(sub: Subcommands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from .._io import atomic_write_csv
+    from ..core._io import atomic_write_csv
     from ..tasks import predict
 
     check_paths(files={"--out": args.out})

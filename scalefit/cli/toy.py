@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES
-from .._validation import Matches
-from ..errors import ScaleFitError
+from ..core._io import MAX_CONFIG_BYTES
+from ..core._validation import Matches
+from ..core.errors import ScaleFitError
 from ._common import add_option
 
 #: A Slurm partition or submitit cluster name: it ends up in a job script, where a newline
@@ -62,7 +62,7 @@ def register(subparsers) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .._validation import Interval, validate
+    from ..core._validation import Interval, validate
     from ..sweep import collect_results, is_finished, load_spec, run_sweep
 
     validate(
@@ -137,7 +137,7 @@ def _check_runs(path: str, runs, *, workers: int, local: bool) -> None:
     """
     import os
 
-    from .._torch import pick_device
+    from ..core._torch import pick_device
     from ..sim.sweep_task import build_config
     from ..train.memory import _gb, available_memory
 
@@ -169,7 +169,7 @@ def _check_runs(path: str, runs, *, workers: int, local: bool) -> None:
 def _fit(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .._io import atomic_write_csv
+    from ..core._io import atomic_write_csv
     from ..sim.analysis import load_results
     from ..workflows.toy import fit_depth_exponents
     from ._common import check_paths

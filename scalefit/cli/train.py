@@ -7,9 +7,9 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json, inside, read_toml
-from .._validation import fmt_value
-from ..errors import ScaleFitError
+from ..core._io import MAX_CONFIG_BYTES, atomic_write_csv, atomic_write_json, inside, read_toml
+from ..core._validation import fmt_value
+from ..core.errors import ScaleFitError
 from ._common import add_option, check_paths
 
 
@@ -225,7 +225,7 @@ def _data_inside(settings: dict, source: str) -> dict:
 
     A corpus name and an absolute path are kept; a relative path is taken from the
     configuration's folder, and one with a ``..`` part or a link leading out of it is refused
-    (:func:`scalefit._io.inside`). ``--set data=...`` on the command line is the user's own.
+    (:func:`scalefit.core._io.inside`). ``--set data=...`` on the command line is the user's own.
     """
     from ..train.data import CORPORA
 

@@ -5,7 +5,7 @@
 >>> res = fit_curves(curves, "lr_annealing", bootstrap=200)  # doctest: +SKIP
 """
 
-from ..schedule import KINDS, MOMENTUM, Schedule, areas, parse_schedule
+from ..core.schedule import KINDS, MOMENTUM, Schedule, areas, parse_schedule
 from .api import (
     constant_lr_law,
     curve_table,

@@ -15,8 +15,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._io import open_input
-from ..errors import ScaleFitError
+from ..core._io import open_input
+from ..core.errors import ScaleFitError
 
 #: Largest record accepted (bytes); a scalar event is under 200.
 MAX_RECORD = 64 << 20
@@ -50,7 +50,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[bytes]:
 
     An incomplete last record (a writer killed mid-record) ends the file with a warning naming
     the bytes left out; a checksum that does not match or a length larger than
-    :data:`MAX_RECORD` or than the file is a :class:`~scalefit.errors.ScaleFitError`.
+    :data:`MAX_RECORD` or than the file is a :class:`~scalefit.core.errors.ScaleFitError`.
     """
     with open_input(path, what=_WHAT, max_bytes=1 << 40) as fh:
         size, offset = os.fstat(fh.fileno()).st_size, 0

@@ -16,17 +16,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, Options, spelled, validate
-from ..errors import ConvergenceWarning, ScaleFitError
+from ..core._validation import Interval, Options, spelled, validate
+from ..core.errors import ConvergenceWarning, ScaleFitError
+from ..core.schedule import MOMENTUM, Schedule, parse_schedule
 from ..laws import Law, get_law
-from ..schedule import MOMENTUM, Schedule, parse_schedule
 from .multipower import segments_of, with_quadrature
 from .prepare import schedule_frame
 
 
 def curve_table(prepared: pd.DataFrame) -> pd.DataFrame:
     """The loss table a fit reads: one row per prepared checkpoint (validated by read_table)."""
-    from ..table import read_table
+    from ..core.table import read_table
 
     drop = [c for c in ("schedule",) if c in prepared.columns]
     tab = read_table(prepared.drop(columns=drop).reset_index(drop=True))

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
-from ..errors import ConvergenceWarning, ScaleFitError
+from ..core._validation import Interval, validate
+from ..core.errors import ConvergenceWarning, ScaleFitError
 
 #: The curve laws of issue 26 that :func:`size_holdout` fits by default.
 CURVE_LAWS = ("lr_annealing", "lr_annealing_params", "multi_power", "multi_power_params")
@@ -173,8 +173,8 @@ def _curve_method(train_curves, law, held_curves, prepare_options, opts):
 
 def _finals_method(rows: pd.DataFrame, test: pd.DataFrame, opts):
     """Chinchilla's law on final losses (runs of a ``cluster`` resampled together)."""
+    from ..core.table import read_table
     from ..fit import fit
-    from ..table import read_table
 
     cols = ["params", "tokens", "loss", opts["cluster"]]
     table = read_table(rows[cols].reset_index(drop=True))

@@ -31,10 +31,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
+from ..core.schedule import decay_drops
 from ..laws import Law
 from ..laws.catalogue import MPL_SEGMENTS, mpl_inputs
-from ..schedule import decay_drops
 
 #: Key of ``DataFrame.attrs`` under which :func:`scalefit.curves.prepare` keeps lr histories.
 HISTORY_KEY = "scalefit_lr_history"
@@ -82,7 +82,7 @@ def quadrature(
     segments : int, default 16
         Nodes per checkpoint, ``K``.
     warmup : int, optional
-        As in :func:`scalefit.schedule.decay_drops`.
+        As in :func:`scalefit.core.schedule.decay_drops`.
 
     Returns
     -------

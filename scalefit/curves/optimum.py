@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
+from ..core.schedule import MAX_STEPS, MOMENTUM, Schedule, parse_schedule
 from ..laws import Law
-from ..schedule import MAX_STEPS, MOMENTUM, Schedule, parse_schedule
 from .api import tokens_per_step as tokens_per_step_of
 from .api import warn_new_rate
 
@@ -275,7 +275,7 @@ class CurveAllocation:
 
 
 def _band(row, q: str, fmt: str = "{:.3g}") -> str:
-    from .._validation import interval_text
+    from ..core._validation import interval_text
 
     lo, hi = row.get(q + "_lo", np.nan), row.get(q + "_hi", np.nan)
     return interval_text(row[q], lo, hi, fmt.format)
@@ -451,7 +451,7 @@ def _shared_schedule(curves: pd.DataFrame) -> Schedule:
 
 
 def _resample(result) -> str:
-    from .._validation import spelled
+    from ..core._validation import spelled
 
     if result.draws is None or not len(result.draws):
         return f"none: the fit has no bootstrap draws; for intervals, {spelled('bootstrap=B')}"
@@ -514,7 +514,7 @@ def optimal_lr(result, params, tokens, *, ci_prob: float | None = None) -> pd.Da
     --------
     >>> optimal_lr(res, 1e9, 2e10)  # doctest: +SKIP
     """
-    from .._validation import Interval, validate
+    from ..core._validation import Interval, validate
     from ..laws.catalogue import log_lr_star
 
     names = list(result.params)
@@ -544,7 +544,7 @@ def optimal_lr(result, params, tokens, *, ci_prob: float | None = None) -> pd.Da
 
 def optimal_lr_text(result, params: float, tokens: float) -> str:
     """One report line: ``eta*`` at ``params`` and ``tokens`` with its interval."""
-    from .._validation import interval_text
+    from ..core._validation import interval_text
 
     r = optimal_lr(result, params, tokens).iloc[0]
     band = interval_text(r["peak_lr"], r.get("peak_lr_lo", np.nan), r.get("peak_lr_hi", np.nan))

@@ -18,9 +18,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
-from ..errors import ScaleFitError
-from ..schedule import MOMENTUM, Schedule, areas, areas_at, check_steps, parse_schedule, warmup_of
+from ..core._validation import Interval, validate
+from ..core.errors import ScaleFitError
+from ..core.schedule import (
+    MOMENTUM,
+    Schedule,
+    areas,
+    areas_at,
+    check_steps,
+    parse_schedule,
+    warmup_of,
+)
 from .multipower import HISTORY_KEY, LrHistory, quadrature
 from .table import run_value
 

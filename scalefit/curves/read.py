@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._io import iter_input_lines, parse_json_text, read_json
-from .._validation import fmt_value
-from ..errors import ScaleFitError
-from ..table import read_csv
+from ..core._io import iter_input_lines, parse_json_text, read_json
+from ..core._validation import fmt_value
+from ..core.errors import ScaleFitError
+from ..core.table import read_csv
 from .table import validate_curves
 
 #: Loss tags tried, in order, when a TensorBoard reader is given none.
@@ -356,10 +356,10 @@ def read_trainer_run(run_dir: str | os.PathLike, *, run: str | None = None) -> p
     DataFrame
         The long table; ``schedule`` is the one the trainer recorded in ``run.json``
         (``schedule_text``), else the one ``train_config.json`` gives
-        (:func:`scalefit.schedule.trainer_schedule`).
+        (:func:`scalefit.core.schedule.trainer_schedule`).
     """
-    from ..accounting import param_count
-    from ..schedule import trainer_schedule
+    from ..core.accounting import param_count
+    from ..core.schedule import trainer_schedule
 
     folder = Path(run_dir)
     cfg = read_json(folder / "train_config.json", what="trainer configuration")

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
+from ..core._validation import Interval, validate
+from ..core.schedule import MOMENTUM, Schedule, decay_drops, parse_schedule
 from ..laws import Law, get_law
-from ..schedule import MOMENTUM, Schedule, decay_drops, parse_schedule
 from .multipower import quadrature, segments_of
 from .prepare import schedule_frame
 from .table import validate_curves

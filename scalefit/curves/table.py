@@ -3,7 +3,7 @@
 One row per checkpoint: ``run`` (a name), ``step`` (optimiser updates done when the loss was
 measured) and/or ``tokens``, ``loss``, optionally ``lr`` (the learning rate of update ``step``),
 and per-run constants ``params``, ``width``, ``depth``, ``schedule`` (a schedule string, see
-:func:`scalefit.schedule.parse_schedule`) and ``tokens_per_step``. Every problem is one
+:func:`scalefit.core.schedule.parse_schedule`) and ``tokens_per_step``. Every problem is one
 line naming the source, the run and the row (1-based, as in the file).
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .._validation import fmt_value, spelled
-from ..errors import ScaleFitError
+from ..core._validation import fmt_value, spelled
+from ..core.errors import ScaleFitError
 
 #: Per-checkpoint numeric columns.
 POINT_COLUMNS = ("step", "tokens", "loss", "lr")
@@ -94,7 +94,7 @@ def validate_curves(
     schedule : str, optional
         A schedule template whose ``{column}`` fields name per-run columns of the file (e.g.
         ``"cosine:lr={peak_lr},steps={total_steps},warmup=50,final_lr_ratio=0.1"``,
-        :func:`scalefit.schedule.template_fields`): fills each run's ``schedule``
+        :func:`scalefit.core.schedule.template_fields`): fills each run's ``schedule``
         column. Each field must hold one number per run.
 
     Returns
@@ -139,7 +139,7 @@ def validate_curves(
         tab = _with_schedules(tab, schedule, rename, source)
     _check_per_run(tab, source)
     if "schedule" in tab.columns:  # read once here: a bad or overlong schedule is refused early
-        from ..schedule import parse_schedule
+        from ..core.schedule import parse_schedule
 
         for run, text in tab.groupby("run", sort=False)["schedule"].first().dropna().items():
             parse_schedule(str(text), steps=1, where=f"{source}: run {run!r}")  # length aside
@@ -193,7 +193,7 @@ def _id_text(value) -> str:
 
 def _with_schedules(tab: pd.DataFrame, template: str, rename: dict, source: str) -> pd.DataFrame:
     """Fill each run's ``schedule`` from a template whose fields name per-run columns."""
-    from ..schedule import fill_template, template_fields
+    from ..core.schedule import fill_template, template_fields
 
     where = f"{source}: schedule template"
     if "schedule" in tab.columns:

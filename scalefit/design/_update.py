@@ -105,7 +105,7 @@ def exhaustive(ens: Ensemble, cost, budget, k: int):
     k = min(k, n)  # subsets of distinct runs: a k of 10**20 is n, not 10**20 loop turns
     total = sum(_comb(n, m) for m in range(1, k + 1))
     if total > MAX_SUBSETS:
-        from ..errors import ScaleFitError
+        from ..core.errors import ScaleFitError
 
         raise ScaleFitError(
             f"search='exhaustive' (--search): {total} subsets of {n} candidates exceed the "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..accounting import tokens_for_budget, training_flops
+from ..core.accounting import tokens_for_budget, training_flops
 
 
 def default_candidates(
@@ -58,8 +58,8 @@ def default_candidates(
                 p = float(space.accounting.params(depth, width, exact=True))
                 rows.append({"depth": depth, "width": width, "params": p, "budget": b})
     if not rows:
-        from .._validation import spelled
-        from ..errors import ScaleFitError
+        from ..core._validation import spelled
+        from ..core.errors import ScaleFitError
 
         raise ScaleFitError(
             f"no candidate runs: the point estimate has no finite compute-optimal size at any "

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .._validation import Interval, Options, spelled, validate
-from ..accounting import training_flops
-from ..errors import ScaleFitError
+from ..core._validation import Interval, Options, spelled, validate
+from ..core.accounting import training_flops
+from ..core.errors import ScaleFitError
 from . import _update
 
 QUANTITIES = ("log_params", "log_tokens", "log_depth", "log_width", "loss")

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, Options, validate
-from ..errors import ConvergenceWarning, ScaleFitError
+from ..core._validation import Interval, Options, validate
+from ..core.errors import ConvergenceWarning, ScaleFitError
 from ..fit.discrepancy import draw_means, fit_discrepancy, predictive_sims
 from ..fit.observation import score_holdout
 from ..fit.split import split_by_compute

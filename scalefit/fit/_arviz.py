@@ -38,7 +38,7 @@ _PANDAS_INPLACE = r"The inplace keyword in DataFrame\.sort_values is deprecated"
 
 
 def _az():
-    from ..errors import require
+    from ..core.errors import require
 
     return require("arviz", "bayes")
 
@@ -101,8 +101,8 @@ def values(obj, name: str, group_name: str = "posterior") -> np.ndarray:
 
 def write_netcdf(obj, path: str | os.PathLike) -> Path:
     """Write ``obj`` to a NetCDF-4 file at ``path`` atomically (h5netcdf engine, h5py backend)."""
-    from .._io import atomic_write_bytes
-    from ..errors import require
+    from ..core._io import atomic_write_bytes
+    from ..core.errors import require
 
     require("h5py", "bayes")  # h5netcdf >= 1.8 no longer installs it
 
@@ -119,7 +119,7 @@ def read_netcdf(path: str | os.PathLike):
     Returns the object of the installed series (``InferenceData`` or ``DataTree``), whichever
     series wrote the file.
     """
-    from ..errors import require
+    from ..core.errors import require
 
     require("h5py", "bayes")
     az = _az()

@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_write_bytes, user_cache
+from ..core._io import atomic_write_bytes, user_cache
 
 #: Tables up to this many rows are padded to one of four sizes per doubling (at most 25 % extra).
 MIN_BUCKET = 32
@@ -83,7 +83,7 @@ def jax_cache_dir() -> Path | None:
     """The JAX cache folder of scalefit, or None when the compile cache is turned off.
 
     ``SCALEFIT_JAX_CACHE`` (``0`` turns it off), else ``<cache>/jax`` beside the dataset cache
-    (:func:`scalefit._io.user_cache`).
+    (:func:`scalefit.core._io.user_cache`).
     """
     setting = os.environ.get("SCALEFIT_JAX_CACHE")
     if setting == "0":

@@ -1,7 +1,7 @@
 """The public least-squares entry point :func:`fit`: validate, fit, then refine.
 
 ``fit`` validates its keyword arguments once, from the constraints the option vocabulary
-declares (:data:`scalefit._validation.VOCABULARY`), and passes them down whole: it picks a
+declares (:data:`scalefit.core._validation.VOCABULARY`), and passes them down whole: it picks a
 backend, runs :func:`scalefit.fit.lsq.least_squares`, and applies the requested refinements —
 each a function that returns a new result: :func:`scalefit.fit.bootstrap.bootstrap` and the
 hold-out check of :mod:`scalefit.fit.holdout`.
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
-from .._validation import VOCABULARY, IsType, constraints, validate
-from ..errors import ConvergenceWarning, ScaleFitError
+from ..core._validation import VOCABULARY, IsType, constraints, validate
+from ..core.errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law, get_law
 from .bootstrap import bootstrap as run_bootstrap
 from .build import FitSettings
@@ -227,7 +227,7 @@ def fit(
     return res
 
 
-#: The options of :func:`fit` declared in :data:`scalefit._validation.VOCABULARY` (which the
+#: The options of :func:`fit` declared in :data:`scalefit.core._validation.VOCABULARY` (which the
 #: command line is generated from too); ``law`` and ``weights`` take more in Python (a Law, an
 #: array) and are checked below and by :func:`~scalefit.fit.data.resolve_weights`.
 OPTIONS = tuple(

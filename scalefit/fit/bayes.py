@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import constraints, validate
-from ..errors import ConvergenceWarning, ScaleFitError, require
+from ..core._validation import constraints, validate
+from ..core.errors import ConvergenceWarning, ScaleFitError, require
+from ..core.table import require_columns
 from ..laws import Law, get_law
-from ..table import require_columns
 from .build import FitSettings, provenance
 from .curve_marks import warn_ungrouped
 from .data import group_codes
@@ -45,7 +45,7 @@ _PACKAGES = ("jax", "numpyro", "arviz")
 TAU_PRIOR = {"dist": "halfnormal", "scale": 0.1}
 
 #: The validated options of :func:`fit_bayes` (declared once in
-#: :data:`scalefit._validation.VOCABULARY`, which the command line is generated from too).
+#: :data:`scalefit.core._validation.VOCABULARY`, which the command line is generated from too).
 OPTIONS = (
     "likelihood", "chain_method", "chains", "draws", "warmup", "seed", "ci_prob",
     "target_accept", "residuals", "drop_highest", "holdout", "progress",

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConvergenceWarning, ScaleFitError
+from ..core.errors import ConvergenceWarning, ScaleFitError
 from ..laws import Law
 from .observation import noise_logpdf, numpyro_noise, on_scale, standard_noise
 from .priors import POSITIVE_DISTS, numpyro_distribution, scipy_distribution

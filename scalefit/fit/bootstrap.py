@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._progress import progress_bar
-from .._validation import IsType, constraints, validate
-from ..errors import ScaleFitError
+from ..core._progress import progress_bar
+from ..core._validation import IsType, constraints, validate
+from ..core.errors import ScaleFitError
 from ..laws import sample_starts
 from ..laws.base import outside_range
 from .curve_marks import warn_ungrouped

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import VOCABULARY
+from ..core._validation import VOCABULARY
 from ..laws.base import outside_range, range_text, sample_starts, validity_reasons
 from .checks import check_point
 from .engine import Problem
@@ -38,7 +38,7 @@ class Optimum:
 class FitSettings:
     """Validated settings of a least-squares fit (what :func:`scalefit.fit` was asked to do).
 
-    The defaults are the option vocabulary's (:data:`scalefit._validation.VOCABULARY`).
+    The defaults are the option vocabulary's (:data:`scalefit.core._validation.VOCABULARY`).
     """
 
     loss: str = VOCABULARY["loss"].default

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from ..laws import Law
 
 #: The columns of :func:`compare_fits`: ArviZ's comparison, PSIS-LOO/WAIC, the sampler's checks.

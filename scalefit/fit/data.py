@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import fmt_value
-from ..errors import ScaleFitError
+from ..core._validation import fmt_value
+from ..core.errors import ScaleFitError
+from ..core.table import read_table, require_columns
 from ..laws import Law
-from ..table import read_table, require_columns
 
 #: Column that carries per-row weights given as an array (so splits and resamples keep them).
 WEIGHT_COLUMN = "__weight__"
@@ -48,7 +48,7 @@ def names_read(law: Any, formula: str | None) -> tuple[str, ...]:
     A formula that does not parse gives no names: building the law reports the error.
     """
     if formula is not None:
-        from ..expr import parse
+        from ..core.expr import parse
         from ..laws.base import _strip_lhs
 
         try:

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 
 #: Rows × starts below which a fit runs on the CPU when JAX's default device is an accelerator.
 #: One measured point (203 rows × 256 starts ≈ 5·10⁴: the CPU was 1.6× faster on an H100 machine);

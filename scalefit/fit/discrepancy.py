@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from .._readonly import ReadOnlyMappings
-from .._validation import Options, validate
-from ..errors import ScaleFitError
+from ..core._readonly import ReadOnlyMappings
+from ..core._validation import Options, validate
+from ..core.errors import ScaleFitError
 from .observation import holdout_scores, noise_logpdf, score_holdout, standard_noise
 from .split import compute_key, split_by_compute
 
@@ -271,7 +271,7 @@ def _least_squares_fit(table, law, *, starts: int, seed: int, loss: str, progres
 
     (``fit`` runs the hold-out, which calls this module: calling it would be an import cycle.)
     """
-    from ..errors import ConvergenceWarning
+    from ..core.errors import ConvergenceWarning
     from .build import FitSettings
     from .data import as_table
     from .engine import LOSSES

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .._validation import Options, validate
+from ..core._validation import Options, validate
 from ..laws.base import Law
 from . import _programs
 from .observation import RESIDUALS, residual, response

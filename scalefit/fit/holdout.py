@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Options, validate
+from ..core._validation import Options, validate
 from ..laws import Law
 from .bootstrap import bootstrap as run_bootstrap
 from .build import FitSettings

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from .build import Optimum
 from .engine import Problem
 from .observation import residual

@@ -17,8 +17,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from .._progress import progress_bar
-from ..errors import ScaleFitError
+from ..core._progress import progress_bar
+from ..core.errors import ScaleFitError
 from ..laws import Law, sample_starts
 from .build import FitSettings, Optimum, build_result
 from .data import check_design, inputs_of, weights_of

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 
 RESIDUALS = ("log", "linear")
 

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import Interval, IsType, validate
-from ..errors import ScaleFitError
+from ..core._validation import Interval, IsType, validate
+from ..core.errors import ScaleFitError
 from ..laws import Law
 
 
@@ -324,7 +324,7 @@ def read_priors_toml(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     dict
         ``name -> prior dict`` (validated later against the law).
     """
-    from .._io import read_toml
+    from ..core._io import read_toml
 
     path = Path(path)
     data = read_toml(path, what="priors file")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import spelled
+from ..core._validation import spelled
 
 NOT_IDENTIFIED = "not identified"
 

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._io import _json_safe, atomic_write_text, read_json
-from .._readonly import ReadOnlyMappings
-from .._validation import spelled
-from ..errors import ScaleFitError
+from ..core._io import _json_safe, atomic_write_text, read_json
+from ..core._readonly import ReadOnlyMappings
+from ..core._validation import spelled
+from ..core.errors import ScaleFitError
 from ..laws import Law, get_law, law_to_spec
 from .schema import SCHEMA_VERSION
 
@@ -318,7 +318,7 @@ class FitResult(ReadOnlyMappings):
         """Read a result written by :meth:`save` (JSON only: loading never executes anything).
 
         The file must be a regular file of at most :data:`MAX_RESULT_BYTES`, with bounded
-        nesting and integers (:func:`scalefit._io.read_json`), and pass the declared schema of
+        nesting and integers (:func:`scalefit.core._io.read_json`), and pass the declared schema of
         :mod:`scalefit.fit.schema` before any object is built from it.
 
         Raises

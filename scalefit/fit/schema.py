@@ -13,7 +13,7 @@ What is checked
 - ``schema_version`` is one of :data:`READABLE_VERSIONS` (a newer or unknown version is refused,
   never guessed at).
 - ``law_spec`` names a registered law (with options of the right type) or is a formula law whose
-  text is parsed by :mod:`scalefit.expr`'s grammar (never ``eval``); ``law`` is its name.
+  text is parsed by :mod:`scalefit.core.expr`'s grammar (never ``eval``); ``law`` is its name.
 - Every other field has a type, a range and, where it is per parameter, a shape fixed by the law:
   ``params`` names the law's parameters in the law's order (the order of the draws' columns),
   ``corr`` is P x P (or empty), ``draws`` N x P, ``internal`` has P entries (or none), ``refs``
@@ -39,8 +39,8 @@ import numpy as np
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
-from .._validation import Interval, did_you_mean, fmt_value
-from ..errors import ScaleFitError
+from ..core._validation import Interval, did_you_mean, fmt_value
+from ..core.errors import ScaleFitError
 
 __all__ = ["READABLE_VERSIONS", "SCHEMA_VERSION", "check_result"]
 
@@ -72,7 +72,7 @@ def num(
     null: bool = False,
     nan: bool | None = None,
 ) -> dict:
-    """A number in a range (:class:`~scalefit._validation.Interval` gives the words).
+    """A number in a range (:class:`~scalefit.core._validation.Interval` gives the words).
 
     ``null``: ``null`` is allowed; ``nan`` (default: ``null`` for floats): it stands for a NaN
     ``save()`` wrote, and floats are read back as floats (``"x-float"``).
@@ -474,7 +474,7 @@ def _law(where: str, data: dict) -> Any:
 
 def _check_formula(where: str, spec: dict) -> None:
     """The formula parses in the grammar and reads exactly its declared inputs and parameters."""
-    from ..expr import CONSTANTS, parse
+    from ..core.expr import CONSTANTS, parse
 
     inputs, names = spec["inputs"], [p["name"] for p in spec["params"]]
     if not inputs:
@@ -533,7 +533,7 @@ def check_result(data: Any, *, where: str) -> tuple[Any, dict[str, Any]]:
     Parameters
     ----------
     data : any
-        The parsed JSON (see :func:`scalefit._io.read_json`).
+        The parsed JSON (see :func:`scalefit.core._io.read_json`).
     where : str
         The file, for messages.
 

@@ -7,17 +7,17 @@ import math
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
-from ..accounting import training_compute
-from ..errors import ScaleFitError
+from ..core._validation import Interval, validate
+from ..core.accounting import training_compute
+from ..core.errors import ScaleFitError
 from ..laws import Law
 
 
 def compute_key(tab: pd.DataFrame, law: Law) -> tuple[str, np.ndarray]:
     """The compute that orders rows (``training_compute``), else the product of the law's inputs.
 
-    :func:`scalefit.accounting.training_compute` reads the law's options; without ``tokens`` the
-    product of the inputs is named by them (``depth``, ``S1_x_S2``).
+    :func:`scalefit.core.accounting.training_compute` reads the law's options; without ``tokens``
+    the product of the inputs is named by them (``depth``, ``S1_x_S2``).
     """
     found = training_compute(tab, law.options)
     if found is not None:

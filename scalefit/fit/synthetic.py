@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..accounting import standard_params
+from ..core.accounting import standard_params
 from ..laws import Law, get_law
 from ..laws.catalogue import HOFFMANN_2022
 

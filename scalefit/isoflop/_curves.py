@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..accounting import tokens_for_budget
+from ..core.accounting import tokens_for_budget
 
 #: Points per axis of the joint profile fit's grid over ``ln(alpha, beta)`` within the bounds.
 GRID = 10

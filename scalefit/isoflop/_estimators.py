@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from ._curves import fit_parabolas
 
 METHODS = (
@@ -167,7 +167,7 @@ def _line(lc, xv, logc, w=None) -> np.ndarray:
 
 def _law_fit(groups: list[Budget], kind: str, seed: int, x0=None) -> dict | None:
     from .. import fit
-    from ..errors import ConvergenceWarning
+    from ..core.errors import ConvergenceWarning
 
     if kind == "law_near":
         groups = [_near(g) for g in groups]

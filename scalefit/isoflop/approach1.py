@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, constraints, spelled, validate
-from ..accounting import tokens_for_budget
-from ..errors import ScaleFitError
+from ..core._validation import Interval, constraints, spelled, validate
+from ..core.accounting import tokens_for_budget
+from ..core.errors import ScaleFitError
 from ._curves import PowerLawExponents, exponent_table
 from .budgets import flops_of
 

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._readonly import ReadOnlyMappings
-from .._validation import Interval, Options, constraints, interval_text, validate
-from ..accounting import tokens_for_budget
-from ..errors import ScaleFitError
+from ..core._readonly import ReadOnlyMappings
+from ..core._validation import Interval, Options, constraints, interval_text, validate
+from ..core.accounting import tokens_for_budget
+from ..core.errors import ScaleFitError
 from ._curves import (
     SHAPE_BOUNDS,
     Optima,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, spelled, validate
-from ..accounting import training_flops
 from ..allocate.api import check_budgets
-from ..errors import ScaleFitError
+from ..core._validation import Interval, spelled, validate
+from ..core.accounting import training_flops
+from ..core.errors import ScaleFitError
 
 
 def flops_of(table: pd.DataFrame, where: str = "isoflop") -> np.ndarray:

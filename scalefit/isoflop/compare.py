@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 
 #: Hoffmann et al. (2022), Table 2: a of N* ∝ C^a and b of T* ∝ C^b, with the table's ranges
 #: (10th–90th percentiles from a bootstrap of 80 % subsamples, i.e. 80 % ranges, not 95 %;

@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from .._validation import Interval, IsType, Options, validate
 from ..allocate.api import check_budgets
 from ..allocate.misfit import POOLED, Calibration, pooled
-from ..errors import ScaleFitError
+from ..core._validation import Interval, IsType, Options, validate
+from ..core.errors import ScaleFitError
 from ._estimators import (
     METHODS,
     STACK_PARTS,
@@ -411,7 +411,7 @@ def recommend(
 
 
 def _frame(target, dist, x, s_param, cal, probs) -> pd.DataFrame:
-    from ..accounting import tokens_for_budget
+    from ..core.accounting import tokens_for_budget
 
     s_mis = cal.s_misfit(dist) if cal is not None else np.full(len(x), np.nan)
     sp = np.nan_to_num(s_param)

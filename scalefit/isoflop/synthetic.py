@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import Interval, validate
-from ..accounting import tokens_for_budget, training_flops
 from ..allocate.closed_form import chinchilla_optimum
+from ..core._validation import Interval, validate
+from ..core.accounting import tokens_for_budget, training_flops
 from ..laws import get_law
 from ..laws.catalogue import HOFFMANN_2022
 

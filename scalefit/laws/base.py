@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import ScaleFitError
-from ..expr import CONSTANTS, parse
+from ..core.errors import ScaleFitError
+from ..core.expr import CONSTANTS, parse
 
 Kind = Literal["coef", "positive", "floor", "exponent", "free"]
 #: What a declared range means (see :class:`Param`).
@@ -159,7 +159,7 @@ class Law:
         starts: Mapping[str, float | tuple[float, float]] | None = None,
         range_kind: RangeKind = "validity",
     ) -> Law:
-        """A law written as a formula, parsed by :func:`scalefit.expr.parse` (never ``eval``).
+        """A law written as a formula, parsed by :func:`scalefit.core.expr.parse` (never ``eval``).
 
         Parameters
         ----------

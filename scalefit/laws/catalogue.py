@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._validation import Options, did_you_mean, validate
-from ..accounting import CONSTRAINTS, standard_params
-from ..errors import ScaleFitError
+from ..core._validation import Options, did_you_mean, validate
+from ..core.accounting import CONSTRAINTS, standard_params
+from ..core.errors import ScaleFitError
 from .base import Law, Param, check_law, law_from_formula_spec
 
 _REGISTRY: dict[str, Callable[..., Law]] = {}
@@ -299,7 +299,7 @@ def lr_annealing() -> Law:
     """Tissue et al. (2024): ``L = L0 + A * S1**(-alpha) - C * S2`` along a training curve.
 
     ``S1`` is the forward area (sum of learning rates) and ``S2`` the annealing area
-    (momentum form); see :mod:`scalefit.schedule`.
+    (momentum form); see :mod:`scalefit.core.schedule`.
     """
     return Law(
         name="lr_annealing",

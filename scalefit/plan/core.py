@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._io import atomic_write_json, ensure_folder, inside, read_json
-from .._validation import IsType, constraints, spelled, validate, validate_mapping
-from ..accounting import training_flops
-from ..errors import ScaleFitError
+from ..core._io import atomic_write_json, ensure_folder, inside, read_json
+from ..core._validation import IsType, constraints, spelled, validate, validate_mapping
+from ..core.accounting import training_flops
+from ..core.errors import ScaleFitError
 from .steps import FIT_FILE, RUN_COLUMNS, choose, decide, match
 
 STATE_FILE = "plan.json"

@@ -6,8 +6,8 @@ import os
 
 import pandas as pd
 
-from .._validation import constraints, validate
-from ..errors import ScaleFitError
+from ..core._validation import constraints, validate
+from ..core.errors import ScaleFitError
 from .core import Plan, load, run_config
 
 

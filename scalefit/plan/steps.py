@@ -8,9 +8,9 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .._io import inside
-from ..accounting import training_flops
-from ..errors import ConvergenceWarning, ScaleFitError
+from ..core._io import inside
+from ..core.accounting import training_flops
+from ..core.errors import ConvergenceWarning, ScaleFitError
 
 FIT_FILE = "fit.json"
 RUN_COLUMNS = ["depth", "width", "params", "tokens", "flops"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 def write_figures(folder: str | Path, figures: dict, *, dpi: int = 120) -> list[Path]:
     """Save ``{file name: figure}`` into ``folder`` atomically, closing each; returns the paths."""
-    from .._io import atomic_savefig, inside
+    from ..core._io import atomic_savefig, inside
 
     return [
         atomic_savefig(fig, inside(folder, name, what="figure"), dpi=dpi)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import NoRecommendationWarning
+from ..core.errors import NoRecommendationWarning
 from .style import OUTSIDE, axes, estimates, flops_text, legend_entries, log_ticks, suptitle
 
 

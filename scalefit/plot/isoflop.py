@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validation import interval_text
+from ..core._validation import interval_text
 from ..isoflop import assign_budgets
 from .style import axes, estimates, legend_entries
 

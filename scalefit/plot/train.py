@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from .style import TITLE_SIZE, axes, log_ticks, ordered_colours, value_ticks
 
 LABELS = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._readonly import ReadOnlyMappings
+from ..core._readonly import ReadOnlyMappings
 from ._hfmodel import LoadedModel
 from ._prune import _key
 from ._reduce import Accumulator
@@ -62,7 +62,7 @@ class HFProbeResult(ReadOnlyMappings):
 
         Returns the paths written; :func:`scalefit.plot.probes.write_probe_plots` draws the figures.
         """
-        from .._io import atomic_write_csv, atomic_write_json
+        from ..core._io import atomic_write_csv, atomic_write_json
 
         out = Path(out)
         return [

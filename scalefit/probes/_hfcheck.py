@@ -22,14 +22,14 @@ import re
 import stat
 from pathlib import Path
 
-from .._io import (
+from ..core._io import (
     MAX_CONFIG_BYTES,
     _kind,
     check_input_file,
     cpu_room,
     read_json,
 )
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 
 #: Largest weight file (bytes) looked at.
 MAX_WEIGHT_BYTES = 1 << 42

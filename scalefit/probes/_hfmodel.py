@@ -31,9 +31,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._manifest import weights_only_refusal
-from .._validation import Options, spelled, validate
-from ..errors import ScaleFitError, require
+from ..core._manifest import weights_only_refusal
+from ..core._validation import Options, spelled, validate
+from ..core.errors import ScaleFitError, require
 from ._hfcheck import check_model_folder, safetensors_refusal
 
 #: model_type → (path of the block list from the base model, final norm attribute or None,

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import (
+from ..core._io import (
     MAX_CONFIG_BYTES,
     atomic_write_bytes,
     atomic_write_json,
     check_input_file,
     read_json,
 )
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from .angles import SHARES
 
 #: Quantities kept per window as (sum, count) pairs; shapes in terms of depth L and k.

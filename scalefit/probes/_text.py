@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import iter_input_lines, iter_jsonl_texts
-from .._validation import spelled
-from ..errors import ScaleFitError
+from ..core._io import iter_input_lines, iter_jsonl_texts
+from ..core._validation import spelled
+from ..core.errors import ScaleFitError
 
 
 def iter_documents(path: str | Path, *, text_field: str = "text") -> Iterator[str]:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 from ._verdict import CLASSES, increment_indicators, share_key
 
 #: Per-token shares of the increment classes (the means of their 0/1 indicators), shape L.

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._progress import progress_bar
-from .._validation import Interval, constraints, validate
-from ..errors import ScaleFitError, require
+from ..core._progress import progress_bar
+from ..core._validation import Interval, constraints, validate
+from ..core.errors import ScaleFitError, require
 from ._assemble import HFProbeResult, assemble, with_pruning
 from ._hfmodel import FAMILIES, LoadedModel, blocks_of, load_model, wrap_model
 from ._prune import prune_variants, run_pruning

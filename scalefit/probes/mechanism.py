@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._io import _json_safe
-from .._validation import Options, validate
-from ..errors import ScaleFitError
+from ..core._io import _json_safe
+from ..core._validation import Options, validate
+from ..core.errors import ScaleFitError
 from ._verdict import apply_rules, thresholds_table
 from .angles import nanmean_rows, summarize_states, token_angles
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._validation import fmt_value
-from ..errors import ScaleFitError
-from ..table import read_csv
+from ..core._validation import fmt_value
+from ..core.errors import ScaleFitError
+from ..core.table import read_csv
 
 #: Columns that always define a group.
 GROUP_KEYS = ("teacher_mode", "rho", "temperature", "steps")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .._validation import (
+from ..core._validation import (
     Interval,
     Matches,
     Options,
@@ -15,7 +15,7 @@ from .._validation import (
     validate,
     validate_mapping,
 )
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 
 TEACHER_MODES = ("independent", "tied", "correlated")
 LOSSES = ("kl", "mse")

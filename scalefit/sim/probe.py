@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 
 
 def load_model(path: str | os.PathLike) -> dict:
@@ -22,7 +22,7 @@ def load_model(path: str | os.PathLike) -> dict:
         (:class:`~scalefit.sim.model.Teacher` with the saved weights) and ``students``
         (``{(depth, replica): weights}``).
     """
-    from .._manifest import load_torch
+    from ..core._manifest import load_torch
     from .config import ToyConfig
     from .model import Teacher
     from .sweep_task import MODEL_FILE

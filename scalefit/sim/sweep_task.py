@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from .._io import atomic_write_csv
-from .._manifest import forget_files, record
-from ..errors import ScaleFitError
+from ..core._io import atomic_write_csv
+from ..core._manifest import forget_files, record
+from ..core.errors import ScaleFitError
 from .config import ToyConfig, merge_preset
 
 MODEL_FILE = "model.pt"

@@ -2,7 +2,7 @@
 
 Resumable: with a ``run_dir`` the full state (students, Adam moments, data generator, recorded
 rows) is saved atomically at every evaluation step and every ``checkpoint_every`` steps, with its
-SHA-256 in the folder's ``checksums.json`` (:mod:`scalefit._manifest`), and a restarted run
+SHA-256 in the folder's ``checksums.json`` (:mod:`scalefit.core._manifest`), and a restarted run
 continues from the last save with the same numbers it would have produced. A ``state.pt`` that
 does not match its checksums is refused before it is read.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
-from .._manifest import load_torch, record
-from .._torch import pick_device, seed_all
-from ..errors import ScaleFitError
+from ..core._manifest import load_torch, record
+from ..core._torch import pick_device, seed_all
+from ..core.errors import ScaleFitError
 from .config import ToyConfig
 from .model import StudentStack, Teacher, _stream
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from .._validation import Matches, did_you_mean, validate
-from ..errors import ScaleFitError
+from ..core._validation import Matches, did_you_mean, validate
+from ..core.errors import ScaleFitError
 
 _TASKS: dict[str, str] = {
     "toy": "scalefit.sim.sweep_task:run_toy",
@@ -24,7 +24,7 @@ def register_task(name: str, ref: str) -> None:
     ref : str
         ``"package.module:function"``; the function has the signature
         ``task(config: dict, run_dir: pathlib.Path) -> dict``. It may carry an attribute
-        ``validate_config(config) -> None`` that raises :class:`~scalefit.errors.ScaleFitError`
+        ``validate_config(config) -> None`` that raises :class:`~scalefit.core.errors.ScaleFitError`
         for a bad configuration; :func:`~scalefit.sweep.run_sweep` calls it on every run first.
 
     Examples

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .._io import (
+from ..core._io import (
     MAX_CONFIG_BYTES,
     atomic_write_csv,
     atomic_write_json,
@@ -25,9 +25,9 @@ from .._io import (
     read_json,
     remove_stale_temps,
 )
-from .._progress import progress_bar
-from .._validation import VOCABULARY, Options, constraints, spelled, validate
-from ..errors import ScaleFitError, SweepError, require
+from ..core._progress import progress_bar
+from ..core._validation import VOCABULARY, Options, constraints, spelled, validate
+from ..core.errors import ScaleFitError, SweepError, require
 from .registry import resolve_task, task_ref
 from .spec import Run, SweepSpec, spec_from_dict
 
@@ -296,7 +296,10 @@ def _last_line(text: str) -> str:
     """The exception line of a traceback, without the module path of scalefit's own errors."""
     lines = text.strip().splitlines()
     last = lines[-1] if lines else "unknown error"
-    for prefix in ("scalefit.errors.ScaleFitError: ", "scalefit.errors.MissingExtraError: "):
+    for prefix in (
+        "scalefit.core.errors.ScaleFitError: ",
+        "scalefit.core.errors.MissingExtraError: ",
+    ):
         if last.startswith(prefix):
             return last[len(prefix) :]
     return last

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._io import read_toml
-from .._validation import IsType, Matches, validate, validate_mapping
-from ..errors import ScaleFitError
+from ..core._io import read_toml
+from ..core._validation import IsType, Matches, validate, validate_mapping
+from ..core.errors import ScaleFitError
 
 _SECTIONS = ("sweep", "fixed", "grid")
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import MAX_CONFIG_BYTES, check_input_file, read_json
-from ..errors import ScaleFitError
+from ..core._io import MAX_CONFIG_BYTES, check_input_file, read_json
+from ..core.errors import ScaleFitError
 
 #: Token dtypes a token folder may use.
 TOKEN_DTYPES = ("uint8", "uint16", "uint32")

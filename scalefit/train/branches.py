@@ -1,6 +1,6 @@
 """Cooldown branches: one WSD run, final losses at several token budgets.
 
-A WSD run (:mod:`scalefit.schedule`) holds ``lr`` until its decay; with the warm-up given
+A WSD run (:mod:`scalefit.core.schedule`) holds ``lr`` until its decay; with the warm-up given
 in steps, a WSD run of a smaller budget ``t`` is the same run up to the step where its own decay
 starts, ``fork(t) = N(t) − max(1, round(decay_frac·N(t)))``. :func:`train_cooldowns` therefore
 trains the main run (budget ``tokens``) once and, when it passes ``fork(t)`` for each ``t`` of
@@ -26,10 +26,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES, inside, read_json
-from .._readonly import ReadOnlyMappings
-from ..errors import ScaleFitError
-from ..schedule import steps_of
+from ..core._io import MAX_CONFIG_BYTES, inside, read_json
+from ..core._readonly import ReadOnlyMappings
+from ..core.errors import ScaleFitError
+from ..core.schedule import steps_of
 from .config import TrainConfig, config_diff, config_from_dict, validate_config
 from .loop import TrainResult, train
 from .rundir import claim

@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._io import atomic_write_csv
-from ..accounting import flops_per_token, param_count
-from ..errors import ScaleFitError
+from ..core._io import atomic_write_csv
+from ..core.accounting import flops_per_token, param_count
+from ..core.errors import ScaleFitError
+from ..core.table import read_csv
 from ..sweep import run_sweep
 from ..sweep.spec import Run, SweepSpec
-from ..table import read_csv
 
 #: Columns added to every row a chunk merges into the table (and ``run_s``, the run's seconds
 #: in the chunk: start-up, compilation, training and evaluation).
@@ -211,7 +211,7 @@ def run_chunk(
 
 
 def run_flops(config: dict) -> float:
-    """Training FLOPs of a trainer config (parameters counted by :mod:`scalefit.accounting`)."""
+    """FLOPs of a trainer config (parameters counted by :mod:`~scalefit.core.accounting`)."""
     depth, width = int(config["depth"]), int(config["width"])
     vocab = int(config.get("bpe_vocab", 1024)) if config.get("tokenizer") == "bpe" else 256
     params = param_count(

@@ -1,9 +1,9 @@
 """Trainer settings: :class:`TrainConfig`, its declared constraints, and config comparison.
 
-Every setting is checked by :func:`scalefit._validation.validate_mapping` before any work starts
-(types, ranges, choices), then the cross-field rules (width divisible by heads, head sizes that
-RoPE can rotate). :func:`config_diff` names the settings in which two configurations differ; the
-trainer uses it to refuse resuming a run folder that was started with other settings.
+Every setting is checked by :func:`scalefit.core._validation.validate_mapping` before any work
+starts (types, ranges, choices), then the cross-field rules (width divisible by heads, head sizes
+that RoPE can rotate). :func:`config_diff` names the settings in which two configurations differ;
+the trainer uses it to refuse resuming a run folder that was started with other settings.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import dataclasses
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .._validation import Interval, Matches, Options, validate_mapping
-from ..accounting import BLOCKS
-from ..errors import ScaleFitError
-from ..schedule import KINDS, SHAPES, Schedule, steps_of, trainer_schedule
+from ..core._validation import Interval, Matches, Options, validate_mapping
+from ..core.accounting import BLOCKS
+from ..core.errors import ScaleFitError
+from ..core.schedule import KINDS, SHAPES, Schedule, steps_of, trainer_schedule
 from .model import VARIANTS, ModelConfig, head_layout
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -42,9 +42,9 @@ class TrainConfig:
     read back); a divergence is detected at the next read, and the steps run after the diverged
     one are not recorded.
 
-    ``schedule`` picks the learning-rate schedule (:mod:`scalefit.schedule`, the one the curve
+    ``schedule`` picks the learning-rate schedule (:mod:`scalefit.core.schedule`, the one the curve
     laws read; the default ``"cosine"`` is warm-up then cosine to ``min_lr_ratio·lr``;
-    :meth:`lr_schedule` gives it as a :class:`~scalefit.schedule.Schedule`); ``decay_frac`` and
+    :meth:`lr_schedule` gives it as a :class:`~scalefit.core.schedule.Schedule`); ``decay_frac`` and
     ``decay_shape`` shape the WSD decay. ``cooldowns`` (WSD only) lists token budgets below
     ``tokens`` whose cooldowns branch off this run's stable phase
     (:func:`scalefit.train.branches.train_cooldowns`).
@@ -77,7 +77,7 @@ class TrainConfig:
     optimizer_impl: str = "auto"
     parallel: str = "ddp"
     threads: int = 0  # torch threads; 0 = leave as is
-    schedule: str = "cosine"  # cosine | constant | linear | wsd (scalefit.schedule)
+    schedule: str = "cosine"  # cosine | constant | linear | wsd (scalefit.core.schedule)
     decay_frac: float = 0.2  # wsd: fraction of the steps spent decaying to the floor
     decay_shape: str = "linear"  # wsd: linear | sqrt | cosine
     warmup_steps: int | None = None  # warm-up steps, overriding warmup_frac (0 or 1: none)
@@ -357,7 +357,7 @@ def run_metadata(
         ``params``, ``width``, ``depth``, ``tokens`` (the budget), ``steps``, ``tokens_per_step``,
         ``schedule``, ``lr``, ``min_lr``, ``warmup_steps``, ``decay_frac``, ``decay_shape``,
         ``schedule_text`` (the exact schedule in the grammar of
-        :func:`scalefit.schedule.parse_schedule`), ``cooldowns`` and ``branch``.
+        :func:`scalefit.core.schedule.parse_schedule`), ``cooldowns`` and ``branch``.
     """
     mc, sched = cfg.model, cfg.lr_schedule()
     wsd = cfg.schedule == "wsd"

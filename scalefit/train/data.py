@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import (
+from ..core._io import (
     MAX_INPUT_BYTES,
     atomic_write_bytes,
     atomic_write_json,
@@ -32,8 +32,8 @@ from .._io import (
     read_input_bytes,
     user_cache,
 )
-from .._validation import Interval, Options, validate
-from ..errors import ScaleFitError, require
+from ..core._validation import Interval, Options, validate
+from ..core.errors import ScaleFitError, require
 from ._tokenfiles import map_tokens, read_token_meta
 
 #: Largest total of the text files of a corpus read into memory by :func:`read_documents`.
@@ -46,7 +46,7 @@ CORPORA = {
 
 
 def cache_dir() -> Path:
-    """Return the scalefit cache (:func:`scalefit._io.user_cache`)."""
+    """Return the scalefit cache (:func:`scalefit.core._io.user_cache`)."""
     return user_cache()
 
 

@@ -28,7 +28,7 @@ import pickletools
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..errors import ScaleFitError
+from ..core.errors import ScaleFitError
 
 _META = "torch.distributed.checkpoint.metadata"
 #: The exact (module, qualified name) pairs a DCP ``.metadata`` of this trainer names (recorded

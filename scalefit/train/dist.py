@@ -11,7 +11,7 @@ An FSDP2 run checkpoints with torch's distributed checkpointing (DCP): each proc
 shards into ``checkpoint.dcp/step-<n>/``; then process 0 atomically rewrites ``checkpoint.pt``,
 which holds only plain data (step, loss history, settings, RNG state) and the name of that folder,
 and records the checksums of that file and of every shard in ``checksums.json``
-(:mod:`scalefit._manifest`), so a kill at any moment leaves a complete checkpoint.
+(:mod:`scalefit.core._manifest`), so a kill at any moment leaves a complete checkpoint.
 
 Loading verifies every file of the step folder against ``checksums.json`` before torch reads
 any of them, on every process, and the processes agree on the verdict before DCP starts (one
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import torch
 
-from .. import _manifest
-from .._io import read_input_bytes
-from ..errors import ScaleFitError
+from ..core import _manifest
+from ..core._io import read_input_bytes
+from ..core.errors import ScaleFitError
 from .dcp_metadata import load_metadata
 from .rundir import CHECKPOINT_DIR as DCP_DIR
 from .rundir import REMEDY

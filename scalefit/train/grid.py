@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._io import atomic_write_csv
-from .._validation import Interval, validate
-from ..errors import ScaleFitError
+from ..core._io import atomic_write_csv
+from ..core._validation import Interval, validate
+from ..core.errors import ScaleFitError
 
 TASK_KEYS = {"diagnose": True, "diag_tokens": 16_384}
 #: Loss-table columns every row has (``scalefit.read_table`` reads them; ``loss`` is NaN when
@@ -44,7 +44,7 @@ def _split(config: dict) -> tuple[dict, dict]:
 
 
 def validate_config(config: dict) -> None:
-    """Raise :class:`~scalefit.errors.ScaleFitError` for a configuration the trainer rejects."""
+    """Raise :class:`~scalefit.core.errors.ScaleFitError` for a config the trainer rejects."""
     from .loop import config_from_dict
 
     task, rest = _split(config)
@@ -115,7 +115,7 @@ run_train_task.validate_config = validate_config
 
 def collect_diagnostics(out_dir: str | Path) -> pd.DataFrame:
     """Concatenate every ``runs/*/diagnostics.csv`` of a sweep folder (with a ``run_id`` column)."""
-    from ..table import read_csv
+    from ..core.table import read_csv
 
     frames = []
     for path in sorted(Path(out_dir).glob("runs/*/diagnostics.csv")):  # checked files only

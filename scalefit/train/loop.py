@@ -32,13 +32,13 @@ from pathlib import Path
 
 import torch
 
-from .._io import atomic_write_csv, atomic_write_json
-from .._manifest import load_torch, record
-from .._progress import progress_bar
-from .._readonly import ReadOnlyMappings
-from .._torch import pick_device, seed_all
-from ..accounting import flops_per_token
-from ..errors import ScaleFitError
+from ..core._io import atomic_write_csv, atomic_write_json
+from ..core._manifest import load_torch, record
+from ..core._progress import progress_bar
+from ..core._readonly import ReadOnlyMappings
+from ..core._torch import pick_device, seed_all
+from ..core.accounting import flops_per_token
+from ..core.errors import ScaleFitError
 from . import cuda, dist
 from .config import TrainConfig, config_from_dict, run_metadata, runtime_choices, validate_config
 from .cr import regulariser
@@ -104,8 +104,8 @@ def _save_checkpoint(
 ) -> None:
     """Write ``checkpoint.pt`` and its checksums (process 0); FSDP2 runs first write shards (all).
 
-    ``checksums.json`` (:mod:`scalefit._manifest`) records ``checkpoint.pt`` and, for FSDP2, the
-    files of the step folder it names; it is rewritten after them, and the step folder is fresh
+    ``checksums.json`` (:mod:`scalefit.core._manifest`) records ``checkpoint.pt`` and, for FSDP2,
+    the files of the step folder it names; it is rewritten after them, and the step folder is fresh
     for every save, so a kill at any moment leaves a checkpoint whose files all match.
     """
     payload = {
@@ -142,7 +142,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     """Load a checkpoint written by :func:`train` (CPU tensors; tensors and plain data only).
 
     The file must match its run folder's ``checksums.json``; it is refused before parsing
-    otherwise (see :mod:`scalefit._manifest`).
+    otherwise (see :mod:`scalefit.core._manifest`).
     """
     return load_torch(path, what="trainer checkpoint", remedy=dist.REMEDY)
 

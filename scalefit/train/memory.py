@@ -3,9 +3,9 @@
 :func:`estimate_memory` counts, in bytes, for one process:
 
 - **weights, gradients and AdamW state**: ``4·N`` bytes each for the weights and the gradients and
-  ``8·N`` for AdamW's two moment buffers (fp32; ``N`` from :mod:`scalefit.accounting`, the count
-  the model is tested to have), plus ``4·N`` for the update's temporaries (the foreach and fused
-  implementations build parameter-sized intermediates) and ``4·N`` for DDP's gradient buckets.
+  ``8·N`` for AdamW's two moment buffers (fp32; ``N`` from :mod:`scalefit.core.accounting`, the
+  count the model is tested to have), plus ``4·N`` for the update's temporaries (the foreach and
+  fused implementations build parameter-sized intermediates) and ``4·N`` for DDP's gradient buckets.
   Under FSDP the four are divided by the number of processes and one block's (or the embedding's)
   full weights are gathered at a time;
 - **activations** saved for the backward pass, per token of the process's share of the batch
@@ -39,8 +39,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._io import cpu_room
-from ..errors import ScaleFitError
+from ..core._io import cpu_room
+from ..core.errors import ScaleFitError
 
 __all__ = [
     "MemoryEstimate",
@@ -222,7 +222,7 @@ def check_run_memory(
     """
     import torch
 
-    from .._torch import pick_device
+    from ..core._torch import pick_device
 
     device = pick_device(cfg.device)
     if device.type == "cuda":  # refused here, before the run folder is touched

@@ -1,8 +1,8 @@
 """Model FLOPs utilisation: achieved training FLOP/s over the device's peak.
 
-The FLOPs of a token come from :func:`scalefit.accounting.flops_per_token` with the attention term
-(``6·N + 12·ℓ·W·seq_len``; checked against ``torch.utils.flop_counter`` in the tests). Peaks are
-the vendors' dense (no sparsity) datasheet figures per precision, in FLOP/s per device; a device
+The FLOPs of a token come from :func:`scalefit.core.accounting.flops_per_token` with the attention
+term (``6·N + 12·ℓ·W·seq_len``; checked against ``torch.utils.flop_counter`` in the tests). Peaks
+are the vendors' dense (no sparsity) datasheet figures per precision, in FLOP/s per device; a device
 not in the table (every CPU) has no datasheet peak (``benchmarks/_harness.py`` measures the
 best matmul rate a process reaches, for the CPU benchmarks).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ..accounting import flops_per_token
+from ..core.accounting import flops_per_token
 
 #: Dense peak FLOP/s per device and precision ("fp32" on CUDA means TF32 tensor cores, which the
 #: trainer switches on). Vendor datasheets: NVIDIA H100/H200 (SXM), H100 PCIe, A100, L4, A10.

@@ -12,7 +12,7 @@ Pre-norm RMSNorm blocks with rotary position embeddings (RoPE), causal attention
 ``cr_tree``      pre_ln blocks joined by the CR-guided tree residual path (seed 002, Listing 1),
                  generalised to any depth by :func:`tree_parents`.
 
-All variants have the parameter count of :func:`scalefit.accounting.param_count` (with
+All variants have the parameter count of :func:`scalefit.core.accounting.param_count` (with
 ``tree_merges=len(tree_parents(depth))`` for ``cr_tree``).
 """
 
@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validation import Options, validate
-from ..accounting import mlp_hidden, param_count
-from ..errors import ScaleFitError
+from ..core._validation import Options, validate
+from ..core.accounting import mlp_hidden, param_count
+from ..core.errors import ScaleFitError
 
 VARIANTS = ("pre_ln", "post_ln", "lns", "scaled_init", "cr_tree")
 

@@ -1,6 +1,6 @@
 """Run-folder rules of the trainer: one process at a time, and no silent change of settings.
 
-:func:`claim` takes an OS file lock (:func:`scalefit._io.folder_lock`, released by the kernel
+:func:`claim` takes an OS file lock (:func:`scalefit.core._io.folder_lock`, released by the kernel
 when the process dies, so a killed run never leaves a stale lock), then compares the
 settings with the ones the folder was started with (``train_config.json``, or the checkpoint's
 for folders written before that file existed). A difference is refused with the keys named;
@@ -15,9 +15,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._io import MAX_CONFIG_BYTES, atomic_write_json, folder_lock, inside, read_json
-from .._manifest import MANIFEST_FILE, load_torch
-from ..errors import ScaleFitError
+from ..core._io import MAX_CONFIG_BYTES, atomic_write_json, folder_lock, inside, read_json
+from ..core._manifest import MANIFEST_FILE, load_torch
+from ..core.errors import ScaleFitError
 from .config import TrainConfig, config_diff
 
 #: Files of a run folder that ``overwrite=True`` removes (the checksums last).

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import (
+from ..core._io import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
@@ -39,9 +39,9 @@ from .._io import (
     parse_json_text,
     read_input_bytes,
 )
-from .._manifest import digest_file
-from .._validation import Interval, validate
-from ..errors import ScaleFitError, require
+from ..core._manifest import digest_file
+from ..core._validation import Interval, validate
+from ..core.errors import ScaleFitError, require
 from ._tokenfiles import MAX_TOKEN_FILE_BYTES, map_tokens, read_token_meta
 from .data import MAX_CORPUS_BYTES, TokenSource, read_text, train_bpe
 

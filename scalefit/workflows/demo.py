@@ -18,8 +18,8 @@ import warnings
 
 import numpy as np
 
-from ..accounting import flops_text
-from ..errors import NoRecommendationWarning, ScaleFitError
+from ..core.accounting import flops_text
+from ..core.errors import NoRecommendationWarning, ScaleFitError
 
 CHINCHILLA = {
     "table": "chinchilla",

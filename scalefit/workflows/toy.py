@@ -10,8 +10,8 @@ import warnings
 
 import pandas as pd
 
-from .._validation import Options, constraints, validate
-from ..errors import ScaleFitError
+from ..core._validation import Options, constraints, validate
+from ..core.errors import ScaleFitError
 from ..sim.analysis import LAW, LOSS_COLUMNS, group_keys
 
 

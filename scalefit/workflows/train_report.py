@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._io import atomic_write_csv
-from ..errors import ScaleFitError
+from ..core._io import atomic_write_csv
+from ..core.errors import ScaleFitError
 from ..train.grid import TABLE_COLUMNS, collect_diagnostics
 
 EXTRA_COLUMNS = [
@@ -46,8 +46,8 @@ def loss_table(out_dir: str | Path) -> pd.DataFrame:
 
 def fit_decomposed(table: pd.DataFrame, *, variant: str = "pre_ln", **kwargs):
     """Fit the ``decomposed`` law to one variant's finite-loss rows with :func:`scalefit.fit`."""
+    from ..core.table import read_table
     from ..fit import fit
-    from ..table import read_table
 
     rows = table[(table["variant"] == variant) & ~table["diverged"].astype(bool)]
     rows = rows.dropna(subset=["loss"])
@@ -131,7 +131,7 @@ def grid_report(
         ``variants`` (:func:`variant_summary` at the LNS budget, or None without LNS runs or
         without diagnostics).
     """
-    from ..table import read_csv
+    from ..core.table import read_csv
 
     extra = [read_csv(p) for p in extra_tables]  # checked files, before any output is written
     table = loss_table(out_dir)

@@ -4,7 +4,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalefit.accounting import param_count, param_count_array, width_for_params
 from scalefit.allocate import (
     Accounting,
     Space,
@@ -14,7 +13,8 @@ from scalefit.allocate import (
     decomposed_optimum,
     solve,
 )
-from scalefit.errors import NoRecommendationWarning, ScaleFitError
+from scalefit.core.accounting import param_count, param_count_array, width_for_params
+from scalefit.core.errors import NoRecommendationWarning, ScaleFitError
 from scalefit.laws import get_law
 
 HOFFMANN = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}

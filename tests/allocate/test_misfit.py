@@ -13,7 +13,7 @@ import scalefit
 from scalefit.allocate import allocate
 from scalefit.allocate.misfit import POOLED, Calibration, pooled, widen
 from scalefit.allocate.report import header_text
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 
 TRUTH = dict(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28)
 
@@ -100,7 +100,7 @@ def test_widen_by_hand():
 
 @pytest.mark.slow
 @needs_reference_data
-@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")  # ridge warnings
+@pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")  # ridge warnings
 def test_allocate_intervals_cover_on_the_public_sweeps():
     """Out of sample: fit each public sweep below its two highest budgets, allocate at them.
 
@@ -109,8 +109,8 @@ def test_allocate_intervals_cover_on_the_public_sweeps():
     ``|ln N*_pred - ref|`` is within the interval's half-width widened by the vertex's own spread
     (``sqrt(h² + (z·s_ref)²)``, the benchmark's rule), and plainly when inside the interval.
     """
+    from scalefit.datasets.isoflop import EXPERIMENTS
     from scalefit.isoflop._estimators import groups_of, pooled_sigma, reference
-    from scalefit.isoflop_data import EXPERIMENTS
 
     z = 1.959963984540054
     hits, plain, n = 0, 0, 0

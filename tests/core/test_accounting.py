@@ -1,7 +1,7 @@
 import pytest
 
-from scalefit.accounting import flops_per_token, mlp_hidden, param_count, swiglu_hidden
-from scalefit.errors import ScaleFitError
+from scalefit.core.accounting import flops_per_token, mlp_hidden, param_count, swiglu_hidden
+from scalefit.core.errors import ScaleFitError
 
 
 def test_standard_block_is_12_w_squared_per_layer():

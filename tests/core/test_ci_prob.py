@@ -7,7 +7,7 @@ import pytest
 
 from scalefit.allocate import allocate
 from scalefit.cli import main
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 
 DECOMPOSED = dict(
     c_width=50.0, a_width=0.5, c_depth=2.0, a_depth=0.7, c_tokens=400.0, a_tokens=0.3, L0=1.5

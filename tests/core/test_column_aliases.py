@@ -14,11 +14,11 @@ import pytest
 
 import scalefit
 from scalefit.cli import main
-from scalefit.errors import ScaleFitError
-from scalefit.table import read_table
+from scalefit.core.errors import ScaleFitError
+from scalefit.core.table import read_table
 
 # Biggs EXP6's x1/x4 correlation is a true property of the problem; scalefit warns about it.
-pytestmark = pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 
 OSBORNE_Y = [
     1.366, 1.191, 1.112, 1.013, 0.991, 0.885, 0.831, 0.847, 0.786, 0.725,

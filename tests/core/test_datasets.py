@@ -5,7 +5,7 @@ import pytest
 from conftest import needs_reference_data
 
 from scalefit import ScaleFitError
-from scalefit.accounting import param_count
+from scalefit.core.accounting import param_count
 from scalefit.datasets import DATASETS, load, resolve
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from scalefit import ScaleFitError
 from scalefit.datasets import TableNotFound, is_dataset_name, load
-from scalefit.gemstones_data import FILES
+from scalefit.datasets.gemstones import FILES
 
 _DIR = os.environ.get("SCALEFIT_DATA_DIR")
 needs_gemstones = pytest.mark.skipif(

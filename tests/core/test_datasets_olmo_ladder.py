@@ -11,7 +11,7 @@ import pytest
 
 from scalefit import ScaleFitError
 from scalefit.datasets import TableNotFound, is_dataset_name, load
-from scalefit.olmo_ladder_data import FOLDER, SHA256, SIZES, TASKS
+from scalefit.datasets.olmo_ladder import FOLDER, SHA256, SIZES, TASKS
 
 _DIR = os.environ.get("SCALEFIT_DATA_DIR")
 needs_ladder = pytest.mark.skipif(

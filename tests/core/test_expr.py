@@ -1,4 +1,4 @@
-"""scalefit.expr as such: what the two grammars accept and the values they compute.
+"""scalefit.core.expr as such: what the two grammars accept and the values they compute.
 
 The refusals of hostile text (huge powers, attribute access, deep nesting, ...) are in
 tests/security/test_hostile_grammar.py; here each construct the grammar accepts is evaluated
@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalefit.errors import ScaleFitError
-from scalefit.expr import FUNCTIONS, Node, filter_rows, parse
+from scalefit.core.errors import ScaleFitError
+from scalefit.core.expr import FUNCTIONS, Node, filter_rows, parse
 
 
 @pytest.mark.parametrize(

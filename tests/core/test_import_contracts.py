@@ -31,13 +31,13 @@ def test_a_planted_upward_import_and_an_unplaced_module_break_the_contracts(tmp_
     shutil.copytree(
         REPO / "scalefit", tmp_path / "scalefit", ignore=shutil.ignore_patterns("__pycache__")
     )
-    errors = tmp_path / "scalefit" / "errors.py"
+    errors = tmp_path / "scalefit" / "core" / "errors.py"
     errors.write_text(errors.read_text() + "\n\ndef _planted():\n    from scalefit import cli\n")
     (tmp_path / "scalefit" / "stray.py").write_text("")
     run = _lint(tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "scalefit.errors is not allowed to import scalefit.cli" in run.stdout
-    assert "- scalefit.errors -> scalefit.cli (l." in run.stdout  # the planted line, by number
+    assert "scalefit.core is not allowed to import scalefit.cli" in run.stdout
+    assert "- scalefit.core.errors -> scalefit.cli (l." in run.stdout  # the planted line, by number
     assert "- scalefit.stray" in run.stdout  # a module in no layer (so the copy is what ran)
     assert "2 broken" in run.stdout  # the layers and the no-cycle contracts
 

@@ -1,4 +1,4 @@
-"""One option vocabulary (scalefit._validation.VOCABULARY) for the API and the command line.
+"""One option vocabulary (scalefit.core._validation.VOCABULARY) for the API and the command line.
 
 Each option is declared once; the API's validation and the CLI's parsers are generated from it.
 These tests walk the table: every option has the same range, choices and default in the API
@@ -13,9 +13,9 @@ import inspect
 import pytest
 
 import scalefit
-from scalefit._validation import MAX_SEED, VOCABULARY, Interval, Options
 from scalefit.cli import build_parser
-from scalefit.errors import ScaleFitError
+from scalefit.core._validation import MAX_SEED, VOCABULARY, Interval, Options
+from scalefit.core.errors import ScaleFitError
 from scalefit.fit import api as fit_api
 from scalefit.fit import bayes as fit_bayes_module
 from scalefit.fit.bootstrap import CI_METHODS

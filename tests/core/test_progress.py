@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scalefit._progress import progress_bar, wanted
+from scalefit.core._progress import progress_bar, wanted
 
 
 def test_an_explicit_choice_wins_and_none_follows_the_terminal(capsys):

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import scalefit
-from scalefit._readonly import ReadOnlyDict
+from scalefit.core._readonly import ReadOnlyDict
 from scalefit.fit.discrepancy import Discrepancy
 from scalefit.fit.synthetic import simulate_table
 from scalefit.isoflop import approach2, synthetic_isoflops

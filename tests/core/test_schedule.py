@@ -4,10 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalefit.curves import prepare, schedule_frame
-from scalefit.curves.optimum import final_areas
-from scalefit.errors import ScaleFitError
-from scalefit.schedule import (
+from scalefit.core.errors import ScaleFitError
+from scalefit.core.schedule import (
     KINDS,
     SHAPES,
     Schedule,
@@ -17,6 +15,8 @@ from scalefit.schedule import (
     trainer_schedule,
     warmup_of,
 )
+from scalefit.curves import prepare, schedule_frame
+from scalefit.curves.optimum import final_areas
 
 SPECS = [
     "linear:lr=1e-3,steps=400,warmup=20",

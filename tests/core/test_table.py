@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scalefit import ScaleFitError, read_table
-from scalefit.table import drop_highest_losses
+from scalefit.core.table import drop_highest_losses
 
 GOOD = "model_size,FLOP,loss\n1e8,1e19,3.1\n1e9,1e20,2.8\n1e10,1e21,2.5\n"
 

@@ -1,4 +1,4 @@
-"""scalefit._validation as such: each constraint's rule, its words, and the one message shape.
+"""scalefit.core._validation as such: each constraint's rule, its words, and the one message shape.
 
 The public functions' refusals that go through these helpers are tested where those functions
 are; here the helpers are checked directly, so a change of rule or wording shows up in one place.
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from scalefit._validation import (
+from scalefit.core._validation import (
     MAX_SEED,
     Interval,
     IsType,
@@ -21,7 +21,7 @@ from scalefit._validation import (
     validate,
     validate_mapping,
 )
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 
 
 def test_values_are_shown_as_plain_python():

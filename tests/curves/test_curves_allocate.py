@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalefit.accounting import tokens_for_budget
 from scalefit.cli import main
+from scalefit.core.accounting import tokens_for_budget
+from scalefit.core.errors import ScaleFitError
 from scalefit.curves import (
     allocation,
     final_areas,
@@ -22,7 +23,6 @@ from scalefit.curves import (
     synthetic_curves,
 )
 from scalefit.curves.prepare import schedule_frame
-from scalefit.errors import ScaleFitError
 from scalefit.laws import get_law
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,7 +135,7 @@ def test_recommendation_holds_the_true_optimum(fitted):
 
 def test_a_budget_whose_run_is_longer_than_scalefit_evaluates_still_gets_its_schedule(fitted):
     """Closed-form areas: the run's length is not bounded by MAX_STEPS; its text says it."""
-    from scalefit.schedule import MAX_STEPS
+    from scalefit.core.schedule import MAX_STEPS
 
     curves, res = fitted
     out = allocation(res, 1e28, schedule=FAMILY, tokens_per_step=TPS, curves=curves)

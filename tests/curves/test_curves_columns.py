@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from scalefit.cli import main
+from scalefit.core.errors import ConvergenceWarning, ScaleFitError
+from scalefit.core.schedule import fill_template, template_fields
 from scalefit.curves import Schedule, parse_schedule, prepare, read_curves
-from scalefit.errors import ConvergenceWarning, ScaleFitError
-from scalefit.schedule import fill_template, template_fields
 
 TEMPLATE = "cosine:lr={peak_lr},steps={total_steps},warmup=5,final_lr_ratio=0.1"
 

@@ -7,6 +7,7 @@ import pytest
 from conftest import assert_png
 
 from scalefit.cli import main
+from scalefit.core.errors import ConvergenceWarning, ScaleFitError
 from scalefit.curves import (
     final_losses,
     fit_curves,
@@ -16,7 +17,6 @@ from scalefit.curves import (
     synthetic_curves,
     truncate,
 )
-from scalefit.errors import ConvergenceWarning, ScaleFitError
 from scalefit.laws import get_law
 
 TRUTH = {"L0": 2.0, "A": 1.5, "alpha": 0.5, "C": 0.3}

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 
 from scalefit.cli import main
+from scalefit.core.errors import ScaleFitError
 from scalefit.curves import synthetic_curves
 from scalefit.curves.holdout import BEST_RATE, EVERY_RATE, holdout_summary, run_finals, size_holdout
-from scalefit.errors import ScaleFitError
 
 TRUTH = {"L0": 1.8, "A": 1.0, "alpha": 0.5, "C": 0.3, "B": 100.0, "beta": 0.3}
 SIZES = (5e5, 1e6, 2e6, 5e6, 1e7)

@@ -14,9 +14,9 @@ from scipy import stats
 
 import scalefit
 from scalefit.cli import main
+from scalefit.core.errors import ConvergenceWarning, ScaleFitError
 from scalefit.curves import fit_curves, prepare, synthetic_curves
 from scalefit.curves.api import RUN_BOOTSTRAP, curve_table
-from scalefit.errors import ConvergenceWarning, ScaleFitError
 from scalefit.fit.bayes_model import ar1_terms
 from scalefit.fit.curve_marks import CurvesWarning, is_curve_table
 from scalefit.laws import get_law

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scalefit.core.errors import ScaleFitError
 from scalefit.curves import (
     allocation,
     final_loss_law,
@@ -18,7 +19,6 @@ from scalefit.curves import (
     validate_curves,
 )
 from scalefit.curves.optimum import optimal_lr_text
-from scalefit.errors import ScaleFitError
 from scalefit.laws import get_law
 
 TRUTH = dict(L0=1.5, A=3.0, alpha=0.5, C=0.002, B=20.0, beta=0.3, k=0.05, e0=7.6e-4, a=-0.5, b=0.2)

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 from scalefit.cli import main
+from scalefit.core.errors import ConvergenceWarning, ScaleFitError
+from scalefit.core.schedule import parse_schedule
 from scalefit.curves import fit_curves, forecast, prepare, synthetic_curves
 from scalefit.curves.multipower import decay_drops, quadrature, with_quadrature
-from scalefit.errors import ConvergenceWarning, ScaleFitError
 from scalefit.fit.result import FitResult
 from scalefit.laws import get_law
 from scalefit.laws.catalogue import MPL_SEGMENTS, mpl_inputs
-from scalefit.schedule import parse_schedule
 
 #: Close to the paper's fits at 25M-400M parameters (peak lr 3e-4).
 TRUTH = {"L0": 2.8, "A": 0.6, "alpha": 0.47, "B": 450.0, "C": 2.05, "beta": 0.59, "gamma": 0.64}

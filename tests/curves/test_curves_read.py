@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scalefit.core.errors import ScaleFitError
 from scalefit.curves import (
     Schedule,
     areas,
@@ -15,7 +16,6 @@ from scalefit.curves import (
     read_tensorboard,
     read_wandb,
 )
-from scalefit.errors import ScaleFitError
 
 
 # ------------------------------------------------------------------------------ schedules

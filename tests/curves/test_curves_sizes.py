@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import scalefit.schedule as schedule_module
+import scalefit.core.schedule as schedule_module
 from scalefit.cli import main
+from scalefit.core.errors import ScaleFitError
+from scalefit.core.schedule import MAX_STEPS, Schedule, areas, areas_at, parse_schedule
 from scalefit.curves import prepare, read_curves, read_trainer_runs, schedule_frame
-from scalefit.errors import ScaleFitError
-from scalefit.schedule import MAX_STEPS, Schedule, areas, areas_at, parse_schedule
 
 HUGE = "steps=1000000000000"
 

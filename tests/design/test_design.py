@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from conftest import assert_png
 
+from scalefit.core.errors import ScaleFitError
 from scalefit.design import isoflop_grid, next_runs
 from scalefit.design._update import Ensemble, best_greedy, exhaustive
-from scalefit.errors import ScaleFitError
 
 
 @pytest.fixture(scope="module")

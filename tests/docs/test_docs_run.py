@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from scalefit.errors import ConvergenceWarning
+from scalefit.core.errors import ConvergenceWarning
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "docs" / "examples"

@@ -13,7 +13,7 @@ pytest.importorskip("numpyro")
 pytest.importorskip("arviz")
 
 from scalefit import ScaleFitError, get_law  # noqa: E402
-from scalefit.errors import ConvergenceWarning  # noqa: E402
+from scalefit.core.errors import ConvergenceWarning  # noqa: E402
 from scalefit.fit import _arviz  # noqa: E402
 from scalefit.fit.bayes import (  # noqa: E402
     fit_bayes,
@@ -152,7 +152,7 @@ tab = pd.read_csv(sys.argv[1])
 tiny = {"chains": 2, "draws": 60, "warmup": 60, "seed": 5}
 folder = sys.argv[2] + "/jax/programs"
 files = lambda: {str(f): f.stat().st_mtime_ns for f in __import__("pathlib").Path(folder).glob("*")}
-from scalefit.errors import ConvergenceWarning
+from scalefit.core.errors import ConvergenceWarning
 warnings.filterwarnings("ignore", category=ConvergenceWarning)
 split = fit_bayes(tab, "depth_power", **tiny)  # chains split over the 2 CPU devices
 written = files()

@@ -16,7 +16,7 @@ pytest.importorskip("numpyro")
 az = pytest.importorskip("arviz")
 
 from scalefit import ScaleFitError, get_law  # noqa: E402
-from scalefit.errors import ConvergenceWarning  # noqa: E402
+from scalefit.core.errors import ConvergenceWarning  # noqa: E402
 from scalefit.fit import _arviz  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2] / "scalefit"

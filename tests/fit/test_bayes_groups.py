@@ -14,8 +14,8 @@ pytest.importorskip("arviz")
 
 from scalefit import ScaleFitError, get_law  # noqa: E402
 from scalefit.cli import main  # noqa: E402
+from scalefit.core.errors import ConvergenceWarning  # noqa: E402
 from scalefit.curves import fit_curves, prepare, synthetic_curves  # noqa: E402
-from scalefit.errors import ConvergenceWarning  # noqa: E402
 from scalefit.fit.bayes import fit_bayes, predictive_draws  # noqa: E402
 
 TRUTH = {"c": 2.0, "alpha": 1.1, "L0": 0.5}

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import scalefit
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.fit import engine
 from scalefit.fit.bootstrap import _jackknife, _jackknife_linear, resample_groups
 from scalefit.fit.synthetic import simulate_table

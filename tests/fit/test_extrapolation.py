@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.experimental.extrapolation import extrapolation_check
 from scalefit.fit.discrepancy import Discrepancy, _kappa, _scatter
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import scalefit
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.fit import device
 
 # the Depth Delusion table puts Chinchilla's E on its bound: scalefit warns; both fits must agree
-pytestmark = pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 
 
 def test_the_cpu_is_chosen_for_small_fits_only_where_the_default_is_an_accelerator(monkeypatch):

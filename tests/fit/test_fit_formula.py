@@ -10,7 +10,7 @@ import pytest
 
 import scalefit
 from scalefit import Law, ScaleFitError
-from scalefit.errors import ConvergenceWarning
+from scalefit.core.errors import ConvergenceWarning
 
 
 def _table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """The decomposed law on the bundled Gemstones grid: a certified optimum, at or below the authors'.
 
 McLeish et al. published their fit of the same law on the same 770 checkpoints with its objective,
-0.0038782 (``scalefit.gemstones_data.PUBLISHED``). Their objective is the *summed*
+0.0038782 (``scalefit.datasets.gemstones.PUBLISHED``). Their objective is the *summed*
 ``scipy.special.huber(1e-3, r)`` of the log residuals, which is scalefit's ``loss="huber"``,
 ``delta=1e-3``: the two fits are compared under it, and under the default least squares.
 """
@@ -18,9 +18,9 @@ from scipy.special import huber
 import scalefit
 from scalefit.cli import main
 from scalefit.cli.fit import published_line
+from scalefit.core.errors import ConvergenceWarning
 from scalefit.datasets import load
-from scalefit.errors import ConvergenceWarning
-from scalefit.gemstones_data import PUBLISHED, published_params
+from scalefit.datasets.gemstones import PUBLISHED, published_params
 from scalefit.laws import get_law
 
 

@@ -62,7 +62,7 @@ def bootstrap_coverage(
     """
     import warnings
 
-    from scalefit.errors import ConvergenceWarning
+    from scalefit.core.errors import ConvergenceWarning
     from scalefit.fit import fit
 
     hits, widths = [], []

@@ -12,7 +12,7 @@ import pytest
 
 import scalefit
 from scalefit.cli import main
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.fit.bayes import fit_bayes
 from scalefit.fit.data import group_codes
 from scalefit.fit.synthetic import simulate_table

@@ -8,8 +8,8 @@ import pytest
 from scipy import stats
 
 from scalefit import fit
-from scalefit.accounting import param_count_array, training_compute, training_flops
-from scalefit.errors import ScaleFitError
+from scalefit.core.accounting import param_count_array, training_compute, training_flops
+from scalefit.core.errors import ScaleFitError
 from scalefit.fit.observation import (
     noise_cdf,
     noise_logpdf,

@@ -153,7 +153,7 @@ DESIGNS = {"noise 0.5% (5 delta)": 0.005, "noise 2% (20 delta)": 0.02}
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 @pytest.mark.parametrize("design", sorted(DESIGNS))
 def test_coverage_of_95_percent_intervals_for_every_parameter(design):
     """Old rule (indicator bread) against the new one, every parameter, 100 replicates."""

@@ -10,7 +10,7 @@ import pytest
 import scalefit
 from scalefit import ConvergenceWarning
 from scalefit.cli import main
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.workflows.toy import fit_depth_exponents
 
 
@@ -110,7 +110,7 @@ def test_toy_fit_on_one_row_per_depth_reports_no_interval():
 @pytest.fixture(scope="module")
 def grid_fit():
     """The bundled grid's depth exponent: half the resamples leave [0, 5], the rest sit low."""
-    from scalefit.table import read_table
+    from scalefit.core.table import read_table
 
     tab = read_table("data/lm_grid_shakespeare.csv")
     tab = tab[tab["variant"] == "pre_ln"]

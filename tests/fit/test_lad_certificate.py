@@ -113,7 +113,7 @@ BALANCED = Law.from_formula("a*(3 - 2*x) + a**2*(x - 1)", inputs=["x"], starts={
 BALANCED_ROWS = pd.DataFrame({"x": [1.0, 2.0], "loss": [0.0, 1.0]})
 
 
-@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 @pytest.mark.parametrize("method", ["jax", "varpro"])
 def test_a_kink_balanced_by_the_smooth_rows_is_stationary_not_converged(method):
     kw = {"loss": "lad", "residuals": "linear", "method": method, "progress": False}
@@ -130,7 +130,7 @@ def test_a_kink_balanced_by_the_smooth_rows_is_stationary_not_converged(method):
     assert best.objective == pytest.approx((np.sqrt(5) - 1) / 2, abs=1e-6)
 
 
-@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 def test_a_parameter_at_zero_where_the_objective_falls_off_zero_is_not_certified():
     # y = 1 + 2x: with A = 0 the best E is the median of y (any E in [7.2, 8.8]); raising the
     # positive A from 0 lowers sum |r| at once, so A = 0 is no minimum, though every internal

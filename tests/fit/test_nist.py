@@ -108,7 +108,7 @@ def solve(problem: dict, start: int, *, starts: int = 256):
     """Fit one NIST problem from NIST start ``start`` (0 or 1) with ``starts`` starts."""
     import scalefit
     from scalefit import Law
-    from scalefit.errors import ConvergenceWarning
+    from scalefit.core.errors import ConvergenceWarning
 
     name = problem["name"]
     law = Law.from_formula(

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("numpyro")
 
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.fit.priors import FAMILIES, numpyro_distribution, scipy_distribution  # noqa: E402
 
 SPEC = {

@@ -11,7 +11,7 @@ import pytest
 
 import scalefit
 from scalefit import FitResult, Law, Param, ScaleFitError
-from scalefit.errors import ConvergenceWarning
+from scalefit.core.errors import ConvergenceWarning
 from scalefit.fit.synthetic import simulate_table
 from scalefit.laws import register_law
 from scalefit.plot.fit import plot_fit

@@ -38,7 +38,7 @@ def _coverage(loss):
 
 @pytest.mark.slow
 @needs_reference_data
-@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 @pytest.mark.parametrize("loss", ["huber", "mse"])
 def test_alpha_stderr_covers_the_truth(loss):
     rate, width, spread = _coverage(loss)

@@ -110,7 +110,7 @@ def test_varpro_matches_full_solve_synthetic(loss):
         assert vp.params[k] == pytest.approx(full.params[k], rel=1e-5)
 
 
-@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 def test_varpro_recovers_noise_free_parameters():
     """Noise-free data (the starts' objectives differ below any relative tolerance near zero,
     hence the n_best warning): the truth to 6 digits."""
@@ -200,7 +200,7 @@ def test_a_kink_location_is_not_a_linear_parameter():
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 def test_varpro_recovers_a_hinge_as_the_full_solve_does():
     law = law_from_formula_spec(HINGE)
     x = np.arange(0.0, 11.0)

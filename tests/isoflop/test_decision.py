@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from scalefit.allocate import chinchilla_optimum
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.isoflop import (
     HOFFMANN,
     Calibration,

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from conftest import assert_png
 
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.isoflop import (
     HOFFMANN,
     approach1,

@@ -119,7 +119,7 @@ def test_default_target_is_three_decades_past_the_largest_budget():
 
 @pytest.mark.parametrize("bad", [-1.0, 0, "x", float("nan")])
 def test_target_must_be_a_positive_budget(bad):
-    from scalefit.errors import ScaleFitError
+    from scalefit.core.errors import ScaleFitError
 
     with pytest.raises(ScaleFitError, match="'target' parameter of approach2"):
         approach2(design("baseline", "symmetric", "S"), method="parabola", target=bad)

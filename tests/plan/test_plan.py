@@ -8,7 +8,7 @@ import pytest
 
 import scalefit
 from scalefit.cli import main
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 
 
 @pytest.fixture(scope="module")

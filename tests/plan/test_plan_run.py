@@ -16,8 +16,8 @@ pytest.importorskip("torch")
 from train_support import _one_torch_thread, token_folder  # noqa: E402, F401 - autouse fixture
 
 import scalefit  # noqa: E402
-from scalefit.accounting import param_count  # noqa: E402
 from scalefit.cli import main  # noqa: E402
+from scalefit.core.accounting import param_count  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -40,7 +40,7 @@ def table():
 def results(table):
     out = {}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         for name, kw in LAWS.items():
             out[name] = scalefit.fit(
                 table, kw.get("law"), formula=kw.get("formula"), starts=16, bootstrap=30,
@@ -190,7 +190,7 @@ def bayes_result(table):
     from scalefit.fit.bayes import fit_bayes
 
     with warnings.catch_warnings():  # a short run: R-hat may exceed 1.01; the figures still draw
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         return fit_bayes(table, "chinchilla", chains=2, draws=150, warmup=150, seed=0)
 
 
@@ -213,7 +213,7 @@ def test_curves_figure():
     schedules += ["wsd:lr=0.003,steps=1000,warmup=50,decay=0.2,final_lr=0.0"]
     curves = prepare(synthetic_curves(truth, schedules, seed=0))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", scalefit.errors.ConvergenceWarning)
+        warnings.simplefilter("ignore", scalefit.core.errors.ConvergenceWarning)
         res = fit_curves(curves, "lr_annealing", starts=16)
     ahead = forecast(res, "wsd:lr=0.003,steps=2000,warmup=50,decay=0.2,final_lr=0.0")
     fig = plot_curves(res, curves, forecasts={"wsd, 2000 steps": ahead})

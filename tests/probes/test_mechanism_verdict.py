@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.probes import mechanism_verdict, summarize_states
 from scalefit.probes._verdict import THRESHOLDS, increment_class
 

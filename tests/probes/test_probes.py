@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.probes import (
     angle,
     as_states,

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 tf = pytest.importorskip("transformers")
 
 from scalefit.cli import main  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.probes._text import iter_documents, iter_windows  # noqa: E402
 from scalefit.probes.hf import blocks_of, load_model, probe_hf, wrap_model  # noqa: E402
 

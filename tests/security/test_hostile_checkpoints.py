@@ -26,8 +26,8 @@ torch = pytest.importorskip("torch")
 from hostile import assert_refused, cli  # noqa: E402
 from train_support import _one_torch_thread, make_corpus, tiny_settings, torchrun  # noqa: E402, F401
 
-import scalefit._manifest as manifest  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+import scalefit.core._manifest as manifest  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.train import dcp_metadata  # noqa: E402
 from scalefit.train.dcp_metadata import load_metadata  # noqa: E402
 from scalefit.train.dist import safe_reader  # noqa: E402
@@ -579,7 +579,7 @@ def _saved(folder: Path, name="state.pt", value=1.0) -> Path:
 
 
 def _load(path):
-    from scalefit._manifest import load_torch
+    from scalefit.core._manifest import load_torch
 
     return load_torch(path, what="toy training state", remedy="delete it.")
 
@@ -700,7 +700,7 @@ def test_a_pending_save_accepts_the_previous_and_the_new_file(tmp_path):
 
 _SAVER = """
 import sys
-from scalefit._manifest import record
+from scalefit.core._manifest import record
 i = 0
 while True:
     i += 1

@@ -20,9 +20,9 @@ pytest.importorskip("tensorboard")
 
 from tensorboard.compat.proto import event_pb2, summary_pb2  # noqa: E402
 
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.curves import read_tensorboard  # noqa: E402
 from scalefit.curves._events import masked_crc32c  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
 
 
 def _record(data: bytes, *, length: int | None = None) -> bytes:

@@ -31,10 +31,10 @@ from pathlib import Path
 import pytest
 from hostile import GPT2, assert_refused, cli, cli_process  # noqa: E402
 
-from scalefit._io import MAX_CONFIG_BYTES, MAX_INPUT_BYTES  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core._io import MAX_CONFIG_BYTES, MAX_INPUT_BYTES  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 
@@ -1220,7 +1220,7 @@ def test_an_output_folder_holding_a_fifo_or_device_is_refused_first(
     ("name", "line"), [("c.txt", "x" * 5000), ("c.jsonl", json.dumps({"text": "x" * 5000}))]
 )
 def test_a_line_too_long_to_hold_is_refused(tmp_path, name, line):
-    from scalefit._io import iter_input_lines
+    from scalefit.core._io import iter_input_lines
     from scalefit.probes._text import iter_documents
 
     path = tmp_path / name
@@ -1234,7 +1234,7 @@ def test_a_small_input_does_not_reserve_the_size_limit(tmp_path):
     """Reading a 1 kB table reserves about 1 kB, not the 1 GiB input limit."""
     import tracemalloc
 
-    from scalefit._io import read_input_bytes
+    from scalefit.core._io import read_input_bytes
 
     path = tmp_path / "t.csv"
     path.write_text("params,tokens,loss\n" + "1,2,3\n" * 150)

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from hostile import assert_refused, cli
 
-from scalefit.errors import ScaleFitError
-from scalefit.expr import MAX_LENGTH, filter_rows, parse
+from scalefit.core.errors import ScaleFitError
+from scalefit.core.expr import MAX_LENGTH, filter_rows, parse
 
 FORMULA_REFUSED = [
     # division by zero

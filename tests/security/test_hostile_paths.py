@@ -1,4 +1,5 @@
-"""The one path policy (:func:`scalefit._io.inside`): what is written stays where the user put it.
+"""The one path policy (:func:`scalefit.core._io.inside`): what is written stays where the user put
+it.
 
 A trainer config whose ``name`` is absolute or whose data path has ``..`` or a link out of the
 config's folder, a toy sweep whose run folder (or ``runs/``) is a link, a token cache entry that
@@ -15,8 +16,8 @@ from pathlib import Path
 import pytest
 from hostile import assert_refused, cli, trainer_run
 
-from scalefit._io import all_or_nothing, atomic_write_text, inside
-from scalefit.errors import ScaleFitError
+from scalefit.core._io import all_or_nothing, atomic_write_text, inside
+from scalefit.core.errors import ScaleFitError
 
 
 @pytest.fixture

@@ -464,7 +464,7 @@ def _trainer_plan(here: Path, capsys, extra: str = "") -> int:
     """``plan init p`` over two tiny trainer runs, the trainer TOML ending with ``extra``."""
     from train_support import token_folder
 
-    from scalefit.accounting import param_count
+    from scalefit.core.accounting import param_count
 
     tokens = token_folder(here / "tok", vocab=["ab", "cd"], seed=6, words=300)
     rows = [{"depth": 1, "width": 16, "tokens": t, "params": param_count(1, 16, vocab=256)}
@@ -529,8 +529,8 @@ def test_a_hostile_plan_option_is_one_line_and_changes_nothing(
 
 def test_an_exhaustive_design_with_a_huge_k_is_bounded_by_the_candidates():
     # k = 10**20 used to count subsets over 10**20 sizes (a hang); now at most n sizes
+    from scalefit.core.errors import ScaleFitError
     from scalefit.design._update import Ensemble, exhaustive
-    from scalefit.errors import ScaleFitError
 
     small = Ensemble(np.eye(4), 1.0)
     chosen, _ = exhaustive(small, np.ones(3), 2.0, 10**20)

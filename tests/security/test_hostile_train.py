@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 from hostile import assert_refused, cli  # noqa: E402
 from train_support import _one_torch_thread, tiny_settings, token_folder  # noqa: E402, F401
 
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.train.config import config_from_dict  # noqa: E402
 from scalefit.train.loop import make_optimizer  # noqa: E402
 from scalefit.train.memory import (  # noqa: E402

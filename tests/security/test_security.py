@@ -16,10 +16,10 @@ torch = pytest.importorskip("torch")
 
 from train_support import _one_torch_thread, make_corpus  # noqa: E402, F401 - autouse fixture
 
-from scalefit._manifest import record  # noqa: E402
 from scalefit.cli import main  # noqa: E402
 from scalefit.cli._common import load_table_arg  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core._manifest import record  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.sweep import load_spec, run_dir_of  # noqa: E402
 
 

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from _sim_baseline import plain_setup, plain_step  # noqa: E402
 
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.probes import summarize_states  # noqa: E402
 from scalefit.sim import ToyConfig, build_config, preset  # noqa: E402
 from scalefit.sim.model import StudentStack, Teacher, student_hidden  # noqa: E402

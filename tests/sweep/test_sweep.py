@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.sweep import (
     SweepError,
     SweepSpec,
@@ -288,14 +288,14 @@ def test_output_path_that_is_a_file_is_named(tmp_path):
 
 
 def test_a_locked_folder_waits_or_raises(tmp_path):
-    from scalefit._io import folder_lock
+    from scalefit.core._io import folder_lock
 
     out = tmp_path / "out"
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom scalefit._io import folder_lock\n"
+            "import sys, time\nfrom scalefit.core._io import folder_lock\n"
             "with folder_lock(sys.argv[1]):\n    print('locked', flush=True)\n    time.sleep(60)\n",
             str(out),
         ],
@@ -350,7 +350,7 @@ def test_two_concurrent_sweeps_on_one_folder_run_every_run_once(tmp_path):
 
 
 def test_stale_temporary_files_of_dead_writers_only_are_removed(tmp_path):
-    from scalefit._io import _host, remove_stale_temps
+    from scalefit.core._io import _host, remove_stale_temps
 
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
@@ -372,7 +372,7 @@ def test_stale_temporary_files_of_dead_writers_only_are_removed(tmp_path):
 def test_a_killed_writer_not_yet_reaped_counts_as_gone(tmp_path):
     # A zombie (exited, not yet waited for by its parent: here, this test) still answers
     # kill(pid, 0); its temporary file must be cleaned all the same.
-    from scalefit._io import _host, remove_stale_temps
+    from scalefit.core._io import _host, remove_stale_temps
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:

@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 
 from scalefit.cli import main
-from scalefit.errors import ScaleFitError
+from scalefit.core.errors import ScaleFitError
 from scalefit.multiplier import compute_multiplier
 
 #: a 5 x 5 grid pins A and alpha (B and beta) only jointly: the fits say so, as they should
-QUIET = pytest.mark.filterwarnings("ignore::scalefit.errors.ConvergenceWarning")
+QUIET = pytest.mark.filterwarnings("ignore::scalefit.core.errors.ConvergenceWarning")
 TRUE = {"E": 1.7, "A": 400.0, "B": 410.0, "alpha": 0.34, "beta": 0.28}
 
 

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from train_support import _one_torch_thread, token_folder  # noqa: E402, F401 - autouse fixture
 
-from scalefit.accounting import flops_per_token  # noqa: E402
+from scalefit.core.accounting import flops_per_token  # noqa: E402
 from scalefit.train.config import TrainConfig, runtime_choices  # noqa: E402
 from scalefit.train.loop import config_from_dict, load_checkpoint, make_optimizer, train  # noqa: E402
 from scalefit.train.model import Transformer  # noqa: E402

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from train_support import _one_torch_thread, make_corpus  # noqa: E402, F401 - autouse fixture
 
 from scalefit.cli import main  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.sweep import spec_from_dict  # noqa: E402
 from scalefit.train.chunk import _estimate, information_order, point_key, run_chunk  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from train_support import _one_torch_thread, make_corpus  # noqa: E402, F401 - autouse fixture
 
 from scalefit.cli import main  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.train.config import config_diff  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402

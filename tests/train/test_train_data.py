@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import (  # noqa: E402
     TokenData,
     build_tokens,

@@ -24,8 +24,8 @@ from train_support import (  # noqa: E402, F401 - autouse fixture
     torchrun,
 )
 
-from scalefit._manifest import record, recorded_names  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core._manifest import record, recorded_names  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.dist import safe_reader  # noqa: E402
 from scalefit.train.loop import config_from_dict, load_checkpoint, train  # noqa: E402
@@ -86,7 +86,7 @@ def _plant_kill_debris(out):
     import json
     import shutil
 
-    from scalefit._manifest import digest_file
+    from scalefit.core._manifest import digest_file
 
     root = out / "checkpoint.dcp"
     (root / "step-000000009").mkdir()

@@ -11,7 +11,7 @@ from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixtur
 from train_support import make_corpus as _make_corpus  # noqa: E402
 
 from scalefit.cli import main  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.sweep import run_sweep, spec_from_dict  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.grid import TABLE_COLUMNS, collect_diagnostics, validate_config  # noqa: E402

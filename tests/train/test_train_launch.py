@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch")
 from hostile import cli  # noqa: E402
 from train_support import _one_torch_thread, make_corpus, tiny_settings, torchrun  # noqa: E402, F401
 
-from scalefit._manifest import record  # noqa: E402
+from scalefit.core._manifest import record  # noqa: E402
 from scalefit.train.launch import RankFailure, rank_failure  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402
 

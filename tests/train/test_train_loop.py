@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 from train_support import _one_torch_thread, tiny_settings  # noqa: E402, F401 - autouse fixture
 from train_support import make_corpus as _make_corpus  # noqa: E402
 
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.train.data import build_tokens  # noqa: E402
 from scalefit.train.loop import config_from_dict, load_checkpoint, train  # noqa: E402
 from scalefit.train.model import VARIANTS  # noqa: E402

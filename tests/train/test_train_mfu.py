@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from scalefit.accounting import flops_per_token, param_count  # noqa: E402
+from scalefit.core.accounting import flops_per_token, param_count  # noqa: E402
 from scalefit.train.mfu import mfu, peak_flops  # noqa: E402
 from scalefit.train.model import ModelConfig, Transformer  # noqa: E402
 

@@ -6,7 +6,7 @@ torch = pytest.importorskip("torch")
 
 from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
 
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.train.model import VARIANTS, ModelConfig, Transformer, tree_parents  # noqa: E402
 
 

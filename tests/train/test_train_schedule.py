@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 
 from train_support import _one_torch_thread, tiny_settings, token_folder  # noqa: E402, F401
 
-from scalefit.errors import ScaleFitError  # noqa: E402
-from scalefit.schedule import Schedule, parse_schedule  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
+from scalefit.core.schedule import Schedule, parse_schedule  # noqa: E402
 from scalefit.train.branches import branch_config, plan, train_cooldowns  # noqa: E402
 from scalefit.train.config import run_metadata  # noqa: E402
 from scalefit.train.loop import config_from_dict, train  # noqa: E402

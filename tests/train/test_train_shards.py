@@ -11,7 +11,7 @@ pytest.importorskip("tokenizers")
 from train_support import _one_torch_thread  # noqa: E402, F401 - autouse fixture
 
 from scalefit.cli import main  # noqa: E402
-from scalefit.errors import ScaleFitError  # noqa: E402
+from scalefit.core.errors import ScaleFitError  # noqa: E402
 from scalefit.train.loop import config_from_dict, load_checkpoint, train  # noqa: E402
 from scalefit.train.shards import ShardData, prepare_shards, verify_shards  # noqa: E402
 
@@ -113,7 +113,7 @@ def test_bad_jsonl_line_is_named(tmp_path):
 
 
 def test_jsonl_reader_is_shared_by_the_shards_and_the_probes(tmp_path):
-    from scalefit._io import iter_jsonl_texts
+    from scalefit.core._io import iter_jsonl_texts
     from scalefit.probes._text import iter_documents as probe_documents
     from scalefit.train.shards import iter_documents
 

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalefit.accounting import param_count
 from scalefit.allocate import Accounting, allocate
 from scalefit.allocate.report import budget_text
 from scalefit.cli import main
-from scalefit.errors import NoRecommendationWarning
+from scalefit.core.accounting import param_count
+from scalefit.core.errors import NoRecommendationWarning
 from scalefit.workflows.demo import GEMSTONES
 
 GEM_ACCOUNTING = GEMSTONES["accounting"]

@@ -25,7 +25,7 @@ non-finite predictions, which the fitter rejects like any other non-finite objec
 Examples
 --------
 >>> import numpy as np
->>> from scalefit.expr import parse
+>>> from scalefit.core.expr import parse
 >>> f = parse("E + A / params**alpha")
 >>> sorted(f.names)
 ['A', 'E', 'alpha', 'params']

@@ -347,7 +347,7 @@ def folder_lock(folder: str | os.PathLike, *, wait: bool = True, what: str = "fo
     The kernel releases the lock when the holder exits or is killed, so a crash never leaves a
     folder locked. The holder writes who it is to ``.scalefit.lock.owner``; a second process
     either waits (with one warning naming the holder) or gets a
-    :class:`~scalefit.errors.ScaleFitError`.
+    :class:`~scalefit.core.errors.ScaleFitError`.
 
     Parameters
     ----------

@@ -2,7 +2,7 @@
 
 Every table handed to a fitter goes through :func:`read_table`, which maps column names onto
 the canonical vocabulary (``params, tokens, flops, width, depth, loss``), checks every value
-and records what it derived. Bad input raises :class:`~scalefit.errors.ScaleFitError` naming
+and records what it derived. Bad input raises :class:`~scalefit.core.errors.ScaleFitError` naming
 the file, column and row; nothing is repaired silently.
 """
 

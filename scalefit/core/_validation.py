@@ -1,7 +1,8 @@
 """Declared-constraints validation: one helper, one message shape, for every public argument.
 
 Modelled on scikit-learn's ``validate_params``: each argument is checked against a list of
-constraints, and any failure raises :class:`~scalefit.errors.ScaleFitError` with one message shape::
+constraints, and any failure raises :class:`~scalefit.core.errors.ScaleFitError` with one message
+shape::
 
     The 'ci_prob' parameter of bootstrap must be a float in the range (0, 1). Got 1.7 instead.
 
@@ -22,7 +23,7 @@ Constraints
 
 Examples
 --------
->>> from scalefit._validation import Interval, Options, validate
+>>> from scalefit.core._validation import Interval, Options, validate
 >>> validate("bootstrap", {"ci_prob": 0.9, "ci_method": "bca"},
 ...          {"ci_prob": [Interval(float, 0, 1, closed="neither")],
 ...           "ci_method": [Options({"percentile", "bca"})]})

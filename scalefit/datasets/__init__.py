@@ -23,14 +23,14 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from ._io import atomic_write_bytes, read_input_bytes, user_cache
-from .errors import ScaleFitError
-from .table import drop_highest_losses, parse_bytes, read_table
+from ..core._io import atomic_write_bytes, read_input_bytes, user_cache
+from ..core.errors import ScaleFitError
+from ..core.table import drop_highest_losses, parse_bytes, read_table
 
 # An installed wheel ships the tables as the package ``scalefit._bundled`` (see setup.py); a source
 # checkout (editable install) reads them from the repository's top-level ``data/`` folder.
-_WHEEL_DIR = Path(__file__).resolve().parent / "_bundled"
-BUNDLED_DIR = _WHEEL_DIR if _WHEEL_DIR.is_dir() else Path(__file__).resolve().parent.parent / "data"
+_WHEEL_DIR = Path(__file__).resolve().parents[1] / "_bundled"
+BUNDLED_DIR = _WHEEL_DIR if _WHEEL_DIR.is_dir() else Path(__file__).resolve().parents[2] / "data"
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ DATASETS: dict[str, Dataset] = {
         loss_unit="nats/token",
     ),
     # --- IsoFLOP collection (issue 27): one file, one table per experiment; see
-    # scalefit/isoflop_data.py and docs/datasets.md. load("isoflops", experiment=ID).
+    # scalefit/datasets/isoflop.py and docs/datasets.md. load("isoflops", experiment=ID).
     "isoflops": Dataset(
         name="isoflops",
         filename="isoflops_experiments.csv",
@@ -119,7 +119,7 @@ DATASETS: dict[str, Dataset] = {
         "isoflops/extract/isoflops.csv",
     ),
     # --- Gemstones (issue 36/38): five JSON-lines files under gemstones/, one table per file; see
-    # scalefit/gemstones_data.py. load("gemstones", file=KEY); this entry is the default file.
+    # scalefit/datasets/gemstones.py. load("gemstones", file=KEY); this entry is the default file.
     "gemstones": Dataset(
         name="gemstones",
         filename="gemstones/wandb_df_for_fitting_hot_100b+.jsonl",
@@ -134,7 +134,7 @@ DATASETS: dict[str, Dataset] = {
         bundled=True,
     ),
     # --- OLMo model ladder (issue 43): 31 CSVs under olmo_ladder/ladder-runs/, one long table; see
-    # scalefit/olmo_ladder_data.py. This entry is the 7B-4T target file.
+    # scalefit/datasets/olmo_ladder.py. This entry is the 7B-4T target file.
     "olmo_ladder": Dataset(
         name="olmo_ladder",
         filename="olmo_ladder/ladder-runs/peteish7_eval_anneal.csv",
@@ -356,7 +356,7 @@ def load(
     ----------
     name : str
         The dataset: one of :data:`DATASETS` (``"olmo_ladder"``: the OLMo ladder's runs as one
-        long table, :mod:`scalefit.olmo_ladder_data`).
+        long table, :mod:`scalefit.datasets.olmo_ladder`).
     data_dir : path-like, optional
         Folder holding the public CSVs (else ``SCALEFIT_DATA_DIR``, the cache, a download).
     drop_highest : int, default 0
@@ -368,7 +368,7 @@ def load(
         :func:`isoflop_experiments`; ``load("isoflops:ID")`` is the same.
     file : str, optional
         For ``"gemstones"`` only: one of ``hot_100b+`` (the default), ``hot``, ``cool_begin``,
-        ``cool_end``, ``lr_ablation_hot`` (:data:`scalefit.gemstones_data.FILES`);
+        ``cool_end``, ``lr_ablation_hot`` (:data:`scalefit.datasets.gemstones.FILES`);
         ``load("gemstones:KEY")`` is the same.
 
     Returns
@@ -428,7 +428,7 @@ def is_dataset_name(value: str) -> bool:
 
 # --- IsoFLOP collection (issue 27) ---------------------------------------------------------------
 # One file resolved like the Chinchilla tables; the per-experiment rules live in
-# scalefit/isoflop_data.py (imported here lazily: it pulls in nothing at start-up).
+# scalefit/datasets/isoflop.py (imported here lazily: it pulls in nothing at start-up).
 
 
 def _is_isoflops(name: str) -> bool:
@@ -436,7 +436,7 @@ def _is_isoflops(name: str) -> bool:
 
 
 def _load_isoflops(name, data_dir, experiment, drop_highest, download) -> pd.DataFrame:
-    from .isoflop_data import frame_of, split_name
+    from .isoflop import frame_of, split_name
 
     chosen = split_name(name, experiment)
     (path, _), raw = _locate(DATASETS["isoflops"], data_dir, download)
@@ -465,7 +465,7 @@ def isoflop_experiments() -> pd.DataFrame:
     >>> len(isoflop_experiments())
     8
     """
-    from .isoflop_data import EXPERIMENTS
+    from .isoflop import EXPERIMENTS
 
     return pd.DataFrame([dataclasses.asdict(e) for e in EXPERIMENTS.values()])
 
@@ -473,7 +473,7 @@ def isoflop_experiments() -> pd.DataFrame:
 # --- Gemstones (issues 36, 38) --------------------------------------------------------------------
 # Five files under gemstones/: the main one (hot_100b+) is bundled with its MIT licence, the other
 # four are resolved and checksummed like the Chinchilla tables; the per-file facts live in
-# scalefit/gemstones_data.py.
+# scalefit/datasets/gemstones.py.
 
 
 def _is_gemstones(name: str) -> bool:
@@ -481,7 +481,7 @@ def _is_gemstones(name: str) -> bool:
 
 
 def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
-    from .gemstones_data import BUNDLED_FILE, frame_of, split_name
+    from .gemstones import BUNDLED_FILE, frame_of, split_name
 
     gem = split_name(name, file)
     ds = dataclasses.replace(
@@ -497,11 +497,11 @@ def _load_gemstones(name, data_dir, file, download) -> pd.DataFrame:
 
 # --- OLMo model ladder (issue 43) -----------------------------------------------------------------
 # 31 files resolved and checksummed one by one like the Chinchilla tables; the per-file rules live
-# in scalefit/olmo_ladder_data.py.
+# in scalefit/datasets/olmo_ladder.py.
 
 
 def _load_olmo_ladder(data_dir, download) -> pd.DataFrame:
-    from .olmo_ladder_data import FOLDER, SHA256, checked, frame_of, url
+    from .olmo_ladder import FOLDER, SHA256, checked, frame_of, url
 
     frames, sources = [], []
     for stem, digest in SHA256.items():

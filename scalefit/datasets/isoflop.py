@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ._validation import Options, validate
-from .errors import ScaleFitError
-from .table import parse_bytes, read_table, require_file_columns
+from ..core._validation import Options, validate
+from ..core.errors import ScaleFitError
+from ..core.table import parse_bytes, read_table, require_file_columns
 
 #: Name of the collection in :data:`scalefit.datasets.DATASETS` (file, URL and sha256 there).
 NAME = "isoflops"

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import ScaleFitError
-from .table import parse_bytes, read_table, require_file_columns
+from ..core.errors import ScaleFitError
+from ..core.table import parse_bytes, read_table, require_file_columns
 
 #: Folder of the files inside a data directory.
 FOLDER = "gemstones"
