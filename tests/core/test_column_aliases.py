@@ -189,7 +189,7 @@ def test_cli_start_options_refused_with_one_line(extra, message, capsys):
 
 @pytest.mark.parametrize(
     "method",
-    [pytest.param("varpro", marks=pytest.mark.slow), "jax"],  # varpro compiles: 13-23 s
+    ["varpro", "jax"],
 )
 def test_cli_bound_is_enforced_by_every_method(tmp_path, capsys, method):
     """``--bound`` is a constraint: a fit whose free optimum lies outside ends on the bound."""
