@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ._io import atomic_write_bytes, atomic_write_json, check_input_file, open_input, read_json
-from .errors import ScaleFitError
+from .errors import ScaleFitError, one_line
 
 #: The file name of a folder's checksums.
 MANIFEST_FILE = "checksums.json"
@@ -370,5 +370,4 @@ def load_torch(
     except pickle.UnpicklingError as exc:
         raise weights_only_refusal(path, what, exc) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable {what} file ({msg}).") from None
+        raise ScaleFitError(f"{path}: not a readable {what} file ({one_line(exc)}).") from None
