@@ -21,6 +21,7 @@ the loaders themselves (``weights_only`` torch loads and the restricted DCP meta
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -288,6 +289,15 @@ def record(
             atomic_write_bytes(folder / rel, data)
     keep = {k: v for k, v in old.items() if k not in new and not (forget and forget(k))}
     _write(folder, {**keep, **new})
+
+
+def save_torch(folder: str | os.PathLike, name: str, payload: Any, **kw: Any) -> None:
+    """``torch.save`` ``payload`` as ``folder/name`` through :func:`record` (``kw`` passed on)."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    record(folder, write={name: buf.getvalue()}, **kw)
 
 
 def forget_files(folder: str | os.PathLike, rels: Iterable[str]) -> None:
