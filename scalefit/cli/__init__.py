@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core._validation import did_you_mean
-from ..core.errors import MissingExtraError, ScaleFitError, SweepError
+from ..core.errors import MissingExtraError, ScaleFitError, SweepError, one_line
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -474,8 +474,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"scalefit: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (ScaleFitError, MissingExtraError, FileNotFoundError, SweepError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"scalefit: error: {msg}", file=sys.stderr)
+        print(f"scalefit: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except UnicodeDecodeError as exc:
         print(

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import ScaleFitError
+from .errors import ScaleFitError, one_line
 
 #: Temporary files are named ``.<target>.<pid>@<host>.<random>.tmp``: the writer is recorded, so a
 #: cleanup removes only the files of writers that are gone (never another live process's file).
@@ -633,7 +633,7 @@ def parse_json_text(
             f"{path}: not a valid {what} (nested deeper than {max_nesting} levels)."
         ) from None
     except (json.JSONDecodeError, ValueError) as exc:
-        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).splitlines()[0]
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else one_line(exc)
         raise ScaleFitError(f"{path}: not a valid {what} (JSON: {msg}).") from None
     if _depth(value, max_nesting) > max_nesting:
         raise ScaleFitError(

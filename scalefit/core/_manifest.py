@@ -21,6 +21,7 @@ the loaders themselves (``weights_only`` torch loads and the restricted DCP meta
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ._io import atomic_write_bytes, atomic_write_json, check_input_file, open_input, read_json
-from .errors import ScaleFitError
+from .errors import ScaleFitError, one_line
 
 #: The file name of a folder's checksums.
 MANIFEST_FILE = "checksums.json"
@@ -290,6 +291,15 @@ def record(
     _write(folder, {**keep, **new})
 
 
+def save_torch(folder: str | os.PathLike, name: str, payload: Any, **kw: Any) -> None:
+    """``torch.save`` ``payload`` as ``folder/name`` through :func:`record` (``kw`` passed on)."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    record(folder, write={name: buf.getvalue()}, **kw)
+
+
 def forget_files(folder: str | os.PathLike, rels: Iterable[str]) -> None:
     """Remove files from ``folder`` and then their checksums (owner only)."""
     folder = Path(folder)
@@ -370,5 +380,4 @@ def load_torch(
     except pickle.UnpicklingError as exc:
         raise weights_only_refusal(path, what, exc) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable {what} file ({msg}).") from None
+        raise ScaleFitError(f"{path}: not a readable {what} file ({one_line(exc)}).") from None

@@ -88,3 +88,9 @@ def require(module: str, extra: str):
             f"{module!r} is needed for this feature; install it with "
             f"`pip install 'scalefit[{extra}]'`."
         ) from exc
+
+
+def one_line(exc: BaseException, limit: int | None = None, *, whole: bool = False) -> str:
+    """``exc``'s first message line (``whole``: all lines), ``[:limit]``; if empty its type name."""
+    text = " ".join(str(exc).split()) if whole else next(iter(str(exc).strip().splitlines()), "")
+    return text[:limit] or type(exc).__name__

@@ -23,7 +23,7 @@ import pandas as pd
 from ._io import decode_utf8, read_input_bytes
 from ._validation import constraints, fmt_value, spelled, validate
 from .accounting import tokens_for_budget, training_flops
-from .errors import ScaleFitError
+from .errors import ScaleFitError, one_line
 
 CANONICAL = ("params", "tokens", "flops", "width", "depth", "loss")
 
@@ -464,8 +464,7 @@ def parse_bytes(raw: bytes, path, what: str, read=pd.read_csv, **kw) -> pd.DataF
     try:
         return read(io.BytesIO(raw), **kw)
     except ValueError as exc:  # pandas' ParserError is a ValueError
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable {what} ({msg}).") from None
+        raise ScaleFitError(f"{path}: not a readable {what} ({one_line(exc)}).") from None
 
 
 def require_file_columns(frame: pd.DataFrame, columns, path) -> None:

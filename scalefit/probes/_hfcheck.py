@@ -29,7 +29,7 @@ from ..core._io import (
     cpu_room,
     read_json,
 )
-from ..core.errors import ScaleFitError
+from ..core.errors import ScaleFitError, one_line
 
 #: Largest weight file (bytes) looked at.
 MAX_WEIGHT_BYTES = 1 << 42
@@ -237,7 +237,7 @@ def check_safetensors(path: str | os.PathLike) -> None:
 
 def safetensors_refusal(path: Path, exc: BaseException) -> ScaleFitError:
     """One line naming a weight file the safetensors library refused, and its reason."""
-    reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+    reason = one_line(exc, 300, whole=True)
     return ScaleFitError(
         f"{path}: refused by safetensors ({reason}); expected the weights as the library writes "
         "them."

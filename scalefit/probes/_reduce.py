@@ -21,7 +21,7 @@ from ..core._io import (
     check_input_file,
     read_json,
 )
-from ..core.errors import ScaleFitError
+from ..core.errors import ScaleFitError, one_line
 from .angles import SHARES
 
 #: Quantities kept per window as (sum, count) pairs; shapes in terms of depth L and k.
@@ -145,10 +145,9 @@ class Accumulator:
         try:
             return cls._restore(npath, saved, depth, max_block, reservoir, seed)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError) as exc:
-            msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             raise ScaleFitError(
-                f"{folder}: its partial probe state cannot be resumed ({msg}); delete "
-                f"partial.json and partial.npz to start again."
+                f"{folder}: its partial probe state cannot be resumed ({one_line(exc, 200)}); "
+                f"delete partial.json and partial.npz to start again."
             ) from None
 
     @classmethod

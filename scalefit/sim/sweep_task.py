@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from ..core._io import atomic_write_csv
-from ..core._manifest import forget_files, record
+from ..core._manifest import forget_files, save_torch
 from ..core.errors import ScaleFitError
 from .config import ToyConfig, merge_preset
 
@@ -118,8 +117,6 @@ run_toy.validate_config = build_config  # the sweep checks every run's config be
 
 
 def _save_model(path: Path, cfg: ToyConfig, run) -> None:
-    import torch
-
     students = {
         f"{depth}_{replica}": run.students.student_weights(i)
         for i, (depth, replica) in enumerate(run.students.students)
@@ -129,6 +126,4 @@ def _save_model(path: Path, cfg: ToyConfig, run) -> None:
         "teacher": {"layers": run.teacher.layers, "head": run.teacher.head},
         "students": students,
     }
-    buf = io.BytesIO()
-    torch.save(payload, buf)
-    record(path.parent, write={path.name: buf.getvalue()})
+    save_torch(path.parent, path.name, payload)

@@ -9,7 +9,6 @@ does not match its checksums is refused before it is read.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from ..core._manifest import load_torch, record
+from ..core._manifest import load_torch, save_torch
 from ..core._torch import pick_device, seed_all
 from ..core.errors import ScaleFitError
 from .config import ToyConfig
@@ -239,9 +238,7 @@ def _save(run_dir, config, students, adam, data, run, acc, step) -> None:
         "curve": run.curve,
         "acc": acc,
     }
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    record(run_dir, write={STATE_FILE: buf.getvalue()})
+    save_torch(run_dir, STATE_FILE, state)
 
 
 def _resume(run_dir, config, students, adam, data, run, acc) -> int:

@@ -28,7 +28,7 @@ import pickletools
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..core.errors import ScaleFitError
+from ..core.errors import ScaleFitError, one_line
 
 _META = "torch.distributed.checkpoint.metadata"
 #: The exact (module, qualified name) pairs a DCP ``.metadata`` of this trainer names (recorded
@@ -191,7 +191,7 @@ def load_metadata(data: bytes, *, files: dict[str, int]):
     except ScaleFitError:
         raise
     except _PICKLE_ERRORS as exc:
-        detail = " ".join(str(exc).split())[:160] or type(exc).__name__
+        detail = one_line(exc, 160, whole=True)
         raise ScaleFitError(f"not a valid pickle of DCP metadata ({detail})") from None
     if not (isinstance(raw, _Stub) and raw.target == (_META, "Metadata")):
         raise ScaleFitError(
@@ -200,7 +200,7 @@ def load_metadata(data: bytes, *, files: dict[str, int]):
     try:
         return _Builder(files).build(raw, 0)
     except (TypeError, ValueError, RuntimeError) as exc:  # e.g. an unhashable key once built
-        detail = " ".join(str(exc).split())[:160] or type(exc).__name__
+        detail = one_line(exc, 160, whole=True)
         raise ScaleFitError(f"not valid DCP metadata ({detail})") from None
 
 

@@ -33,7 +33,7 @@ import torch
 
 from ..core import _manifest
 from ..core._io import read_input_bytes
-from ..core.errors import ScaleFitError
+from ..core.errors import ScaleFitError, one_line
 from .dcp_metadata import load_metadata
 from .rundir import CHECKPOINT_DIR as DCP_DIR
 from .rundir import REMEDY
@@ -201,7 +201,7 @@ def load_sharded(run_dir: Path, name: str, model, opt) -> None:
     except CheckpointException as exc:
         raise ScaleFitError(f"{run_dir / name}: {_first_failure(exc)}; {REMEDY}") from None
     except (RuntimeError, ValueError, KeyError, TypeError) as exc:
-        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        detail = one_line(exc, 200, whole=True)
         raise ScaleFitError(
             f"{run_dir / name}: does not fit this run ({detail}); {REMEDY}"
         ) from None
@@ -232,7 +232,7 @@ def _first_failure(exc) -> str:
         text = " ".join(str(inner).split())[:200]
         if text:
             return text if isinstance(inner, ScaleFitError) else f"{type(inner).__name__}: {text}"
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
+    return one_line(exc, 200, whole=True)
 
 
 def _planner():
@@ -253,10 +253,9 @@ def _planner():
             try:
                 obj = torch.load(value, map_location="cpu", weights_only=True)
             except pickle.UnpicklingError as exc:
-                first = next(iter(str(exc).strip().splitlines()), "")
                 raise ScaleFitError(
                     f"item {read_item.dest_index.fqn!r} holds more than tensors and plain data "
-                    f"({first[:120]})"
+                    f"({one_line(exc, 120)})"
                 ) from None
             clean = io.BytesIO()
             torch.save(obj, clean)

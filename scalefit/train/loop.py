@@ -23,7 +23,6 @@ schedule, budget; ``finished`` and the result row once the run is done).
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 import torch
 
 from ..core._io import atomic_write_csv, atomic_write_json
-from ..core._manifest import load_torch, record
+from ..core._manifest import load_torch, save_torch
 from ..core._progress import progress_bar
 from ..core._readonly import ReadOnlyMappings
 from ..core._torch import pick_device, seed_all
@@ -123,12 +122,11 @@ def _save_checkpoint(
     elif run.rank == 0:
         payload.update(model=model.state_dict(), optimizer=opt.state_dict())
     if run.rank == 0:
-        buf = io.BytesIO()
-        torch.save(payload, buf)
         shards = dist.shard_files(path.parent, payload["dcp"]) if run.sharded else ()
-        record(
+        save_torch(
             path.parent,
-            write={path.name: buf.getvalue()},
+            path.name,
+            payload,
             written=shards,
             forget=lambda rel: rel.startswith(dist.DCP_DIR + "/"),
         )

@@ -41,7 +41,7 @@ from ..core._io import (
 )
 from ..core._manifest import digest_file
 from ..core._validation import Interval, validate
-from ..core.errors import ScaleFitError, require
+from ..core.errors import ScaleFitError, one_line, require
 from ._tokenfiles import MAX_TOKEN_FILE_BYTES, map_tokens, read_token_meta
 from .data import MAX_CORPUS_BYTES, TokenSource, read_text, train_bpe
 
@@ -71,8 +71,8 @@ def _parquet_docs(path: Path, field: str) -> Iterator[str]:
     try:
         table = pq.read_table(path, columns=[field])
     except (OSError, ValueError, KeyError) as exc:  # pyarrow's errors derive from these
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ScaleFitError(f"{path}: not a readable parquet file ({msg[:200]}).") from None
+        msg = one_line(exc, 200)
+        raise ScaleFitError(f"{path}: not a readable parquet file ({msg}).") from None
     yield from (t for t in table.column(field).to_pylist() if isinstance(t, str))
 
 
@@ -148,7 +148,7 @@ def load_tokenizer(path: str | os.PathLike):
     try:
         return tk.Tokenizer.from_str(text)
     except Exception as exc:  # noqa: BLE001 - tokenizers raises its own Exception type
-        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        msg = one_line(exc, 200)
         raise ScaleFitError(f"{path}: not a tokenizers JSON file ({msg}).") from None
 
 
