@@ -64,11 +64,14 @@ def base_methods():
     return [m for m in METHODS if m != "stack"]
 
 
-def run_sweep(table, exp, *, n_boot, seed, split=None, methods=None, weights=(None, None)):
+def run_sweep(
+    table, exp, *, n_boot, seed, split=None, methods=None, weights=(None, None), prior=None
+):
     """Rolling-origin and final rows of ``methods`` on one sweep (``split``: (train, test)).
 
     ``weights``: the ``stack`` weights for the rolling origins and for the final budgets. With
-    ``methods=None`` the candidates of ``decision_candidates.py`` are scored too.
+    ``methods=None`` the candidates of ``decision_candidates.py`` are scored too (``prior``: the
+    slope prior of ``vertex_eb``, from the other sweeps).
     """
     import decision_candidates as cand
     import pandas as pd
@@ -91,10 +94,12 @@ def run_sweep(table, exp, *, n_boot, seed, split=None, methods=None, weights=(No
         stack_weights=weights[1],
     )
     if base:  # the candidates of issue 36 item 2, same origins and references
-        rolling = pd.concat([rolling, cand.rolling_origins(train, n_boot=n_boot, seed=seed)])
+        rolling = pd.concat(
+            [rolling, cand.rolling_origins(train, n_boot=n_boot, seed=seed, prior=prior)]
+        )
         final = pd.concat([final, cand.score_origin(groups_of(train), groups_of(test),
                                                     sigma_ref=sigma_ref, n_boot=n_boot,
-                                                    seed=seed)])  # fmt: skip
+                                                    seed=seed, prior=prior)])  # fmt: skip
     rolling["phase"] = "rolling"
     final["phase"] = "final"
     out = pd.concat([rolling, final], ignore_index=True)
@@ -174,7 +179,21 @@ def stack_weights(frame):
     return loso, fit_stack_weights(roll, group="experiment")
 
 
-def run_gemstones(*, n_boot, seed, weights=None):
+def slope_priors(tables):
+    """``vertex_eb``'s slope prior per sweep (the other sweeps' training vertices), and all's.
+
+    Only the budgets below each sweep's two final ones enter (``split_final``).
+    """
+    import decision_candidates as cand
+
+    from scalefit.isoflop._estimators import groups_of
+
+    slopes = {e: cand.sweep_slope(groups_of(split_final(t)[0])) for e, t in tables.items()}
+    loso = {e: cand.slope_prior([v for k, v in slopes.items() if k != e]) for e in slopes}
+    return slopes, loso, cand.slope_prior(list(slopes.values()))
+
+
+def run_gemstones(*, n_boot, seed, weights=None, prior=None):
     """Gemstones' IsoFLOP profiles through the same protocol (or None without its files)."""
     from scalefit import datasets
 
@@ -187,7 +206,7 @@ def run_gemstones(*, n_boot, seed, weights=None):
     import pandas as pd
 
     both = pd.concat([train, test])
-    frame = run_sweep(both, GEM_ID, n_boot=n_boot, seed=seed, split=(train, test))
+    frame = run_sweep(both, GEM_ID, n_boot=n_boot, seed=seed, split=(train, test), prior=prior)
     stacked = run_sweep(both, GEM_ID, n_boot=n_boot, seed=seed, split=(train, test),
                         methods=["stack"], weights=(weights, weights))  # fmt: skip
     return pd.concat([frame, stacked], ignore_index=True), notes
@@ -415,10 +434,15 @@ def main(argv=None) -> int:
         datasets.isoflop_experiments()["experiment"]
     )
     t0 = time.perf_counter()
-    frames, tables = [], {}
-    for exp in ids:
-        tables[exp] = table = datasets.load("isoflops", experiment=exp)
-        f = run_sweep(table, exp, n_boot=args.boot, seed=args.seed)
+    frames = []
+    tables = {exp: datasets.load("isoflops", experiment=exp) for exp in ids}
+    slopes, priors, prior_all = slope_priors(tables)
+    print("vertex_eb: each sweep's training slope (variance) and the prior from the others:")
+    for exp, (a, v) in slopes.items():
+        print(f"    {exp}: {a:.4f} ({v:.2e}); prior {priors[exp][0]:.4f} "
+              f"(sd {priors[exp][1] ** 0.5:.4f})")  # fmt: skip
+    for exp, table in tables.items():
+        f = run_sweep(table, exp, n_boot=args.boot, seed=args.seed, prior=priors[exp])
         check_parabola(table, f, exp)
         frames.append(f)
         n_roll = int((f["phase"] == "rolling").sum() / f["method"].nunique())
@@ -442,7 +466,8 @@ def main(argv=None) -> int:
     summary = summarise(frame)
     chosen = choose(summary)
     library = choose(summary, among=base_methods() + ["stack"])
-    gem, gem_notes = run_gemstones(n_boot=args.boot, seed=args.seed, weights=w_all)
+    gem, gem_notes = run_gemstones(n_boot=args.boot, seed=args.seed, weights=w_all,
+                                   prior=prior_all)  # fmt: skip
     if gem is not None:  # beside the sweeps: scored with the sweeps' pooled calibration only
         for col in ("s_mis_pooled", "s_mis_own"):
             gem[col] = [

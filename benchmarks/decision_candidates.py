@@ -20,7 +20,17 @@ that should ship has to move into ``_estimators.METHODS``.
 * ``vertex_recent{h}``: the line weighted by ``exp((ln C - ln C_max)/h)``, ``h`` = 1, 2, 4;
 * ``mean_*`` / ``median_*``: equal-weight means (medians) of the named lines' ``ln N*``
   (``par`` = ``parabola``, ``sharedc`` = ``parabola_sharedc``; ``mean_vertex4`` = ``par``,
-  ``sharedc``, ``theil`` and ``re``).
+  ``sharedc``, ``theil`` and ``re``);
+* ``vertex_eb``: the random-effects line's slope shrunk towards the OTHER sweeps' slopes (a
+  two-level meta-analysis). Each sweep's slope ``a_j`` and its variance ``v_j`` come from the
+  random-effects line through its training vertices (the budgets below its two final ones); the
+  prior for sweep ``s`` is DerSimonian-Laird over the other sweeps, ``N(mu, tau² + var(mu))``
+  (the predictive distribution of a new sweep's slope); the slope used is the precision-weighted
+  mean of the sweep's own ``a`` (variance from the random-effects fit) and ``mu``, the line drawn
+  through the weighted centroid of the vertices. With few vertices the slope leans on the other
+  sweeps; with many it is the sweep's own. No constant is tuned. Added in a later stop as the one
+  new candidate of that stop, written down (committed) before any of its scores was computed;
+  its designer had read the earlier candidates' final scores (see docs/peers.md).
 """
 
 from __future__ import annotations
@@ -46,10 +56,15 @@ NAMES = (
     + tuple(f"vertex_recent{h:g}" for h in RECENT)
     + tuple(MEANS)
     + tuple(MEDIANS)
+    + ("vertex_eb",)
 )
 
 
-def _re_line(lc, xv, se):
+def _re_fit(lc, xv, se):
+    """Random-effects line: ``(slope, intercept)``, the slope's variance, the weighted centroid.
+
+    Weights ``1/(se² + τ²)``, ``τ²`` by DerSimonian-Laird for a two-parameter meta-regression.
+    """
     k = len(lc)
     w = 1 / se**2
     X = np.stack([np.ones(k), lc], 1)
@@ -58,7 +73,47 @@ def _re_line(lc, xv, se):
     q = float(np.sum(w * (xv - X @ coef) ** 2))
     trace = float(np.sum(w) - np.trace(np.linalg.solve(XtW @ X, XtW * w @ X)))
     tau2 = max(0.0, (q - (k - 2)) / trace) if trace > 0 else 0.0
-    return np.polyfit(lc, xv, 1, w=np.sqrt(1 / (se**2 + tau2)))
+    w = 1 / (se**2 + tau2)
+    line = np.polyfit(lc, xv, 1, w=np.sqrt(w))
+    lbar = float(np.sum(w * lc) / np.sum(w))
+    var = 1 / float(np.sum(w * (lc - lbar) ** 2))
+    return line, var, (lbar, float(np.sum(w * xv) / np.sum(w)))
+
+
+def _re_line(lc, xv, se):
+    return _re_fit(lc, xv, se)[0]
+
+
+def sweep_slope(groups) -> tuple[float, float]:
+    """``(slope, variance)`` of the random-effects vertex line of one sweep's training budgets."""
+    from scalefit.isoflop._estimators import _vertices
+
+    lc, xv, se = _vertices(groups)
+    if len(lc) < 3:
+        raise ValueError(f"{len(lc)} training vertices; the slope needs 3")
+    line, var, _ = _re_fit(lc, xv, se)
+    return float(line[0]), var
+
+
+def slope_prior(slopes) -> tuple[float, float]:
+    """DerSimonian-Laird over ``(slope, variance)`` pairs: the predictive ``(mean, variance)``.
+
+    The variance is ``τ² + var(mean)``: a new sweep's slope, not the mean's.
+    """
+    a, v = np.array(slopes, float).T
+    w = 1 / v
+    m0 = np.sum(w * a) / np.sum(w)
+    q = float(np.sum(w * (a - m0) ** 2))
+    tau2 = max(0.0, (q - (len(a) - 1)) / (np.sum(w) - np.sum(w**2) / np.sum(w)))
+    w = 1 / (v + tau2)
+    return float(np.sum(w * a) / np.sum(w)), float(tau2 + 1 / np.sum(w))
+
+
+def _eb_line(lc, xv, se, prior):
+    line, var, (lbar, xbar) = _re_fit(lc, xv, se)
+    mu, v0 = prior
+    slope = (line[0] / var + mu / v0) / (1 / var + 1 / v0)
+    return np.array([slope, xbar - slope * lbar])
 
 
 def _huber_line(lc, xv):
@@ -103,8 +158,12 @@ def _joint_line(groups, start):
     return np.array([a, p - a * lbar])
 
 
-def estimate(groups, logc) -> dict[str, np.ndarray]:
-    """``ln N*`` at ``logc`` of every candidate (NaN below 3 training vertices)."""
+def estimate(groups, logc, prior=None) -> dict[str, np.ndarray]:
+    """``ln N*`` at ``logc`` of every candidate (NaN below 3 training vertices).
+
+    ``prior``: ``(mean, variance)`` of the slope from other sweeps (:func:`slope_prior`);
+    ``vertex_eb`` is NaN without it.
+    """
     from scalefit.isoflop._estimators import _shared_line, _vertices
 
     logc = np.asarray(logc, float)
@@ -121,7 +180,9 @@ def estimate(groups, logc) -> dict[str, np.ndarray]:
         for h in RECENT:
             w = np.exp((lc - lc.max()) / h)
             lines[f"vertex_recent{h:g}"] = np.polyfit(lc, xv, 1, w=np.sqrt(w))
-    for name in NAMES[: 4 + len(RECENT)]:
+        if prior is not None:
+            lines["vertex_eb"] = _eb_line(lc, xv, se, prior)
+    for name in NAMES[: 4 + len(RECENT)] + ("vertex_eb",):
         line = lines.get(name)
         out[name] = np.full(len(logc), np.nan) if line is None else np.polyval(line, logc)
     for name, parts in MEANS.items():
@@ -131,12 +192,12 @@ def estimate(groups, logc) -> dict[str, np.ndarray]:
     return {m: out[m] for m in NAMES}
 
 
-def _spread(groups, logc, *, n_boot, seed):
+def _spread(groups, logc, *, n_boot, seed, prior=None):
     """Run bootstrap within budgets, as the library's: half the 16-84 % range per candidate."""
     rng = np.random.default_rng(seed)
     draws = np.array(
         [
-            [estimate([g.resample(rng) for g in groups], logc)[m] for m in NAMES]
+            [estimate([g.resample(rng) for g in groups], logc, prior)[m] for m in NAMES]
             for _ in range(n_boot)
         ]
     )  # (B, M, J)
@@ -152,13 +213,16 @@ def _spread(groups, logc, *, n_boot, seed):
     return out
 
 
-def score_origin(train, targets, *, sigma_ref, n_boot, seed) -> pd.DataFrame:
-    """The library's ``score_origin`` rows for the candidates (same columns and reference)."""
+def score_origin(train, targets, *, sigma_ref, n_boot, seed, prior=None) -> pd.DataFrame:
+    """The library's ``score_origin`` rows for the candidates (same columns and reference).
+
+    ``prior``: the slope prior of ``vertex_eb`` (:func:`slope_prior`; its rows are NaN without).
+    """
     from scalefit.isoflop._estimators import reference
 
     logc = np.array([g.logc for g in targets])
-    est = estimate(train, logc)
-    spread = _spread(train, logc, n_boot=n_boot, seed=seed) if n_boot else {}
+    est = estimate(train, logc, prior)
+    spread = _spread(train, logc, n_boot=n_boot, seed=seed, prior=prior) if n_boot else {}
     top = max(g.logc for g in train)
     refs = [reference(g, sigma_ref, seed=seed) for g in targets]
     rows = []
@@ -175,7 +239,7 @@ def score_origin(train, targets, *, sigma_ref, n_boot, seed) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def rolling_origins(table, *, n_boot, seed, horizon=2) -> pd.DataFrame:
+def rolling_origins(table, *, n_boot, seed, horizon=2, prior=None) -> pd.DataFrame:
     """The library's ``rolling_origins`` for the candidates (same origins and references)."""
     from scalefit.isoflop._estimators import groups_of, pooled_sigma, usable
     from scalefit.isoflop.decision import MIN_TRAIN
@@ -184,7 +248,7 @@ def rolling_origins(table, *, n_boot, seed, horizon=2) -> pd.DataFrame:
     sigma = pooled_sigma(groups)
     frames = [
         score_origin(groups[: k + 1], groups[k + 1 : k + 1 + horizon], sigma_ref=sigma,
-                     n_boot=n_boot, seed=seed)
+                     n_boot=n_boot, seed=seed, prior=prior)
         for k in range(len(groups) - horizon)
         if len(usable(groups[: k + 1])) >= MIN_TRAIN
     ]  # fmt: skip

@@ -45,7 +45,7 @@ def _sweep(a=0.5, p=-2.0, noise=0.0, seed=0, n_budgets=6):
 def test_every_candidate_recovers_an_exact_vertex_line(cand):
     groups = _sweep()
     logc = np.array([46.0, 47.5])
-    est = cand.estimate(groups, logc)
+    est = cand.estimate(groups, logc, prior=(0.5, 0.01))
     assert set(est) == set(cand.NAMES)
     want = -2.0 + 0.5 * logc
     for m, v in est.items():
@@ -69,8 +69,27 @@ def test_too_few_vertices_give_nan_and_scores_have_the_library_columns(cand):
     est = cand.estimate(_sweep(n_budgets=2), np.array([46.0]))
     assert all(np.isnan(v).all() for v in est.values())
     groups = _sweep(noise=0.002, n_budgets=6)
-    rows = cand.score_origin(groups[:4], groups[4:], sigma_ref=0.002, n_boot=3, seed=1)
+    rows = cand.score_origin(
+        groups[:4], groups[4:], sigma_ref=0.002, n_boot=3, seed=1, prior=(0.5, 0.01)
+    )
     assert len(rows) == 2 * len(cand.NAMES)
     assert {"origin", "budget", "distance", "method", "pred", "s_param", "ref", "s_ref", "err",
             "regret", "regret_rel"} <= set(rows.columns)  # fmt: skip
     assert np.isfinite(rows["err"]).all() and (rows["err"].abs() < 0.3).all()
+
+
+def test_vertex_eb_leans_on_the_prior_with_few_vertices_and_on_its_own_with_many(cand):
+    # vertices on a line of slope 0.5 with noise; a prior at slope 0.3: the shrunk slope sits
+    # between, nearer the prior with 3 budgets than with 10
+    def slope(n_budgets):
+        groups = _sweep(noise=0.003, seed=4, n_budgets=n_budgets)
+        est = cand.estimate(groups, np.array([60.0, 61.0]), prior=(0.3, 0.02**2))
+        return float(np.diff(est["vertex_eb"])[0])
+
+    few, many = slope(3), slope(10)
+    assert 0.3 < few < many < 0.5 + 0.02
+    own, var = cand.sweep_slope(_sweep(noise=0.003, seed=4, n_budgets=10))
+    assert own == pytest.approx(0.5, abs=0.02) and var > 0
+    # the prior: DerSimonian-Laird mean of the slopes, variance above the between-sweep spread
+    mu, v = cand.slope_prior([(0.45, 1e-4), (0.55, 1e-4), (0.50, 1e-4)])
+    assert mu == pytest.approx(0.5) and v > np.var([0.45, 0.55, 0.50])
