@@ -179,18 +179,37 @@ def stack_weights(frame):
     return loso, fit_stack_weights(roll, group="experiment")
 
 
-def slope_priors(tables):
-    """``vertex_eb``'s slope prior per sweep (the other sweeps' training vertices), and all's.
+#: Sweeps that share their runs or their ladder (one source each in ``vertex_eb``'s prior):
+#: the two extractions of Hoffmann et al.'s runs, the two scales of Llama 3's points, Marin's
+#: three data sets trained on one ladder.
+SOURCES = {"massivetext__chinchilla": "chinchilla", "llama_3__": "llama_3", "marin_": "marin"}
 
-    Only the budgets below each sweep's two final ones enter (``split_final``).
+
+def source_of(experiment: str) -> str:
+    """The source a sweep's prior must leave out with it (:data:`SOURCES`, else the sweep)."""
+    return next((v for k, v in SOURCES.items() if k in experiment), experiment)
+
+
+def slope_priors(tables):
+    """``vertex_eb``'s slope prior per sweep (from the OTHER sources), and all sources' prior.
+
+    Only the budgets below each sweep's two final ones enter (``split_final``); a source's
+    sweeps enter as one ``(slope, variance)``: their means.
     """
     import decision_candidates as cand
+    import numpy as np
 
     from scalefit.isoflop._estimators import groups_of
 
     slopes = {e: cand.sweep_slope(groups_of(split_final(t)[0])) for e, t in tables.items()}
-    loso = {e: cand.slope_prior([v for k, v in slopes.items() if k != e]) for e in slopes}
-    return slopes, loso, cand.slope_prior(list(slopes.values()))
+    by_source = {}
+    for e, av in slopes.items():
+        by_source.setdefault(source_of(e), []).append(av)
+    pooled = {s: tuple(np.mean(v, axis=0)) for s, v in by_source.items()}
+    loso = {
+        e: cand.slope_prior([av for s, av in pooled.items() if s != source_of(e)]) for e in slopes
+    }
+    return slopes, loso, cand.slope_prior(list(pooled.values()))
 
 
 def run_gemstones(*, n_boot, seed, weights=None, prior=None):

@@ -24,7 +24,9 @@ that should ship has to move into ``_estimators.METHODS``.
 * ``vertex_eb``: the random-effects line's slope shrunk towards the OTHER sweeps' slopes (a
   two-level meta-analysis). Each sweep's slope ``a_j`` and its variance ``v_j`` come from the
   random-effects line through its training vertices (the budgets below its two final ones); the
-  prior for sweep ``s`` is DerSimonian-Laird over the other sweeps, ``N(mu, tau² + var(mu))``
+  prior for sweep ``s`` is DerSimonian-Laird over the other SOURCES (sweeps that share runs or a
+  ladder count as one source and leave together: ``bench_decision.SOURCES``),
+  ``N(mu, tau² + var(mu))``
   (the predictive distribution of a new sweep's slope); the slope used is the precision-weighted
   mean of the sweep's own ``a`` (variance from the random-effects fit) and ``mu``, the line drawn
   through the weighted centroid of the vertices. With few vertices the slope leans on the other
