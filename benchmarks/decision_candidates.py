@@ -197,12 +197,11 @@ def estimate(groups, logc, prior=None) -> dict[str, np.ndarray]:
 def _spread(groups, logc, *, n_boot, seed, prior=None):
     """Run bootstrap within budgets, as the library's: half the 16-84 % range per candidate."""
     rng = np.random.default_rng(seed)
-    draws = np.array(
-        [
-            [estimate([g.resample(rng) for g in groups], logc, prior)[m] for m in NAMES]
-            for _ in range(n_boot)
-        ]
-    )  # (B, M, J)
+    draws = []
+    for _ in range(n_boot):  # one resample per draw, every candidate on it
+        est = estimate([g.resample(rng) for g in groups], logc, prior)
+        draws.append([est[m] for m in NAMES])
+    draws = np.array(draws)  # (B, M, J)
     out = {}
     for i, m in enumerate(NAMES):
         s = np.full(len(logc), np.nan)
