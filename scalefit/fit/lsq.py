@@ -195,6 +195,12 @@ class JaxBackend:
         if polished:
             z[best], obj[best], conv[best] = zp[0], fp[0], conv[best] or cp[0]
             fbest = float(fp[0])
+        on_kink = False
+        if not conv[best] and np.isfinite(fbest):  # stalled: on a kink of a hinge law?
+            zk, fk, ok = polish_on_kink(problem, z[best][None, :], np.ones((1, problem.n)))
+            on_kink = bool(ok[0] and fk[0] <= fbest)
+            if on_kink:
+                z[best], obj[best], conv[best], fbest = zk[0], fk[0], True, float(fk[0])
         few = (
             f"only {n_best} of {len(z0)} starts reached the best objective: the optimum may "
             "not be global; try more starts."
@@ -211,6 +217,7 @@ class JaxBackend:
                 "max_iterations": int(iters.max()),
                 "polish_iterations": int(ip[0]),
                 "screened_on_rows": None if screen is None else int(screen.n),
+                "on_kink": on_kink,
             },
             warnings=(few,) if n_best < 2 and len(z0) > 1 else (),
             extras={"z_all": z, "obj_all": obj},
