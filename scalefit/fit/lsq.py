@@ -116,6 +116,8 @@ def polish_on_kink(
     z = np.array(z, dtype=float)
     w = np.asarray(weights, dtype=float)
     m, p = z.shape
+    if m == 0:
+        return z, np.zeros(0), np.zeros(0, dtype=bool)
     rows = np.arange(m)
 
     def evaluate(zz):
