@@ -203,6 +203,7 @@ class JaxBackend:
             on_kink = bool(ok[0] and fk[0] <= fbest)
             if on_kink:
                 z[best], obj[best], conv[best], fbest = zk[0], fk[0], True, float(fk[0])
+                n_best = _starts_on_kink(problem, z, obj, conv, fbest)
         few = (
             f"only {n_best} of {len(z0)} starts reached the best objective: the optimum may "
             "not be global; try more starts."
@@ -224,6 +225,23 @@ class JaxBackend:
             warnings=(few,) if n_best < 2 and len(z0) > 1 else (),
             extras={"z_all": z, "obj_all": obj},
         )
+
+
+#: Stalled starts within this relative distance of the best objective are certified on their
+#: kink too (:func:`_starts_on_kink`) before the starts that reached the best are counted.
+KINK_NEAR = 1e-3
+
+
+def _starts_on_kink(problem: Problem, z, obj, conv, fbest: float) -> int:
+    """How many starts reach ``fbest`` once the stalled ones near it are certified (in place).
+
+    Starts that stall on the same kink as the best stop at objectives a few 1e-6 apart, so
+    without this the count says one start reached the best (a false "try more starts").
+    """
+    near = np.flatnonzero(~conv & np.isfinite(obj) & (obj <= fbest * (1 + KINK_NEAR)))
+    zk, fk, ok = polish_on_kink(problem, z[near], np.ones((len(near), problem.n)))
+    z[near[ok]], obj[near[ok]], conv[near[ok]] = zk[ok], fk[ok], True
+    return int(np.sum(conv & (obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol)))
 
 
 def starts_for(
