@@ -29,7 +29,7 @@ from ..laws.base import outside_range
 from .curve_marks import warn_ungrouped
 from .data import as_table, group_codes, inputs_of
 from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_rho
-from .lsq import solve_many
+from .lsq import polish_on_kink, solve_many
 from .result import FitResult
 
 CI_METHODS = ("percentile", "bca")
@@ -265,6 +265,7 @@ class _Resamples:
         self.best_obj = np.full(n_boot, np.inf)  # its objective; inf: the resample failed
         self.best = np.zeros(n_boot, dtype=int)  # which start won (0: the warm start)
         self.polished = np.zeros(n_boot, dtype=bool)  # a screened start polished on every row
+        self.on_kink = np.zeros(n_boot, dtype=bool)  # certified on a kink (_on_kink)
         # Large tables: random starts screened on a row subsample of each resample (_screened).
         self.large = bool(screen) and problem.n > SCREEN_ABOVE
         self.screening = problem.screening(seed) if self.large and self.k > 1 else None
@@ -306,7 +307,32 @@ class _Resamples:
             if j[q] == 0 or obj_ok[q] < self.best_obj[r[q]]:
                 self.best_obj[r[q]], self.best[r[q]], self.zb[r[q]] = obj_ok[q], j[q], z[q]
         sl = slice(first, first + m)
+        self._on_kink(first, counts, r_loc, j, z, np.where(conv | self.degenerate[r], np.inf, obj))
         _hold_resamples(problem, self.zb[sl], counts, self.best_obj[sl])
+
+    def _on_kink(self, first, counts, r_loc, j, z, stalled) -> None:
+        """Keep a resample's stalled start when it is certified a minimum on a kink.
+
+        ``stalled`` holds the objective of each solve that stopped unconverged (inf otherwise);
+        each resample's lowest one, when below its best converged objective, is re-solved with
+        the kink's coordinate held (:func:`~scalefit.fit.lsq.polish_on_kink`) and replaces it
+        when certified. Without this, a hinge law such as ``critical_depth`` loses every
+        resample whose optimum puts a row exactly at the critical depth.
+        """
+        m = len(counts)
+        cand, start = np.full(m, np.inf), np.zeros(m, dtype=int)
+        for q in np.flatnonzero(np.isfinite(stalled)):
+            if stalled[q] < cand[r_loc[q]]:
+                cand[r_loc[q]], start[r_loc[q]] = stalled[q], q
+        todo = np.flatnonzero(cand < self.best_obj[first : first + m])
+        if not len(todo):
+            return
+        zk, fk, ok = polish_on_kink(self.problem, z[start[todo]], counts[todo])
+        for q, i in enumerate(todo):
+            if ok[q] and fk[q] < self.best_obj[first + i]:
+                rr = first + i
+                self.best_obj[rr], self.best[rr], self.zb[rr] = fk[q], j[start[i]], zk[q]
+                self.on_kink[rr] = True
 
     def _sort(self) -> None:
         """Sort the resamples (failed, converged outside a range, usable); correlate the usable."""
@@ -391,6 +417,7 @@ def _boot_diagnostics(law, fits: _Resamples, cluster, boot_starts, jackknife):
         "boot_warm_start_best": float(np.mean(fits.best == 0)),
         "boot_screened_on_rows": None if fits.screening is None else int(fits.screening.n),
         "boot_polished": int(fits.polished.sum()),
+        "boot_on_kink": int(fits.on_kink.sum()),
         "bca_jackknife": jackknife,
         "boot_corr_max_internal": float(np.max(np.abs(fits.zc[iu]))) if len(iu[0]) else 0.0,
         "boot_corr_max_raw": float(np.max(np.abs(fits.raw[iu]))) if len(iu[0]) else 0.0,

@@ -76,6 +76,89 @@ def solve_many(
     return out["z"], out["objective"], out["converged"], out["iterations"]
 
 
+#: Iterations of :func:`polish_on_kink` (each one batched objective-and-gradient evaluation).
+KINK_ITER = 200
+
+
+def polish_on_kink(
+    problem: Problem, z: np.ndarray, weights: np.ndarray, *, tol: float = 1e-12
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Re-solve stalled solutions of a piecewise-smooth law with one coordinate held.
+
+    A law with a hinge (``max(0, ...)``, e.g. :func:`~scalefit.laws.catalogue.critical_depth`)
+    has an objective with kinks; its minimum often sits *on* one (a row exactly at the critical
+    depth), where the one-sided gradient never vanishes and Levenberg–Marquardt stalls with its
+    damping exploding: a minimum that the gradient test cannot certify. Each solution is
+    re-solved with its coordinate of largest scaled gradient ``|g_k| / sqrt(H_kk)`` (the one
+    whose move crosses the kink) held, by damped Gauss–Newton steps on the others, and is
+    certified when that reduced problem passes the solver's convergence test and the objective
+    rises on both sides of the held coordinate (one-sided probes of ``1e-3`` of its natural
+    scale): the first-order condition of a minimum on a kink along one coordinate. A kink that
+    crosses several coordinates at once leaves the reduced problem stalled too: not certified.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its row weights multiply ``weights``).
+    z : ndarray
+        Stalled solutions ``(m, P)``, internal coordinates.
+    weights : ndarray
+        Row weights ``(m, rows)`` of each solution's problem (e.g. bootstrap counts).
+    tol : float, default 1e-12
+        Relative Newton-decrement tolerance of the reduced problems.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(z, objective, certified)``: the re-solved points, their objectives and whether each
+        is certified a minimum.
+    """
+    z = np.array(z, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    m, p = z.shape
+    if m == 0:
+        return z, np.zeros(0), np.zeros(0, dtype=bool)
+    rows = np.arange(m)
+
+    def evaluate(zz):
+        out = problem.solve_chunks(zz, w, keys=("objective", "grad", "gn"), max_iter=0)
+        return out["objective"], out["grad"], out["gn"]
+
+    f, g, h = evaluate(z)
+    scale = np.maximum(np.abs(np.diagonal(h, axis1=1, axis2=2)), 1e-300)
+    hold = np.argmax(np.abs(g) / np.sqrt(scale), axis=1)
+    free = np.ones((m, p), dtype=bool)
+    free[rows, hold] = False
+    mask = free[:, :, None] & free[:, None, :]
+    eye = np.eye(p)[None]
+    lam, dec = np.full(m, 1e-3), np.full(m, np.inf)
+    done = ~np.isfinite(f)
+    for _ in range(KINK_ITER):
+        gr = np.where(free, g, 0.0)
+        hr = np.where(mask, h, 0.0) + eye * (~free)[:, None, :]  # identity on the held one
+        d = np.maximum(np.diagonal(hr, axis1=1, axis2=2), 1e-300)
+        newton = np.linalg.solve(hr + 1e-12 * eye * d[:, None], gr[..., None])[..., 0]
+        dec = 0.5 * np.einsum("mi,mi->m", gr, newton)
+        done |= dec <= tol * np.maximum(f, 1e-300) + problem.atol
+        if done.all():
+            break
+        s = -np.linalg.solve(hr + eye * (lam[:, None] * d)[:, None], gr[..., None])[..., 0]
+        ft, gt, ht = evaluate(z + np.where(done[:, None], 0.0, s))
+        ok = ~done & np.isfinite(ft) & (ft <= f)
+        z[ok] += s[ok]
+        f[ok], g[ok], h[ok] = ft[ok], gt[ok], ht[ok]
+        lam = np.where(ok, np.maximum(lam / 3.0, 1e-15), lam * 4.0)
+        done |= lam > 1e16
+    conv = np.isfinite(f) & (dec <= tol * np.maximum(f, 1e-300) + problem.atol)
+    step = 1e-3 * np.sqrt(np.maximum(f, problem.atol) / scale[rows, hold])
+    shift = np.zeros((m, p))
+    shift[rows, hold] = step
+    f_up = evaluate(z + shift)[0]
+    f_down = evaluate(z - shift)[0]
+    rises = (f_up >= f - problem.atol) & (f_down >= f - problem.atol)
+    return z, f, conv & rises
+
+
 @dataclass(frozen=True)
 class JaxBackend:
     """The vectorised JAX Levenberg–Marquardt engine: every start solved in one batch."""
@@ -114,6 +197,13 @@ class JaxBackend:
         if polished:
             z[best], obj[best], conv[best] = zp[0], fp[0], conv[best] or cp[0]
             fbest = float(fp[0])
+        on_kink = False
+        if not conv[best] and np.isfinite(fbest):  # stalled: on a kink of a hinge law?
+            zk, fk, ok = polish_on_kink(problem, z[best][None, :], np.ones((1, problem.n)))
+            on_kink = bool(ok[0] and fk[0] <= fbest)
+            if on_kink:
+                z[best], obj[best], conv[best], fbest = zk[0], fk[0], True, float(fk[0])
+                n_best = _starts_on_kink(problem, z, obj, conv, fbest)
         few = (
             f"only {n_best} of {len(z0)} starts reached the best objective: the optimum may "
             "not be global; try more starts."
@@ -130,10 +220,28 @@ class JaxBackend:
                 "max_iterations": int(iters.max()),
                 "polish_iterations": int(ip[0]),
                 "screened_on_rows": None if screen is None else int(screen.n),
+                "on_kink": on_kink,
             },
             warnings=(few,) if n_best < 2 and len(z0) > 1 else (),
             extras={"z_all": z, "obj_all": obj},
         )
+
+
+#: Stalled starts within this relative distance of the best objective are certified on their
+#: kink too (:func:`_starts_on_kink`) before the starts that reached the best are counted.
+KINK_NEAR = 1e-3
+
+
+def _starts_on_kink(problem: Problem, z, obj, conv, fbest: float) -> int:
+    """How many starts reach ``fbest`` once the stalled ones near it are certified (in place).
+
+    Starts that stall on the same kink as the best stop at objectives a few 1e-6 apart, so
+    without this the count says one start reached the best (a false "try more starts").
+    """
+    near = np.flatnonzero(~conv & np.isfinite(obj) & (obj <= fbest * (1 + KINK_NEAR)))
+    zk, fk, ok = polish_on_kink(problem, z[near], np.ones((len(near), problem.n)))
+    z[near[ok]], obj[near[ok]], conv[near[ok]] = zk[ok], fk[ok], True
+    return int(np.sum(conv & (obj <= fbest * (1 + BEST_RTOL) + BEST_ATOL_FLOORS * problem.atol)))
 
 
 def starts_for(

@@ -103,3 +103,15 @@ def test_bootstrap_coverage(name):
     cov = bootstrap_coverage(name, n_rep=50)
     print(cov.to_string(index=False))
     assert cov["coverage"].mean() >= 0.90, cov
+
+
+def test_a_fit_whose_optimum_sits_on_a_hinge_kink_converges():
+    # critical_depth, seed 1021: the optimum puts a row exactly at the critical depth, where the
+    # gradient test cannot pass; before polish_on_kink this fit said "not converged" and "only 1
+    # of 72 starts reached the best objective"
+    table = simulate_table("critical_depth", n=200, noise=0.01, seed=1021)
+    res = scalefit.fit(table, "critical_depth", starts=64, seed=21)
+    assert res.converged and res.diagnostics["on_kink"], res.warnings
+    assert res.diagnostics["n_best"] >= 2 and not res.warnings, res.warnings
+    lc = res.params["kappa"] * np.log(table["width"].to_numpy())
+    assert np.min(np.abs(table["depth"].to_numpy() - lc) / lc) < 1e-9
