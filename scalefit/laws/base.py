@@ -125,7 +125,7 @@ class Law:
         ``kink(xp, p, x) -> array`` of one value per row whose zero is the hinge of the row's
         ``max(0, ...)`` term, in relative units (e.g. ``(depth - lc) / lc``). Laws with a hinge
         declare it so a fit that stalls on the hinge can be certified a minimum
-        (:func:`~scalefit.fit.lsq.polish_on_kink`); smooth laws leave it None.
+        (:func:`~scalefit.fit.kink.polish_on_kink`); smooth laws leave it None.
     """
 
     name: str
