@@ -414,13 +414,13 @@ def _lad_boundary_signs(probe: _Probe, at_zero, scale: float) -> list[str]:
     return reasons
 
 
-def _hinge_normal(problem: Problem, z: np.ndarray) -> np.ndarray | None:
-    """The unit normal (internal coordinates) of the hinge a row sits on at ``z``, else None."""
+def _hinge_normals(problem: Problem, z: np.ndarray) -> np.ndarray | None:
+    """Unit normals ``(P, k)`` (internal coordinates) of the hinges rows sit on at ``z``."""
     if problem.law.kink is None:
         return None
     w = np.ones((1, problem.n))
-    u, _, on = hinge_normals(problem, np.asarray(z, dtype=float)[None, :], w)
-    return u[0] if on[0] else None
+    u, _, _, n_on = hinge_normals(problem, np.asarray(z, dtype=float)[None, :], w)
+    return u[0, :, : n_on[0]] if n_on[0] else None
 
 
 def _null_space(rows: np.ndarray, n: int) -> np.ndarray:
@@ -476,7 +476,7 @@ def check_point(
         # residuals at zero
         reasons.extend(_lad_certificate(problem, z, loc, jac, free, at_zero, scale))
     else:
-        reasons.extend(_saddle_reasons(curv, free, names, _hinge_normal(problem, z)))
+        reasons.extend(_saddle_reasons(curv, free, names, _hinge_normals(problem, z)))
     flat = _flat_directions(loc["gn"], free)
     slopes, bandwidth = _huber_bread(problem, loc) if loss == "huber" else (None, 0.0)
     cov = _covariance(problem, loc, loss, jac, slopes)
@@ -552,21 +552,21 @@ def _huber_na(
     return out, info
 
 
-def _saddle_reasons(curv: dict, free: list[int], names, normal=None) -> list[str]:
+def _saddle_reasons(curv: dict, free: list[int], names, normals=None) -> list[str]:
     """Why the exact Hessians (internal, public) on ``free`` show no minimum (a saddle).
 
-    At a point on a hinge (``normal``, internal coordinates, from
-    :func:`~scalefit.fit.kink.hinge_normals`) the test runs along the hinge only: a difference
-    of the gradient across it measures its jump, not a curvature, and the direction across it
-    was certified by :func:`~scalefit.fit.kink.polish_on_kink` (the objective rises both ways).
+    At a point on hinges (``normals`` ``(P, k)``, internal coordinates, from
+    :func:`~scalefit.fit.kink.hinge_normals`) the test runs along them only: a difference of
+    the gradient across a hinge measures its jump, not a curvature, and the directions across
+    were certified by :func:`~scalefit.fit.kink.polish_on_kink` (the objective rises both ways).
     """
     reasons = []
     for label in ("internal", "public") if free else ():
         h = curv[f"h_{label}"][np.ix_(free, free)]
         basis = np.eye(len(free))
-        if normal is not None:  # the hinge's normal in these coordinates: n T^-1 for public
-            n = normal if label == "internal" else np.linalg.lstsq(curv["tpub"].T, normal)[0]
-            basis = _null_space(n[free][None, :], len(free))
+        if normals is not None:  # the hinges' normals in these coordinates: T^-T n for public
+            n = normals if label == "internal" else np.linalg.lstsq(curv["tpub"].T, normals)[0]
+            basis = _null_space(n[free].T, len(free))
         ev, vec = _eig(basis.T @ h @ basis)
         vec = basis @ vec
         if not np.all(np.isfinite(ev)):
