@@ -8,7 +8,10 @@ mean relative bias of the estimate and its t statistic, and the median relative 
 ``2 x 1.96`` times the spread of the estimates. Replicates without an interval, or whose fit
 did not converge, are listed on stderr with their warnings. See ``bootstrap_kink.md``.
 
-Run from the repository root::
+The last line gives the share of failed resamples per replicate (mean and largest), the
+replicates without an interval, the single fits that did not converge and the mean number of
+resamples certified on a kink. Any law of ``simulate_table`` works (``critical_depth_power``
+too). Run from the repository root::
 
     SCALEFIT_DATA_DIR=... PYTHONPATH=. python docs/studies/bootstrap_kink.py critical_depth
 """
@@ -67,6 +70,7 @@ for rep in range(args.n_rep):
                 share=d.get("boot_converged_share"),
                 failed=d.get("boot_failed"),
                 oor=d.get("boot_out_of_range"),
+                on_kink=d.get("boot_on_kink"),
                 warm_best=d.get("boot_warm_start_best"),
                 at_bound=",".join(d.get("at_bound", ()) or ()),
                 nwarn=len(res.warnings),
@@ -109,3 +113,11 @@ print(
 )
 print(out.to_string(float_format=lambda x: f"{x:.3f}"))
 print("mean coverage", round(df.groupby("param").cover.mean().mean(), 4))
+per_rep = df.groupby("rep").first()
+fail = 1.0 - per_rep.share.astype(float)
+print(
+    f"failed resamples: mean {fail.mean():.4f} max {fail.max():.4f}; replicates without an "
+    f"interval {int(per_rep.lo.isna().sum())}; single fits not converged "
+    f"{int((~per_rep.converged.astype(bool)).sum())}; resamples on a kink per replicate "
+    f"{per_rep.on_kink.astype(float).mean():.1f}"
+)

@@ -3,7 +3,7 @@
 For replicate ``rep`` of the coverage test (argument, default 16): the resamples whose every
 start stops unconverged, the distance of their nearest drawn row to the critical depth
 ``kappa ln(width)``, a refit with ``kappa`` held at its stalled value (``Law.fixing``), one-sided
-probes of ``kappa``, and :func:`scalefit.fit.lsq.polish_on_kink` on the same points. Run with
+probes of ``kappa``, and :func:`scalefit.fit.kink.polish_on_kink` on the same points. Run with
 ``PYTHONPATH=.`` from the repository root (the bootstrap's own ``_Resamples`` is used to get at
 every resample).
 """
@@ -17,7 +17,8 @@ import numpy as np
 from scalefit.core.errors import ConvergenceWarning
 from scalefit.fit import fit
 from scalefit.fit.bootstrap import _Resamples, resample_groups
-from scalefit.fit.lsq import polish_on_kink, solve_many
+from scalefit.fit.kink import polish_on_kink
+from scalefit.fit.lsq import solve_many
 from scalefit.fit.synthetic import simulate_table
 
 rep = int(sys.argv[1]) if len(sys.argv) > 1 else 16

@@ -29,7 +29,8 @@ from ..laws.base import outside_range
 from .curve_marks import warn_ungrouped
 from .data import as_table, group_codes, inputs_of
 from .engine import CHUNK, SCREEN_ABOVE, Problem, robust_rho
-from .lsq import polish_on_kink, solve_many
+from .kink import polish_on_kink
+from .lsq import solve_many
 from .result import FitResult
 
 CI_METHODS = ("percentile", "bca")
@@ -315,7 +316,7 @@ class _Resamples:
 
         ``stalled`` holds the objective of each solve that stopped unconverged (inf otherwise);
         each resample's lowest one, when below its best converged objective, is re-solved with
-        the kink's coordinate held (:func:`~scalefit.fit.lsq.polish_on_kink`) and replaces it
+        the kink held (:func:`~scalefit.fit.kink.polish_on_kink`) and replaces it
         when certified. Without this, a hinge law such as ``critical_depth`` loses every
         resample whose optimum puts a row exactly at the critical depth.
         """

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..laws import Law
 from .engine import LAD_DELTA, Problem
+from .kink import hinge_normals
 
 CORR_WARN = 0.99
 COND_WARN = 1e12
@@ -413,6 +414,15 @@ def _lad_boundary_signs(probe: _Probe, at_zero, scale: float) -> list[str]:
     return reasons
 
 
+def _hinge_normals(problem: Problem, z: np.ndarray) -> np.ndarray | None:
+    """Unit normals ``(P, k)`` (internal coordinates) of the hinges rows sit on at ``z``."""
+    if problem.law.kink is None:
+        return None
+    w = np.ones((1, problem.n))
+    u, _, _, n_on = hinge_normals(problem, np.asarray(z, dtype=float)[None, :], w)
+    return u[0, :, : n_on[0]] if n_on[0] else None
+
+
 def _null_space(rows: np.ndarray, n: int) -> np.ndarray:
     """An orthonormal basis (n, k) of the directions orthogonal to every row of ``rows``."""
     if not len(rows):
@@ -466,7 +476,7 @@ def check_point(
         # residuals at zero
         reasons.extend(_lad_certificate(problem, z, loc, jac, free, at_zero, scale))
     else:
-        reasons.extend(_saddle_reasons(curv, free, names))
+        reasons.extend(_saddle_reasons(curv, free, names, _hinge_normals(problem, z)))
     flat = _flat_directions(loc["gn"], free)
     slopes, bandwidth = _huber_bread(problem, loc) if loss == "huber" else (None, 0.0)
     cov = _covariance(problem, loc, loss, jac, slopes)
@@ -542,11 +552,23 @@ def _huber_na(
     return out, info
 
 
-def _saddle_reasons(curv: dict, free: list[int], names) -> list[str]:
-    """Why the exact Hessians (internal, public) on ``free`` show no minimum (a saddle)."""
+def _saddle_reasons(curv: dict, free: list[int], names, normals=None) -> list[str]:
+    """Why the exact Hessians (internal, public) on ``free`` show no minimum (a saddle).
+
+    At a point on hinges (``normals`` ``(P, k)``, internal coordinates, from
+    :func:`~scalefit.fit.kink.hinge_normals`) the test runs along them only: a difference of
+    the gradient across a hinge measures its jump, not a curvature, and the directions across
+    were certified by :func:`~scalefit.fit.kink.polish_on_kink` (the objective rises both ways).
+    """
     reasons = []
     for label in ("internal", "public") if free else ():
-        ev, vec = _eig(curv[f"h_{label}"][np.ix_(free, free)])
+        h = curv[f"h_{label}"][np.ix_(free, free)]
+        basis = np.eye(len(free))
+        if normals is not None:  # the hinges' normals in these coordinates: T^-T n for public
+            n = normals if label == "internal" else np.linalg.lstsq(curv["tpub"].T, normals)[0]
+            basis = _null_space(n[free].T, len(free))
+        ev, vec = _eig(basis.T @ h @ basis)
+        vec = basis @ vec
         if not np.all(np.isfinite(ev)):
             reasons.append(f"the Hessian in {label} coordinates is not finite")
         elif ev[0] < -NEG_TOL:

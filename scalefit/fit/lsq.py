@@ -23,6 +23,7 @@ from ..laws import Law, sample_starts
 from .build import FitSettings, Optimum, build_result
 from .data import check_design, inputs_of, weights_of
 from .engine import Problem
+from .kink import polish_on_kink
 from .observation import response
 from .result import FitResult
 
@@ -74,89 +75,6 @@ def solve_many(
             z0, weights, weight_index=weight_index, max_iter=MAX_ITER, tol=tol, on_done=bar.update
         )
     return out["z"], out["objective"], out["converged"], out["iterations"]
-
-
-#: Iterations of :func:`polish_on_kink` (each one batched objective-and-gradient evaluation).
-KINK_ITER = 200
-
-
-def polish_on_kink(
-    problem: Problem, z: np.ndarray, weights: np.ndarray, *, tol: float = 1e-12
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Re-solve stalled solutions of a piecewise-smooth law with one coordinate held.
-
-    A law with a hinge (``max(0, ...)``, e.g. :func:`~scalefit.laws.catalogue.critical_depth`)
-    has an objective with kinks; its minimum often sits *on* one (a row exactly at the critical
-    depth), where the one-sided gradient never vanishes and Levenberg–Marquardt stalls with its
-    damping exploding: a minimum that the gradient test cannot certify. Each solution is
-    re-solved with its coordinate of largest scaled gradient ``|g_k| / sqrt(H_kk)`` (the one
-    whose move crosses the kink) held, by damped Gauss–Newton steps on the others, and is
-    certified when that reduced problem passes the solver's convergence test and the objective
-    rises on both sides of the held coordinate (one-sided probes of ``1e-3`` of its natural
-    scale): the first-order condition of a minimum on a kink along one coordinate. A kink that
-    crosses several coordinates at once leaves the reduced problem stalled too: not certified.
-
-    Parameters
-    ----------
-    problem : Problem
-        The problem (its row weights multiply ``weights``).
-    z : ndarray
-        Stalled solutions ``(m, P)``, internal coordinates.
-    weights : ndarray
-        Row weights ``(m, rows)`` of each solution's problem (e.g. bootstrap counts).
-    tol : float, default 1e-12
-        Relative Newton-decrement tolerance of the reduced problems.
-
-    Returns
-    -------
-    tuple of ndarray
-        ``(z, objective, certified)``: the re-solved points, their objectives and whether each
-        is certified a minimum.
-    """
-    z = np.array(z, dtype=float)
-    w = np.asarray(weights, dtype=float)
-    m, p = z.shape
-    if m == 0:
-        return z, np.zeros(0), np.zeros(0, dtype=bool)
-    rows = np.arange(m)
-
-    def evaluate(zz):
-        out = problem.solve_chunks(zz, w, keys=("objective", "grad", "gn"), max_iter=0)
-        return out["objective"], out["grad"], out["gn"]
-
-    f, g, h = evaluate(z)
-    scale = np.maximum(np.abs(np.diagonal(h, axis1=1, axis2=2)), 1e-300)
-    hold = np.argmax(np.abs(g) / np.sqrt(scale), axis=1)
-    free = np.ones((m, p), dtype=bool)
-    free[rows, hold] = False
-    mask = free[:, :, None] & free[:, None, :]
-    eye = np.eye(p)[None]
-    lam, dec = np.full(m, 1e-3), np.full(m, np.inf)
-    done = ~np.isfinite(f)
-    for _ in range(KINK_ITER):
-        gr = np.where(free, g, 0.0)
-        hr = np.where(mask, h, 0.0) + eye * (~free)[:, None, :]  # identity on the held one
-        d = np.maximum(np.diagonal(hr, axis1=1, axis2=2), 1e-300)
-        newton = np.linalg.solve(hr + 1e-12 * eye * d[:, None], gr[..., None])[..., 0]
-        dec = 0.5 * np.einsum("mi,mi->m", gr, newton)
-        done |= dec <= tol * np.maximum(f, 1e-300) + problem.atol
-        if done.all():
-            break
-        s = -np.linalg.solve(hr + eye * (lam[:, None] * d)[:, None], gr[..., None])[..., 0]
-        ft, gt, ht = evaluate(z + np.where(done[:, None], 0.0, s))
-        ok = ~done & np.isfinite(ft) & (ft <= f)
-        z[ok] += s[ok]
-        f[ok], g[ok], h[ok] = ft[ok], gt[ok], ht[ok]
-        lam = np.where(ok, np.maximum(lam / 3.0, 1e-15), lam * 4.0)
-        done |= lam > 1e16
-    conv = np.isfinite(f) & (dec <= tol * np.maximum(f, 1e-300) + problem.atol)
-    step = 1e-3 * np.sqrt(np.maximum(f, problem.atol) / scale[rows, hold])
-    shift = np.zeros((m, p))
-    shift[rows, hold] = step
-    f_up = evaluate(z + shift)[0]
-    f_down = evaluate(z - shift)[0]
-    rises = (f_up >= f - problem.atol) & (f_down >= f - problem.atol)
-    return z, f, conv & rises
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,11 @@ class Law:
     spec : dict, optional
         JSON-able description of a formula law (set by :meth:`from_formula`); results save it so
         the law round-trips without running any code.
+    kink : callable, optional
+        ``kink(xp, p, x) -> array`` of one value per row whose zero is the hinge of the row's
+        ``max(0, ...)`` term, in relative units (e.g. ``(depth - lc) / lc``). Laws with a hinge
+        declare it so a fit that stalls on the hinge can be certified a minimum
+        (:func:`~scalefit.fit.kink.polish_on_kink`); smooth laws leave it None.
     """
 
     name: str
@@ -135,6 +140,7 @@ class Law:
     spec: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     #: Parameters held at a value (public units) by :meth:`fixing`; not fitted.
     fixed: Mapping[str, float] = field(default_factory=dict, compare=False, repr=False)
+    kink: Expr | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if RESPONSE in self.inputs:
@@ -315,6 +321,9 @@ class Law:
         def expr(xp, p, x):
             return base(xp, {**consts, **p}, x)
 
+        def kink(xp, p, x):
+            return self.kink(xp, {**consts, **p}, x)
+
         return Law(
             name=self.name,
             inputs=self.inputs,
@@ -325,6 +334,7 @@ class Law:
             options={**self.options, "_held": consts, "_base": id(base)},
             reference=self.reference,
             fixed=held,
+            kink=None if self.kink is None else kink,
         )
 
     def describe(self) -> str:

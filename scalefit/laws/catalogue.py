@@ -158,15 +158,25 @@ def _critical_features(params_from: str, vocab: int, embeddings: str):
     return features
 
 
-def _critical_expr(form: str):
-    """The expression of :func:`critical_depth` for ``lc`` of the given ``form``."""
+def _critical_kink(form: str):
+    """The hinge of :func:`critical_depth`: ``(depth - lc) / lc``, zero at the critical depth."""
 
-    def expr(xp, p, x):
+    def kink(xp, p, x):
         if form == "log":
             lc = p["kappa"] * xp.log(x["width"])
         else:
             lc = p["c_crit"] * inv_power(xp, x["width"], -p["a_crit"])
-        excess = xp.maximum(0.0, (x["depth"] - lc) / lc)
+        return (x["depth"] - lc) / lc
+
+    return kink
+
+
+def _critical_expr(form: str):
+    """The expression of :func:`critical_depth` for ``lc`` of the given ``form``."""
+    kink = _critical_kink(form)
+
+    def expr(xp, p, x):
+        excess = xp.maximum(0.0, kink(xp, p, x))
         penalty = p["gamma"] * inv_power(xp, x["width"], p["mu"]) * excess
         return (
             p["A"] * inv_power(xp, x["n"], p["alpha"])
@@ -227,6 +237,7 @@ def critical_depth(
             *crit,
         ),
         expr=_critical_expr(form),
+        kink=_critical_kink(form),
         features=_critical_features(params_from, vocab, embeddings),
         formula=(
             "L = A/N^alpha + B/tokens^delta + gamma/width^mu * max(0, (depth - lc)/lc), "

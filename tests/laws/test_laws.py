@@ -83,6 +83,29 @@ def test_critical_depth_flat_below_critical_depth():
     np.testing.assert_allclose(below, ref)
 
 
+@pytest.mark.parametrize("name", ["critical_depth", "critical_depth_power"])
+def test_declared_kink_is_where_the_law_bends(name):
+    # without the params term the loss is flat in depth below the critical depth and linear
+    # above: its second difference in depth is zero away from the declared hinge only
+    law = get_law(name)
+    p = dict(TRUTHS[name], A=1e-300)
+    x = {"width": np.full(1, 1024.0), "tokens": np.full(1, 1e10)}
+    depth = np.linspace(2.0, 60.0, 2001)
+    xs = {k: np.full(depth.size, v[0]) for k, v in x.items()} | {"depth": depth}
+    kink = law.kink(np, p, law.variables(np, xs))
+    root = np.flatnonzero(np.diff(np.sign(kink)))
+    assert len(root) == 1
+    loss = law.evaluate(p, xs)
+    second = np.abs(np.diff(loss, 2))
+    assert np.argmax(second) in (root[0] - 1, root[0])
+    assert np.all(np.delete(second, [root[0] - 1, root[0]]) < 1e-9 * second.max())
+    # a law with a parameter held keeps its kink
+    held = law.fixing({"mu": p["mu"]})
+    free = {k: v for k, v in p.items() if k != "mu"}
+    np.testing.assert_allclose(held.kink(np, free, law.variables(np, xs)), kink)
+    assert get_law("chinchilla").kink is None
+
+
 def test_register_user_law_and_fit_it():
     law = Law(
         name="kaplan_test",
