@@ -318,8 +318,11 @@ class _Resamples:
         each resample's lowest one, when below its best converged objective, is re-solved with
         the kink held (:func:`~scalefit.fit.kink.polish_on_kink`) and replaces it
         when certified. Without this, a hinge law such as ``critical_depth`` loses every
-        resample whose optimum puts a row exactly at the critical depth.
+        resample whose optimum puts a row exactly at the critical depth. Only laws that declare
+        their hinge (``Law.kink``) are polished: a smooth law's stall is not a kink.
         """
+        if self.problem.law.kink is None:
+            return
         m = len(counts)
         cand, start = np.full(m, np.inf), np.zeros(m, dtype=int)
         for q in np.flatnonzero(np.isfinite(stalled)):

@@ -116,7 +116,8 @@ class JaxBackend:
             z[best], obj[best], conv[best] = zp[0], fp[0], conv[best] or cp[0]
             fbest = float(fp[0])
         on_kink = False
-        if not conv[best] and np.isfinite(fbest):  # stalled: on a kink of a hinge law?
+        hinge = problem.law.kink is not None
+        if hinge and not conv[best] and np.isfinite(fbest):  # stalled on the law's hinge?
             zk, fk, ok = polish_on_kink(problem, z[best][None, :], np.ones((1, problem.n)))
             on_kink = bool(ok[0] and fk[0] <= fbest)
             if on_kink:
