@@ -168,20 +168,27 @@ def test_resamples_on_a_hinge_kink_are_kept_as_certified_minima():
     assert all(boot.ci[k][0] <= truth[k] <= boot.ci[k][1] for k in truth), (boot.ci, truth)
 
 
-def test_polish_on_kink_certifies_a_kink_minimum_and_refuses_a_slope():
+def _stalled_resamples(name, table_seed, count_seed):
+    """32 resamples of a simulated hinge-law table solved from the truth; the stalled ones."""
     from scalefit.fit.engine import Problem
-    from scalefit.fit.kink import polish_on_kink
     from scalefit.fit.lsq import solve_many
     from scalefit.fit.synthetic import simulate_table
     from scalefit.laws import get_law
 
-    table = simulate_table("critical_depth", n=200, noise=0.01, seed=1016)
-    law = get_law("critical_depth")
+    table = simulate_table(name, n=200, noise=0.01, seed=table_seed)
+    law = get_law(name)
     prob = Problem(law, table, table["loss"].to_numpy(), loss="mse", delta=1e-3)
-    counts = np.random.default_rng(3).multinomial(200, np.full(200, 1 / 200), size=32) * 1.0
+    rng = np.random.default_rng(count_seed)
+    counts = rng.multinomial(200, np.full(200, 1 / 200), size=32) * 1.0
     z0 = np.repeat(law.to_internal(table.attrs["truth"], prob.refs)[None], 32, axis=0)
     z, obj, conv, _ = solve_many(prob, z0, counts)
-    stalled = np.flatnonzero(~conv & np.isfinite(obj))
+    return table, law, prob, counts, z, obj, conv, np.flatnonzero(~conv & np.isfinite(obj))
+
+
+def test_polish_on_kink_certifies_a_kink_minimum_and_refuses_a_slope():
+    from scalefit.fit.kink import polish_on_kink
+
+    table, law, prob, counts, z, obj, conv, stalled = _stalled_resamples("critical_depth", 1016, 3)
     assert len(stalled) >= 2  # measured: 8 of these 32 resamples stall on a kink
     zk, fk, ok = polish_on_kink(prob, z[stalled], counts[stalled])
     assert ok.all() and np.all(fk <= obj[stalled])
@@ -206,18 +213,10 @@ def test_polish_on_kink_holds_a_hinge_across_coordinates_and_refuses_a_false_one
 
     from scalefit.fit.engine import Problem
     from scalefit.fit.kink import polish_on_kink
-    from scalefit.fit.lsq import solve_many
-    from scalefit.fit.synthetic import simulate_table
-    from scalefit.laws import get_law
 
-    table = simulate_table("critical_depth_power", n=200, noise=0.01, seed=1002)
-    law = get_law("critical_depth_power")
+    out = _stalled_resamples("critical_depth_power", 1002, 3)
+    table, law, prob, counts, z, obj, conv, stalled = out
     y = table["loss"].to_numpy()
-    prob = Problem(law, table, y, loss="mse", delta=1e-3)
-    counts = np.random.default_rng(3).multinomial(200, np.full(200, 1 / 200), size=32) * 1.0
-    z0 = np.repeat(law.to_internal(table.attrs["truth"], prob.refs)[None], 32, axis=0)
-    z, obj, conv, _ = solve_many(prob, z0, counts)
-    stalled = np.flatnonzero(~conv & np.isfinite(obj))
     assert len(stalled) >= 5  # measured: 8 of these 32 resamples stall on a hinge
     zk, fk, ok = polish_on_kink(prob, z[stalled], counts[stalled])
     assert ok.mean() >= 0.8 and np.all(fk <= obj[stalled])
@@ -249,19 +248,9 @@ def test_polish_on_kink_holds_a_hinge_across_coordinates_and_refuses_a_false_one
 def test_polish_on_kink_holds_two_hinges_where_the_first_fit_slides_onto_a_second():
     # with one hinge held the reduced fit slides along it until a second drawn row reaches its
     # critical depth and stalls there; the second round holds both
-    from scalefit.fit.engine import Problem
     from scalefit.fit.kink import _held_solve, hinge_normals, polish_on_kink
-    from scalefit.fit.lsq import solve_many
-    from scalefit.fit.synthetic import simulate_table
-    from scalefit.laws import get_law
 
-    table = simulate_table("critical_depth_power", n=200, noise=0.01, seed=1006)
-    law = get_law("critical_depth_power")
-    prob = Problem(law, table, table["loss"].to_numpy(), loss="mse", delta=1e-3)
-    counts = np.random.default_rng(4).multinomial(200, np.full(200, 1 / 200), size=32) * 1.0
-    z0 = np.repeat(law.to_internal(table.attrs["truth"], prob.refs)[None], 32, axis=0)
-    z, obj, conv, _ = solve_many(prob, z0, counts)
-    stalled = np.flatnonzero(~conv & np.isfinite(obj))
+    _, _, prob, counts, z, obj, _, stalled = _stalled_resamples("critical_depth_power", 1006, 4)
     zk, fk, ok = polish_on_kink(prob, z[stalled], counts[stalled])
     assert ok.all() and np.all(fk <= obj[stalled])  # measured: 5 of 5
     n_on = hinge_normals(prob, zk, counts[stalled])[3]
